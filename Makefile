@@ -1,0 +1,80 @@
+# supergw — one IPsec super gateway from N Linux gateways and a P4 switch.
+# `make help` lists the targets. Every target that needs tools installs them first.
+
+SHELL      := /bin/bash
+VENV       := .venv
+PY         := $(VENV)/bin/python
+TARGET     ?= ebpf
+RESULTS    := build/test-results
+SWITCH_BIN := targets/ebpf/bin/supergw-switch
+
+.PHONY: help deps p4 constants switch run stop test unit ptf integration bench format clean
+
+help:
+	@echo "make run          boot the whole emulated system (switch, controller, gateways)"
+	@echo "make stop         stop what 'make run' started"
+	@echo "make test         unit tests + PTF on the eBPF target + integration tests"
+	@echo "make ptf          PTF suite only (TARGET=ebpf|bmv2)"
+	@echo "make p4           compile p4src with p4c and diff the committed P4Info (skips without p4c)"
+	@echo "make constants    regenerate constants from the P4Info and p4src/common/defines.p4"
+	@echo "make bench        run the benchmarks, results in bench/results/"
+	@echo "make format       format Go, C and Python sources"
+
+deps:
+	@.ci/install-deps
+
+p4:
+	@p4src/build.sh
+
+constants: deps
+	@$(PY) p4src/gen_constants.py
+
+switch: deps
+	@$(MAKE) -s -C targets/ebpf
+
+run: deps switch
+	@$(PY) -m topologies.run up
+
+stop:
+	@[ -x $(PY) ] && $(PY) -m topologies.run down || true
+
+test: deps switch
+	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
+	@rc=0; \
+	 $(MAKE) -s unit || rc=1; \
+	 $(MAKE) -s ptf || rc=1; \
+	 $(MAKE) -s integration || rc=1; \
+	 $(PY) .ci/summarize-junit $(RESULTS) --expect go python-unit ptf python-integration || rc=1; \
+	 exit $$rc
+
+unit: deps
+	@mkdir -p $(RESULTS)
+	@rc=0; \
+	 echo "== unit: generated constants are current"; \
+	 $(PY) p4src/gen_constants.py --check || rc=1; \
+	 echo "== unit: Go (eBPF target)"; \
+	 $(MAKE) -s -C targets/ebpf test JUNIT=$(CURDIR)/$(RESULTS)/go.xml || rc=1; \
+	 echo "== unit: Python"; \
+	 $(PY) -m pytest -q -m "not integration" --junitxml=$(RESULTS)/python-unit.xml controller backends p4src || rc=1; \
+	 exit $$rc
+
+ptf: deps switch
+	@mkdir -p $(RESULTS)
+	@echo "== ptf: TARGET=$(TARGET)"
+	@ptf-tests/run.sh --target $(TARGET) --xunit $(CURDIR)/$(RESULTS)/ptf
+
+integration: deps switch
+	@mkdir -p $(RESULTS)
+	@echo "== integration: real switch, controller and strongSwan in namespaces"
+	@$(PY) -m pytest -q -m integration --junitxml=$(RESULTS)/python-integration.xml controller backends
+
+bench: deps switch
+	@$(PY) -m bench
+
+format:
+	@gofmt -w targets/ebpf
+	@clang-format -i targets/ebpf/bpf/*.[ch] 2>/dev/null || true
+
+clean:
+	@$(MAKE) -s -C targets/ebpf clean
+	@rm -rf build

@@ -1,0 +1,1 @@
+"""supergw gateway: strongSwan backends, tuning and the load agent."""

@@ -1,0 +1,1 @@
+"""supergw controller: P4Runtime control of the dispatcher."""
