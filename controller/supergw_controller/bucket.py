@@ -1,0 +1,135 @@
+"""Bucket math of the dispatcher: the one Python implementation of `bucket(mac)` and `vmac(b)`.
+
+The data plane computes ``bucket(mac) = crc16_arc(mac) & (K - 1)`` (v1model
+``hash(HashAlgorithm.crc16, 0, {mac}, 65536)`` on BMv2, the same CRC in eBPF), and
+answers ARP for the gateway IP with ``vmac(bucket(mac)) = vmac_base | bucket``.
+`p4src/vectors/bucket-crc16.json` (computed by real BMv2) pins all of it; see
+docs/pipeline-contract.md for the definitions.
+
+MACs are accepted as ``"aa:bb:cc:dd:ee:ff"`` (case-insensitive) or as 6 raw bytes and
+returned as lower-case colon strings.
+"""
+
+from __future__ import annotations
+
+from supergw_controller.p4constants import MAX_BUCKETS
+
+MacLike = str | bytes
+
+_VMAC_BUCKET_BITS = 16
+_VMAC_BUCKET_MASK = (1 << _VMAC_BUCKET_BITS) - 1
+
+
+def _crc16_arc_table() -> tuple[int, ...]:
+    table: list[int] = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+        table.append(crc)
+    return tuple(table)
+
+
+_CRC16_ARC_TABLE = _crc16_arc_table()
+
+
+def crc16_arc(data: bytes) -> int:
+    """CRC-16/ARC (poly 0x8005 reflected, init 0, no final xor) of ``data``."""
+    crc = 0
+    for byte in data:
+        crc = (crc >> 8) ^ _CRC16_ARC_TABLE[(crc ^ byte) & 0xFF]
+    return crc
+
+
+def mac_to_bytes(mac: MacLike) -> bytes:
+    """Six bytes in network order; raises ValueError for anything that is not a MAC."""
+    if isinstance(mac, bytes | bytearray):
+        if len(mac) != 6:
+            raise ValueError(f"a MAC has 6 bytes, got {len(mac)}")
+        return bytes(mac)
+    if not isinstance(mac, str):
+        raise TypeError(f"MAC must be str or bytes, not {type(mac).__name__}")
+    parts = mac.split(":")
+    if len(parts) != 6 or any(len(p) != 2 for p in parts):
+        raise ValueError(f"not a MAC address (want aa:bb:cc:dd:ee:ff): {mac!r}")
+    try:
+        return bytes(int(p, 16) for p in parts)
+    except ValueError:
+        raise ValueError(f"not a MAC address (bad hex digit): {mac!r}") from None
+
+
+def mac_to_str(mac: MacLike) -> str:
+    """Canonical lower-case ``aa:bb:cc:dd:ee:ff`` form."""
+    return ":".join(f"{b:02x}" for b in mac_to_bytes(mac))
+
+
+def mac_to_int(mac: MacLike) -> int:
+    return int.from_bytes(mac_to_bytes(mac), "big")
+
+
+def int_to_mac(value: int) -> str:
+    if not 0 <= value < 1 << 48:
+        raise ValueError(f"MAC value out of range: {value:#x}")
+    return mac_to_str(value.to_bytes(6, "big"))
+
+
+def check_k(k: int) -> int:
+    """Return ``k`` if it is a valid bucket count (a power of two, 1..MAX_BUCKETS)."""
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"bucket count must be an int, not {type(k).__name__}")
+    if k < 1 or k > MAX_BUCKETS or k & (k - 1):
+        raise ValueError(f"bucket count must be a power of two in 1..{MAX_BUCKETS}, got {k}")
+    return k
+
+
+def bucket_mask(k: int) -> int:
+    """The ``bucket_mask`` parameter of ``set_dispatch_config`` for ``k`` buckets."""
+    return check_k(k) - 1
+
+
+def bucket_of(mac: MacLike, k: int) -> int:
+    """The bucket the data plane puts ``mac`` in when it runs with ``k`` buckets."""
+    return crc16_arc(mac_to_bytes(mac)) & bucket_mask(k)
+
+
+def check_vmac_base(base: MacLike) -> int:
+    """Return ``base`` as an int if it is a usable vmac base, else raise ValueError.
+
+    It must be a locally administered unicast MAC with its low 16 bits zero, so that
+    ``base | bucket`` never carries into the fixed part for any K <= 65536.
+    """
+    value = mac_to_int(base)
+    first_octet = value >> 40
+    if first_octet & 0x01:
+        raise ValueError(f"vmac base must be unicast (I/G bit clear): {mac_to_str(base)}")
+    if not first_octet & 0x02:
+        raise ValueError(f"vmac base must be locally administered (U/L bit set): {mac_to_str(base)}")
+    if value & _VMAC_BUCKET_MASK:
+        raise ValueError(f"vmac base must have its low 16 bits zero: {mac_to_str(base)}")
+    return value
+
+
+def vmac(base: MacLike, bucket: int) -> str:
+    """The virtual MAC of ``bucket``: ``base | bucket``."""
+    base_value = check_vmac_base(base)
+    if isinstance(bucket, bool) or not isinstance(bucket, int):
+        raise TypeError(f"bucket must be an int, not {type(bucket).__name__}")
+    if not 0 <= bucket < MAX_BUCKETS:
+        raise ValueError(f"bucket must be in 0..{MAX_BUCKETS - 1}, got {bucket}")
+    return int_to_mac(base_value | bucket)
+
+
+def bucket_of_vmac(mac: MacLike, base: MacLike, k: int) -> int | None:
+    """The bucket ``mac`` addresses if it is a vmac of ``base`` with ``k`` buckets, else None.
+
+    Mirrors the data plane: ``mac & ~0xffff == base`` and ``mac & 0xffff <= k - 1``.
+    """
+    value = mac_to_int(mac)
+    if value & ~_VMAC_BUCKET_MASK != check_vmac_base(base):
+        return None
+    low = value & _VMAC_BUCKET_MASK
+    return low if low <= bucket_mask(k) else None
+
+
+def is_vmac(mac: MacLike, base: MacLike, k: int) -> bool:
+    return bucket_of_vmac(mac, base, k) is not None

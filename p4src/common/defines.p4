@@ -1,0 +1,66 @@
+// Types and constants shared by every supergw target (v1model today, TNA later).
+// p4src/gen_constants.py parses the `const` lines below into Python, Go and C, so keep
+// them on one line each: `const <type> <NAME> = <integer>;`.
+
+#ifndef SUPERGW_DEFINES_P4
+#define SUPERGW_DEFINES_P4
+
+#include "size.p4"
+
+typedef bit<48> mac_addr_t;
+typedef bit<32> ipv4_addr_t;
+// P4Runtime port number: v1model's bit<9> widened so all targets share one P4Info.
+typedef bit<16> port_num_t;
+typedef bit<8>  port_role_t;
+typedef bit<8>  drop_reason_t;
+typedef bit<16> punt_reason_t;
+typedef bit<16> bucket_t;
+typedef bit<16> mcast_group_t;
+
+// Packet-out frames are only accepted from this port (BMv2: --cpu-port 255).
+const port_num_t CPU_PORT = 255;
+// PRE multicast group the controller fills with every host port (instance 0).
+const mcast_group_t HOST_FLOOD_GROUP = 1;
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<16> ETHERTYPE_ARP = 0x0806;
+// A front-port frame with this ethertype is dropped: it could be mistaken for a
+// controller packet-out by whatever sits behind the CPU port.
+const bit<16> ETHERTYPE_PACKET_OUT = 0xBF01;
+
+const bit<16> ARP_HTYPE_ETHERNET = 1;
+const bit<16> ARP_PTYPE_IPV4 = 0x0800;
+const bit<8> ARP_HLEN_ETHERNET = 6;
+const bit<8> ARP_PLEN_IPV4 = 4;
+const bit<16> ARP_OPER_REQUEST = 1;
+const bit<16> ARP_OPER_REPLY = 2;
+
+// The BMv2 implementation ignores the receiver; kept stable for other targets.
+const bit<32> LEARN_DIGEST_RECEIVER = 1;
+
+// PortRole: what sits behind a port (table port_roles, action param `role`).
+const port_role_t PORT_ROLE_UNKNOWN = 0;
+const port_role_t PORT_ROLE_HOST = 1;
+const port_role_t PORT_ROLE_GATEWAY = 2;
+
+// DropReason: index into SupergwIngress.drop_counter (size DROP_COUNTER_SIZE).
+// Values are part of the contract: never renumber, only append.
+const drop_reason_t DROP_REASON_NONE = 0;
+const drop_reason_t DROP_REASON_ARP_SPOOF_GATEWAY_IP = 1;
+const drop_reason_t DROP_REASON_BUCKET_UNASSIGNED = 2;
+const drop_reason_t DROP_REASON_GATEWAY_BROADCAST = 3;
+const drop_reason_t DROP_REASON_MALFORMED_ARP = 4;
+const drop_reason_t DROP_REASON_PACKET_OUT_FROM_FRONT_PORT = 5;
+const drop_reason_t DROP_REASON_UNKNOWN_PORT = 6;
+const drop_reason_t DROP_REASON_MALFORMED_FRAME = 7;
+const drop_reason_t DROP_REASON_NOT_CONFIGURED = 8;
+const drop_reason_t DROP_REASON_PACKET_OUT_BAD_PORT = 9;
+const drop_reason_t DROP_REASON_HAIRPIN = 10;
+const drop_reason_t DROP_REASON_GATEWAY_TO_GATEWAY = 11;
+
+// PuntReason: field `reason` of the packet_in controller header.
+const punt_reason_t PUNT_REASON_NONE = 0;
+const punt_reason_t PUNT_REASON_GATEWAY_ARP_MISS = 1;
+const punt_reason_t PUNT_REASON_GATEWAY_ARP_REPLY = 2;
+
+#endif  // SUPERGW_DEFINES_P4

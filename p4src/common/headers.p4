@@ -1,0 +1,121 @@
+// Packet headers, controller headers and the digest of the supergw pipeline.
+
+#ifndef SUPERGW_HEADERS_P4
+#define SUPERGW_HEADERS_P4
+
+#include "defines.p4"
+
+// Sent to the controller in front of the original frame when egress_port == CPU_PORT.
+@controller_header("packet_in")
+@id(0x04000001)
+header packet_in_t {
+    port_num_t    ingress_port;
+    punt_reason_t reason;
+}
+
+// Received from the controller in front of the frame to send out of egress_port.
+@controller_header("packet_out")
+@id(0x04000002)
+header packet_out_t {
+    port_num_t egress_port;
+}
+
+header ethernet_t {
+    mac_addr_t dst_addr;
+    mac_addr_t src_addr;
+    bit<16>    ether_type;
+}
+
+// ARP for IPv4 over Ethernet only (RFC 826 with hlen 6, plen 4): 28 bytes.
+header arp_t {
+    bit<16>     htype;
+    bit<16>     ptype;
+    bit<8>      hlen;
+    bit<8>      plen;
+    bit<16>     oper;
+    mac_addr_t  sha;
+    ipv4_addr_t spa;
+    mac_addr_t  tha;
+    ipv4_addr_t tpa;
+}
+
+// Parsed only to learn a host's IPv4 address; never modified.
+header ipv4_t {
+    bit<4>      version;
+    bit<4>      ihl;
+    bit<6>      dscp;
+    bit<2>      ecn;
+    bit<16>     total_len;
+    bit<16>     identification;
+    bit<3>      flags;
+    bit<13>     frag_offset;
+    bit<8>      ttl;
+    bit<8>      protocol;
+    bit<16>     hdr_checksum;
+    ipv4_addr_t src_addr;
+    ipv4_addr_t dst_addr;
+}
+
+struct headers_t {
+    packet_out_t packet_out;
+    packet_in_t  packet_in;
+    ethernet_t   ethernet;
+    arp_t        arp;
+    ipv4_t       ipv4;
+}
+
+// Digest of an unknown (source MAC, host port) pair. src_ip is the ARP sender IP for
+// ARP, the IPv4 source for IPv4, 0 otherwise, and 0 whenever it equals the gateway IP.
+// P4Info names the digest after this type; v1model gives no way to pin its ID.
+struct learn_digest_t {
+    mac_addr_t  src_mac;
+    port_num_t  port;
+    ipv4_addr_t src_ip;
+}
+
+// Header fields normalised once (zeros when a header is invalid), so later controls
+// match and branch on plain metadata.
+struct lookup_metadata_t {
+    mac_addr_t  eth_dst;
+    mac_addr_t  eth_src;
+    bit<16>     eth_type;
+    bool        eth_dst_is_group;  // broadcast or multicast (I/G bit set)
+    bool        is_arp;            // ethertype is ARP, whatever its content
+    bool        arp_valid;         // a well-formed IPv4-over-Ethernet request or reply
+    bit<16>     arp_oper;
+    ipv4_addr_t arp_spa;
+    ipv4_addr_t arp_tpa;
+    ipv4_addr_t src_ip;            // ARP sender IP, IPv4 source, or 0
+}
+
+struct local_metadata_t {
+    lookup_metadata_t lookup;
+    port_num_t        ingress_port;
+    // Frames from the CPU port are packet-outs; everything else is a front-port frame.
+    bool              is_packet_out;
+    // An Ethernet header (front port) or a packet-out header (CPU port) was parsed.
+    bool              frame_valid;
+    // Port looked up in port_roles: the ingress port, or a packet-out's egress port.
+    port_num_t        classified_port;
+    port_role_t       port_role;
+    // Set once the packet's fate (a drop or an output) is known; later controls skip.
+    bool              decided;
+    drop_reason_t     drop_reason;
+    punt_reason_t     punt_reason;
+    // From SupergwIngress.dispatch_config.settings.
+    bool              configured;
+    ipv4_addr_t       gateway_ip;
+    mac_addr_t        vmac_base;
+    bucket_t          bucket_mask;
+    // vmac(bucket(host MAC)), the host being the frame's source on a host port and its
+    // destination on a gateway port.
+    mac_addr_t        host_vmac;
+    bool              dst_is_vmac;
+    bucket_t          dst_bucket;
+    ipv4_addr_t       learn_src_ip;
+    bool              l2_hit;
+    port_num_t        l2_port;
+    bool              flood;
+}
+
+#endif  // SUPERGW_HEADERS_P4

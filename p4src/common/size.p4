@@ -1,0 +1,22 @@
+// Every table and extern size of the supergw pipeline, in one place.
+// p4src/gen_constants.py exports these to the controller, the Go switch and the eBPF C.
+
+#ifndef SUPERGW_SIZE_P4
+#define SUPERGW_SIZE_P4
+
+// Bucket tables are indexed by a 16-bit bucket id, but only K <= MAX_BUCKETS are used
+// (K is chosen at run time through SupergwIngress.dispatch_config.settings).
+#define MAX_BUCKETS 4096
+
+// v1model ports are bit<9>: at most 512 of them.
+#define PORT_ROLES_TABLE_SIZE 512
+// Keyless: only its default action is ever written.
+#define SETTINGS_TABLE_SIZE 1
+#define HOST_IPS_TABLE_SIZE 4096
+#define MAC_TABLE_SIZE 4096
+#define LEARNED_SOURCES_TABLE_SIZE 4096
+
+// Indexed by drop_reason_t; room for reasons added later without resizing the counter.
+#define DROP_COUNTER_SIZE 16
+
+#endif  // SUPERGW_SIZE_P4
