@@ -1,0 +1,85 @@
+/* Packet headers and bounds-checked access helpers. Every pointer into the packet
+ * comes from one of these and is re-derived after any helper that may move data. */
+#ifndef SUPERGW_PKT_H
+#define SUPERGW_PKT_H
+
+#include <stdbool.h>
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "p4constants.h"
+
+struct sgw_eth {
+	__u8 dst[6];
+	__u8 src[6];
+	__be16 type;
+} __attribute__((packed));
+
+/* Ethernet/IPv4 ARP body; the IPv4 fields are unaligned, access them with memcpy. */
+struct sgw_arp {
+	__be16 htype;
+	__be16 ptype;
+	__u8 hlen;
+	__u8 plen;
+	__be16 op;
+	__u8 sha[6];
+	__u8 spa[4];
+	__u8 tha[6];
+	__u8 tpa[4];
+} __attribute__((packed));
+
+#define SGW_ARP_LEN (sizeof(struct sgw_eth) + sizeof(struct sgw_arp))
+#define SGW_IPV4_HDR_MIN 20 /* an IPv4 header without options */
+#define SGW_IPV4_SADDR_OFF (sizeof(struct sgw_eth) + 12)
+
+/* Makes the first n bytes linear; false if the frame is shorter than n. */
+static __always_inline bool sgw_pull(struct __sk_buff *skb, __u32 n)
+{
+	if ((void *)(long)skb->data + n <= (void *)(long)skb->data_end)
+		return true;
+	if (skb->len < n)
+		return false;
+	return bpf_skb_pull_data(skb, n) == 0 &&
+	       (void *)(long)skb->data + n <= (void *)(long)skb->data_end;
+}
+
+/* Returns the Ethernet header if it is in the linear area, else NULL. */
+static __always_inline struct sgw_eth *sgw_eth_hdr(struct __sk_buff *skb)
+{
+	struct sgw_eth *eth = (void *)(long)skb->data;
+
+	if ((void *)(eth + 1) > (void *)(long)skb->data_end)
+		return NULL;
+	return eth;
+}
+
+/* Returns the ARP body if it is in the linear area, else NULL. */
+static __always_inline struct sgw_arp *sgw_arp_hdr(struct __sk_buff *skb)
+{
+	struct sgw_arp *arp = (void *)(long)skb->data + sizeof(struct sgw_eth);
+
+	if ((void *)(arp + 1) > (void *)(long)skb->data_end)
+		return NULL;
+	return arp;
+}
+
+static __always_inline bool sgw_mac_is_group(const __u8 mac[6])
+{
+	return mac[0] & 1;
+}
+
+static __always_inline bool sgw_mac_eq(const __u8 a[6], const __u8 b[6])
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] &&
+	       a[4] == b[4] && a[5] == b[5];
+}
+
+static __always_inline void sgw_mac_copy(__u8 dst[6], const __u8 src[6])
+{
+	__builtin_memcpy(dst, src, 6);
+}
+
+#endif

@@ -1,0 +1,332 @@
+package dataplane
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Fake is an in-memory Dataplane for unit tests of the P4Runtime server. It
+// records every call's effect in plain maps that tests inspect through the
+// accessor methods, and lets tests inject events and idle times.
+type Fake struct {
+	mu          sync.Mutex
+	ports       []uint16
+	portRoles   map[uint16]uint8
+	dispatch    DispatchConfig
+	hostIPs     map[IPv4]MAC
+	buckets     map[uint16]BucketEntry
+	bucketCtr   map[uint16]Counter
+	l2          map[MAC]uint16
+	learned     map[LearnedKey]time.Time
+	floodGroups map[uint16][]uint16
+	drops       map[uint16]Counter
+	transmitted []Transmitted
+	events      chan Event
+	closed      bool
+	now         func() time.Time
+}
+
+// BucketEntry is what SetBucket stored for one bucket.
+type BucketEntry struct {
+	Port       uint16
+	GatewayMAC MAC
+}
+
+// LearnedKey identifies a learned_sources entry.
+type LearnedKey struct {
+	MAC  MAC
+	Port uint16
+}
+
+// Transmitted is one frame sent with Transmit.
+type Transmitted struct {
+	Port  uint16
+	Frame []byte
+}
+
+// NewFake returns a fake data plane with the given front ports.
+func NewFake(ports ...uint16) *Fake {
+	return &Fake{
+		ports:       slices.Clone(ports),
+		portRoles:   map[uint16]uint8{},
+		hostIPs:     map[IPv4]MAC{},
+		buckets:     map[uint16]BucketEntry{},
+		bucketCtr:   map[uint16]Counter{},
+		l2:          map[MAC]uint16{},
+		learned:     map[LearnedKey]time.Time{},
+		floodGroups: map[uint16][]uint16{},
+		drops:       map[uint16]Counter{},
+		events:      make(chan Event, 1024),
+		now:         time.Now,
+	}
+}
+
+var _ Dataplane = (*Fake)(nil)
+
+func (f *Fake) Ports() []uint16 { return slices.Clone(f.ports) }
+
+func (f *Fake) SetPortRole(port uint16, role uint8) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.portRoles[port] = role
+	return nil
+}
+
+func (f *Fake) DeletePortRole(port uint16) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.portRoles[port]; !ok {
+		return fmt.Errorf("port role %d: %w", port, ErrNotFound)
+	}
+	delete(f.portRoles, port)
+	return nil
+}
+
+func (f *Fake) SetDispatchConfig(cfg DispatchConfig) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dispatch = cfg
+	return nil
+}
+
+func (f *Fake) SetHostIP(ip IPv4, mac MAC) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hostIPs[ip] = mac
+	return nil
+}
+
+func (f *Fake) DeleteHostIP(ip IPv4) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.hostIPs[ip]; !ok {
+		return fmt.Errorf("host ip %v: %w", ip, ErrNotFound)
+	}
+	delete(f.hostIPs, ip)
+	return nil
+}
+
+func (f *Fake) SetBucket(bucket uint16, port uint16, gatewayMAC MAC) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.buckets[bucket] = BucketEntry{Port: port, GatewayMAC: gatewayMAC}
+	return nil
+}
+
+func (f *Fake) DeleteBucket(bucket uint16) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.buckets[bucket]; !ok {
+		return fmt.Errorf("bucket %d: %w", bucket, ErrNotFound)
+	}
+	delete(f.buckets, bucket)
+	delete(f.bucketCtr, bucket)
+	return nil
+}
+
+func (f *Fake) BucketCounter(bucket uint16) (Counter, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.buckets[bucket]; !ok {
+		return Counter{}, fmt.Errorf("bucket %d: %w", bucket, ErrNotFound)
+	}
+	return f.bucketCtr[bucket], nil
+}
+
+func (f *Fake) SetBucketCounter(bucket uint16, c Counter) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.buckets[bucket]; !ok {
+		return fmt.Errorf("bucket %d: %w", bucket, ErrNotFound)
+	}
+	f.bucketCtr[bucket] = c
+	return nil
+}
+
+func (f *Fake) SetL2(mac MAC, port uint16) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.l2[mac] = port
+	return nil
+}
+
+func (f *Fake) DeleteL2(mac MAC) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.l2[mac]; !ok {
+		return fmt.Errorf("l2 %v: %w", mac, ErrNotFound)
+	}
+	delete(f.l2, mac)
+	return nil
+}
+
+func (f *Fake) SetLearned(mac MAC, port uint16) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.learned[LearnedKey{mac, port}] = f.now()
+	return nil
+}
+
+func (f *Fake) DeleteLearned(mac MAC, port uint16) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := LearnedKey{mac, port}
+	if _, ok := f.learned[k]; !ok {
+		return fmt.Errorf("learned %v@%d: %w", mac, port, ErrNotFound)
+	}
+	delete(f.learned, k)
+	return nil
+}
+
+func (f *Fake) LearnedIdle(mac MAC, port uint16) (time.Duration, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	last, ok := f.learned[LearnedKey{mac, port}]
+	if !ok {
+		return 0, fmt.Errorf("learned %v@%d: %w", mac, port, ErrNotFound)
+	}
+	return f.now().Sub(last), nil
+}
+
+func (f *Fake) SetFloodGroup(id uint16, ports []uint16) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(ports) == 0 {
+		delete(f.floodGroups, id)
+		return nil
+	}
+	f.floodGroups[id] = slices.Clone(ports)
+	return nil
+}
+
+func (f *Fake) DropCounter(reason uint16) (Counter, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.drops[reason], nil
+}
+
+func (f *Fake) SetDropCounter(reason uint16, c Counter) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.drops[reason] = c
+	return nil
+}
+
+func (f *Fake) CountDrop(reason uint16, n int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.drops[reason]
+	c.Packets++
+	c.Bytes += uint64(n)
+	f.drops[reason] = c
+	return nil
+}
+
+func (f *Fake) Transmit(port uint16, frame []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Contains(f.ports, port) {
+		return fmt.Errorf("transmit on port %d: no such port", port)
+	}
+	f.transmitted = append(f.transmitted, Transmitted{Port: port, Frame: slices.Clone(frame)})
+	return nil
+}
+
+func (f *Fake) Events() <-chan Event { return f.events }
+
+func (f *Fake) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closed {
+		f.closed = true
+		close(f.events)
+	}
+	return nil
+}
+
+// Emit injects an event as if the data plane had produced it.
+func (f *Fake) Emit(e Event) { f.events <- e }
+
+// Touch marks (mac, port) as hit at now-idle, so LearnedIdle reports idle.
+func (f *Fake) Touch(mac MAC, port uint16, idle time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := LearnedKey{mac, port}
+	if _, ok := f.learned[k]; ok {
+		f.learned[k] = f.now().Add(-idle)
+	}
+}
+
+// PortRoles returns a copy of the installed port roles.
+func (f *Fake) PortRoles() map[uint16]uint8 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return cloneMap(f.portRoles)
+}
+
+// Dispatch returns the current dispatch configuration.
+func (f *Fake) Dispatch() DispatchConfig {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dispatch
+}
+
+// HostIPs returns a copy of the host_ips entries.
+func (f *Fake) HostIPs() map[IPv4]MAC {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return cloneMap(f.hostIPs)
+}
+
+// Buckets returns a copy of the bucket entries.
+func (f *Fake) Buckets() map[uint16]BucketEntry {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return cloneMap(f.buckets)
+}
+
+// L2 returns a copy of the mac_table entries.
+func (f *Fake) L2() map[MAC]uint16 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return cloneMap(f.l2)
+}
+
+// Learned returns the installed learned_sources keys.
+func (f *Fake) Learned() []LearnedKey {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	keys := make([]LearnedKey, 0, len(f.learned))
+	for k := range f.learned {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// FloodGroups returns a copy of the multicast groups.
+func (f *Fake) FloodGroups() map[uint16][]uint16 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[uint16][]uint16, len(f.floodGroups))
+	for k, v := range f.floodGroups {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+// Sent returns the frames transmitted so far.
+func (f *Fake) Sent() []Transmitted {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.transmitted)
+}
+
+func cloneMap[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,119 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+)
+
+// hashMap is a typed view of one BPF hash or array map.
+type hashMap[K, V any] struct {
+	m    *ebpf.Map
+	name string
+}
+
+func (h hashMap[K, V]) put(k K, v V) error {
+	if err := h.m.Update(k, v, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("%s: update %v: %w", h.name, k, err)
+	}
+	return nil
+}
+
+func (h hashMap[K, V]) get(k K) (V, error) {
+	var v V
+	if err := h.m.Lookup(k, &v); err != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return v, fmt.Errorf("%s: %v: %w", h.name, k, ErrNotFound)
+		}
+		return v, fmt.Errorf("%s: lookup %v: %w", h.name, k, err)
+	}
+	return v, nil
+}
+
+func (h hashMap[K, V]) del(k K) error {
+	if err := h.m.Delete(k); err != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("%s: %v: %w", h.name, k, ErrNotFound)
+		}
+		return fmt.Errorf("%s: delete %v: %w", h.name, k, err)
+	}
+	return nil
+}
+
+// counterMap is a per-CPU array of packets/bytes counters, summed on read.
+type counterMap struct {
+	m    *ebpf.Map
+	name string
+	cpus int
+}
+
+func newCounterMap(m *ebpf.Map, name string) (counterMap, error) {
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return counterMap{}, fmt.Errorf("%s: possible CPUs: %w", name, err)
+	}
+	return counterMap{m: m, name: name, cpus: cpus}, nil
+}
+
+func (c counterMap) size() uint32 { return c.m.MaxEntries() }
+
+func (c counterMap) checkIndex(i uint32) error {
+	if i >= c.size() {
+		return fmt.Errorf("%s: index %d out of range [0, %d)", c.name, i, c.size())
+	}
+	return nil
+}
+
+func (c counterMap) percpu(i uint32) ([]bpfSgwCounter, error) {
+	if err := c.checkIndex(i); err != nil {
+		return nil, err
+	}
+	vals := make([]bpfSgwCounter, c.cpus)
+	if err := c.m.Lookup(i, &vals); err != nil {
+		return nil, fmt.Errorf("%s: lookup %d: %w", c.name, i, err)
+	}
+	return vals, nil
+}
+
+func (c counterMap) read(i uint32) (Counter, error) {
+	vals, err := c.percpu(i)
+	if err != nil {
+		return Counter{}, err
+	}
+	var sum Counter
+	for _, v := range vals {
+		sum.Packets += v.Packets
+		sum.Bytes += v.Bytes
+	}
+	return sum, nil
+}
+
+// set stores v on CPU 0 and zeroes the other CPUs, so the sum reads back as v.
+func (c counterMap) set(i uint32, v Counter) error {
+	if err := c.checkIndex(i); err != nil {
+		return err
+	}
+	vals := make([]bpfSgwCounter, c.cpus)
+	vals[0] = bpfSgwCounter{Packets: v.Packets, Bytes: v.Bytes}
+	if err := c.m.Update(i, vals, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("%s: update %d: %w", c.name, i, err)
+	}
+	return nil
+}
+
+// add adds to CPU 0's slot. Not atomic against the datapath running on CPU 0
+// at the same instant (it may lose that one increment); used for rare
+// userspace-decided drops only.
+func (c counterMap) add(i uint32, packets, bytes uint64) error {
+	vals, err := c.percpu(i)
+	if err != nil {
+		return err
+	}
+	vals[0].Packets += packets
+	vals[0].Bytes += bytes
+	if err := c.m.Update(i, vals, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("%s: update %d: %w", c.name, i, err)
+	}
+	return nil
+}

@@ -1,0 +1,320 @@
+package p4rt
+
+// binding.go is the only pipeline-specific file of the server: it maps the
+// supergw P4 tables, actions, counters, digest and controller headers (looked
+// up by name in the P4Info) onto Dataplane calls. Everything else in this
+// package is driven by the P4Info alone.
+
+import (
+	"fmt"
+	"time"
+
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+
+	"supergw/targets/ebpf/internal/dataplane"
+	c "supergw/targets/ebpf/internal/p4constants"
+)
+
+// dropPacketOutBadPort is counted when a packet-out names a port that is not
+// a configured front port.
+const dropPacketOutBadPort = uint16(c.DropReasonPacketOutBadPort)
+
+type binding struct {
+	dp dataplane.Dataplane
+
+	portRoles, settings, hostIPs, buckets, macTable, learned uint32
+
+	portRolesPort, hostIPsTarget, bucketsBucket, macDst, learnedMAC, learnedPort uint32
+
+	setPortRole, setDispatch, unconfigured, replyHostMAC, setGateway, setOutputPort, markKnown uint32
+
+	roleParam, gwIPParam, vmacParam, maskParam, hostMACParam, gwPortParam, gwMACParam, outPortParam uint32
+
+	dropCounter, bucketCounter uint32
+	dropCounterSize            int64
+
+	learnDigest uint32
+	// digestMembers lists learn_digest_t member names in P4Info order.
+	digestMembers []string
+
+	pktInIngressPort, pktInReason, pktOutEgressPort   uint32
+	pktInPortWidth, pktInReasonWidth, pktOutPortWidth int32
+}
+
+// newBinding resolves every name the binding needs; a P4Info without one of
+// them is not the supergw pipeline.
+func newBinding(s *schema, dp dataplane.Dataplane) (*binding, error) {
+	b := &binding{dp: dp}
+	var errs []error
+	tbl := func(name string) *tableInfo {
+		t, err := s.tableByName(name)
+		if err != nil {
+			errs = append(errs, err)
+			return &tableInfo{t: nil, fields: nil}
+		}
+		return t
+	}
+	field := func(t *tableInfo, name string) uint32 {
+		if t.t == nil {
+			return 0
+		}
+		id, err := t.fieldID(name)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return id
+	}
+	act := func(name string) *actionInfo {
+		a, err := s.actionByName(name)
+		if err != nil {
+			errs = append(errs, err)
+			return &actionInfo{}
+		}
+		return a
+	}
+	param := func(a *actionInfo, name string) uint32 {
+		if a.a == nil {
+			return 0
+		}
+		id, err := a.paramID(name)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return id
+	}
+	id := func(t *tableInfo) uint32 { return t.t.GetPreamble().GetId() }
+	aid := func(a *actionInfo) uint32 { return a.a.GetPreamble().GetId() }
+
+	pr, st, hi, bk, mt, ls := tbl(c.TablePortRoles), tbl(c.TableSettings), tbl(c.TableHostIPs), tbl(c.TableBuckets), tbl(c.TableMACTable), tbl(c.TableLearnedSources)
+	b.portRoles, b.settings, b.hostIPs, b.buckets, b.macTable, b.learned = id(pr), id(st), id(hi), id(bk), id(mt), id(ls)
+	b.portRolesPort = field(pr, c.MatchPortRolesPort)
+	b.hostIPsTarget = field(hi, c.MatchHostIPsTargetIP)
+	b.bucketsBucket = field(bk, c.MatchBucketsBucket)
+	b.macDst = field(mt, c.MatchMACTableDstMAC)
+	b.learnedMAC = field(ls, c.MatchLearnedSourcesSrcMAC)
+	b.learnedPort = field(ls, c.MatchLearnedSourcesPort)
+
+	spr, sdc, unc, rhm, sgw, sop, mk := act(c.ActionSetPortRole), act(c.ActionSetDispatchConfig), act(c.ActionMarkUnconfigured), act(c.ActionReplyWithHostMAC), act(c.ActionSetGateway), act(c.ActionSetOutputPort), act(c.ActionMarkKnown)
+	b.setPortRole, b.setDispatch, b.unconfigured, b.replyHostMAC, b.setGateway, b.setOutputPort, b.markKnown = aid(spr), aid(sdc), aid(unc), aid(rhm), aid(sgw), aid(sop), aid(mk)
+	b.roleParam = param(spr, c.ParamSetPortRoleRole)
+	b.gwIPParam, b.vmacParam, b.maskParam = param(sdc, c.ParamSetDispatchConfigGatewayIP), param(sdc, c.ParamSetDispatchConfigVmacBase), param(sdc, c.ParamSetDispatchConfigBucketMask)
+	b.hostMACParam = param(rhm, c.ParamReplyWithHostMACHostMAC)
+	b.gwPortParam, b.gwMACParam = param(sgw, c.ParamSetGatewayPort), param(sgw, c.ParamSetGatewayGatewayMAC)
+	b.outPortParam = param(sop, c.ParamSetOutputPortPort)
+
+	for cid, ctr := range s.counters {
+		if ctr.GetPreamble().GetName() == c.CounterDropCounter {
+			b.dropCounter, b.dropCounterSize = cid, ctr.GetSize()
+		}
+	}
+	for dcid, dc := range s.directCounters {
+		if dc.GetPreamble().GetName() == c.DirectCounterBucketCounter {
+			b.bucketCounter = dcid
+		}
+	}
+	for did, d := range s.digests {
+		if d.GetPreamble().GetName() == c.DigestLearnDigest {
+			b.learnDigest = did
+			st := s.info.GetTypeInfo().GetStructs()[d.GetTypeSpec().GetStruct().GetName()]
+			for _, m := range st.GetMembers() {
+				b.digestMembers = append(b.digestMembers, m.GetName())
+			}
+		}
+	}
+	if b.dropCounter == 0 {
+		errs = append(errs, fmt.Errorf("counter %q not in P4Info", c.CounterDropCounter))
+	}
+	if b.bucketCounter == 0 {
+		errs = append(errs, fmt.Errorf("direct counter %q not in P4Info", c.DirectCounterBucketCounter))
+	}
+	if b.learnDigest == 0 {
+		errs = append(errs, fmt.Errorf("digest %q not in P4Info", c.DigestLearnDigest))
+	}
+	for _, m := range b.digestMembers {
+		if m != c.DigestLearnDigestSrcMAC && m != c.DigestLearnDigestPort && m != c.DigestLearnDigestSrcIP {
+			errs = append(errs, fmt.Errorf("digest %q has unexpected member %q", c.DigestLearnDigest, m))
+		}
+	}
+	var err error
+	if b.pktInIngressPort, b.pktInPortWidth, err = metadataID(s.packetIn, c.CtrlHdrPacketInIngressPort); err != nil {
+		errs = append(errs, err)
+	}
+	if b.pktInReason, b.pktInReasonWidth, err = metadataID(s.packetIn, c.CtrlHdrPacketInReason); err != nil {
+		errs = append(errs, err)
+	}
+	if b.pktOutEgressPort, b.pktOutPortWidth, err = metadataID(s.packetOut, c.CtrlHdrPacketOutEgressPort); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("P4Info is not the supergw pipeline: %v", errs)
+	}
+	return b, nil
+}
+
+// entryKey is a validated, canonical table entry: match values and action
+// params by ID.
+type entryKey map[uint32][]byte
+
+func u16(b []byte) uint16 { return uint16(toUint(b)) }
+
+func mac(b []byte) dataplane.MAC {
+	var m dataplane.MAC
+	rightAlign(b, m[:])
+	return m
+}
+
+func ipv4(b []byte) dataplane.IPv4 {
+	var ip dataplane.IPv4
+	rightAlign(b, ip[:])
+	return ip
+}
+
+func paramsOf(a *p4v1.Action) map[uint32][]byte {
+	out := map[uint32][]byte{}
+	for _, p := range a.GetParams() {
+		out[p.GetParamId()] = p.GetValue()
+	}
+	return out
+}
+
+var errUnsupported = fmt.Errorf("not supported by the eBPF target")
+
+// setEntry installs (insert or modify) a non-default entry.
+func (b *binding) setEntry(table uint32, match entryKey, a *p4v1.Action) error {
+	p := paramsOf(a)
+	switch {
+	case table == b.portRoles && a.GetActionId() == b.setPortRole:
+		return b.dp.SetPortRole(u16(match[b.portRolesPort]), uint8(toUint(p[b.roleParam])))
+	case table == b.hostIPs && a.GetActionId() == b.replyHostMAC:
+		return b.dp.SetHostIP(ipv4(match[b.hostIPsTarget]), mac(p[b.hostMACParam]))
+	case table == b.buckets && a.GetActionId() == b.setGateway:
+		return b.dp.SetBucket(u16(match[b.bucketsBucket]), u16(p[b.gwPortParam]), mac(p[b.gwMACParam]))
+	case table == b.macTable && a.GetActionId() == b.setOutputPort:
+		return b.dp.SetL2(mac(match[b.macDst]), u16(p[b.outPortParam]))
+	case table == b.learned && a.GetActionId() == b.markKnown:
+		return b.dp.SetLearned(mac(match[b.learnedMAC]), u16(match[b.learnedPort]))
+	}
+	return errUnsupported
+}
+
+// deleteEntry removes a non-default entry.
+func (b *binding) deleteEntry(table uint32, match entryKey) error {
+	switch table {
+	case b.portRoles:
+		return b.dp.DeletePortRole(u16(match[b.portRolesPort]))
+	case b.hostIPs:
+		return b.dp.DeleteHostIP(ipv4(match[b.hostIPsTarget]))
+	case b.buckets:
+		return b.dp.DeleteBucket(u16(match[b.bucketsBucket]))
+	case b.macTable:
+		return b.dp.DeleteL2(mac(match[b.macDst]))
+	case b.learned:
+		return b.dp.DeleteLearned(mac(match[b.learnedMAC]), u16(match[b.learnedPort]))
+	}
+	return errUnsupported
+}
+
+// setDefault changes a table's default action. The data plane hard-codes the
+// initial default of every table except settings, so only that one may change.
+func (b *binding) setDefault(table uint32, a *p4v1.Action, isInitial bool) error {
+	if table == b.settings {
+		switch a.GetActionId() {
+		case b.unconfigured:
+			return b.dp.SetDispatchConfig(dataplane.DispatchConfig{})
+		case b.setDispatch:
+			p := paramsOf(a)
+			return b.dp.SetDispatchConfig(dataplane.DispatchConfig{
+				Configured: true,
+				GatewayIP:  ipv4(p[b.gwIPParam]),
+				VMACBase:   mac(p[b.vmacParam]),
+				BucketMask: u16(p[b.maskParam]),
+			})
+		}
+	}
+	if isInitial {
+		return nil
+	}
+	return errUnsupported
+}
+
+// setGroup programs a multicast group. The P4 program only ever replicates to
+// HOST_FLOOD_GROUP, so other groups are kept in the server's store only: the
+// data plane has no use for them and a bounded group map.
+func (b *binding) setGroup(id uint32, ports []uint16) error {
+	if id != c.HostFloodGroup {
+		return nil
+	}
+	return b.dp.SetFloodGroup(uint16(id), ports)
+}
+
+func (b *binding) directCounter(table uint32, match entryKey) (dataplane.Counter, error) {
+	if table != b.buckets {
+		return dataplane.Counter{}, errUnsupported
+	}
+	return b.dp.BucketCounter(u16(match[b.bucketsBucket]))
+}
+
+func (b *binding) setDirectCounter(table uint32, match entryKey, v dataplane.Counter) error {
+	if table != b.buckets {
+		return errUnsupported
+	}
+	return b.dp.SetBucketCounter(u16(match[b.bucketsBucket]), v)
+}
+
+func (b *binding) counter(id uint32, index int64) (dataplane.Counter, error) {
+	if id != b.dropCounter {
+		return dataplane.Counter{}, errUnsupported
+	}
+	return b.dp.DropCounter(uint16(index))
+}
+
+func (b *binding) setCounter(id uint32, index int64, v dataplane.Counter) error {
+	if id != b.dropCounter {
+		return errUnsupported
+	}
+	return b.dp.SetDropCounter(uint16(index), v)
+}
+
+func (b *binding) idle(table uint32, match entryKey) (time.Duration, error) {
+	if table != b.learned {
+		return 0, errUnsupported
+	}
+	return b.dp.LearnedIdle(mac(match[b.learnedMAC]), u16(match[b.learnedPort]))
+}
+
+// portRoleKey is the match of the port_roles entry for port, used to check
+// that a packet-out egress port is configured.
+func (b *binding) portRoleKey(port uint16) (uint32, entryKey) {
+	return b.portRoles, entryKey{b.portRolesPort: fromUint(uint64(port))}
+}
+
+func bitstring(v []byte) *p4v1.P4Data {
+	return &p4v1.P4Data{Data: &p4v1.P4Data_Bitstring{Bitstring: canonical(v)}}
+}
+
+// digestData turns a learn event into the learn_digest_t struct, members in
+// P4Info order.
+func (b *binding) digestData(ev dataplane.Event) (uint32, *p4v1.P4Data) {
+	members := make([]*p4v1.P4Data, 0, len(b.digestMembers))
+	for _, m := range b.digestMembers {
+		switch m {
+		case c.DigestLearnDigestSrcMAC:
+			members = append(members, bitstring(ev.SrcMAC[:]))
+		case c.DigestLearnDigestPort:
+			members = append(members, bitstring(fromUint(uint64(ev.Port))))
+		case c.DigestLearnDigestSrcIP:
+			members = append(members, bitstring(ev.SrcIP[:]))
+		}
+	}
+	return b.learnDigest, &p4v1.P4Data{Data: &p4v1.P4Data_Struct{Struct: &p4v1.P4StructLike{Members: members}}}
+}
+
+func (b *binding) packetIn(ev dataplane.Event) *p4v1.PacketIn {
+	return &p4v1.PacketIn{
+		Payload: ev.Frame,
+		Metadata: []*p4v1.PacketMetadata{
+			{MetadataId: b.pktInIngressPort, Value: fromUint(uint64(ev.IngressPort))},
+			{MetadataId: b.pktInReason, Value: fromUint(uint64(ev.Reason))},
+		},
+	}
+}
