@@ -135,6 +135,11 @@ func TestEndToEndRealDataplane(t *testing.T) {
 			t.Errorf("delete namespace %s: %v: %s", ns, err, out)
 		}
 	})
+	// No IPv6: the veths' own router/neighbour solicitations would be learned and
+	// their digests would interleave with the messages this test waits for.
+	for _, knob := range []string{"all", "default"} {
+		sh(t, "ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf."+knob+".disable_ipv6=1")
+	}
 	for _, l := range []string{"sgw-rt-p1", "sgw-rt-p2"} {
 		sh(t, "ip", "-n", ns, "link", "add", l, "type", "veth", "peer", "name", l+"p")
 		sh(t, "ip", "-n", ns, "link", "set", l, "up")
@@ -144,7 +149,9 @@ func TestEndToEndRealDataplane(t *testing.T) {
 	hostFd, gwFd := rawSocket(t, ns, "sgw-rt-p1p"), rawSocket(t, ns, "sgw-rt-p2p")
 
 	pinRoot := "/sys/fs/bpf/" + ns
-	const dev, addr = 810, "127.0.0.1:50810"
+	// Unique per run so concurrent test runs do not share a device id or port.
+	dev := uint64(800 + os.Getpid()%100)
+	addr := fmt.Sprintf("127.0.0.1:%d", 50800+os.Getpid()%100)
 	var logs bytes.Buffer
 	cmd := exec.Command("nsenter", "--net=/run/netns/"+ns, bin,
 		"-i", "1@sgw-rt-p1", "-i", "2@sgw-rt-p2", "--log-level", "info", "--no-p4", "--pin-dir", pinRoot,
