@@ -55,7 +55,7 @@ unit: deps
 	 echo "== unit: Go (eBPF target)"; \
 	 $(MAKE) -s -C targets/ebpf test JUNIT=$(CURDIR)/$(RESULTS)/go.xml || rc=1; \
 	 echo "== unit: Python"; \
-	 $(PY) -m pytest -q -m "not integration" --junitxml=$(RESULTS)/python-unit.xml controller backends p4src || rc=1; \
+	 $(PY) -m pytest -q -m "not integration" --junitxml=$(RESULTS)/python-unit.xml controller backends p4src ptf-tests/unit || rc=1; \
 	 exit $$rc
 
 ptf: deps switch

@@ -333,7 +333,7 @@ func TestEndToEndRealDataplane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := resp.GetEntities()[0].GetCounterEntry().GetData(); d.GetPacketCount() != 1 || d.GetByteCount() != int64(len(payload)) {
+	if d := resp.GetEntities()[0].GetCounterEntry().GetData(); d.GetPacketCount() != 1 || d.GetByteCount() != int64(2+len(payload)) {
 		t.Fatalf("drop_counter[PACKET_OUT_BAD_PORT] = %v", d)
 	}
 

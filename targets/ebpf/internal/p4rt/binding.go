@@ -39,6 +39,9 @@ type binding struct {
 
 	pktInIngressPort, pktInReason, pktOutEgressPort   uint32
 	pktInPortWidth, pktInReasonWidth, pktOutPortWidth int32
+	// pktOutHeaderBytes is the size of the packet_out header on the CPU port: the
+	// P4 program counts a dropped packet-out with its header, so must we.
+	pktOutHeaderBytes int
 }
 
 // newBinding resolves every name the binding needs; a P4Info without one of
@@ -144,6 +147,9 @@ func newBinding(s *schema, dp dataplane.Dataplane) (*binding, error) {
 	}
 	if b.pktOutEgressPort, b.pktOutPortWidth, err = metadataID(s.packetOut, c.CtrlHdrPacketOutEgressPort); err != nil {
 		errs = append(errs, err)
+	}
+	for _, m := range s.packetOut.GetMetadata() {
+		b.pktOutHeaderBytes += int(m.GetBitwidth()) / 8
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("P4Info is not the supergw pipeline: %v", errs)

@@ -125,7 +125,7 @@ func (s *Server) handlePacketOut(c *conn, po *p4v1.PacketOut) {
 	}
 	p := u16(port)
 	if !s.packetOutPortOK(p) {
-		if err := s.dp.CountDrop(dropPacketOutBadPort, len(po.GetPayload())); err != nil {
+		if err := s.dp.CountDrop(dropPacketOutBadPort, s.bind.pktOutHeaderBytes+len(po.GetPayload())); err != nil {
 			s.log.Warn("count packet-out drop", "err", err)
 		}
 		fail(codes.InvalidArgument, fmt.Sprintf("packet-out dropped: egress_port %d is not a configured front port (PACKET_OUT_BAD_PORT)", p))

@@ -1,0 +1,265 @@
+"""supergw helpers on top of the generic P4Runtime base test: port roles, dispatch
+settings, buckets, host IPs, L2, the flood group, drop/bucket counters."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from finsy.proto import p4r
+from ptf import testutils
+from ptf.mask import Mask
+from supergw_controller import p4constants as c
+from supergw_controller.bucket import bucket_of, vmac
+
+from . import packets as pk
+from .base_test import P4RuntimeTest
+from .p4runtime import LOG, CounterValue, Value
+from .portmap import DEFAULT_PORTS_FILE, PortMap, load
+
+# P4 object names, resolved against the P4Info by unique suffix.
+PORT_ROLES = c.TABLE_PORT_ROLES
+SET_PORT_ROLE = c.ACTION_SET_PORT_ROLE
+SETTINGS = c.TABLE_SETTINGS
+SET_DISPATCH_CONFIG = c.ACTION_SET_DISPATCH_CONFIG
+MARK_UNCONFIGURED = c.ACTION_MARK_UNCONFIGURED
+HOST_IPS = c.TABLE_HOST_IPS
+REPLY_WITH_HOST_MAC = c.ACTION_REPLY_WITH_HOST_MAC
+PUNT_ARP_MISS = c.ACTION_PUNT_ARP_MISS
+BUCKETS = c.TABLE_BUCKETS
+SET_GATEWAY = c.ACTION_SET_GATEWAY
+DROP_UNASSIGNED = c.ACTION_DROP_UNASSIGNED
+MAC_TABLE = c.TABLE_MAC_TABLE
+SET_OUTPUT_PORT = c.ACTION_SET_OUTPUT_PORT
+FLOOD = c.ACTION_FLOOD
+LEARNED_SOURCES = c.TABLE_LEARNED_SOURCES
+MARK_KNOWN = c.ACTION_MARK_KNOWN
+LEARN = c.ACTION_LEARN
+DROP_COUNTER = c.COUNTER_DROP_COUNTER
+LEARN_DIGEST = c.DIGEST_LEARN_DIGEST
+
+ETHERTYPE_PACKET_OUT = c.ETHERTYPE_PACKET_OUT
+PortRole = c.PortRole
+DropReason = c.DropReason
+PuntReason = c.PuntReason
+
+VECTORS_FILE = Path(__file__).resolve().parents[3] / "p4src" / "vectors" / "bucket-crc16.json"
+
+
+@dataclass(frozen=True)
+class BucketVector:
+    """One MAC with the buckets real BMv2 computed for it."""
+
+    mac: str
+    bucket_k256: int
+    bucket_k4096: int
+
+    def bucket(self, k: int) -> int:
+        return {256: self.bucket_k256, 4096: self.bucket_k4096}[k]
+
+
+def bucket_vectors() -> list[BucketVector]:
+    data = json.loads(VECTORS_FILE.read_text(encoding="utf-8"))
+    return [BucketVector(v["mac"], v["bucket_k256"], v["bucket_k4096"]) for v in data["vectors"]]
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """The settings the tests configure: IP_G, vmac_base and K."""
+
+    gateway_ip: str = "10.0.0.1"
+    vmac_base: str = "02:5e:00:00:00:00"
+    k: int = 256
+
+    @property
+    def mask(self) -> int:
+        return self.k - 1
+
+    def bucket(self, mac: str) -> int:
+        return bucket_of(mac, self.k)
+
+    def vmac(self, bucket: int) -> str:
+        return vmac(self.vmac_base, bucket)
+
+    def vmac_of(self, mac: str) -> str:
+        return self.vmac(self.bucket(mac))
+
+
+def gateway_mac(port: int) -> str:
+    """The real MAC of the gateway attached to `port` (test fixture)."""
+    return f"00:00:0a:00:00:{port:02x}"
+
+
+class SupergwTest(P4RuntimeTest):
+    """Base of every supergw PTF test; each test starts from an empty, unconfigured switch."""
+
+    ports: PortMap
+    dispatch: Dispatch
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.ports = load(self.params.ports_file or DEFAULT_PORTS_FILE)
+        self.dispatch = Dispatch()
+        stale = self.clear_tables()
+        if stale:
+            LOG.warning("%s: deleted %d entries an earlier test left behind", self.id(), stale)
+        self.drain_stream()
+
+    @property
+    def target(self) -> str:
+        return self.params.target
+
+    # ---- entries (names from the generated constants)
+
+    def port_role_entry(self, port: Value, role: Value | None = None) -> p4r.TableEntry:
+        match = {c.MATCH_PORT_ROLES_PORT: port}
+        if role is None:
+            return self.table_entry(PORT_ROLES, match)
+        return self.table_entry(PORT_ROLES, match, SET_PORT_ROLE, {c.PARAM_SET_PORT_ROLE_ROLE: role})
+
+    def bucket_entry(self, bucket: Value, port: int | None = None, mac: str | bytes | None = None) -> p4r.TableEntry:
+        """A buckets entry; with `port`, set_gateway to that port and `mac` (default: the
+        fixture MAC of the gateway on that port)."""
+        match = {c.MATCH_BUCKETS_BUCKET: bucket}
+        if port is None:
+            return self.table_entry(BUCKETS, match)
+        gw = mac if mac is not None else gateway_mac(port)
+        params = {c.PARAM_SET_GATEWAY_PORT: port, c.PARAM_SET_GATEWAY_GATEWAY_MAC: gw if isinstance(gw, bytes) else pk.mac_int(gw)}
+        return self.table_entry(BUCKETS, match, SET_GATEWAY, params)
+
+    def host_ip_entry(self, ip: str, mac: str | None = None) -> p4r.TableEntry:
+        match = {c.MATCH_HOST_IPS_TARGET_IP: pk.ip_int(ip)}
+        if mac is None:
+            return self.table_entry(HOST_IPS, match)
+        return self.table_entry(HOST_IPS, match, REPLY_WITH_HOST_MAC, {c.PARAM_REPLY_WITH_HOST_MAC_HOST_MAC: pk.mac_int(mac)})
+
+    def mac_entry(self, mac: str, port: Value | None = None) -> p4r.TableEntry:
+        match = {c.MATCH_MAC_TABLE_DST_MAC: pk.mac_int(mac)}
+        if port is None:
+            return self.table_entry(MAC_TABLE, match)
+        return self.table_entry(MAC_TABLE, match, SET_OUTPUT_PORT, {c.PARAM_SET_OUTPUT_PORT_PORT: port})
+
+    def learned_entry(self, mac: str, port: int | None) -> p4r.TableEntry:
+        match: dict[str, Value] = {c.MATCH_LEARNED_SOURCES_SRC_MAC: pk.mac_int(mac)}
+        if port is not None:
+            match[c.MATCH_LEARNED_SOURCES_PORT] = port
+        return self.table_entry(LEARNED_SOURCES, match, MARK_KNOWN)
+
+    # ---- configuration
+
+    def set_port_roles(self) -> None:
+        """port_roles for every HOST/GATEWAY port of the port map (UNKNOWN ports get none)."""
+        self.insert(*(self.port_role_entry(p.port, int(PortRole[p.role])) for p in self.ports.ports if p.role != "UNKNOWN"))
+
+    def configure_dispatch(self, dispatch: Dispatch | None = None) -> None:
+        self.dispatch = dispatch or self.dispatch
+        d = self.dispatch
+        self.set_default_action(
+            SETTINGS,
+            SET_DISPATCH_CONFIG,
+            {
+                c.PARAM_SET_DISPATCH_CONFIG_GATEWAY_IP: pk.ip_int(d.gateway_ip),
+                c.PARAM_SET_DISPATCH_CONFIG_VMAC_BASE: pk.mac_int(d.vmac_base),
+                c.PARAM_SET_DISPATCH_CONFIG_BUCKET_MASK: d.mask,
+            },
+            restore=(MARK_UNCONFIGURED, {}),
+        )
+
+    def set_flood_group(self) -> None:
+        self.insert(self.multicast_group(c.HOST_FLOOD_GROUP, self.ports.hosts, legacy_port_field=self.target == "bmv2"))
+
+    def setup_switch(self, dispatch: Dispatch | None = None) -> None:
+        """The common starting point: roles, dispatch settings and the host flood group."""
+        self.set_port_roles()
+        self.configure_dispatch(dispatch)
+        self.set_flood_group()
+
+    def add_bucket(self, bucket: int, port: int, mac: str | None = None) -> None:
+        self.insert(self.bucket_entry(bucket, port, mac))
+
+    def add_host_ip(self, ip: str, mac: str) -> None:
+        self.insert(self.host_ip_entry(ip, mac))
+
+    def add_l2(self, mac: str, port: int) -> None:
+        self.insert(self.mac_entry(mac, port))
+
+    def add_learned(self, mac: str, port: int) -> None:
+        self.insert(self.learned_entry(mac, port))
+
+    # ---- packet I/O and digests, keyed by the generated names
+
+    def send_packet_out(self, frame: bytes, egress_port: int) -> None:
+        self.packet_out(frame, **{c.CTRL_HDR_PACKET_OUT_EGRESS_PORT: egress_port})
+
+    def packet_in_meta(self, ingress_port: int, reason: int) -> dict[str, int]:
+        return {c.CTRL_HDR_PACKET_IN_INGRESS_PORT: ingress_port, c.CTRL_HDR_PACKET_IN_REASON: int(reason)}
+
+    def learn_digest(self, mac: str, port: int, src_ip: str | None) -> dict[str, int]:
+        return {
+            c.DIGEST_LEARN_DIGEST_SRC_MAC: pk.mac_int(mac),
+            c.DIGEST_LEARN_DIGEST_PORT: port,
+            c.DIGEST_LEARN_DIGEST_SRC_IP: pk.ip_int(src_ip) if src_ip else 0,
+        }
+
+    # ---- counters
+
+    def drop_count(self, reason: int) -> CounterValue:
+        return self.read_counter(DROP_COUNTER, int(reason))
+
+    def all_drop_counts(self) -> dict[DropReason, CounterValue]:
+        reasons = list(DropReason)
+        return dict(zip(reasons, self.read_counters(DROP_COUNTER, [int(r) for r in reasons]), strict=True))
+
+    # ---- packet assertions
+
+    def send(self, port: int, frame: bytes) -> None:
+        testutils.send_packet(self, port, frame)
+
+    def expect(self, frame: bytes, port: int) -> None:
+        """`frame` on `port`, byte for byte and of exactly that length (ptf alone ignores
+        trailing bytes after frames shorter than 60 bytes)."""
+        testutils.verify_packet(self, Mask(frame), port)
+
+    def expect_on(self, frame: bytes, ports: Sequence[int]) -> None:
+        """`frame` exactly once on each of `ports`, nothing anywhere else."""
+        testutils.verify_packets(self, Mask(frame), list(ports))
+
+    def expect_nothing(self) -> None:
+        testutils.verify_no_other_packets(self)
+
+    def assert_dropped(
+        self,
+        reason: int,
+        port: int,
+        frame: bytes,
+        send: Callable[[], None] | None = None,
+        counted_bytes: int | None = None,
+    ) -> None:
+        """Send `frame` on `port` (or run `send`); nothing may come out, drop_counter[reason]
+        grows by exactly one packet of len(frame) (or `counted_bytes`) bytes and no other
+        drop reason moves."""
+        nbytes = len(frame) if counted_bytes is None else counted_bytes
+        before = self.all_drop_counts()
+        if send is None:
+            self.send(port, frame)
+        else:
+            send()
+        self.expect_nothing()
+        after = self.all_drop_counts()
+        for r in DropReason:
+            delta = after[r] - before[r]
+            if r == reason:
+                self.assertEqual(
+                    (delta.packets, delta.bytes),
+                    (1, nbytes),
+                    f"drop_counter[{DropReason(reason).name}] must count 1 packet of {nbytes} bytes",
+                )
+            else:
+                self.assertEqual(delta.packets, 0, f"drop_counter[{r.name}] moved, expected only {DropReason(reason).name}")
+
+    def assert_not_dropped(self, before: dict[DropReason, CounterValue]) -> None:
+        after = self.all_drop_counts()
+        moved = {r.name: (after[r] - before[r]).packets for r in DropReason if after[r] != before[r]}
+        self.assertEqual(moved, {}, "no drop reason may count a forwarded frame")

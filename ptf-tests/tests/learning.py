@@ -1,0 +1,161 @@
+"""Data path 6: an unknown (src MAC, ingress port) on a host port emits learn_digest_t
+(src_mac, port, src_ip) and the frame still goes on; once learned_sources holds the pair
+no digest is sent."""
+
+from __future__ import annotations
+
+import time
+
+from ptf.testutils import group
+from supergw_ptf import packets as pk
+from supergw_ptf.base_test import autocleanup
+from supergw_ptf.supergw import LEARN_DIGEST, SupergwTest, gateway_mac
+
+
+class LearningBase(SupergwTest):
+    def setup_learning(self) -> None:
+        self.setup_switch()
+        self.insert(self.digest_entry(LEARN_DIGEST))
+
+    def expect_digest(self, mac: str, port: int, src_ip: str | None) -> None:
+        got = self.get_digest()
+        self.assertIsNotNone(got, f"expected a learn digest for ({mac}, {port})")
+        assert got is not None
+        self.assertEqual(got, [self.learn_digest(mac, port, src_ip)], "learn digest content")
+
+    def expect_no_digest(self, timeout: float = 1.0) -> None:
+        got = self.get_digest(timeout)
+        self.assertIsNone(got, f"unexpected learn digest {got}")
+
+    def flood_ports(self, ingress: int) -> list[int]:
+        return [p for p in self.ports.hosts if p != ingress]
+
+
+@group("learning")
+class LearnDigestIpv4(LearningBase):
+    @autocleanup
+    def runTest(self) -> None:
+        self.setup_learning()
+        mac, port = "00:00:03:00:dd:01", self.ports.hosts[1]
+        frame = pk.ipv4_udp(eth_src=mac, eth_dst=pk.BROADCAST, ip_src="10.0.0.30", ip_dst="10.0.0.255")
+        self.send(port, frame)
+        self.expect_digest(mac, port, "10.0.0.30")
+        self.expect_on(frame, self.flood_ports(port))
+
+
+@group("learning")
+class LearnDigestArpSenderIp(LearningBase):
+    @autocleanup
+    def runTest(self) -> None:
+        self.setup_learning()
+        mac, port = "00:00:03:00:dd:02", self.ports.hosts[0]
+        frame = pk.arp(eth_src=mac, spa="10.0.0.31", tpa="10.0.0.99")
+        self.send(port, frame)
+        self.expect_digest(mac, port, "10.0.0.31")
+        self.expect_on(frame, self.flood_ports(port))
+
+
+@group("learning")
+class LearnDigestOtherEthertypeZeroIp(LearningBase):
+    @autocleanup
+    def runTest(self) -> None:
+        self.setup_learning()
+        mac, port = "00:00:03:00:dd:03", self.ports.hosts[2]
+        frame = pk.ether(eth_src=mac, eth_dst=pk.BROADCAST, ethertype=0x88B5)
+        self.send(port, frame)
+        self.expect_digest(mac, port, None)
+        self.expect_on(frame, self.flood_ports(port))
+
+
+@group("learning")
+class LearnDigestOnArpForGatewayIp(LearningBase):
+    """The first frame of a new host is usually its ARP for IP_G: learned and answered."""
+
+    @autocleanup
+    def runTest(self) -> None:
+        self.setup_learning()
+        mac, port = "00:00:03:00:dd:04", self.ports.hosts[3]
+        self.send(port, pk.arp(eth_src=mac, spa="10.0.0.32", tpa=self.dispatch.gateway_ip))
+        self.expect_digest(mac, port, "10.0.0.32")
+        vmac = self.dispatch.vmac_of(mac)
+        self.expect(
+            pk.arp(eth_src=vmac, eth_dst=mac, op=pk.ARP_REPLY, sha=vmac, spa=self.dispatch.gateway_ip, tha=mac, tpa="10.0.0.32"),
+            port,
+        )
+        self.expect_nothing()
+
+
+@group("learning")
+class NoDigestOnceLearned(LearningBase):
+    @autocleanup
+    def runTest(self) -> None:
+        self.setup_learning()
+        mac, port = "00:00:03:00:dd:05", self.ports.hosts[1]
+        self.add_learned(mac, port)
+        frame = pk.ipv4_udp(eth_src=mac, eth_dst=pk.BROADCAST, ip_src="10.0.0.33", ip_dst="10.0.0.255")
+        self.send(port, frame)
+        self.expect_on(frame, self.flood_ports(port))
+        self.expect_no_digest()
+
+
+@group("learning")
+class DigestWhenLearnedOnAnotherPort(LearningBase):
+    """learned_sources is keyed by (MAC, port): a host that moved is reported again."""
+
+    @autocleanup
+    def runTest(self) -> None:
+        self.setup_learning()
+        mac = "00:00:03:00:dd:06"
+        old, new = self.ports.hosts[0], self.ports.hosts[2]
+        self.add_learned(mac, old)
+        frame = pk.ipv4_udp(eth_src=mac, eth_dst=pk.BROADCAST, ip_src="10.0.0.34", ip_dst="10.0.0.255")
+        self.send(new, frame)
+        self.expect_digest(mac, new, "10.0.0.34")
+        self.expect_on(frame, self.flood_ports(new))
+
+
+@group("learning")
+class NoDigestFromGatewayPort(LearningBase):
+    """Learning is for host ports only: a gateway's frame never produces a digest."""
+
+    @autocleanup
+    def runTest(self) -> None:
+        self.setup_learning()
+        gw = self.ports.gateways[0]
+        host = "00:00:03:00:dd:07"
+        self.add_l2(host, self.ports.hosts[0])
+        frame = pk.ipv4_udp(eth_src=gateway_mac(gw), eth_dst=host, ip_src="192.0.2.1", ip_dst="10.0.0.35")
+        self.send(gw, frame)
+        self.expect(pk.with_macs(frame, eth_src=self.dispatch.vmac_of(host)), self.ports.hosts[0])
+        self.expect_no_digest()
+
+
+@group("learning")
+class LearnedSourceIdleTimeout(LearningBase):
+    """learned_sources supports idle timeout (NOTIFY_CONTROL): an entry that is not hit
+    for idle_timeout_ns is reported in an IdleTimeoutNotification; one that keeps being
+    hit is not. Targets track hits coarsely (the eBPF target refreshes a hit time at most
+    once per second), so the timeout is 3 s against hits every 250 ms."""
+
+    @autocleanup
+    def runTest(self) -> None:
+        self.setup_switch()
+        idle_mac, busy_mac = "00:00:03:00:dd:08", "00:00:03:00:dd:09"
+        port = self.ports.hosts[0]
+        entries = {}
+        for mac in (idle_mac, busy_mac):
+            entry = self.learned_entry(mac, port)
+            entry.idle_timeout_ns = 3_000_000_000
+            entries[mac] = entry
+            self.insert(entry)
+        frame = pk.ipv4_udp(eth_src=busy_mac, eth_dst=pk.BROADCAST, ip_src="10.0.0.36", ip_dst="10.0.0.255")
+        reported: list[bytes] = []
+        deadline = time.monotonic() + 8.0
+        while time.monotonic() < deadline and pk.mac_int(idle_mac).to_bytes(6, "big") not in reported:
+            self.send(port, frame)
+            self.dataplane.flush()
+            msg = self.client.get("idle_timeout_notification", 0.25)
+            if msg is not None:
+                reported += [e.match[0].exact.value.rjust(6, b"\x00") for e in msg.idle_timeout_notification.table_entry]
+        self.assertIn(pk.mac_int(idle_mac).to_bytes(6, "big"), reported, "no idle timeout notification for the idle entry")
+        self.assertNotIn(pk.mac_int(busy_mac).to_bytes(6, "big"), reported, "an entry hit every 250 ms must not time out")
