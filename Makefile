@@ -55,7 +55,7 @@ unit: deps
 	 echo "== unit: Go (eBPF target)"; \
 	 $(MAKE) -s -C targets/ebpf test JUNIT=$(CURDIR)/$(RESULTS)/go.xml || rc=1; \
 	 echo "== unit: Python"; \
-	 $(PY) -m pytest -q -m "not integration" --junitxml=$(RESULTS)/python-unit.xml controller backends p4src ptf-tests/unit || rc=1; \
+	 $(PY) -m pytest -q -m "not integration" --junitxml=$(RESULTS)/python-unit.xml controller backends p4src ptf-tests/unit topologies bench || rc=1; \
 	 exit $$rc
 
 ptf: deps switch
@@ -66,7 +66,7 @@ ptf: deps switch
 integration: deps switch
 	@mkdir -p $(RESULTS)
 	@echo "== integration: real switch, controller and strongSwan in namespaces"
-	@$(PY) -m pytest -q -m integration --junitxml=$(RESULTS)/python-integration.xml controller backends
+	@$(PY) -m pytest -q -m integration --junitxml=$(RESULTS)/python-integration.xml controller backends topologies
 
 bench: deps switch
 	@$(PY) -m bench

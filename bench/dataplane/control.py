@@ -1,0 +1,113 @@
+"""P4Runtime side of the dataplane benchmark, run inside the switch's namespace.
+
+    python -m bench.dataplane.control setup  --addr A --device-id N --p4info F --spec JSON
+    python -m bench.dataplane.control move   --addr A --device-id N --p4info F --spec JSON --writes 200
+
+`setup` pushes the pipeline and the entries that let host->gateway frames through
+(settings, port roles, every bucket -> the gateway, the source MAC already learned).
+`move` MODIFYs one bucket entry back and forth between two gateway ports and prints
+the per-write latencies (send to Write reply) as JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from finsy.proto import p4r
+from supergw_controller import p4constants as p4c
+
+from bench.dataplane.p4rt import INSERT, MODIFY, Client, P4RuntimeClientError, load_p4info, mac_int
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What the benchmark topology looks like, handed over as JSON."""
+
+    host_port: int
+    gateway_ports: list[int]
+    gateway_macs: list[str]
+    host_macs: list[str]
+    gateway_ip: str
+    vmac_base: str
+    buckets: int
+    role_host: int
+    role_gateway: int
+
+
+def _role(client: Client, port: int, role: int) -> p4r.TableEntry:
+    return client.table_entry(p4c.TABLE_PORT_ROLES, {p4c.MATCH_PORT_ROLES_PORT: port},
+                              p4c.ACTION_SET_PORT_ROLE, {p4c.PARAM_SET_PORT_ROLE_ROLE: role})
+
+
+def _bucket(client: Client, bucket: int, port: int, mac: str) -> p4r.TableEntry:
+    return client.table_entry(p4c.TABLE_BUCKETS, {p4c.MATCH_BUCKETS_BUCKET: bucket}, p4c.ACTION_SET_GATEWAY,
+                              {p4c.PARAM_SET_GATEWAY_PORT: port, p4c.PARAM_SET_GATEWAY_GATEWAY_MAC: mac_int(mac)})
+
+
+def setup(client: Client, spec: Spec) -> int:
+    updates = [
+        (MODIFY, client.table_entry(p4c.TABLE_SETTINGS, {}, p4c.ACTION_SET_DISPATCH_CONFIG, {
+            p4c.PARAM_SET_DISPATCH_CONFIG_GATEWAY_IP: int(ipaddress.IPv4Address(spec.gateway_ip)),
+            p4c.PARAM_SET_DISPATCH_CONFIG_VMAC_BASE: mac_int(spec.vmac_base),
+            p4c.PARAM_SET_DISPATCH_CONFIG_BUCKET_MASK: spec.buckets - 1,
+        }, default=True)),
+        (INSERT, _role(client, spec.host_port, spec.role_host)),
+    ]
+    for port in spec.gateway_ports:
+        updates.append((INSERT, _role(client, port, spec.role_gateway)))
+    for b in range(spec.buckets):
+        updates.append((INSERT, _bucket(client, b, spec.gateway_ports[0], spec.gateway_macs[0])))
+    for mac in spec.host_macs:
+        updates.append((INSERT, client.table_entry(
+            p4c.TABLE_LEARNED_SOURCES,
+            {p4c.MATCH_LEARNED_SOURCES_SRC_MAC: mac_int(mac), p4c.MATCH_LEARNED_SOURCES_PORT: spec.host_port},
+            p4c.ACTION_MARK_KNOWN, {})))
+    client.write(updates)
+    return len(updates)
+
+
+def move(client: Client, spec: Spec, writes: int, bucket: int) -> list[float]:
+    """Alternate bucket `bucket` between the gateways; latency of each MODIFY in ms."""
+    entries = [
+        _bucket(client, bucket, port, mac)
+        for port, mac in zip(spec.gateway_ports, spec.gateway_macs)
+    ]
+    for warmup in entries * 5:
+        client.timed_write(MODIFY, warmup)
+    return [client.timed_write(MODIFY, entries[(i + 1) % len(entries)]) * 1000.0 for i in range(writes)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.dataplane.control")
+    parser.add_argument("command", choices=("setup", "move"))
+    parser.add_argument("--addr", required=True)
+    parser.add_argument("--device-id", type=int, required=True)
+    parser.add_argument("--p4info", type=Path, required=True)
+    parser.add_argument("--spec", required=True, help="JSON of bench.dataplane.control.Spec")
+    parser.add_argument("--writes", type=int, default=200)
+    parser.add_argument("--bucket", type=int, default=0)
+    parser.add_argument("--device-config", type=Path, help="target config for the pipeline push (BMv2 JSON)")
+    args = parser.parse_args(argv)
+    spec = Spec(**json.loads(args.spec))
+    try:
+        with Client(args.addr, args.device_id) as client:
+            if args.command == "setup":
+                device_config = args.device_config.read_bytes() if args.device_config else b""
+                client.set_pipeline(load_p4info(args.p4info), device_config)
+                print(json.dumps({"updates": setup(client, spec)}))
+            else:
+                client.p4info = load_p4info(args.p4info)
+                print(json.dumps({"latencies_ms": move(client, spec, args.writes, args.bucket)}))
+    except P4RuntimeClientError as exc:
+        print(f"P4Runtime: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

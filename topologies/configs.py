@@ -1,0 +1,178 @@
+"""Config files the emulation generates for the controller and the gateway agents.
+
+The schemas belong to their owners (controller/supergw_controller/config.py,
+backends/supergw_gateway/config.py); this module only fills them from the topology and
+validates the result with the owners' own loaders when those are importable.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from topologies.model import GatewaySpec, Topology
+from topologies.network import switch_interfaces
+
+REPO = Path(__file__).resolve().parent.parent
+P4INFO = REPO / "p4src" / "v1model" / "supergw.p4info.txtpb"
+
+HEARTBEAT_MS = 200
+# 3 s without heartbeats = dead. Generous for a shared 2-core machine running Python agents
+# (and for agents still in reconnect backoff while the controller starts); a gateway whose
+# switch port goes down still fails over at once through the port monitor.
+MISSED_HEARTBEATS = 15
+REPORT_MS = 500
+
+
+@dataclass(frozen=True)
+class Secrets:
+    api_token: str
+    psk: str
+
+    @classmethod
+    def fresh(cls, psk_bytes: int) -> Secrets:
+        return cls(api_token=secrets.token_urlsafe(24), psk=secrets.token_urlsafe(psk_bytes))
+
+
+def controller_url(topo: Topology) -> str:
+    return f"http://{topo.mgmt.controller_ip}:{topo.controller.api_port}"
+
+
+def controller_config(topo: Topology, run_dir: Path, token_file: Path) -> dict[str, Any]:
+    ifaces = switch_interfaces(topo)
+    host_ports = {h.port for h in topo.hosts}
+    ports: dict[int, Any] = {
+        port: {"role": "host" if port in host_ports else "gateway", "interface": ifname}
+        for port, ifname in ifaces.items()
+    }
+    return {
+        "switch": {
+            "address": topo.switch.grpc_addr,
+            "device_id": topo.switch.device_id,
+            "election_id": {"high": 0, "low": 10},
+        },
+        "pipeline": {"p4info": str(P4INFO)},
+        "gateway_ip": str(topo.lan.gateway_ip),
+        "buckets": topo.lan.buckets,
+        "vmac_base": topo.lan.vmac_base,
+        "ports": ports,
+        "gateways": [
+            {
+                "name": g.name,
+                "port": g.port,
+                "mac": g.mac,
+                "weight": g.weight,
+                "agent_url": f"http://{g.mgmt_ip}:8780",
+            }
+            for g in topo.gateways
+        ],
+        "timing": {
+            "report_interval_ms": REPORT_MS,
+            "heartbeat_interval_ms": HEARTBEAT_MS,
+            "missed_heartbeats": MISSED_HEARTBEATS,
+        },
+        # 0.0.0.0 inside the switch namespace: 127.0.0.1 there, and the management address.
+        "api": {"listen": f"0.0.0.0:{topo.controller.api_port}", "token_file": str(token_file)},
+        # The controller runs inside the switch namespace, next to the port interfaces.
+        "port_monitor": {"enabled": True},
+        "state_db": str(run_dir / "controller-state.sqlite3"),
+    }
+
+
+def gateway_config(
+    topo: Topology, g: GatewaySpec, side: str, sec: Secrets, state_dir: Path
+) -> dict[str, Any]:
+    """`side` is "lan" for gw<i> (the super gateway's member) or "remote" for its peer."""
+    lan_len, wan_len = topo.lan.subnet.prefixlen, topo.wan.subnet.prefixlen
+    rlan_len = topo.remote.subnet.prefixlen
+    if side == "lan":
+        name, ns = g.name, topo.ns(g.name)
+        lan_addr, wan, peer_wan = f"{g.lan_ip}/{lan_len}", g.wan_ip, g.peer.wan_ip
+        local_net, remote_net = topo.lan.subnet, topo.remote.subnet
+    else:
+        name, ns = g.peer.name, topo.ns(g.peer.name)
+        lan_addr, wan, peer_wan = f"{g.peer.lan_ip}/{rlan_len}", g.peer.wan_ip, g.wan_ip
+        local_net, remote_net = topo.remote.subnet, topo.lan.subnet
+    cfg: dict[str, Any] = {
+        "name": name,
+        "namespace": ns,
+        "backend": "auto",
+        "interfaces": [
+            {"role": "lan", "device": "lan0", "address": lan_addr},
+            {"role": "wan", "device": "wan0", "address": f"{wan}/{wan_len}"},
+        ],
+        "local": {"address": str(wan), "subnets": [str(local_net)]},
+        "remote": {"address": str(peer_wan), "subnets": [str(remote_net)]},
+        "auth": {"method": "psk", "psk": sec.psk},
+        # Members initiate; peers at the remote site answer. Both ends are loaded first.
+        "initiate": side == "lan",
+        "dpd": {"delay_s": 5, "timeout_s": 15, "action": "restart"},
+        "state_dir": str(state_dir),
+    }
+    if side == "lan":
+        cfg["controller"] = {
+            "url": controller_url(topo),
+            "token": sec.api_token,
+            "report_interval_ms": REPORT_MS,
+            "heartbeat_interval_ms": HEARTBEAT_MS,
+        }
+    return cfg
+
+
+@dataclass(frozen=True)
+class GeneratedConfigs:
+    controller: Path
+    token_file: Path
+    gateways: dict[str, Path]  # gateway or peer name -> its YAML
+    secrets: Secrets
+
+
+def write_all(topo: Topology, run_dir: Path, sec: Secrets) -> GeneratedConfigs:
+    conf_dir = run_dir / "config"
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    token_file = conf_dir / "api-token"
+    token_file.write_text(sec.api_token + "\n")
+    token_file.chmod(0o600)
+    ctl = conf_dir / "controller.yaml"
+    ctl.write_text(_yaml(controller_config(topo, run_dir, token_file)))
+    gws: dict[str, Path] = {}
+    for g in topo.gateways:
+        for side, name in (("remote", g.peer.name), ("lan", g.name)):
+            path = conf_dir / f"gateway-{name}.yaml"
+            path.write_text(_yaml(gateway_config(topo, g, side, sec, run_dir / "gateways")))
+            path.chmod(0o600)
+            gws[name] = path
+    return GeneratedConfigs(controller=ctl, token_file=token_file, gateways=gws, secrets=sec)
+
+
+def validate_with_owners(generated: GeneratedConfigs) -> list[str]:
+    """Load each file with its owner's loader; returns problems (empty when all fine)."""
+    problems: list[str] = []
+    try:
+        from supergw_controller.config import load_config as load_controller
+    except ImportError as exc:
+        problems.append(f"controller config not validated: {exc}")
+    else:
+        try:
+            load_controller(generated.controller)
+        except Exception as exc:  # the owner's error type carries the message we show
+            problems.append(str(exc))
+    try:
+        from supergw_gateway.config import load_config as load_gateway
+    except ImportError as exc:
+        problems.append(f"gateway configs not validated: {exc}")
+    else:
+        for path in generated.gateways.values():
+            try:
+                load_gateway(path)
+            except Exception as exc:
+                problems.append(str(exc))
+    return problems
+
+
+def _yaml(data: dict[str, Any]) -> str:
+    return "# generated by `python -m topologies.run up`; do not edit\n" + yaml.safe_dump(data, sort_keys=False)

@@ -1,0 +1,246 @@
+"""The emulated topology as data: a validated YAML file (see default.yaml).
+
+`load_topology(path)` returns a `Topology` or raises `TopologyError` naming the bad key.
+Derived names (namespaces, interfaces) live here too, so the builder, the health checks
+and `down` agree on them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from pathlib import Path
+
+import yaml
+from typing import Annotated
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+DEFAULT_TOPOLOGY = Path(__file__).resolve().parent / "default.yaml"
+
+_MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+_NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
+# Linux limits interface names to 15 characters; namespace names share our prefix.
+_PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{0,10}$")
+
+
+class TopologyError(ValueError):
+    """The topology file is missing, not YAML, or does not validate."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _mac(v: object) -> str:
+    if not isinstance(v, str) or not _MAC_RE.match(v.lower()):
+        raise ValueError(f"{v!r} is not a MAC address like '02:00:00:00:00:01'")
+    mac = v.lower()
+    if int(mac[:2], 16) & 1:
+        raise ValueError(f"{mac} is multicast")
+    return mac
+
+
+def _name(v: str) -> str:
+    if not _NAME_RE.match(v):
+        raise ValueError(f"{v!r}: names are 1-8 lowercase letters/digits starting with a letter")
+    return v
+
+
+Mac = Annotated[str, AfterValidator(_mac)]
+NodeName = Annotated[str, AfterValidator(_name)]
+
+
+class SwitchSpec(_Strict):
+    device_id: int = Field(ge=0, lt=2**64)
+    grpc_addr: str = "127.0.0.1:9559"
+    cpu_port: int = Field(default=255, ge=0, lt=2**16)
+
+    @property
+    def grpc_port(self) -> int:
+        return int(self.grpc_addr.rpartition(":")[2])
+
+
+class LanSpec(_Strict):
+    subnet: ipaddress.IPv4Network
+    gateway_ip: ipaddress.IPv4Address
+    vmac_base: Mac
+    buckets: int = Field(default=256, ge=1, le=4096)
+
+
+    @model_validator(mode="after")
+    def _checks(self) -> LanSpec:
+        if self.gateway_ip not in self.subnet:
+            raise ValueError(f"gateway_ip {self.gateway_ip} is outside subnet {self.subnet}")
+        if self.buckets & (self.buckets - 1):
+            raise ValueError(f"buckets {self.buckets} is not a power of two")
+        return self
+
+
+class HostSpec(_Strict):
+    name: NodeName
+    port: int = Field(ge=0, lt=2**16)
+    ip: ipaddress.IPv4Address
+    mac: Mac
+
+
+
+class PeerSpec(_Strict):
+    name: NodeName
+    wan_ip: ipaddress.IPv4Address
+    lan_ip: ipaddress.IPv4Address
+
+
+
+class GatewaySpec(_Strict):
+    name: NodeName
+    port: int = Field(ge=0, lt=2**16)
+    lan_ip: ipaddress.IPv4Address
+    mac: Mac
+    wan_ip: ipaddress.IPv4Address
+    mgmt_ip: ipaddress.IPv4Address
+    peer: PeerSpec
+    weight: float = Field(default=1.0, gt=0)
+
+
+
+class WanSpec(_Strict):
+    subnet: ipaddress.IPv4Network
+
+
+class RemoteHostSpec(_Strict):
+    name: NodeName
+    ip: ipaddress.IPv4Address
+    via: str
+
+
+
+class RemoteSpec(_Strict):
+    subnet: ipaddress.IPv4Network
+    hosts: list[RemoteHostSpec] = Field(min_length=1)
+
+
+class MgmtSpec(_Strict):
+    subnet: ipaddress.IPv4Network
+    host_ip: ipaddress.IPv4Address
+    controller_ip: ipaddress.IPv4Address
+
+
+class ControllerSpec(_Strict):
+    api_port: int = Field(default=8080, gt=0, lt=65536)
+    psk_bytes: int = Field(default=24, ge=8, le=64)
+
+
+class Topology(_Strict):
+    prefix: str
+    switch: SwitchSpec
+    lan: LanSpec
+    hosts: list[HostSpec] = Field(min_length=1)
+    gateways: list[GatewaySpec] = Field(min_length=1, max_length=16)
+    wan: WanSpec
+    remote: RemoteSpec
+    mgmt: MgmtSpec
+    controller: ControllerSpec = Field(default_factory=ControllerSpec)
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, v: str) -> str:
+        if not _PREFIX_RE.match(v):
+            raise ValueError(f"{v!r}: prefix is 1-11 of [a-z0-9-] starting with a letter")
+        return v
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Topology:
+        errors: list[str] = []
+        names = [h.name for h in self.hosts] + [g.name for g in self.gateways]
+        names += [g.peer.name for g in self.gateways] + [r.name for r in self.remote.hosts]
+        names += ["sw", "wan", "rlan", "mgmt"]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            errors.append(f"names used twice (or reserved sw/wan/rlan/mgmt): {dup}")
+        ports = [h.port for h in self.hosts] + [g.port for g in self.gateways]
+        if len(set(ports)) != len(ports):
+            errors.append(f"switch ports used twice: {sorted(p for p in set(ports) if ports.count(p) > 1)}")
+        if self.switch.cpu_port in ports:
+            errors.append(f"port {self.switch.cpu_port} is the CPU port")
+        macs = [h.mac for h in self.hosts] + [g.mac for g in self.gateways] + [self.lan.vmac_base]
+        if len(set(macs)) != len(macs):
+            errors.append("MAC addresses used twice")
+        lan_ips = [h.ip for h in self.hosts] + [g.lan_ip for g in self.gateways] + [self.lan.gateway_ip]
+        for ip in lan_ips:
+            if ip not in self.lan.subnet:
+                errors.append(f"{ip} is outside the LAN subnet {self.lan.subnet}")
+        if len(set(lan_ips)) != len(lan_ips):
+            errors.append("LAN addresses used twice")
+        peers = {g.peer.name for g in self.gateways}
+        for g in self.gateways:
+            if g.wan_ip not in self.wan.subnet or g.peer.wan_ip not in self.wan.subnet:
+                errors.append(f"gateway {g.name}: WAN addresses must be in {self.wan.subnet}")
+            if g.peer.lan_ip not in self.remote.subnet:
+                errors.append(f"peer {g.peer.name}: lan_ip must be in {self.remote.subnet}")
+            if g.mgmt_ip not in self.mgmt.subnet:
+                errors.append(f"gateway {g.name}: mgmt_ip must be in {self.mgmt.subnet}")
+        for r in self.remote.hosts:
+            if r.via not in peers:
+                errors.append(f"remote host {r.name}: via {r.via!r} is not a peer gateway")
+            if r.ip not in self.remote.subnet:
+                errors.append(f"remote host {r.name}: {r.ip} is outside {self.remote.subnet}")
+        if self.lan.subnet.overlaps(self.remote.subnet):
+            errors.append("lan.subnet overlaps remote.subnet")
+        if errors:
+            raise ValueError("; ".join(errors))
+        return self
+
+    # Derived names: one place, used by build, health checks and teardown.
+    def ns(self, node: str) -> str:
+        return f"{self.prefix}-{node}"
+
+    @property
+    def switch_ns(self) -> str:
+        return self.ns("sw")
+
+    @property
+    def mgmt_root_if(self) -> str:
+        """The machine's end of the management link (root namespace)."""
+        return f"{self.prefix}-m0"
+
+    def namespaces(self) -> list[str]:
+        nodes = ["sw", "wan", "rlan", "mgmt"]
+        nodes += [h.name for h in self.hosts]
+        for g in self.gateways:
+            nodes += [g.name, g.peer.name]
+        nodes += [r.name for r in self.remote.hosts]
+        return [self.ns(n) for n in nodes]
+
+    def peer_of(self, name: str) -> GatewaySpec:
+        for g in self.gateways:
+            if g.peer.name == name:
+                return g
+        raise KeyError(name)
+
+
+def load_topology(path: Path = DEFAULT_TOPOLOGY) -> Topology:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise TopologyError(f"{path}: cannot read topology: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise TopologyError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise TopologyError(f"{path}: the top level must be a mapping")
+    try:
+        return Topology.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"]) or "<top>"
+            lines.append(f"  {loc}: {str(err['msg']).removeprefix('Value error, ')}")
+        raise TopologyError(f"{path}: invalid topology:\n" + "\n".join(lines)) from None

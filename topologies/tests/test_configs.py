@@ -1,0 +1,31 @@
+"""Generated controller and gateway configs pass their owners' own validators."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from topologies.configs import Secrets, validate_with_owners, write_all
+from topologies.model import load_topology
+
+
+def test_generated_configs_validate(tmp_path: Path) -> None:
+    pytest.importorskip("supergw_controller.config")
+    pytest.importorskip("supergw_gateway.config")
+    topo = load_topology()
+    gen = write_all(topo, tmp_path, Secrets.fresh(16))
+    assert validate_with_owners(gen) == []
+    assert set(gen.gateways) == {g.name for g in topo.gateways} | {g.peer.name for g in topo.gateways}
+    ctl = yaml.safe_load(gen.controller.read_text())
+    assert ctl["switch"]["device_id"] == topo.switch.device_id
+    assert gen.token_file.read_text().strip() == gen.secrets.api_token
+    member = yaml.safe_load(gen.gateways["gw1"].read_text())
+    peer = yaml.safe_load(gen.gateways["peer1"].read_text())
+    assert member["initiate"] is True and peer["initiate"] is False
+    assert member["remote"]["address"] == peer["local"]["address"]
+    assert member["local"]["subnets"] == peer["remote"]["subnets"]
+    assert member["auth"]["psk"] == peer["auth"]["psk"]
+    assert "controller" in member and "controller" not in peer
+    assert oct(gen.gateways["gw1"].stat().st_mode & 0o777) == "0o600"
