@@ -61,7 +61,13 @@ var rigLinks = map[uint16]string{portH1: "sgw-dp-h1", portH2: "sgw-dp-h2", portG
 func newRig(t testing.TB) *rig {
 	t.Helper()
 	requireRoot(t)
-	r := &rig{ns: newNetns(t, "ut"), ifindex: map[uint16]int{}}
+	return newRigIn(t, newNetns(t, "ut"))
+}
+
+// newRigIn creates the rig's veths inside ns.
+func newRigIn(t testing.TB, ns *netns) *rig {
+	t.Helper()
+	r := &rig{ns: ns, ifindex: map[uint16]int{}}
 	for port, name := range rigLinks {
 		r.ifindex[port] = r.ns.vethPair(t, name)
 	}

@@ -102,5 +102,15 @@ type Dataplane interface {
 	Close() error
 }
 
-// ErrNotFound is returned when deleting or reading a key that is not installed.
-var ErrNotFound = errors.New("entry not found")
+// Errors every Dataplane wraps (test with errors.Is), so that callers can map
+// them to P4Runtime codes.
+var (
+	// ErrNotFound is returned when deleting or reading a key that is not installed.
+	ErrNotFound = errors.New("entry not found")
+	// ErrCapacity is returned when the data plane has no room left: a full map,
+	// or more replicas than a flood group holds.
+	ErrCapacity = errors.New("data plane capacity exhausted")
+	// ErrOutOfRange is returned for an index the data plane has no slot for: a
+	// bucket >= MAX_BUCKETS, a counter index or a group id beyond its array.
+	ErrOutOfRange = errors.New("index out of range")
+)

@@ -243,7 +243,7 @@ func (e *EBPF) DeleteHostIP(ip IPv4) error { return e.hostIPs.del(ip) }
 
 func (e *EBPF) bucketEntry(bucket uint16) (bpfSgwBucket, error) {
 	if uint32(bucket) >= e.objs.SgwBuckets.MaxEntries() {
-		return bpfSgwBucket{}, fmt.Errorf("buckets: bucket %d out of range [0, %d)", bucket, e.objs.SgwBuckets.MaxEntries())
+		return bpfSgwBucket{}, fmt.Errorf("buckets: bucket %d not in [0, %d): %w", bucket, e.objs.SgwBuckets.MaxEntries(), ErrOutOfRange)
 	}
 	return e.buckets.get(uint32(bucket))
 }
@@ -354,10 +354,10 @@ func (e *EBPF) LearnedIdle(mac MAC, port uint16) (time.Duration, error) {
 // kept with ifindex 0 and skipped by the datapath.
 func (e *EBPF) SetFloodGroup(id uint16, ports []uint16) error {
 	if uint32(id) >= e.maxGroups {
-		return fmt.Errorf("flood_groups: group %d out of range [0, %d)", id, e.maxGroups)
+		return fmt.Errorf("flood_groups: group %d not in [0, %d): %w", id, e.maxGroups, ErrOutOfRange)
 	}
 	if len(ports) > e.maxFlood {
-		return fmt.Errorf("flood_groups: group %d has %d replicas, at most %d supported", id, len(ports), e.maxFlood)
+		return fmt.Errorf("flood_groups: group %d has %d replicas, at most %d supported: %w", id, len(ports), e.maxFlood, ErrCapacity)
 	}
 	var g bpfSgwFloodGroup
 	g.Count = uint32(len(ports))

@@ -9,9 +9,12 @@ import (
 
 // Fake is an in-memory Dataplane for unit tests of the P4Runtime server. It
 // records every call's effect in plain maps that tests inspect through the
-// accessor methods, and lets tests inject events and idle times.
+// accessor methods, and lets tests inject events and idle times. It enforces
+// the real data plane's limits (map sizes of the compiled eBPF object) with the
+// same errors: ErrOutOfRange, ErrCapacity.
 type Fake struct {
 	mu          sync.Mutex
+	limits      fakeLimits
 	ports       []uint16
 	portRoles   map[uint16]uint8
 	dispatch    DispatchConfig
@@ -46,9 +49,55 @@ type Transmitted struct {
 	Frame []byte
 }
 
-// NewFake returns a fake data plane with the given front ports.
+// fakeLimits are the max_entries of the eBPF maps (and the flood group size).
+type fakeLimits struct {
+	portRoles, hostIPs, buckets, l2, learned, groups, replicas, drops int
+}
+
+var (
+	limitsOnce sync.Once
+	limits     fakeLimits
+	limitsErr  error
+)
+
+// specLimits reads the limits from the embedded eBPF object without loading it.
+func specLimits() (fakeLimits, error) {
+	limitsOnce.Do(func() {
+		spec, err := loadBpf()
+		if err != nil {
+			limitsErr = fmt.Errorf("fake data plane: read eBPF map sizes: %w", err)
+			return
+		}
+		size := func(name string) int {
+			if m := spec.Maps[name]; m != nil {
+				return int(m.MaxEntries)
+			}
+			limitsErr = fmt.Errorf("fake data plane: eBPF object has no map %s", name)
+			return 0
+		}
+		limits = fakeLimits{
+			portRoles: size(bpfMapSgwPortRoles),
+			hostIPs:   size(bpfMapSgwHostIps),
+			buckets:   size(bpfMapSgwBuckets),
+			l2:        size(bpfMapSgwMacTable),
+			learned:   size(bpfMapSgwLearnedSources),
+			groups:    size(bpfMapSgwFloodGroups),
+			replicas:  len(bpfSgwFloodGroup{}.Members),
+			drops:     size(bpfMapSgwDropCounter),
+		}
+	})
+	return limits, limitsErr
+}
+
+// NewFake returns a fake data plane with the given front ports. It panics if
+// the embedded eBPF object cannot be parsed (a broken build).
 func NewFake(ports ...uint16) *Fake {
+	l, err := specLimits()
+	if err != nil {
+		panic(err)
+	}
 	return &Fake{
+		limits:      l,
 		ports:       slices.Clone(ports),
 		portRoles:   map[uint16]uint8{},
 		hostIPs:     map[IPv4]MAC{},
@@ -67,9 +116,34 @@ var _ Dataplane = (*Fake)(nil)
 
 func (f *Fake) Ports() []uint16 { return slices.Clone(f.ports) }
 
+// full reports ErrCapacity when adding a new key to a map of n entries.
+func full[K comparable, V any](name string, m map[K]V, k K, limit int) error {
+	if _, ok := m[k]; !ok && len(m) >= limit {
+		return fmt.Errorf("%s: map full (%d entries): %w", name, limit, ErrCapacity)
+	}
+	return nil
+}
+
+func (f *Fake) checkBucket(bucket uint16) error {
+	if int(bucket) >= f.limits.buckets {
+		return fmt.Errorf("buckets: bucket %d not in [0, %d): %w", bucket, f.limits.buckets, ErrOutOfRange)
+	}
+	return nil
+}
+
+func (f *Fake) checkDrop(reason uint16) error {
+	if int(reason) >= f.limits.drops {
+		return fmt.Errorf("drop_counter: index %d not in [0, %d): %w", reason, f.limits.drops, ErrOutOfRange)
+	}
+	return nil
+}
+
 func (f *Fake) SetPortRole(port uint16, role uint8) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := full("port_roles", f.portRoles, port, f.limits.portRoles); err != nil {
+		return err
+	}
 	f.portRoles[port] = role
 	return nil
 }
@@ -94,6 +168,9 @@ func (f *Fake) SetDispatchConfig(cfg DispatchConfig) error {
 func (f *Fake) SetHostIP(ip IPv4, mac MAC) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := full("host_ips", f.hostIPs, ip, f.limits.hostIPs); err != nil {
+		return err
+	}
 	f.hostIPs[ip] = mac
 	return nil
 }
@@ -111,6 +188,9 @@ func (f *Fake) DeleteHostIP(ip IPv4) error {
 func (f *Fake) SetBucket(bucket uint16, port uint16, gatewayMAC MAC) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.checkBucket(bucket); err != nil {
+		return err
+	}
 	f.buckets[bucket] = BucketEntry{Port: port, GatewayMAC: gatewayMAC}
 	return nil
 }
@@ -118,6 +198,9 @@ func (f *Fake) SetBucket(bucket uint16, port uint16, gatewayMAC MAC) error {
 func (f *Fake) DeleteBucket(bucket uint16) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.checkBucket(bucket); err != nil {
+		return err
+	}
 	if _, ok := f.buckets[bucket]; !ok {
 		return fmt.Errorf("bucket %d: %w", bucket, ErrNotFound)
 	}
@@ -129,6 +212,9 @@ func (f *Fake) DeleteBucket(bucket uint16) error {
 func (f *Fake) BucketCounter(bucket uint16) (Counter, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.checkBucket(bucket); err != nil {
+		return Counter{}, err
+	}
 	if _, ok := f.buckets[bucket]; !ok {
 		return Counter{}, fmt.Errorf("bucket %d: %w", bucket, ErrNotFound)
 	}
@@ -138,6 +224,9 @@ func (f *Fake) BucketCounter(bucket uint16) (Counter, error) {
 func (f *Fake) SetBucketCounter(bucket uint16, c Counter) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.checkBucket(bucket); err != nil {
+		return err
+	}
 	if _, ok := f.buckets[bucket]; !ok {
 		return fmt.Errorf("bucket %d: %w", bucket, ErrNotFound)
 	}
@@ -148,6 +237,9 @@ func (f *Fake) SetBucketCounter(bucket uint16, c Counter) error {
 func (f *Fake) SetL2(mac MAC, port uint16) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := full("mac_table", f.l2, mac, f.limits.l2); err != nil {
+		return err
+	}
 	f.l2[mac] = port
 	return nil
 }
@@ -165,6 +257,9 @@ func (f *Fake) DeleteL2(mac MAC) error {
 func (f *Fake) SetLearned(mac MAC, port uint16) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := full("learned_sources", f.learned, LearnedKey{mac, port}, f.limits.learned); err != nil {
+		return err
+	}
 	f.learned[LearnedKey{mac, port}] = f.now()
 	return nil
 }
@@ -193,6 +288,12 @@ func (f *Fake) LearnedIdle(mac MAC, port uint16) (time.Duration, error) {
 func (f *Fake) SetFloodGroup(id uint16, ports []uint16) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if int(id) >= f.limits.groups {
+		return fmt.Errorf("flood_groups: group %d not in [0, %d): %w", id, f.limits.groups, ErrOutOfRange)
+	}
+	if len(ports) > f.limits.replicas {
+		return fmt.Errorf("flood_groups: group %d has %d replicas, at most %d supported: %w", id, len(ports), f.limits.replicas, ErrCapacity)
+	}
 	if len(ports) == 0 {
 		delete(f.floodGroups, id)
 		return nil
@@ -204,12 +305,18 @@ func (f *Fake) SetFloodGroup(id uint16, ports []uint16) error {
 func (f *Fake) DropCounter(reason uint16) (Counter, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.checkDrop(reason); err != nil {
+		return Counter{}, err
+	}
 	return f.drops[reason], nil
 }
 
 func (f *Fake) SetDropCounter(reason uint16, c Counter) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.checkDrop(reason); err != nil {
+		return err
+	}
 	f.drops[reason] = c
 	return nil
 }
@@ -217,6 +324,12 @@ func (f *Fake) SetDropCounter(reason uint16, c Counter) error {
 func (f *Fake) CountDrop(reason uint16, n int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if n < 0 {
+		return fmt.Errorf("drop_counter: negative length %d", n)
+	}
+	if err := f.checkDrop(reason); err != nil {
+		return err
+	}
 	c := f.drops[reason]
 	c.Packets++
 	c.Bytes += uint64(n)

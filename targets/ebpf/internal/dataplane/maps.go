@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
 // hashMap is a typed view of one BPF hash or array map.
@@ -15,6 +16,14 @@ type hashMap[K, V any] struct {
 
 func (h hashMap[K, V]) put(k K, v V) error {
 	if err := h.m.Update(k, v, ebpf.UpdateAny); err != nil {
+		// The kernel answers E2BIG for an array index >= max_entries, and when
+		// a hash map already holds max_entries keys.
+		if errors.Is(err, unix.E2BIG) {
+			if h.m.Type() == ebpf.Array || h.m.Type() == ebpf.PerCPUArray {
+				return fmt.Errorf("%s: index %v not in [0, %d): %w", h.name, k, h.m.MaxEntries(), ErrOutOfRange)
+			}
+			return fmt.Errorf("%s: update %v: map full (%d entries): %w", h.name, k, h.m.MaxEntries(), ErrCapacity)
+		}
 		return fmt.Errorf("%s: update %v: %w", h.name, k, err)
 	}
 	return nil
@@ -60,7 +69,7 @@ func (c counterMap) size() uint32 { return c.m.MaxEntries() }
 
 func (c counterMap) checkIndex(i uint32) error {
 	if i >= c.size() {
-		return fmt.Errorf("%s: index %d out of range [0, %d)", c.name, i, c.size())
+		return fmt.Errorf("%s: index %d not in [0, %d): %w", c.name, i, c.size(), ErrOutOfRange)
 	}
 	return nil
 }

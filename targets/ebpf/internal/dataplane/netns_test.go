@@ -40,7 +40,13 @@ var netnsSeq atomic.Int32
 
 func newNetns(t testing.TB, suffix string) *netns {
 	t.Helper()
-	name := fmt.Sprintf("sgw-dp-%s-%d-%d", suffix, os.Getpid(), netnsSeq.Add(1))
+	return newNetnsPrefix(t, "sgw-dp", suffix)
+}
+
+// newNetnsPrefix makes namespace <prefix>-<suffix>-<pid>-<seq>.
+func newNetnsPrefix(t testing.TB, prefix, suffix string) *netns {
+	t.Helper()
+	name := fmt.Sprintf("%s-%s-%d-%d", prefix, suffix, os.Getpid(), netnsSeq.Add(1))
 	run(t, "ip", "netns", "add", name)
 	ns := &netns{name: name}
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })

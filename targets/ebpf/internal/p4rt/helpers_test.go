@@ -22,14 +22,14 @@ const testDevice = 800
 
 // harness runs a Server on a fake data plane behind an in-process gRPC server.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *Server
 	fake   *dataplane.Fake
 	client p4v1.P4RuntimeClient
 	info   *p4configv1.P4Info
 }
 
-func newHarness(t *testing.T, ports ...uint16) *harness {
+func newHarness(t testing.TB, ports ...uint16) *harness {
 	t.Helper()
 	if len(ports) == 0 {
 		ports = []uint16{1, 2, 3, 4}
@@ -39,6 +39,14 @@ func newHarness(t *testing.T, ports ...uint16) *harness {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	h := harnessFor(t, srv)
+	h.fake = fake
+	return h
+}
+
+// harnessFor serves srv over an in-process gRPC connection.
+func harnessFor(t testing.TB, srv *Server) *harness {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	go srv.Run(ctx)
 	lis := bufconn.Listen(1 << 20)
@@ -60,7 +68,7 @@ func newHarness(t *testing.T, ports ...uint16) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, srv: srv, fake: fake, client: p4v1.NewP4RuntimeClient(cc), info: info}
+	return &harness{t: t, srv: srv, client: p4v1.NewP4RuntimeClient(cc), info: info}
 }
 
 func eid(low uint64) *p4v1.Uint128 { return &p4v1.Uint128{Low: low} }
@@ -198,7 +206,7 @@ func (h *harness) learnedEntry(macLast, port byte, timeout time.Duration) *p4v1.
 
 // streamClient is one StreamChannel with its responses collected.
 type streamClient struct {
-	t      *testing.T
+	t      testing.TB
 	s      p4v1.P4Runtime_StreamChannelClient
 	msgs   chan *p4v1.StreamMessageResponse
 	closed chan error

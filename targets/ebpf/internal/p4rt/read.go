@@ -87,9 +87,17 @@ func (s *Server) readTableEntries(req *p4v1.TableEntry) ([]*p4v1.Entity, error) 
 	var out []*p4v1.Entity
 	for _, tid := range tids {
 		ti := s.sch.tables[tid]
+		// As p4lang/PI (simple_switch_grpc): asking for time_since_last_hit
+		// where no entry can age is an error, wildcard reads included.
 		if req.GetIsDefaultAction() {
+			if req.GetTimeSinceLastHit() != nil {
+				return nil, errf(codes.InvalidArgument, "default entries do not age: do not set time_since_last_hit when reading the default entry of '%s'", ti.name())
+			}
 			out = append(out, tableEntity(s.defaultEntry(ti)))
 			continue
+		}
+		if req.GetTimeSinceLastHit() != nil && !ti.notifyIdle {
+			return nil, errf(codes.InvalidArgument, "table '%s' does not support idle timeout: do not set time_since_last_hit when reading it (wildcard reads included)", ti.name())
 		}
 		filter, err := s.canonicalMatch(ti, req.GetMatch(), false)
 		if err != nil {
@@ -109,7 +117,7 @@ func (s *Server) readTableEntries(req *p4v1.TableEntry) ([]*p4v1.Entity, error) 
 				}
 				te.CounterData = &p4v1.CounterData{PacketCount: int64(c.Packets), ByteCount: int64(c.Bytes)}
 			}
-			if req.GetTimeSinceLastHit() != nil && ti.notifyIdle {
+			if req.GetTimeSinceLastHit() != nil {
 				d, err := s.bind.idle(tid, se.key)
 				if err != nil {
 					return nil, dpError("read idle time of '"+ti.name()+"'", err)

@@ -214,12 +214,19 @@ func (s *Server) canonicalAction(ti *tableInfo, ta *p4v1.TableAction, isDefault 
 	return out, nil
 }
 
+// dpError maps a data-plane error to its P4Runtime code: the data plane's
+// sentinel errors are the caller's problem (a key it cannot hold), anything
+// else is the switch's.
 func dpError(what string, err error) error {
-	if errors.Is(err, errUnsupported) {
+	switch {
+	case errors.Is(err, errUnsupported):
 		return errf(codes.Unimplemented, "%s: %v", what, err)
-	}
-	if errors.Is(err, dataplane.ErrNotFound) {
+	case errors.Is(err, dataplane.ErrNotFound):
 		return errf(codes.NotFound, "%s: %v", what, err)
+	case errors.Is(err, dataplane.ErrCapacity):
+		return errf(codes.ResourceExhausted, "%s: %v", what, err)
+	case errors.Is(err, dataplane.ErrOutOfRange):
+		return errf(codes.OutOfRange, "%s: %v", what, err)
 	}
 	return errf(codes.Internal, "%s: data plane: %v", what, err)
 }

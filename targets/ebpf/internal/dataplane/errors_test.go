@@ -1,0 +1,71 @@
+package dataplane
+
+import (
+	"errors"
+	"testing"
+)
+
+// Both Dataplanes report their limits with the same sentinel errors, which the
+// P4Runtime server maps to OUT_OF_RANGE and RESOURCE_EXHAUSTED.
+func TestSentinelErrors(t *testing.T) {
+	t.Run("fake", func(t *testing.T) {
+		l, err := specLimits()
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSentinels(t, NewFake(portH1, portH2, portG1, portG2), l)
+	})
+	t.Run("ebpf", func(t *testing.T) {
+		r := newRigIn(t, newNetnsPrefix(t, "sgw-hd", "err"))
+		l, err := specLimits()
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSentinels(t, r.pipeline(t, true), l)
+	})
+}
+
+func checkSentinels(t *testing.T, dp Dataplane, l fakeLimits) {
+	want := func(what string, err, sentinel error) {
+		t.Helper()
+		if !errors.Is(err, sentinel) {
+			t.Errorf("%s: %v, want %v", what, err, sentinel)
+		}
+	}
+	nb := uint16(l.buckets)
+	want("SetBucket(MAX_BUCKETS)", dp.SetBucket(nb, portG1, macGW1), ErrOutOfRange)
+	want("DeleteBucket(MAX_BUCKETS)", dp.DeleteBucket(nb), ErrOutOfRange)
+	_, err := dp.BucketCounter(nb)
+	want("BucketCounter(MAX_BUCKETS)", err, ErrOutOfRange)
+	want("SetBucketCounter(MAX_BUCKETS)", dp.SetBucketCounter(nb, Counter{}), ErrOutOfRange)
+	nd := uint16(l.drops)
+	_, err = dp.DropCounter(nd)
+	want("DropCounter(size)", err, ErrOutOfRange)
+	want("SetDropCounter(size)", dp.SetDropCounter(nd, Counter{}), ErrOutOfRange)
+	want("CountDrop(size)", dp.CountDrop(nd, 60), ErrOutOfRange)
+	want("SetFloodGroup(groups)", dp.SetFloodGroup(uint16(l.groups), []uint16{portH1}), ErrOutOfRange)
+	want("SetFloodGroup(too many replicas)", dp.SetFloodGroup(1, make([]uint16, l.replicas+1)), ErrCapacity)
+	if err := dp.SetFloodGroup(1, make([]uint16, l.replicas)); err != nil {
+		t.Errorf("SetFloodGroup(%d replicas): %v", l.replicas, err)
+	}
+
+	// Fill host_ips: the next new key is ErrCapacity, an existing key may still change.
+	if err := dp.DeleteHostIP(ipH1); err != nil && !errors.Is(err, ErrNotFound) {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		ip := IPv4{10, 99, byte(i >> 8), byte(i)}
+		err := dp.SetHostIP(ip, macH1)
+		if i < l.hostIPs {
+			if err != nil {
+				t.Fatalf("SetHostIP #%d of %d: %v", i, l.hostIPs, err)
+			}
+			continue
+		}
+		want("SetHostIP into a full map", err, ErrCapacity)
+		break
+	}
+	if err := dp.SetHostIP(IPv4{10, 99, 0, 0}, macH2); err != nil {
+		t.Errorf("modify in a full map: %v", err)
+	}
+}
