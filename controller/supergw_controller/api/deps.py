@@ -1,0 +1,73 @@
+"""FastAPI dependencies: the core, the token check, validated path parameters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Path, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from supergw_controller.api.auth import check_bearer
+from supergw_controller.api.core import Core
+from supergw_controller.metrics import ControllerMetrics
+
+
+@dataclass(frozen=True)
+class ApiState:
+    """Everything a request handler needs; one per app instance (app.state.api)."""
+
+    core: Core
+    token: str
+    buckets: int
+    gateway_names: tuple[str, ...]  # from the config file, so static for the process
+    metrics: ControllerMetrics
+
+    def unknown_gateway(self, name: str) -> str:
+        return f"no gateway named {name!r}; known: {', '.join(self.gateway_names) or '(none)'}"
+
+
+def api_state(request: Request) -> ApiState:
+    state: ApiState = request.app.state.api
+    return state
+
+
+State = Annotated[ApiState, Depends(api_state)]
+
+
+def get_core(state: State) -> Core:
+    return state.core
+
+
+CoreDep = Annotated[Core, Depends(get_core)]
+
+
+_bearer = HTTPBearer(auto_error=False, description="the controller's API token (config api.token / api.token_file)")
+
+
+def require_token(
+    state: State,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    header = None if credentials is None else f"{credentials.scheme} {credentials.credentials}"
+    check_bearer(header, state.token)
+
+
+def gateway_name(
+    state: State,
+    name: Annotated[str, Path(min_length=1, max_length=64, description="gateway name from the config")],
+) -> str:
+    """404 that lists the known names when `name` is not a configured gateway."""
+    if name not in state.gateway_names:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, state.unknown_gateway(name))
+    return name
+
+
+def bucket_index(state: State, b: Annotated[int, Path(description="bucket index 0..K-1")]) -> int:
+    if not 0 <= b < state.buckets:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"bucket {b} out of range 0..{state.buckets - 1}")
+    return b
+
+
+GatewayName = Annotated[str, Depends(gateway_name)]
+BucketIndex = Annotated[int, Depends(bucket_index)]

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, status
+
+from supergw_controller.api.deps import ApiState, BucketIndex, CoreDep, State
+from supergw_controller.api.schemas import GatewayRef
+from supergw_controller.views import BucketView
+
+router = APIRouter(prefix="/buckets", tags=["buckets"])
+
+
+def _known(state: ApiState, ref: GatewayRef) -> str:
+    if ref.gateway not in state.gateway_names:
+        raise HTTPException(422, "body.gateway: " + state.unknown_gateway(ref.gateway))
+    return ref.gateway
+
+
+@router.get("", response_model=list[BucketView], summary="The bucket map: all K buckets in index order")
+async def list_buckets(core: CoreDep) -> list[BucketView]:
+    return await core.buckets()
+
+
+@router.get("/{b}", response_model=BucketView, summary="One bucket")
+async def get_bucket(core: CoreDep, b: BucketIndex) -> BucketView:
+    return await core.bucket(b)
+
+
+@router.post(
+    "/{b}/pin",
+    response_model=BucketView,
+    summary="Pin a bucket to a gateway (moves it there now; 409 if the gateway is drained or dead)",
+)
+async def pin(core: CoreDep, state: State, b: BucketIndex, body: GatewayRef) -> BucketView:
+    return await core.pin(b, _known(state, body))
+
+
+@router.delete("/{b}/pin", response_model=BucketView, summary="Unpin (no-op when not pinned)")
+async def unpin(core: CoreDep, b: BucketIndex) -> BucketView:
+    return await core.unpin(b)
+
+
+@router.post(
+    "/{b}/move",
+    response_model=BucketView,
+    summary="Move a bucket once (reason 'operator'); 409 if pinned elsewhere or the gateway is drained/dead",
+)
+async def move(core: CoreDep, state: State, b: BucketIndex, body: GatewayRef) -> BucketView:
+    return await core.move(b, _known(state, body), "operator")

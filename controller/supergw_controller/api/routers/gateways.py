@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from supergw_controller.api.deps import CoreDep, GatewayName
+from supergw_controller.api.schemas import WeightBody
+from supergw_controller.views import GatewayView
+
+router = APIRouter(prefix="/gateways", tags=["gateways"])
+
+
+@router.get("", response_model=list[GatewayView], summary="All gateways with state, weight and load")
+async def list_gateways(core: CoreDep) -> list[GatewayView]:
+    return await core.gateways()
+
+
+@router.get("/{name}", response_model=GatewayView, summary="One gateway")
+async def get_gateway(core: CoreDep, name: GatewayName) -> GatewayView:
+    return await core.gateway(name)
+
+
+@router.post(
+    "/{name}/drain",
+    response_model=GatewayView,
+    summary="Drain: move all unpinned buckets away now; the gateway receives no new buckets",
+)
+async def drain(core: CoreDep, name: GatewayName) -> GatewayView:
+    return await core.drain(name)
+
+
+@router.post(
+    "/{name}/undrain",
+    response_model=GatewayView,
+    summary="Undrain: the gateway is eligible again and refilled gradually by rebalance rounds",
+)
+async def undrain(core: CoreDep, name: GatewayName) -> GatewayView:
+    return await core.undrain(name)
+
+
+@router.put("/{name}/weight", response_model=GatewayView, summary="Set the capacity weight (> 0)")
+async def set_weight(core: CoreDep, name: GatewayName, body: WeightBody) -> GatewayView:
+    return await core.set_weight(name, body.weight)

@@ -1,0 +1,30 @@
+"""Unauthenticated operational routes: liveness and Prometheus metrics."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Response
+
+from supergw_controller.api.deps import State
+from supergw_controller.api.schemas import Health
+from supergw_controller.errors import CoreError
+from supergw_controller.metrics import CONTENT_TYPE, Snapshot
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", response_model=Health, summary="Liveness: 200 while the process answers")
+async def healthz(state: State) -> Health:
+    try:
+        s = await state.core.status()
+    except CoreError as exc:
+        return Health(status="degraded", detail=str(exc))
+    return Health(status="ok", role=s.role, connected=s.connected)
+
+
+@router.get("/metrics", response_class=Response, summary="Prometheus exposition (text format 0.0.4)")
+async def metrics(state: State) -> Response:
+    status, gateways, buckets = await asyncio.gather(state.core.status(), state.core.gateways(), state.core.buckets())
+    state.metrics.update(Snapshot(status, gateways, buckets))
+    return Response(state.metrics.render(), media_type=CONTENT_TYPE)

@@ -1,0 +1,24 @@
+"""Request bodies of the operator routes (responses are the core's views)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WeightBody(_Body):
+    weight: float = Field(gt=0, le=1e6, allow_inf_nan=False, description="relative capacity, > 0 (use drain for 0)")
+
+
+class GatewayRef(_Body):
+    gateway: str = Field(min_length=1, max_length=64, description="gateway name from the config")
+
+
+class Health(BaseModel):
+    status: str
+    role: str | None = None
+    connected: bool | None = None
+    detail: str | None = None

@@ -1,0 +1,394 @@
+"""The controller's configuration: one YAML file, validated by pydantic.
+
+`load_config(path)` returns a `Config` or raises `ConfigError` whose message names every
+bad key, e.g. ``gateways[1].port: must be a port listed in ports with role 'gateway'``.
+Relative paths in the file (P4Info, device config, token file, state DB) are resolved
+against the directory of the config file.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from supergw_controller.p4constants import CPU_PORT, MAX_BUCKETS
+
+_MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+
+
+class ConfigError(ValueError):
+    """The config file is missing, not YAML, or does not validate."""
+
+
+class PortRoleName(StrEnum):
+    HOST = "host"
+    GATEWAY = "gateway"
+
+
+def normalise_mac(value: object) -> str:
+    """Accept ``aa:bb:cc:dd:ee:ff`` or ``aa-bb-...`` in any case; return lower-case colon form."""
+    if not isinstance(value, str):
+        raise ValueError("must be a MAC address string like '02:00:00:00:00:01'")
+    mac = value.strip().lower().replace("-", ":")
+    if not _MAC_RE.match(mac):
+        raise ValueError(f"{value!r} is not a MAC address (expected six hex bytes like '02:00:00:00:00:01')")
+    return mac
+
+
+def mac_to_int(mac: str) -> int:
+    return int(mac.replace(":", ""), 16)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ElectionId(_Strict):
+    high: int = Field(default=0, ge=0, lt=2**64)
+    low: int = Field(default=1, ge=0, lt=2**64)
+
+    @model_validator(mode="after")
+    def _nonzero(self) -> ElectionId:
+        if self.high == 0 and self.low == 0:
+            raise ValueError("election_id must be greater than 0 (high and low are both 0)")
+        return self
+
+    @property
+    def value(self) -> int:
+        return (self.high << 64) | self.low
+
+
+class SwitchConfig(_Strict):
+    address: str = Field(description="host:port of the switch's P4Runtime gRPC server")
+    device_id: int = Field(ge=0, lt=2**64)
+    election_id: ElectionId = Field(default_factory=ElectionId)
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, v: str) -> str:
+        host, sep, port = v.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{v!r} must be 'host:port' with a port in 1..65535")
+        return v
+
+
+class PipelineConfig(_Strict):
+    p4info: Path = Field(description="P4Info text or binary file")
+    device_config: Path | None = Field(default=None, description="target device config, e.g. BMv2 JSON")
+
+
+class PortConfig(_Strict):
+    role: PortRoleName
+    interface: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=15,
+        description="Linux interface behind this switch port, watched by the port monitor",
+    )
+
+
+def _port_entry(value: Any) -> Any:
+    # `10: gateway` is short for `10: {role: gateway}`.
+    if isinstance(value, str):
+        return {"role": value}
+    return value
+
+
+class GatewayConfig(_Strict):
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    port: int
+    mac: str
+    weight: float = Field(default=1.0, gt=0, description="relative capacity")
+    agent_url: str | None = Field(default=None, description="where the gateway agent listens (informational)")
+    heartbeat: bool = Field(default=True, description="false: no agent; liveness from the port state only")
+
+    @field_validator("mac", mode="before")
+    @classmethod
+    def _unicast(cls, v: Any) -> str:
+        v = normalise_mac(v)
+        if int(v.split(":")[0], 16) & 1:
+            raise ValueError(f"{v} is a multicast MAC; a gateway needs a unicast MAC")
+        return v
+
+
+class TimingConfig(_Strict):
+    report_interval_ms: int = Field(default=500, gt=0)
+    heartbeat_interval_ms: int = Field(default=100, gt=0)
+    missed_heartbeats: int = Field(default=3, ge=1)
+    rebalance_interval_ms: int = Field(default=2000, gt=0)
+    ageing_s: float = Field(default=300.0, gt=0, description="idle time after which a learned host is forgotten")
+    startup_grace_s: float = Field(
+        default=6.0,
+        ge=0,
+        description=(
+            "after start or takeover, a gateway not heard from yet counts as alive this long; "
+            "keep it above the agents' longest heartbeat retry interval"
+        ),
+    )
+    counter_poll_interval_ms: int = Field(default=1000, gt=0, description="bucket counter reads for load rates")
+
+    @property
+    def dead_after_s(self) -> float:
+        return self.heartbeat_interval_ms * self.missed_heartbeats / 1000.0
+
+
+class RebalancerConfig(_Strict):
+    threshold: float = Field(default=1.10, gt=1.0, description="rebalance when max/mean load exceeds this")
+    hysteresis: float = Field(default=0.05, ge=0, lt=1.0, description="stop once max/mean < threshold - hysteresis")
+    move_budget: int = Field(default=8, ge=1, description="at most this many bucket moves per round")
+    refill_budget: int = Field(default=4, ge=1, description="buckets given back to a recovered gateway per round")
+
+
+class ApiConfig(_Strict):
+    listen: str = Field(default="127.0.0.1:18700")
+    token: str | None = Field(default=None, min_length=8)
+    token_file: Path | None = None
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: str) -> str:
+        host, sep, port = v.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{v!r} must be 'address:port' with a port in 1..65535")
+        return v
+
+    @model_validator(mode="after")
+    def _one_token(self) -> ApiConfig:
+        if (self.token is None) == (self.token_file is None):
+            raise ValueError("give exactly one of 'token' or 'token_file'")
+        return self
+
+    @property
+    def host(self) -> str:
+        return self.listen.rpartition(":")[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rpartition(":")[2])
+
+    def read_token(self) -> str:
+        """The API token, from `token` or the first line of `token_file`."""
+        if self.token is not None:
+            return self.token
+        assert self.token_file is not None
+        return self.token_file.read_text().strip()
+
+
+class PortMonitorConfig(_Strict):
+    enabled: bool = Field(default=False, description="watch port interfaces via netlink (controller on the switch host)")
+    netns: str | None = Field(default=None, description="network namespace holding the interfaces")
+
+
+class Config(_Strict):
+    switch: SwitchConfig
+    pipeline: PipelineConfig
+    gateway_ip: ipaddress.IPv4Address
+    buckets: int = Field(description="K, a power of two <= MAX_BUCKETS")
+    vmac_base: str
+    ports: dict[int, Annotated[PortConfig, Field()]]
+    gateways: list[GatewayConfig] = Field(min_length=1)
+    timing: TimingConfig = Field(default_factory=TimingConfig)
+    rebalancer: RebalancerConfig = Field(default_factory=RebalancerConfig)
+    api: ApiConfig
+    port_monitor: PortMonitorConfig = Field(default_factory=PortMonitorConfig)
+    state_db: Path = Field(default=Path("supergw-state.sqlite3"))
+
+    @field_validator("ports", mode="before")
+    @classmethod
+    def _ports_short(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: _port_entry(e) for k, e in v.items()}
+        return v
+
+    @field_validator("ports")
+    @classmethod
+    def _port_numbers(cls, v: dict[int, PortConfig]) -> dict[int, PortConfig]:
+        for port in v:
+            if not 0 <= port < 2**16:
+                raise ValueError(f"port {port} is outside 0..65535")
+            if port == CPU_PORT:
+                raise ValueError(f"port {port} is the CPU port and cannot have a role")
+        return v
+
+    @field_validator("gateway_ip")
+    @classmethod
+    def _gateway_ip(cls, v: ipaddress.IPv4Address) -> ipaddress.IPv4Address:
+        if v.is_unspecified or v.is_multicast or v == ipaddress.IPv4Address("255.255.255.255"):
+            raise ValueError(f"{v} cannot be a gateway address")
+        return v
+
+    @field_validator("buckets")
+    @classmethod
+    def _buckets(cls, v: int) -> int:
+        if v < 1 or v & (v - 1):
+            raise ValueError(f"{v} is not a power of two")
+        if v > MAX_BUCKETS:
+            raise ValueError(f"{v} exceeds MAX_BUCKETS = {MAX_BUCKETS} of the pipeline")
+        return v
+
+    @field_validator("vmac_base", mode="before")
+    @classmethod
+    def _vmac_base(cls, v: Any, info: ValidationInfo) -> str:
+        mac = normalise_mac(v)
+        first = int(mac[:2], 16)
+        if first & 1:
+            raise ValueError(f"{mac} is multicast; vmac_base must be unicast")
+        if not first & 2:
+            raise ValueError(f"{mac} is not locally administered (set bit 0x02 of the first byte)")
+        if mac_to_int(mac) & 0xFFFF:
+            raise ValueError(f"{mac} must have its low 16 bits zero")
+        return mac
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Config:
+        errors: list[str] = []
+        gw_ports = {p for p, pc in self.ports.items() if pc.role is PortRoleName.GATEWAY}
+        names: dict[str, int] = {}
+        ports_used: dict[int, int] = {}
+        macs: dict[str, int] = {}
+        base = mac_to_int(self.vmac_base)
+        for i, gw in enumerate(self.gateways):
+            where = f"gateways[{i}]"
+            if gw.name in names:
+                errors.append(f"{where}.name: duplicate name {gw.name!r} (also gateways[{names[gw.name]}])")
+            names.setdefault(gw.name, i)
+            if gw.port not in gw_ports:
+                errors.append(f"{where}.port: must be a port listed in ports with role 'gateway' (got {gw.port})")
+            elif gw.port in ports_used:
+                errors.append(f"{where}.port: port {gw.port} is already used by gateways[{ports_used[gw.port]}]")
+            ports_used.setdefault(gw.port, i)
+            if gw.mac in macs:
+                errors.append(f"{where}.mac: duplicate MAC {gw.mac} (also gateways[{macs[gw.mac]}])")
+            macs.setdefault(gw.mac, i)
+            if mac_to_int(gw.mac) & ~0xFFFF == base:
+                errors.append(f"{where}.mac: {gw.mac} lies inside the vmac block of vmac_base {self.vmac_base}")
+        interfaces: dict[str, int] = {}
+        for port, pc in self.ports.items():
+            if pc.interface is None:
+                continue
+            if pc.interface in interfaces:
+                errors.append(f"ports.{port}.interface: {pc.interface!r} is also used by port {interfaces[pc.interface]}")
+            interfaces.setdefault(pc.interface, port)
+        if self.port_monitor.enabled and not interfaces:
+            errors.append("port_monitor.enabled: no port names an 'interface' to watch")
+        if errors:
+            raise ValueError("\n".join(errors))
+        return self
+
+    # Derived views the core uses.
+    def ports_with_role(self, role: PortRoleName) -> list[int]:
+        return sorted(p for p, pc in self.ports.items() if pc.role is role)
+
+    @property
+    def bucket_mask(self) -> int:
+        return self.buckets - 1
+
+    def gateway(self, name: str) -> GatewayConfig:
+        for gw in self.gateways:
+            if gw.name == name:
+                return gw
+        raise KeyError(name)
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    prev: int | str | None = None
+    for part in loc:
+        if isinstance(part, int):
+            # list index -> [i]; key of the `ports` mapping -> .port
+            out += f".{part}" if prev == "ports" else f"[{part}]"
+        elif part.startswith("function-"):
+            continue
+        else:
+            out += f".{part}" if out else str(part)
+        prev = part
+    return out
+
+
+def _message(err: dict[str, Any]) -> str:
+    msg = str(err["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix) :]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif err["type"] == "missing":
+        msg = "required key is missing"
+    return msg
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    lines: list[str] = []
+    for err in exc.errors():
+        loc = _loc(tuple(err["loc"]))
+        for line in _message(err).splitlines():
+            # Cross-field messages already carry their own location ("gateways[1].port: ...").
+            lines.append(line if not loc or line.startswith(("gateways[", "ports.", "port_monitor.")) else f"{loc}: {line}")
+    return "\n".join(lines)
+
+
+def _resolve(base: Path, p: Path | None) -> Path | None:
+    if p is None:
+        return None
+    p = p.expanduser()
+    return p if p.is_absolute() else (base / p).resolve()
+
+
+def parse_config(data: Any, base_dir: Path, source: str = "<config>") -> Config:
+    """Validate an already-parsed YAML document; relative paths are taken from `base_dir`."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping of keys, got {type(data).__name__}")
+    try:
+        cfg = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: invalid config:\n  " + format_validation_error(exc).replace("\n", "\n  ")) from None
+    pipeline = cfg.pipeline.model_copy(
+        update={
+            "p4info": _resolve(base_dir, cfg.pipeline.p4info),
+            "device_config": _resolve(base_dir, cfg.pipeline.device_config),
+        }
+    )
+    api = cfg.api.model_copy(update={"token_file": _resolve(base_dir, cfg.api.token_file)})
+    cfg = cfg.model_copy(update={"pipeline": pipeline, "api": api, "state_db": _resolve(base_dir, cfg.state_db)})
+    missing: list[str] = []
+    assert cfg.pipeline.p4info is not None
+    if not cfg.pipeline.p4info.is_file():
+        missing.append(f"pipeline.p4info: file not found: {cfg.pipeline.p4info}")
+    if cfg.pipeline.device_config is not None and not cfg.pipeline.device_config.is_file():
+        missing.append(f"pipeline.device_config: file not found: {cfg.pipeline.device_config}")
+    if cfg.api.token_file is not None:
+        if not cfg.api.token_file.is_file():
+            missing.append(f"api.token_file: file not found: {cfg.api.token_file}")
+        elif len(cfg.api.token_file.read_text().strip()) < 8:
+            missing.append(f"api.token_file: token in {cfg.api.token_file} is shorter than 8 characters")
+    if missing:
+        raise ConfigError(f"{source}: invalid config:\n  " + "\n  ".join(missing))
+    return cfg
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate the YAML config at `path`."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return parse_config(data, path.resolve().parent, str(path))

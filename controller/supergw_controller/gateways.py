@@ -1,0 +1,193 @@
+"""Registry of the gateways: config, operator intent, liveness and their last reports.
+
+Pure state with an injected clock (`now`, monotonic seconds): the Dispatcher feeds it
+heartbeats, reports, port events and watchdog ticks, and acts on the transitions it
+returns. A gateway is *dead* when its heartbeats stopped (more than
+`missed_heartbeats x heartbeat_interval`) or its port is down; a dead gateway that comes
+back is *recovering* until the rebalancer has refilled it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from supergw_controller.config import Config
+from supergw_controller.errors import InvalidArgument, UnknownGateway
+from supergw_controller.rebalancer import GatewayInput, GatewayState
+from supergw_controller.reports import GatewayReport
+
+
+@dataclass
+class GatewayRecord:
+    name: str
+    port: int
+    mac: str
+    weight: float
+    heartbeat_required: bool
+    drained: bool = False
+    dead: bool = False
+    recovering: bool = False
+    port_up: bool | None = None  # None: nobody watches the port
+    last_heartbeat: float | None = None
+    last_report: GatewayReport | None = None
+    last_report_at: float | None = None
+    # Before the first heartbeat a gateway counts as alive until this deadline, so that a
+    # restarted controller does not fail over gateways whose agents have not posted yet.
+    grace_start: float = 0.0
+    grace_until: float = 0.0
+    load: float = 0.0
+    reported_cpu: float | None = field(default=None)
+
+    @property
+    def state(self) -> GatewayState:
+        if self.dead:
+            return GatewayState.DEAD
+        if self.drained:
+            return GatewayState.DRAINED
+        if self.recovering:
+            return GatewayState.RECOVERING
+        return GatewayState.ALIVE
+
+    def heartbeat_ok(self, now: float, dead_after: float) -> bool:
+        if not self.heartbeat_required:
+            return True
+        if self.last_heartbeat is None or self.last_heartbeat < self.grace_start:
+            # The grace period keeps a live gateway alive; it never revives a dead one.
+            return not self.dead and now <= self.grace_until
+        return now - self.last_heartbeat <= dead_after
+
+    def alive(self, now: float, dead_after: float) -> bool:
+        return self.port_up is not False and self.heartbeat_ok(now, dead_after)
+
+
+@dataclass(frozen=True)
+class Transition:
+    gateway: str
+    died: bool  # True: alive -> dead; False: dead -> alive (recovering)
+    why: str
+
+
+class GatewayRegistry:
+    def __init__(self, config: Config, now: float, startup_grace_s: float) -> None:
+        self._dead_after = config.timing.dead_after_s
+        self._grace = startup_grace_s
+        self._gws: dict[str, GatewayRecord] = {
+            g.name: GatewayRecord(
+                name=g.name,
+                port=g.port,
+                mac=g.mac,
+                weight=g.weight,
+                heartbeat_required=g.heartbeat,
+                grace_start=now,
+                grace_until=now + startup_grace_s,
+            )
+            for g in config.gateways
+        }
+        self._by_port = {g.port: g.name for g in config.gateways}
+
+    # -- lookups
+    def get(self, name: str) -> GatewayRecord:
+        try:
+            return self._gws[name]
+        except KeyError:
+            raise UnknownGateway(f"no gateway named {name!r}") from None
+
+    def by_port(self, port: int) -> GatewayRecord | None:
+        name = self._by_port.get(port)
+        return None if name is None else self._gws[name]
+
+    def all(self) -> list[GatewayRecord]:
+        return list(self._gws.values())
+
+    def names(self) -> list[str]:
+        return list(self._gws)
+
+    def eligible(self) -> list[GatewayRecord]:
+        return [g for g in self._gws.values() if g.state in (GatewayState.ALIVE, GatewayState.RECOVERING)]
+
+    def rebalance_inputs(self) -> list[GatewayInput]:
+        return [
+            GatewayInput(name=g.name, weight=g.weight, state=g.state, reported_cpu=g.reported_cpu)
+            for g in self._gws.values()
+        ]
+
+    # -- intent
+    def apply_intent(self, weights: dict[str, float], drained: set[str]) -> None:
+        for name, w in weights.items():
+            if name in self._gws and w > 0:
+                self._gws[name].weight = w
+        for name in drained:
+            if name in self._gws:
+                self._gws[name].drained = True
+
+    def set_weight(self, name: str, weight: float) -> None:
+        if not weight > 0 or weight != weight or weight == float("inf"):
+            raise InvalidArgument(f"weight must be a finite number > 0, got {weight}")
+        self.get(name).weight = weight
+
+    def set_drained(self, name: str, drained: bool) -> None:
+        self.get(name).drained = drained
+
+    # -- liveness
+    def restart_grace(self, now: float) -> None:
+        """This instance just became primary: gateways it has not heard from lately get a
+        fresh grace period; those with current heartbeats keep being judged by them."""
+        for g in self._gws.values():
+            if g.last_heartbeat is not None and now - g.last_heartbeat <= self._dead_after:
+                g.grace_start = g.grace_until = float("-inf")
+            else:
+                g.grace_start = now
+                g.grace_until = now + self._grace
+
+    def heartbeat(self, name: str, ts_now: float) -> Transition | None:
+        g = self.get(name)
+        g.last_heartbeat = ts_now
+        return self._settle(g, ts_now, "heartbeats resumed")
+
+    def report(self, report: GatewayReport, now: float) -> Transition | None:
+        g = self.get(report.gateway)
+        g.last_report = report
+        g.last_report_at = now
+        g.reported_cpu = report.cpu_percent / 100.0
+        # A report proves the agent is alive just as a heartbeat does.
+        g.last_heartbeat = now
+        return self._settle(g, now, "reports resumed")
+
+    def set_port_state(self, port: int, up: bool, now: float) -> Transition | None:
+        g = self.by_port(port)
+        if g is None:
+            return None
+        g.port_up = up
+        return self._settle(g, now, "port up" if up else "port down")
+
+    def tick(self, now: float) -> list[Transition]:
+        """Watchdog: gateways whose heartbeats stopped since the last tick."""
+        out: list[Transition] = []
+        for g in self._gws.values():
+            t = self._settle(g, now, f"no heartbeat for {self._dead_after:.3g}s")
+            if t is not None:
+                out.append(t)
+        return out
+
+    def refilled(self, name: str) -> None:
+        self.get(name).recovering = False
+
+    def _settle(self, g: GatewayRecord, now: float, why: str) -> Transition | None:
+        alive = g.alive(now, self._dead_after)
+        if g.dead and alive:
+            g.dead = False
+            g.recovering = True
+            return Transition(g.name, died=False, why=why)
+        if not g.dead and not alive:
+            g.dead = True
+            g.recovering = False
+            return Transition(g.name, died=True, why="port down" if g.port_up is False else why)
+        return None
+
+    def heartbeat_age(self, name: str, now: float) -> float | None:
+        g = self.get(name)
+        return None if g.last_heartbeat is None else max(0.0, now - g.last_heartbeat)
+
+    def report_age(self, name: str, now: float) -> float | None:
+        g = self.get(name)
+        return None if g.last_report_at is None else max(0.0, now - g.last_report_at)

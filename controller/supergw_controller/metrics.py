@@ -1,0 +1,128 @@
+"""Prometheus exposition of the controller, one registry per app instance.
+
+The core keeps its own counters (StatusView) and views; at scrape time the /metrics
+route takes a snapshot of them and this module renders it. A custom collector turns the
+snapshot into metric families, so nothing here is global and two apps in one process
+(tests) never share series.
+
+Per-bucket series are only emitted for buckets that carry traffic (pps or bps > 0):
+K = 4096 idle buckets would otherwise be 8192 useless series.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from supergw_controller.views import BucketView, GatewayView, StatusView
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    status: StatusView | None = None
+    gateways: Sequence[GatewayView] = field(default_factory=tuple)
+    buckets: Sequence[BucketView] = field(default_factory=tuple)
+
+
+class _SnapshotCollector(Collector):
+    def __init__(self) -> None:
+        self.snapshot = Snapshot()
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self.snapshot
+        yield from _gateway_families(snap.gateways)
+        yield from _bucket_families(snap.buckets)
+        if snap.status is not None:
+            yield from _status_families(snap.status)
+
+
+def _gateway_families(gateways: Sequence[GatewayView]) -> Iterator[Metric]:
+    up = GaugeMetricFamily("supergw_gateway_up", "1 if the gateway is alive (heartbeats and port)", labels=["gateway"])
+    drained = GaugeMetricFamily("supergw_gateway_drained", "1 if the operator drained the gateway", labels=["gateway"])
+    load = GaugeMetricFamily(
+        "supergw_gateway_load", "cost of the gateway's buckets in the last round (rebalancer units)", labels=["gateway"]
+    )
+    weight = GaugeMetricFamily("supergw_gateway_weight", "capacity weight", labels=["gateway"])
+    nbuckets = GaugeMetricFamily("supergw_gateway_buckets", "buckets assigned to the gateway", labels=["gateway"])
+    cpu = GaugeMetricFamily("supergw_gateway_cpu_percent", "CPU busy from the agent's last report", labels=["gateway"])
+    hb = GaugeMetricFamily(
+        "supergw_gateway_heartbeat_age_seconds", "seconds since the last heartbeat", labels=["gateway"]
+    )
+    for g in gateways:
+        up.add_metric([g.name], 1.0 if g.alive else 0.0)
+        drained.add_metric([g.name], 1.0 if g.drained else 0.0)
+        load.add_metric([g.name], g.load)
+        weight.add_metric([g.name], g.weight)
+        nbuckets.add_metric([g.name], float(g.buckets))
+        if g.last_report is not None:
+            cpu.add_metric([g.name], g.last_report.cpu_percent)
+        if g.heartbeat_age_s is not None:
+            hb.add_metric([g.name], g.heartbeat_age_s)
+    yield from (up, drained, load, weight, nbuckets, cpu, hb)
+
+
+def _bucket_families(buckets: Sequence[BucketView]) -> Iterator[Metric]:
+    pps = GaugeMetricFamily(
+        "supergw_bucket_packets_per_second", "per-bucket packet rate (direct counter)", labels=["bucket", "gateway"]
+    )
+    bps = GaugeMetricFamily(
+        "supergw_bucket_bytes_per_second", "per-bucket byte rate (direct counter)", labels=["bucket", "gateway"]
+    )
+    for b in buckets:
+        if b.pps > 0 or b.bps > 0:
+            labels = [str(b.bucket), b.gateway or ""]
+            pps.add_metric(labels, b.pps)
+            bps.add_metric(labels, b.bps)
+    yield from (pps, bps)
+
+
+def _status_families(s: StatusView) -> Iterator[Metric]:
+    moves = CounterMetricFamily("supergw_bucket_moves", "bucket moves written, by reason", labels=["reason"])
+    for reason, n in sorted(s.moves_total.items()):
+        moves.add_metric([reason], float(n))
+    yield moves
+    counters = {
+        "supergw_failovers": ("gateway failovers (all buckets of a dead gateway moved)", s.failovers_total),
+        "supergw_p4runtime_errors": ("failed P4Runtime writes/reads", s.p4rt_errors_total),
+        "supergw_digests": ("learning digests received", s.digests_total),
+        "supergw_packet_ins": ("packet-ins received", s.packet_ins_total),
+        "supergw_switch_reconnects": ("P4Runtime reconnects", s.reconnects_total),
+        "supergw_gateway_reports": ("gateway load reports accepted", s.reports_total),
+        "supergw_gateway_heartbeats": ("gateway heartbeats accepted", s.heartbeats_total),
+    }
+    for name, (doc, value) in counters.items():
+        yield CounterMetricFamily(name, doc, value=float(value))
+    gauges: dict[str, tuple[str, float]] = {
+        "supergw_switch_connected": ("1 if the P4Runtime channel is up", 1.0 if s.connected else 0.0),
+        "supergw_controller_primary": ("1 if this controller is the primary", 1.0 if s.role == "primary" else 0.0),
+        "supergw_imbalance_ratio": ("max/mean weight-normalised gateway load", s.imbalance),
+        "supergw_gateways_alive": ("alive gateways", float(s.gateways_alive)),
+        "supergw_gateways_total": ("configured gateways", float(s.gateways_total)),
+        "supergw_buckets": ("K, buckets in the dispatch table", float(s.buckets)),
+        "supergw_buckets_unassigned": ("buckets with no gateway", float(s.buckets_unassigned)),
+        "supergw_hosts": ("learned hosts", float(s.hosts)),
+        "supergw_uptime_seconds": ("seconds since the controller started", s.uptime_s),
+    }
+    for name, (doc, level) in gauges.items():
+        yield GaugeMetricFamily(name, doc, value=level)
+
+
+class ControllerMetrics:
+    """A private registry plus the snapshot collector that feeds it."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._collector = _SnapshotCollector()
+        self.registry.register(self._collector)
+
+    def update(self, snapshot: Snapshot) -> None:
+        self._collector.snapshot = snapshot
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

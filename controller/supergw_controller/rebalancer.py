@@ -1,0 +1,395 @@
+"""Bucket rebalancing as a pure function: measured rates + assignment in, a plan out.
+
+No I/O and no clock: the core calls `plan_rebalance` every round with what it measured
+and writes the plan's moves as one batch. Semantics are documented in
+``controller/REBALANCER-API.md`` and checked by property tests.
+
+The paper's Algorithm 5 moved four random flows per round between ring neighbours and
+needed ~180 s to even out; here the controller sees every bucket's weight, so a greedy
+"heaviest gateway gives its best-fitting bucket to the emptiest one" converges in one or
+two rounds.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+
+
+class GatewayState(StrEnum):
+    """What the rebalancer needs to know about a gateway's health and intent."""
+
+    ALIVE = "alive"
+    RECOVERING = "recovering"
+    DRAINED = "drained"
+    DEAD = "dead"
+
+
+ELIGIBLE_STATES = frozenset({GatewayState.ALIVE, GatewayState.RECOVERING})
+
+
+class MoveReason(StrEnum):
+    """Why a bucket moves; also the label of the moves metric."""
+
+    FAILOVER = "failover"
+    DRAIN = "drain"
+    UNASSIGNED = "unassigned"
+    PIN = "pin"
+    REBALANCE = "rebalance"
+    REFILL = "refill"
+    OPERATOR = "operator"
+
+
+_MAX_BUCKET_ID = 1 << 32  # above any bucket index, for bisecting (cost, bucket) pairs
+
+BUDGETED_REASONS = frozenset({MoveReason.REBALANCE, MoveReason.REFILL})
+
+
+@dataclass(frozen=True)
+class GatewayInput:
+    name: str
+    weight: float = 1.0
+    state: GatewayState = GatewayState.ALIVE
+    reported_cpu: float | None = None
+
+
+@dataclass(frozen=True)
+class BucketRate:
+    pps: float = 0.0
+    bps: float = 0.0
+
+
+_EMPTY: Mapping[int, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class RebalanceInput:
+    k: int
+    rates: Mapping[int, BucketRate]
+    assignment: Mapping[int, str]
+    gateways: Sequence[GatewayInput]
+    pins: Mapping[int, str] = field(default_factory=lambda: _EMPTY)
+
+
+@dataclass(frozen=True)
+class RebalanceParams:
+    threshold: float = 1.10
+    target: float = 1.05
+    move_budget: int = 64
+    refill_budget: int = 16
+    packet_cost: float = 1.0
+    byte_cost: float = 0.001
+    cpu_ceiling: float = 0.90
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.threshold) and self.threshold >= 1.0):
+            raise ValueError(f"threshold must be a finite number >= 1.0, got {self.threshold}")
+        if not (math.isfinite(self.target) and 1.0 <= self.target <= self.threshold):
+            raise ValueError(f"target must be in [1.0, threshold={self.threshold}], got {self.target}")
+        if self.move_budget < 0 or self.refill_budget < 0:
+            raise ValueError("move_budget and refill_budget must be >= 0")
+        for name in ("packet_cost", "byte_cost"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+        if not (0.0 < self.cpu_ceiling and math.isfinite(self.cpu_ceiling)):
+            raise ValueError(f"cpu_ceiling must be > 0, got {self.cpu_ceiling}")
+
+
+@dataclass(frozen=True)
+class Move:
+    bucket: int
+    src: str | None
+    dst: str
+    reason: MoveReason
+    cost: float = 0.0  # the bucket's cost when planned; > 0 means it carries traffic
+
+
+@dataclass(frozen=True)
+class Plan:
+    moves: tuple[Move, ...]
+    load_before: dict[str, float]
+    load_after: dict[str, float]
+    ratio_before: float
+    ratio_after: float
+    failover: bool
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def budgeted_moves(self) -> int:
+        return sum(1 for m in self.moves if m.reason in BUDGETED_REASONS)
+
+
+def bucket_cost(rate: BucketRate, params: RebalanceParams) -> float:
+    """One number per bucket: per-packet work plus per-byte (crypto) work."""
+    return rate.pps * params.packet_cost + rate.bps * params.byte_cost
+
+
+def imbalance(loads: Mapping[str, float], gateways: Sequence[GatewayInput]) -> float:
+    """max/mean of weight-normalised load over eligible gateways (1.0 if nothing to compare).
+
+    mean = (total load of all named gateways) / (sum of eligible weights), so load stuck
+    on ineligible gateways still counts as demand the eligible ones should carry.
+    """
+    eligible = [g for g in gateways if g.state in ELIGIBLE_STATES]
+    total = sum(loads.get(g.name, 0.0) for g in gateways)
+    weight = sum(g.weight for g in eligible)
+    if not eligible or total <= 0.0 or weight <= 0.0:
+        return 1.0
+    mean = total / weight
+    return max(loads.get(g.name, 0.0) / g.weight for g in eligible) / mean
+
+
+def hot_first(moves: Sequence[Move]) -> tuple[list[Move], list[Move]]:
+    """(moves of buckets carrying traffic, moves of idle buckets), each in plan order.
+
+    A failover of thousands of mostly idle buckets restores traffic sooner when the
+    first, small write carries only the hot buckets.
+    """
+    return [m for m in moves if m.cost > 0], [m for m in moves if m.cost <= 0]
+
+
+def apply_plan(assignment: Mapping[int, str], plan: Plan) -> dict[int, str]:
+    """The assignment after writing every move of `plan`."""
+    result = dict(assignment)
+    for move in plan.moves:
+        result[move.bucket] = move.dst
+    return result
+
+
+def _validate(inp: RebalanceInput) -> dict[str, GatewayInput]:
+    if inp.k < 1:
+        raise ValueError(f"k must be >= 1, got {inp.k}")
+    gws: dict[str, GatewayInput] = {}
+    for g in inp.gateways:
+        if g.name in gws:
+            raise ValueError(f"gateway {g.name!r} listed twice")
+        if not (math.isfinite(g.weight) and g.weight > 0):
+            raise ValueError(f"gateway {g.name!r}: weight must be a finite number > 0, got {g.weight}")
+        gws[g.name] = g
+    for what, keys in (("rates", inp.rates), ("assignment", inp.assignment), ("pins", inp.pins)):
+        bad = [b for b in keys if not 0 <= b < inp.k]
+        if bad:
+            raise ValueError(f"{what}: bucket {min(bad)} out of range 0..{inp.k - 1}")
+    for b, r in inp.rates.items():
+        if not (math.isfinite(r.pps) and math.isfinite(r.bps) and r.pps >= 0 and r.bps >= 0):
+            raise ValueError(f"rates: bucket {b} has a negative or non-finite rate {r}")
+    return gws
+
+
+class _Planner:
+    """Mutable working state of one planning round (never escapes plan_rebalance)."""
+
+    def __init__(self, inp: RebalanceInput, params: RebalanceParams, gws: dict[str, GatewayInput]) -> None:
+        self.params = params
+        self.gws = gws
+        self.eligible = sorted(n for n, g in gws.items() if g.state in ELIGIBLE_STATES)
+        self.cost = [0.0] * inp.k
+        for b, rate in inp.rates.items():
+            self.cost[b] = bucket_cost(rate, params)
+        self.assign: list[str | None] = [inp.assignment.get(b) for b in range(inp.k)]
+        self.pins = {b: g for b, g in inp.pins.items() if g in gws}
+        self.weights = {n: g.weight for n, g in gws.items()}
+        self.loads = {n: 0.0 for n in gws}
+        self.counts = {n: 0 for n in gws}
+        for b, g in enumerate(self.assign):
+            if g in self.loads:
+                self.loads[g] += self.cost[b]
+                self.counts[g] += 1
+        self.total = sum(self.cost)
+        self.moves: list[Move] = []
+        self.moved: set[int] = set()
+        self.warnings: list[str] = [
+            f"bucket {b} pinned to unknown gateway {g!r}: pin ignored"
+            for b, g in sorted(inp.pins.items())
+            if g not in gws
+        ]
+
+    def norm(self, name: str) -> float:
+        return self.loads[name] / self.gws[name].weight
+
+    def ratio(self) -> float:
+        weight = sum(self.gws[n].weight for n in self.eligible)
+        if not self.eligible or self.total <= 0.0:
+            return 1.0
+        return max(self.norm(n) for n in self.eligible) / (self.total / weight)
+
+    def move(self, bucket: int, dst: str, reason: MoveReason) -> None:
+        src = self.assign[bucket]
+        if src in self.loads:
+            self.loads[src] -= self.cost[bucket]
+            self.counts[src] -= 1
+        self.loads[dst] += self.cost[bucket]
+        self.counts[dst] += 1
+        self.assign[bucket] = dst
+        self.moved.add(bucket)
+        self.moves.append(Move(bucket, src if src in self.gws else None, dst, reason, self.cost[bucket]))
+
+    def emptiest_for(self, bucket: int) -> str:
+        c = self.cost[bucket]
+        w, loads = self.weights, self.loads
+        best, best_key = "", (math.inf, math.inf)
+        if c <= 0.0:
+            # An idle bucket weighs nothing now; spread idle buckets by weighted count so
+            # that hosts appearing later do not all land on one gateway.
+            counts = self.counts
+            for n in self.eligible:  # sorted by name: ties go to the first name
+                key = (counts[n] / w[n], loads[n] / w[n])
+                if key < best_key:
+                    best, best_key = n, key
+        else:
+            for n in self.eligible:
+                key = ((loads[n] + c) / w[n], 0.0)
+                if key < best_key:
+                    best, best_key = n, key
+        return best
+
+    def mandatory(self) -> None:
+        """Failover, drain, unassigned and pin moves, in full, heaviest bucket first."""
+        state = {n: g.state for n, g in self.gws.items()}
+        eligible = set(self.eligible)
+        todo = [b for b, g in enumerate(self.assign) if g not in eligible or b in self.pins]
+        todo.sort(key=lambda b: (-self.cost[b], b))
+        for b in todo:
+            cur = self.assign[b]
+            cur_state = state.get(cur) if cur is not None else None
+            pin = self.pins.get(b)
+            if pin is not None and state[pin] in ELIGIBLE_STATES:
+                if cur != pin:
+                    reason = MoveReason.FAILOVER if cur_state is GatewayState.DEAD else MoveReason.PIN
+                    self.move(b, pin, reason)
+                continue
+            if pin is not None and pin == cur and cur_state is GatewayState.DRAINED:
+                continue
+            if cur_state is None:
+                self.move(b, self.emptiest_for(b), MoveReason.UNASSIGNED)
+            elif cur_state is GatewayState.DEAD:
+                self.move(b, self.emptiest_for(b), MoveReason.FAILOVER)
+            elif cur_state is GatewayState.DRAINED:
+                self.move(b, self.emptiest_for(b), MoveReason.DRAIN)
+
+    def _destinations(self, src: str, refills: dict[str, int]) -> list[str]:
+        p = self.params
+        out = []
+        for n in self.eligible:
+            g = self.gws[n]
+            if n == src or (g.reported_cpu is not None and g.reported_cpu >= p.cpu_ceiling):
+                continue
+            if g.state is GatewayState.RECOVERING and refills.get(n, 0) >= p.refill_budget:
+                continue
+            out.append(n)
+        return sorted(out, key=lambda n: (self.norm(n), self.gws[n].reported_cpu or 0.0, n))
+
+    def _best_bucket(self, src: str, dst: str, movable: list[tuple[float, int]], mean: float) -> int | None:
+        """The bucket whose cost is closest to what src should shed and dst can take.
+
+        `movable` holds (cost, bucket) of src's movable buckets, sorted, all costs > 0.
+        Candidates must lower the pair's peak; they form one cost interval, found by
+        bisection, and the nearest costs below/above the ideal transfer are compared.
+        """
+        ws, wd = self.gws[src].weight, self.gws[dst].weight
+        ls, ld = self.loads[src], self.loads[dst]
+        limit = ls / ws * (1 - 1e-12)
+        ideal = min(ls - mean * ws, mean * wd - ld)
+
+        def valid(c: float) -> bool:
+            return max((ls - c) / ws, (ld + c) / wd) < limit
+
+        lo = bisect_right(movable, (ls - limit * ws, _MAX_BUCKET_ID))
+        hi = bisect_left(movable, (limit * wd - ld, -1))
+        # the rearranged bounds may round differently from `valid`: settle the edges
+        while lo > 0 and valid(movable[lo - 1][0]):
+            lo -= 1
+        while lo < len(movable) and lo < hi and not valid(movable[lo][0]):
+            lo += 1
+        while hi < len(movable) and valid(movable[hi][0]):
+            hi += 1
+        while hi > lo and not valid(movable[hi - 1][0]):
+            hi -= 1
+        if lo >= hi:
+            return None
+        p = bisect_left(movable, (ideal, -1), lo, hi)
+        candidates: list[tuple[float, int]] = []
+        if p > lo:  # nearest cost below the ideal: the smallest bucket id of that cost
+            q = bisect_left(movable, (movable[p - 1][0], -1), lo, hi)
+            candidates.append(movable[q])
+        if p < hi:
+            candidates.append(movable[p])
+        _, bucket = min(candidates, key=lambda cb: (abs(cb[0] - ideal), -cb[0], cb[1]))
+        return bucket
+
+    def load_moves(self) -> None:
+        p = self.params
+        if not self.eligible or self.total <= 0.0 or self.ratio() <= p.threshold:
+            return
+        mean = self.total / sum(self.gws[n].weight for n in self.eligible)
+        movable: dict[str, list[tuple[float, int]]] = {n: [] for n in self.eligible}
+        for b, g in enumerate(self.assign):
+            if g in movable and self.cost[b] > 0.0 and b not in self.pins and b not in self.moved:
+                movable[g].append((self.cost[b], b))
+        for lst in movable.values():
+            lst.sort()
+        refills: dict[str, int] = {}
+        budget = p.move_budget
+        while budget > 0 and self.ratio() > p.target:
+            src = min(self.eligible, key=lambda n: (-self.norm(n), n))
+            chosen: tuple[int, str] | None = None
+            for dst in self._destinations(src, refills):
+                found = self._best_bucket(src, dst, movable[src], mean)
+                if found is not None:
+                    chosen = (found, dst)
+                    break
+            if chosen is None:
+                self.warnings.append(
+                    f"no load move improves {src!r} further (ratio {self.ratio():.3f} > target {p.target})"
+                )
+                return
+            b, dst = chosen
+            src_list = movable[src]
+            del src_list[bisect_left(src_list, (self.cost[b], b))]
+            recovering = self.gws[dst].state is GatewayState.RECOVERING
+            if recovering:
+                refills[dst] = refills.get(dst, 0) + 1
+            self.move(b, dst, MoveReason.REFILL if recovering else MoveReason.REBALANCE)
+            budget -= 1
+
+    def cpu_warnings(self) -> None:
+        """Validate counters against agents' CPU: a hot gateway the counters call light."""
+        if self.total <= 0.0 or not self.eligible:
+            return
+        mean = self.total / sum(self.gws[n].weight for n in self.eligible)
+        for n in self.eligible:
+            cpu = self.gws[n].reported_cpu
+            if cpu is not None and cpu >= self.params.cpu_ceiling and self.norm(n) < mean:
+                self.warnings.append(
+                    f"gateway {n!r} reports cpu {cpu:.2f} but carries {self.norm(n) / mean:.2f}x the mean "
+                    "by bucket counters (load outside the counters?)"
+                )
+
+
+def plan_rebalance(inp: RebalanceInput, params: RebalanceParams | None = None) -> Plan:
+    """Plan the moves of one round. Pure and deterministic; see REBALANCER-API.md."""
+    params = params if params is not None else RebalanceParams()
+    gws = _validate(inp)
+    planner = _Planner(inp, params, gws)
+    load_before = dict(planner.loads)
+    ratio_before = planner.ratio()
+    if not planner.eligible:
+        planner.warnings.append("no eligible gateway (all dead or drained): nothing can move")
+    else:
+        planner.mandatory()
+        planner.cpu_warnings()
+        planner.load_moves()
+    return Plan(
+        moves=tuple(planner.moves),
+        load_before=load_before,
+        load_after=dict(planner.loads),
+        ratio_before=ratio_before,
+        ratio_after=planner.ratio(),
+        failover=any(m.reason is MoveReason.FAILOVER for m in planner.moves),
+        warnings=tuple(planner.warnings),
+    )

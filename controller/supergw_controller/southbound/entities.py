@@ -1,0 +1,185 @@
+"""Builders for every P4Runtime entity the controller writes, named from the P4Info.
+
+All names come from `supergw_controller.p4constants` (generated from the P4Info); finsy
+resolves them to IDs through the switch's P4Schema, so no ID appears here.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from finsy import (
+    P4DigestEntry,
+    P4DirectCounterEntry,
+    P4MulticastGroupEntry,
+    P4PacketOut,
+    P4TableAction,
+    P4TableEntry,
+    P4TableMatch,
+)
+from finsy.p4schema import P4Schema
+
+from supergw_controller import p4constants as pc
+
+
+class Op(IntEnum):
+    """P4Runtime Update.Type values."""
+
+    INSERT = 1
+    MODIFY = 2
+    DELETE = 3
+
+
+@dataclass(frozen=True)
+class Update:
+    op: Op
+    entity: Any  # a finsy writable entity (table entry, multicast group, digest entry)
+
+    def describe(self) -> str:
+        return f"{self.op.name} {self.entity!r}"
+
+
+def mac_int(mac: str | int) -> int:
+    return mac if isinstance(mac, int) else int(mac.replace(":", "").replace("-", ""), 16)
+
+
+def mac_str(mac: int) -> str:
+    raw = f"{mac:012x}"
+    return ":".join(raw[i : i + 2] for i in range(0, 12, 2))
+
+
+def ip_int(ip: str | int | ipaddress.IPv4Address) -> int:
+    return ip if isinstance(ip, int) else int(ipaddress.IPv4Address(ip))
+
+
+def ip_str(ip: int) -> str:
+    return str(ipaddress.IPv4Address(ip))
+
+
+def port_role(port: int, role: int) -> P4TableEntry:
+    return P4TableEntry(
+        pc.TABLE_PORT_ROLES,
+        match=P4TableMatch(port=port),
+        action=P4TableAction(pc.ACTION_SET_PORT_ROLE, role=int(role)),
+    )
+
+
+def settings(gateway_ip: str | int, vmac_base: str | int, bucket_mask: int) -> P4TableEntry:
+    return P4TableEntry(
+        pc.TABLE_SETTINGS,
+        is_default_action=True,
+        action=P4TableAction(
+            pc.ACTION_SET_DISPATCH_CONFIG,
+            gateway_ip=ip_int(gateway_ip),
+            vmac_base=mac_int(vmac_base),
+            bucket_mask=bucket_mask,
+        ),
+    )
+
+
+def bucket(index: int, port: int, gateway_mac: str | int) -> P4TableEntry:
+    return P4TableEntry(
+        pc.TABLE_BUCKETS,
+        match=P4TableMatch(bucket=index),
+        action=P4TableAction(pc.ACTION_SET_GATEWAY, port=port, gateway_mac=mac_int(gateway_mac)),
+    )
+
+
+def bucket_key(index: int) -> P4TableEntry:
+    return P4TableEntry(pc.TABLE_BUCKETS, match=P4TableMatch(bucket=index))
+
+
+def mac_entry(mac: str | int, port: int) -> P4TableEntry:
+    return P4TableEntry(
+        pc.TABLE_MAC_TABLE,
+        match=P4TableMatch(dst_mac=mac_int(mac)),
+        action=P4TableAction(pc.ACTION_SET_OUTPUT_PORT, port=port),
+    )
+
+
+def mac_key(mac: str | int) -> P4TableEntry:
+    return P4TableEntry(pc.TABLE_MAC_TABLE, match=P4TableMatch(dst_mac=mac_int(mac)))
+
+
+def host_ip(ip: str | int, mac: str | int) -> P4TableEntry:
+    return P4TableEntry(
+        pc.TABLE_HOST_IPS,
+        match=P4TableMatch(target_ip=ip_int(ip)),
+        action=P4TableAction(pc.ACTION_REPLY_WITH_HOST_MAC, host_mac=mac_int(mac)),
+    )
+
+
+def host_ip_key(ip: str | int) -> P4TableEntry:
+    return P4TableEntry(pc.TABLE_HOST_IPS, match=P4TableMatch(target_ip=ip_int(ip)))
+
+
+def learned(mac: str | int, port: int, idle_timeout_ns: int) -> P4TableEntry:
+    return P4TableEntry(
+        pc.TABLE_LEARNED_SOURCES,
+        match=P4TableMatch(src_mac=mac_int(mac), port=port),
+        action=P4TableAction(pc.ACTION_MARK_KNOWN),
+        idle_timeout_ns=idle_timeout_ns,
+    )
+
+
+def learned_key(mac: str | int, port: int) -> P4TableEntry:
+    return P4TableEntry(pc.TABLE_LEARNED_SOURCES, match=P4TableMatch(src_mac=mac_int(mac), port=port))
+
+
+def flood_group(ports: Iterable[int]) -> P4MulticastGroupEntry:
+    return P4MulticastGroupEntry(pc.HOST_FLOOD_GROUP, replicas=tuple((p, 0) for p in sorted(ports)))
+
+
+def learn_digest(ack_timeout_ns: int = 500_000_000) -> P4DigestEntry:
+    # One digest per message and no batching delay: learning latency matters more than
+    # message count at LAN host counts.
+    return P4DigestEntry(pc.DIGEST_LEARN_DIGEST, max_list_size=1, max_timeout_ns=0, ack_timeout_ns=ack_timeout_ns)
+
+
+def bucket_counters() -> P4DirectCounterEntry:
+    """Wildcard read of the direct counter of every `buckets` entry."""
+    return P4DirectCounterEntry(pc.DIRECT_COUNTER_BUCKET_COUNTER, table_entry=P4TableEntry(pc.TABLE_BUCKETS))
+
+
+def packet_out(frame: bytes, egress_port: int) -> P4PacketOut:
+    return P4PacketOut(frame, **{pc.CTRL_HDR_PACKET_OUT_EGRESS_PORT: egress_port})
+
+
+# -- comparing what the switch holds with what we want
+
+
+def table_id(schema: P4Schema, name: str) -> int:
+    return schema.tables[name].id
+
+
+def entry_key(schema: P4Schema, e: P4TableEntry) -> tuple[int, tuple[tuple[str, int], ...]]:
+    """Identity of a table entry: table id and its match fields (values as ints)."""
+    match = dict(e.match or {})
+    return table_id(schema, e.table_id), tuple(sorted((k, _as_int(v)) for k, v in match.items()))
+
+
+def action_sig(schema: P4Schema, e: P4TableEntry) -> tuple[int, tuple[tuple[str, int], ...]] | None:
+    """Action id and argument values as ints, for deciding whether a MODIFY is needed."""
+    a = e.action
+    if a is None:
+        return None
+    assert isinstance(a, P4TableAction)
+    return schema.actions[a.name].id, tuple(sorted((k, _as_int(v)) for k, v in a.args.items()))
+
+
+def _as_int(v: Any) -> int:
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        if v.count(":") == 5:
+            return mac_int(v)
+        if v.count(".") == 3:
+            return ip_int(v)
+        return int(v, 0)
+    if isinstance(v, ipaddress.IPv4Address):
+        return int(v)
+    raise TypeError(f"cannot compare match/param value {v!r}")

@@ -1,0 +1,235 @@
+"""Namespaces, veths and processes for the controller's integration tests.
+
+Layout (all names carry the `sgw-ctl` prefix and a per-module tag):
+
+    root ns  --mgmt veth (10.207.<i>.1/30 <-> .2)--  switch ns (supergw-switch, P4Runtime on .2)
+                                                     |  p<n> veth ends, one per switch port
+              host namespaces   (eth0: MAC, 10.0.0.<x>/24, default route via IP_G)
+              gateway namespaces(eth0: MAC, 10.0.0.<y>/24; 192.0.2.1/32 on lo = "the remote site")
+
+The controller runs in the root namespace (P4Runtime over the mgmt veth, REST on
+127.0.0.1); its port monitor watches the p<n> interfaces inside the switch namespace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+SWITCH_BIN = REPO / "targets" / "ebpf" / "bin" / "supergw-switch"
+P4INFO = REPO / "p4src" / "v1model" / "supergw.p4info.txtpb"
+PIN_ROOT = "/sys/fs/bpf/sgw-ctl"
+REMOTE_IP = "192.0.2.1"
+
+
+def sh(*cmd: str, check: bool = True, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()}")
+    return r
+
+
+def nsexec(ns: str, *cmd: str, check: bool = True, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+    return sh("ip", "netns", "exec", ns, *cmd, check=check, timeout=timeout)
+
+
+@dataclass
+class Endpoint:
+    """A host or gateway: one namespace with eth0 on one switch port."""
+
+    name: str
+    ns: str
+    port: int
+    mac: str
+    ip: str
+    role: str  # "host" | "gateway"
+
+    def exec(self, *cmd: str, check: bool = True, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+        return nsexec(self.ns, *cmd, check=check, timeout=timeout)
+
+    def rx_packets(self) -> int:
+        out = self.exec("cat", "/sys/class/net/eth0/statistics/rx_packets").stdout
+        return int(out.strip())
+
+    def ping(self, dst: str, count: int = 3, interval: float = 0.2, deadline: float | None = None) -> tuple[int, int]:
+        """(transmitted, received) of an iputils ping."""
+        args = ["ping", "-n", "-q", "-c", str(count), "-i", str(interval), "-W", "1"]
+        if deadline is not None:
+            args += ["-w", str(deadline)]
+        r = self.exec(*args, dst, check=False, timeout=count * interval + 30)
+        m = re.search(r"(\d+) packets transmitted, (\d+) received", r.stdout)
+        if not m:
+            raise RuntimeError(f"ping output not understood: {r.stdout} {r.stderr}")
+        return int(m.group(1)), int(m.group(2))
+
+
+@dataclass
+class Topology:
+    tag: str
+    index: int  # selects the mgmt subnet, gRPC port and device id
+    gateway_ip: str = "10.0.0.1"
+    endpoints: dict[str, Endpoint] = field(default_factory=dict)
+    switch_proc: subprocess.Popen[bytes] | None = None
+    log_dir: Path = Path("/tmp")
+
+    @property
+    def sw_ns(self) -> str:
+        return f"sgw-ctl-{self.tag}-sw"
+
+    @property
+    def mgmt_if(self) -> str:
+        return f"sgw-ctl-{self.tag}m"
+
+    @property
+    def mgmt_root_ip(self) -> str:
+        return f"10.207.{self.index}.1"
+
+    @property
+    def mgmt_sw_ip(self) -> str:
+        return f"10.207.{self.index}.2"
+
+    @property
+    def device_id(self) -> int:
+        return 700 + self.index
+
+    @property
+    def grpc_addr(self) -> str:
+        return f"{self.mgmt_sw_ip}:{50700 + self.index}"
+
+    def exec_sw(self, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return nsexec(self.sw_ns, *cmd, check=check)
+
+    def hosts(self) -> list[Endpoint]:
+        return [e for e in self.endpoints.values() if e.role == "host"]
+
+    def gateways(self) -> list[Endpoint]:
+        return [e for e in self.endpoints.values() if e.role == "gateway"]
+
+    # -- build / tear down
+    def create(self, hosts: int, gateways: int) -> None:
+        self.destroy()
+        sh("ip", "netns", "add", self.sw_ns)
+        self._quiet(self.sw_ns)
+        sh("ip", "link", "add", self.mgmt_if, "type", "veth", "peer", "name", "mgmt", "netns", self.sw_ns)
+        sh("ip", "addr", "add", f"{self.mgmt_root_ip}/30", "dev", self.mgmt_if)
+        sh("ip", "link", "set", self.mgmt_if, "up")
+        nsexec(self.sw_ns, "ip", "addr", "add", f"{self.mgmt_sw_ip}/30", "dev", "mgmt")
+        nsexec(self.sw_ns, "ip", "link", "set", "mgmt", "up")
+        nsexec(self.sw_ns, "ip", "link", "set", "lo", "up")
+        used: set[int] = set()
+        for i in range(1, hosts + 1):
+            self._endpoint(f"h{i}", "host", port=i, mac=self._host_mac(i, used), ip=f"10.0.0.{10 + i}")
+        for i in range(1, gateways + 1):
+            ep = self._endpoint(
+                f"g{i}", "gateway", port=10 + i, mac=f"52:54:00:{self.index:02x}:01:{i:02x}", ip=f"10.0.0.{1 + i}"
+            )
+            ep.exec("ip", "addr", "add", f"{REMOTE_IP}/32", "dev", "lo")
+
+    def _host_mac(self, i: int, used: set[int], k: int = 16) -> str:
+        """A host MAC whose bucket (for K=k) no other host of this topology has."""
+        from supergw_controller.bucket import bucket_of
+
+        for low in range(256):
+            mac = f"02:00:{self.index:02x}:{i:02x}:00:{low:02x}"
+            if bucket_of(mac, k) not in used:
+                used.add(bucket_of(mac, k))
+                return mac
+        raise RuntimeError("no free bucket")
+
+    def _quiet(self, ns: str) -> None:
+        for key in ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"):
+            nsexec(ns, "sysctl", "-qw", f"{key}=1", check=False)
+
+    def _endpoint(self, name: str, role: str, port: int, mac: str, ip: str) -> Endpoint:
+        ns = f"sgw-ctl-{self.tag}-{name}"
+        sh("ip", "netns", "add", ns)
+        self._quiet(ns)
+        sh("ip", "link", "add", f"p{port}", "netns", self.sw_ns, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        nsexec(self.sw_ns, "ip", "link", "set", f"p{port}", "up")
+        nsexec(ns, "ip", "link", "set", "eth0", "address", mac)
+        nsexec(ns, "ip", "addr", "add", f"{ip}/24", "dev", "eth0")
+        nsexec(ns, "ip", "link", "set", "eth0", "up")
+        nsexec(ns, "ip", "link", "set", "lo", "up")
+        if role == "host":
+            nsexec(ns, "ip", "route", "add", "default", "via", self.gateway_ip)
+        ep = Endpoint(name=name, ns=ns, port=port, mac=mac, ip=ip, role=role)
+        self.endpoints[name] = ep
+        return ep
+
+    def start_switch(self) -> None:
+        assert self.switch_proc is None
+        pin = f"{PIN_ROOT}-{self.tag}"
+        args = [
+            "ip", "netns", "exec", self.sw_ns, str(SWITCH_BIN),
+            "--device-id", str(self.device_id),
+            "--grpc-server-addr", self.grpc_addr,
+            "--cpu-port", "255",
+            "--pin-dir", pin,
+        ]  # fmt: skip
+        for ep in self.endpoints.values():
+            args += ["-i", f"{ep.port}@p{ep.port}"]
+        log = open(self.log_dir / f"sgw-ctl-{self.tag}-switch.log", "ab")  # noqa: SIM115
+        self.switch_proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        wait_tcp(self.grpc_addr, 15, self.switch_proc)
+
+    def stop_switch(self) -> None:
+        if self.switch_proc is not None:
+            stop_process(self.switch_proc)
+            self.switch_proc = None
+        with contextlib.suppress(Exception):
+            sh("rm", "-rf", f"{PIN_ROOT}-{self.tag}", check=False)
+
+    def destroy(self) -> None:
+        self.stop_switch()
+        for ns in list_netns():
+            if ns.startswith(f"sgw-ctl-{self.tag}-"):
+                sh("ip", "netns", "del", ns, check=False)
+        sh("ip", "link", "del", self.mgmt_if, check=False)
+
+    def switch_log(self) -> str:
+        p = self.log_dir / f"sgw-ctl-{self.tag}-switch.log"
+        return p.read_text(errors="replace") if p.exists() else ""
+
+
+def list_netns() -> list[str]:
+    out = sh("ip", "netns", "list", check=False).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def wait_tcp(addr: str, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+    import socket
+
+    host, _, port = addr.rpartition(":")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {addr}")
+        with contextlib.suppress(OSError), socket.create_connection((host, int(port)), timeout=0.5):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on {addr} after {timeout}s")
+
+
+def stop_process(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 5) -> None:
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+
+
+def python() -> str:
+    return sys.executable

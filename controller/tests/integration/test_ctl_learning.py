@@ -1,0 +1,57 @@
+"""Learning against the real switch: digests fill host tables, idle hosts age out,
+gateway ARP for a host is answered by the switch once the host is learned."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from sgwctl_harness import Controller, Heartbeats, Setup, TopologySpec, neighbour_mac
+from sgwctl_topo import REMOTE_IP
+
+AGEING_S = 1.5
+TOPOLOGY = TopologySpec(tag="l", index=3, hosts=2, gateways=1)
+
+
+@pytest.fixture(scope="module")
+def ctl(setup: Setup) -> Iterator[Controller]:
+    c = setup.controller("l-ctl", api_port=18731, timing={"ageing_s": AGEING_S})
+    with Heartbeats([c], ["g1"]):
+        c.start()
+        yield c
+    c.stop()
+
+
+def host_macs(ctl: Controller) -> set[str]:
+    return {h["mac"] for h in ctl.get("/hosts")}
+
+
+def test_gateway_arp_for_an_unknown_host_goes_to_the_controller(setup: Setup, ctl: Controller) -> None:
+    g1, h2 = setup.topo.endpoints["g1"], setup.topo.endpoints["h2"]
+    before = ctl.get("/status")["packet_ins_total"]
+    g1.ping(h2.ip, count=1, interval=0.2)  # h2 has said nothing yet: nobody answers
+    assert neighbour_mac(g1, h2.ip) is None
+    assert ctl.get("/status")["packet_ins_total"] > before  # GATEWAY_ARP_MISS punted, ignored
+
+
+def test_learned_host_is_answered_by_the_switch(setup: Setup, ctl: Controller) -> None:
+    g1, h2 = setup.topo.endpoints["g1"], setup.topo.endpoints["h2"]
+    assert h2.ping(REMOTE_IP, count=2, interval=0.1)[1] == 2  # learned with its IP
+    assert h2.mac in host_macs(ctl)
+    g1.exec("ip", "neigh", "flush", "dev", "eth0")
+    g1.ping(h2.ip, count=1, interval=0.2)
+    assert neighbour_mac(g1, h2.ip) == h2.mac
+
+
+def test_idle_host_ages_out_and_comes_back(setup: Setup, ctl: Controller) -> None:
+    h1 = setup.topo.endpoints["h1"]
+    assert h1.ping(REMOTE_IP, count=2, interval=0.1)[1] == 2
+    assert h1.mac in host_macs(ctl)
+    deadline = time.monotonic() + AGEING_S + 5
+    while h1.mac in host_macs(ctl):
+        assert time.monotonic() < deadline, "idle host was not aged out"
+        time.sleep(0.2)
+    assert h1.ping(REMOTE_IP, count=2, interval=0.1)[1] == 2
+    assert h1.mac in host_macs(ctl)

@@ -1,0 +1,70 @@
+"""Prometheus exposition: parsed back with prometheus_client's own text parser."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from supergw_controller.metrics import ControllerMetrics, Snapshot
+from supergw_controller.views import BucketView, GatewayView, StatusView
+
+
+def status(**kw: object) -> StatusView:
+    base: dict[str, object] = dict(
+        role="primary", connected=True, switch_address="127.0.0.1:9559", device_id=1, election_id="0:1",
+        pipeline_cookie=None, buckets=4, gateway_ip="10.0.0.1", vmac_base="02:5e:00:00:00:00", uptime_s=3.0,
+        gateways_alive=1, gateways_total=2, buckets_unassigned=0, hosts=2, imbalance=1.25,
+        moves_total={"failover": 4, "rebalance": 7}, failovers_total=1, digests_total=2, packet_ins_total=3,
+        p4rt_errors_total=5, reconnects_total=0, reports_total=9, heartbeats_total=90,
+    )
+    base.update(kw)
+    return StatusView.model_validate(base)
+
+
+def gateway(name: str, alive: bool, load: float) -> GatewayView:
+    return GatewayView(name=name, port=11, mac="02:00:00:00:01:01", weight=1.0, state="alive" if alive else "dead",
+                       drained=False, alive=alive, port_up=None, buckets=2, load=load, heartbeat_age_s=0.1,
+                       report_age_s=None, last_report=None)
+
+
+def bucket(b: int, gw: str | None, pps: float) -> BucketView:
+    return BucketView(bucket=b, vmac=f"02:5e:00:00:00:0{b}", gateway=gw, pinned=None, packets=10, bytes=640, pps=pps, bps=pps * 64)
+
+
+def samples(metrics: ControllerMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for fam in text_string_to_metric_families(metrics.render().decode()):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_exposition_has_every_family() -> None:
+    m = ControllerMetrics()
+    m.update(Snapshot(status(), [gateway("gw1", True, 120.0), gateway("gw2", False, 0.0)],
+                      [bucket(0, "gw1", 100.0), bucket(1, "gw1", 0.0), bucket(2, None, 0.0), bucket(3, "gw1", 20.0)]))
+    s = samples(m)
+    assert s[("supergw_gateway_up", (("gateway", "gw1"),))] == 1.0
+    assert s[("supergw_gateway_up", (("gateway", "gw2"),))] == 0.0
+    assert s[("supergw_gateway_load", (("gateway", "gw1"),))] == 120.0
+    assert s[("supergw_bucket_packets_per_second", (("bucket", "0"), ("gateway", "gw1")))] == 100.0
+    assert s[("supergw_bucket_bytes_per_second", (("bucket", "3"), ("gateway", "gw1")))] == 20.0 * 64
+    assert not any(k[0] == "supergw_bucket_packets_per_second" and ("bucket", "1") in k[1] for k in s)  # idle: no series
+    assert s[("supergw_bucket_moves_total", (("reason", "failover"),))] == 4.0
+    assert s[("supergw_bucket_moves_total", (("reason", "rebalance"),))] == 7.0
+    assert s[("supergw_failovers_total", ())] == 1.0
+    assert s[("supergw_p4runtime_errors_total", ())] == 5.0
+    assert s[("supergw_imbalance_ratio", ())] == 1.25
+    assert s[("supergw_controller_primary", ())] == 1.0
+
+
+def test_registries_are_per_instance() -> None:
+    a, b = ControllerMetrics(), ControllerMetrics()
+    a.update(Snapshot(status(p4rt_errors_total=1)))
+    b.update(Snapshot(status(p4rt_errors_total=2)))
+    assert samples(a)[("supergw_p4runtime_errors_total", ())] == 1.0
+    assert samples(b)[("supergw_p4runtime_errors_total", ())] == 2.0
+
+
+def test_empty_snapshot_renders() -> None:
+    m = ControllerMetrics()
+    assert b"supergw_gateway_up" in m.render()  # HELP/TYPE lines, no samples
