@@ -1,0 +1,1 @@
+"""Controller benchmark (python -m bench.controller): see README.md beside this file."""
