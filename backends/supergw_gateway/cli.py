@@ -1,0 +1,139 @@
+"""supergw-gateway: command line of the gateway agent."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from supergw_gateway.config import GatewayConfig, load_config
+from supergw_gateway.errors import GatewayError
+
+
+def _progress(msg: str) -> None:
+    print(f"… {msg}", file=sys.stderr, flush=True)
+
+
+def _cmd_validate(cfg: GatewayConfig, a: argparse.Namespace) -> int:
+    print(f"{a.config}: ok (gateway {cfg.name}, backend {cfg.backend.value}, namespace {cfg.netns})")
+    return 0
+
+
+def _cmd_detect(cfg: GatewayConfig, a: argparse.Namespace) -> int:
+    from supergw_gateway.detect import choose_backend
+    from supergw_gateway.executor import LocalExecutor
+
+    backend, det = choose_backend(cfg.backend, LocalExecutor(cfg.netns))
+    print(json.dumps({"backend": backend.value, "kernel_esp": det.kernel_esp, "detail": det.detail}, indent=2))
+    return 0
+
+
+def _cmd_up(cfg: GatewayConfig, a: argparse.Namespace) -> int:
+    from supergw_gateway.runtime import Gateway
+
+    st = Gateway(cfg, _progress).up()
+    print(f"{cfg.name}: up, backend {st.label} ({st.detection})")
+    return 0
+
+
+def _cmd_apply(cfg: GatewayConfig, a: argparse.Namespace) -> int:
+    from supergw_gateway.runtime import Gateway
+
+    Gateway(cfg, _progress).apply_tunnel()
+    print(f"{cfg.name}: tunnel config applied")
+    return 0
+
+
+def _cmd_down(cfg: GatewayConfig, a: argparse.Namespace) -> int:
+    from supergw_gateway.runtime import Gateway
+
+    Gateway(cfg, _progress).down()
+    print(f"{cfg.name}: down")
+    return 0
+
+
+def _cmd_status(cfg: GatewayConfig, a: argparse.Namespace) -> int:
+    from supergw_gateway.runtime import Gateway
+
+    print(json.dumps(Gateway(cfg).status(), indent=2, default=str))
+    return 0
+
+
+def _cmd_tune(cfg: GatewayConfig, a: argparse.Namespace) -> int:
+    from supergw_gateway.tuning.cli import run_tune
+
+    return run_tune(cfg, a)
+
+
+def _cmd_agent(cfg: GatewayConfig, a: argparse.Namespace) -> int:
+    import asyncio
+
+    from supergw_gateway.agent import run_agent
+
+    asyncio.run(run_agent(cfg, health_listen=a.health))
+    return 0
+
+
+def _cmd_pki(a: argparse.Namespace) -> int:
+    from supergw_gateway.pki import make_demo_pki
+
+    files = make_demo_pki(Path(a.out), a.ids)
+    print(json.dumps({k: str(v) for k, v in files.items()}, indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="supergw-gateway", description="supergw IPsec gateway agent")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    def with_config(name: str, help_: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_)
+        p.add_argument("-c", "--config", required=True, type=Path, help="gateway YAML file")
+        return p
+
+    with_config("validate", "check a config file").set_defaults(fn=_cmd_validate)
+    with_config("detect", "detect the ESP backend for the gateway's namespace").set_defaults(fn=_cmd_detect)
+    with_config("up", "start charon (or the UML guest) and bring the tunnel up").set_defaults(fn=_cmd_up)
+    with_config("apply", "re-apply the tunnel config over VICI (idempotent)").set_defaults(fn=_cmd_apply)
+    with_config("down", "stop the gateway").set_defaults(fn=_cmd_down)
+    with_config("status", "backend and SAs with counters").set_defaults(fn=_cmd_status)
+    t = with_config("tune", "tuning profile from the tuning paper")
+    t.add_argument("action", nargs="?", default="plan", choices=["plan", "apply", "verify", "revert"],
+                   help="default: plan (same as apply --dry-run)")
+    t.add_argument("--role", choices=["gateway", "endpoint"], default="gateway")
+    t.add_argument("--dry-run", action="store_true", help="with apply: only show the changes")
+    t.add_argument("--state", type=Path, help="state file (default: <state_dir>/<name>/tune-<role>.json)")
+    t.add_argument("--netns", help="with --role endpoint: the TCP endpoint's namespace")
+    t.add_argument("--mtu", action="append", metavar="DEV=N", help="the path behind DEV allows MTU N (jumbo)")
+    t.add_argument("--host-wide", action="store_true", help="also set host-wide sysctls on the host")
+    t.set_defaults(fn=_cmd_tune)
+    ag = with_config("agent", "report load to the controller and serve /health")
+    ag.add_argument("--health", default="127.0.0.1:0", help="ADDRESS:PORT of the health endpoint")
+    ag.set_defaults(fn=_cmd_agent)
+    pk = sub.add_parser("pki", help="make a demo CA and gateway certificates with strongSwan's pki")
+    pk.add_argument("--out", required=True)
+    pk.add_argument("ids", nargs="+", help="gateway identities (used as CN and subjectAltName)")
+    pk.set_defaults(fn=None, pki=True)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if a.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if getattr(a, "pki", False):
+            return _cmd_pki(a)
+        cfg = load_config(a.config)
+        return int(a.fn(cfg, a))
+    except GatewayError as exc:
+        print(f"supergw-gateway: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""Gateway configuration: one validated YAML file per gateway."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from supergw_gateway.errors import ConfigError
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
+IFNAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
+DEFAULT_IKE_PROPOSAL = "aes128gcm16-prfsha256-x25519"
+DEFAULT_ESP_PROPOSAL = "aes128gcm16-x25519"
+
+
+class Backend(str, Enum):
+    AUTO = "auto"
+    XFRM = "xfrm"
+    LIBIPSEC = "libipsec"
+    UML = "uml"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Interface(_Strict):
+    """A NIC of the gateway. `device` is the interface in the gateway's namespace."""
+
+    role: Literal["lan", "wan"]
+    device: str
+    address: ipaddress.IPv4Interface
+    mtu: int | None = Field(default=None, ge=576, le=65535)
+
+    @field_validator("device")
+    @classmethod
+    def _ifname(cls, v: str) -> str:
+        if not IFNAME_RE.match(v):
+            raise ValueError(f"invalid interface name {v!r} (1-15 chars of [A-Za-z0-9_.-])")
+        return v
+
+
+class Route(_Strict):
+    destination: ipaddress.IPv4Network
+    via: ipaddress.IPv4Address
+
+
+class Endpoint(_Strict):
+    """One side of the site-to-site tunnel."""
+
+    address: ipaddress.IPv4Address
+    subnets: list[ipaddress.IPv4Network] = Field(min_length=1)
+    id: str | None = None
+
+
+class PskAuth(_Strict):
+    method: Literal["psk"]
+    psk: str = Field(min_length=8)
+
+
+class X509Auth(_Strict):
+    """Certificates in PEM, e.g. made by `supergw-gateway pki`."""
+
+    method: Literal["x509"]
+    cacert: Path
+    cert: Path
+    key: Path
+
+    @model_validator(mode="after")
+    def _files_exist(self) -> X509Auth:
+        for label, p in (("cacert", self.cacert), ("cert", self.cert), ("key", self.key)):
+            if not p.is_file():
+                raise ValueError(f"auth.{label}: file {p} does not exist")
+        return self
+
+
+Auth = Annotated[PskAuth | X509Auth, Field(discriminator="method")]
+
+
+class Proposals(_Strict):
+    ike: list[str] = Field(default_factory=lambda: [DEFAULT_IKE_PROPOSAL], min_length=1)
+    esp: list[str] = Field(default_factory=lambda: [DEFAULT_ESP_PROPOSAL], min_length=1)
+
+    @field_validator("ike", "esp")
+    @classmethod
+    def _syntax(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", p):
+                raise ValueError(f"invalid proposal {p!r} (strongSwan form like {DEFAULT_ESP_PROPOSAL})")
+        return v
+
+
+class Dpd(_Strict):
+    delay_s: int = Field(default=10, ge=0, le=3600)
+    timeout_s: int = Field(default=30, ge=1, le=3600)
+    action: Literal["clear", "trap", "restart"] = "restart"
+
+
+class Rekey(_Strict):
+    ike_rekey_s: int = Field(default=14400, ge=10)
+    child_rekey_s: int = Field(default=3600, ge=10)
+    child_rekey_bytes: int = Field(default=0, ge=0)
+    child_rekey_packets: int = Field(default=0, ge=0)
+
+
+class Controller(_Strict):
+    url: str = Field(pattern=r"^https?://")
+    token: str | None = None
+    report_interval_ms: int = Field(default=500, ge=50, le=60000)
+    heartbeat_interval_ms: int = Field(default=200, ge=50, le=60000)
+
+
+class Uml(_Strict):
+    mem_mb: int = Field(default=160, ge=64, le=4096)
+    mgmt_subnet: ipaddress.IPv4Network = ipaddress.IPv4Network("169.254.77.0/30")
+    boot_timeout_s: float = Field(default=60.0, gt=0)
+
+
+class CharonTuning(_Strict):
+    """Daemon limits; the defaults are strongSwan's (DoS protection for half-open IKE SAs)."""
+
+    threads: int = Field(default=16, ge=4, le=256)
+    cookie_threshold: int = Field(default=10, ge=0)
+    block_threshold: int = Field(default=5, ge=0)
+    reuse_ikesa: bool = True
+    dos_protection: bool = True
+    log_level: int = Field(default=1, ge=-1, le=4)
+
+
+class GatewayConfig(_Strict):
+    name: str
+    namespace: str | None = None
+    backend: Backend = Backend.AUTO
+    interfaces: list[Interface] = Field(min_length=1)
+    routes: list[Route] = Field(default_factory=list)
+    local: Endpoint
+    remote: Endpoint
+    auth: Auth
+    proposals: Proposals = Field(default_factory=Proposals)
+    dpd: Dpd = Field(default_factory=Dpd)
+    rekey: Rekey = Field(default_factory=Rekey)
+    initiate: bool = True
+    controller: Controller | None = None
+    cpu_quota_percent: float | None = Field(default=None, gt=0, le=100 * 64)
+    uml: Uml = Field(default_factory=Uml)
+    charon: CharonTuning = Field(default_factory=CharonTuning)
+    state_dir: Path = Path("/run/sgw-gw")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError(f"invalid gateway name {v!r}: lowercase letters, digits and '-', max 31 chars")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GatewayConfig:
+        roles = [i.role for i in self.interfaces]
+        if roles.count("wan") != 1:
+            raise ValueError("exactly one interface with role 'wan' is required")
+        devices = [i.device for i in self.interfaces]
+        if len(set(devices)) != len(devices):
+            raise ValueError(f"duplicate interface devices: {devices}")
+        if self.local.address == self.remote.address:
+            raise ValueError("local.address and remote.address must differ")
+        wan = self.wan
+        if self.local.address != wan.ip:
+            raise ValueError(f"local.address {self.local.address} must be the wan interface address {wan.ip}")
+        for a in self.local.subnets:
+            for b in self.remote.subnets:
+                if a.overlaps(b):
+                    raise ValueError(f"local subnet {a} overlaps remote subnet {b}")
+        return self
+
+    @property
+    def wan(self) -> ipaddress.IPv4Interface:
+        return next(i.address for i in self.interfaces if i.role == "wan")
+
+    @property
+    def netns(self) -> str:
+        return self.namespace or f"sgw-gw-{self.name}"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.state_dir / self.name
+
+    @property
+    def local_id(self) -> str:
+        return self.local.id or str(self.local.address)
+
+    @property
+    def remote_id(self) -> str:
+        return self.remote.id or str(self.remote.address)
+
+
+def _format_errors(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "<root>"
+        lines.append(f"  {loc}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def parse_config(data: object, source: str = "<config>") -> GatewayConfig:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        return GatewayConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: invalid gateway config:\n{_format_errors(exc)}") from None
+
+
+def load_config(path: Path) -> GatewayConfig:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return parse_config(data, str(path))

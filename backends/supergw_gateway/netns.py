@@ -1,0 +1,74 @@
+"""Network namespaces and veths (via iproute2), and sockets opened inside a namespace."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import socket
+import threading
+from pathlib import Path
+
+from supergw_gateway.executor import LocalExecutor
+
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _setns(fd: int) -> None:
+    if _libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def exists(name: str) -> bool:
+    return Path("/run/netns", name).exists()
+
+
+def create(name: str) -> None:
+    """Create a namespace with loopback up (idempotent)."""
+    host = LocalExecutor()
+    if not exists(name):
+        host.run(["ip", "netns", "add", name])
+    LocalExecutor(name).run(["ip", "link", "set", "lo", "up"])
+
+
+def delete(name: str) -> None:
+    if exists(name):
+        LocalExecutor().run(["ip", "netns", "del", name], check=False)
+
+
+def add_veth(a: str, a_ns: str | None, b: str, b_ns: str | None) -> None:
+    """A veth pair `a`<->`b`, each end moved into its namespace (None = host) and up."""
+    host = LocalExecutor()
+    host.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b])
+    for dev, ns in ((a, a_ns), (b, b_ns)):
+        if ns:
+            host.run(["ip", "link", "set", dev, "netns", ns])
+        LocalExecutor(ns).run(["ip", "link", "set", dev, "up"])
+
+
+def connect_in_netns(netns: str, addr: tuple[str, int], timeout: float = 10.0) -> socket.socket:
+    """A TCP socket connected from inside `netns`; the namespace sticks to the socket.
+
+    setns(CLONE_NEWNET) only affects the calling thread, so a short-lived thread does it.
+    """
+    out: list[socket.socket | BaseException] = []
+
+    def work() -> None:
+        try:
+            with open(f"/run/netns/{netns}") as f:
+                _setns(f.fileno())
+            s = socket.create_connection(addr, timeout=timeout)
+            out.append(s)
+        except BaseException as exc:  # handed to the caller's thread
+            out.append(exc)
+
+    t = threading.Thread(target=work, name=f"setns-{netns}")
+    t.start()
+    t.join()
+    res = out[0]
+    if isinstance(res, BaseException):
+        if isinstance(res, FileNotFoundError):
+            raise OSError(f"network namespace {netns} does not exist")
+        raise res
+    return res

@@ -1,0 +1,92 @@
+"""Load reports: sampling CPU/softirq/charon, VICI counters, and building the report.
+
+The schema is the controller's (`supergw_controller.reports`): one source of truth,
+imported here, never copied.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from supergw_controller.reports import GatewayReport, Heartbeat, IpsecBackend, SaState
+
+from supergw_gateway.vici_client import IkeSaStatus
+
+__all__ = ["CpuSample", "GatewayReport", "Heartbeat", "build_report", "cpu_shares", "parse_proc_stat", "sa_states"]
+
+CLK_TCK = 100
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    """Cumulative jiffies: all CPUs busy, softirq, charon (utime+stime), at `t` (monotonic)."""
+
+    t: float
+    busy: int
+    softirq: int
+    charon: int
+
+
+def parse_proc_stat(text: str) -> tuple[int, int]:
+    """(busy, softirq) jiffies from the aggregate `cpu` line of /proc/stat."""
+    for line in text.splitlines():
+        if line.startswith("cpu "):
+            f = [int(x) for x in line.split()[1:]]
+            user, nice, system, idle, iowait, irq, softirq = f[:7]
+            steal = f[7] if len(f) > 7 else 0
+            return user + nice + system + irq + softirq + steal, softirq
+    raise ValueError("no aggregate cpu line in /proc/stat")
+
+
+def parse_pid_stat(text: str) -> int:
+    """utime+stime jiffies of a /proc/<pid>/stat line (comm may hold spaces)."""
+    fields = text.rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def cpu_shares(a: CpuSample, b: CpuSample) -> tuple[float, float, float]:
+    """(cpu %, softirq %, charon %) between two samples; 100 = one core."""
+    dt = b.t - a.t
+    if dt <= 0:
+        return 0.0, 0.0, 0.0
+
+    def pct(x: int) -> float:
+        return max(0.0, 100.0 * x / CLK_TCK / dt)
+
+    return pct(b.busy - a.busy), pct(b.softirq - a.softirq), pct(b.charon - a.charon)
+
+
+def sa_states(sas: list[IkeSaStatus], conn: str) -> list[SaState]:
+    out = []
+    now_names = [s for s in sas if s.name == conn]
+    for ike in now_names:
+        out.append(SaState(name=ike.name, state=ike.state, established_s=ike.established_s,
+                           bytes_in=sum(c.bytes_in for c in ike.children),
+                           bytes_out=sum(c.bytes_out for c in ike.children),
+                           packets_in=sum(c.packets_in for c in ike.children),
+                           packets_out=sum(c.packets_out for c in ike.children)))
+        for c in ike.children:
+            out.append(SaState(name=c.name, state=c.state, established_s=c.established_s,
+                               bytes_in=c.bytes_in, bytes_out=c.bytes_out,
+                               packets_in=c.packets_in, packets_out=c.packets_out))
+    return out
+
+
+def build_report(gateway: str, backend: str, prev: CpuSample, cur: CpuSample,
+                 sas: list[IkeSaStatus], conn: str, timestamp: float | None = None) -> GatewayReport:
+    cpu, soft, charon = cpu_shares(prev, cur)
+    children = [c for s in sas if s.name == conn for c in s.children]
+    return GatewayReport(
+        gateway=gateway,
+        timestamp=time.time() if timestamp is None else timestamp,
+        backend=IpsecBackend(backend),
+        cpu_percent=round(cpu, 2),
+        softirq_percent=round(soft, 2),
+        charon_cpu_percent=round(charon, 2),
+        tunnel_bytes_in=sum(c.bytes_in for c in children),
+        tunnel_bytes_out=sum(c.bytes_out for c in children),
+        tunnel_packets_in=sum(c.packets_in for c in children),
+        tunnel_packets_out=sum(c.packets_out for c in children),
+        sas=sa_states(sas, conn),
+    )

@@ -1,0 +1,168 @@
+"""A gateway's lifecycle: namespace or UML guest, its own charon, the tunnel, the CPU quota."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from supergw_gateway import netns, tunnel
+from supergw_gateway.cgroup import CpuGroup
+from supergw_gateway.charon import CharonProcess
+from supergw_gateway.config import Backend, GatewayConfig
+from supergw_gateway.detect import Detection, choose_backend
+from supergw_gateway.errors import GatewayError
+from supergw_gateway.executor import Executor, LocalExecutor
+from supergw_gateway.uml import UmlGuest
+from supergw_gateway.vici_client import ViciClient, session
+
+log = logging.getLogger(__name__)
+
+LIBIPSEC_MIN_RMEM = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class BackendState:
+    requested: str
+    esp: str  # "xfrm" or "libipsec"
+    runtime: str  # "netns" or "uml"
+    detection: str
+
+    @property
+    def label(self) -> str:
+        return "xfrm_uml" if self.runtime == "uml" else self.esp
+
+
+class Gateway:
+    def __init__(self, cfg: GatewayConfig, on_progress: Callable[[str], None] = lambda m: None) -> None:
+        self.cfg = cfg
+        self.progress = on_progress
+        self._guest = UmlGuest(cfg, on_progress) if cfg.backend is Backend.UML else None
+        self._charon = CharonProcess(cfg.netns, cfg.run_dir, libipsec=cfg.backend is Backend.LIBIPSEC)
+
+    @property
+    def state_path(self) -> Path:
+        return self.cfg.run_dir / "state.json"
+
+    def executor(self) -> Executor:
+        """Where the gateway's kernel is: the UML guest or the namespace."""
+        return self._guest.executor() if self._guest else LocalExecutor(self.cfg.netns)
+
+    def connect(self) -> socket.socket:
+        return self._guest.connect_vici() if self._guest else self._charon.connect()
+
+    def vici(self) -> ViciClient:
+        return ViciClient(self.connect)
+
+    def backend_state(self) -> BackendState | None:
+        try:
+            return BackendState(**json.loads(self.state_path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def charon_pid(self) -> int | None:
+        """The host pid that runs charon (for UML: the guest's main process)."""
+        return self._guest.pid() if self._guest else self._charon.pid()
+
+    def _check_namespace(self) -> None:
+        if not netns.exists(self.cfg.netns):
+            raise GatewayError(f"network namespace {self.cfg.netns} does not exist: create it and its interfaces first")
+        ns = LocalExecutor(self.cfg.netns)
+        for itf in self.cfg.interfaces:
+            if ns.run(["ip", "link", "show", itf.device], check=False).returncode != 0:
+                raise GatewayError(f"interface {itf.device} not found in namespace {self.cfg.netns}")
+
+    def _configure_netns(self) -> None:
+        ns = LocalExecutor(self.cfg.netns)
+        for itf in self.cfg.interfaces:
+            if itf.mtu:
+                ns.run(["ip", "link", "set", itf.device, "mtu", str(itf.mtu)])
+            ns.run(["ip", "addr", "replace", str(itf.address), "dev", itf.device])
+            ns.run(["ip", "link", "set", itf.device, "up"])
+        for r in self.cfg.routes:
+            ns.run(["ip", "route", "replace", str(r.destination), "via", str(r.via)])
+        ns.run(["sysctl", "-qw", "net.ipv4.ip_forward=1"])
+
+    def _warn_udp_buffers(self) -> None:
+        """libipsec receives all ESP on one UDP socket sized from the host-wide default."""
+        try:
+            rmem = int(Path("/proc/sys/net/core/rmem_default").read_text())
+        except (OSError, ValueError):
+            return
+        if rmem < LIBIPSEC_MIN_RMEM:
+            self.progress(f"{self.cfg.name}: warning: net.core.rmem_default={rmem} (host-wide): libipsec will drop "
+                          "ESP under load; `tune apply --host-wide` before `up` raises it")
+
+    def up(self) -> BackendState:
+        """Idempotent: a running gateway only gets its tunnel config re-applied."""
+        self._check_namespace()
+        self.cfg.run_dir.mkdir(parents=True, exist_ok=True)
+        if self._guest:
+            pid = self._guest.start()
+            esp, det = choose_backend(Backend.AUTO, self._guest.executor())
+            if esp is not Backend.XFRM:
+                raise GatewayError(f"{self.cfg.name}: UML guest kernel cannot hold ESP states: {det.detail}")
+            state = BackendState(self.cfg.backend.value, "xfrm", "uml", det.detail)
+        else:
+            self._configure_netns()
+            esp, det = choose_backend(self.cfg.backend, LocalExecutor(self.cfg.netns))
+            if esp is Backend.XFRM and not det.kernel_esp:
+                raise GatewayError(f"{self.cfg.name}: backend xfrm requested but {det.detail}; "
+                                   "use backend libipsec, auto or uml")
+            t = self.cfg.charon
+            self._charon = CharonProcess(self.cfg.netns, self.cfg.run_dir, libipsec=esp is Backend.LIBIPSEC,
+                                         threads=t.threads, cookie_threshold=t.cookie_threshold,
+                                         block_threshold=t.block_threshold, reuse_ikesa=t.reuse_ikesa,
+                                         dos_protection=t.dos_protection, log_level=t.log_level)
+            if esp is Backend.LIBIPSEC:
+                self._warn_udp_buffers()
+            self.progress(f"{self.cfg.name}: starting charon ({esp.value}) in {self.cfg.netns}")
+            pid = self._charon.start()
+            state = BackendState(self.cfg.backend.value, esp.value, "netns", det.detail)
+        self.state_path.write_text(json.dumps(asdict(state)))
+        if self.cfg.cpu_quota_percent is not None:
+            group = CpuGroup(f"sgw-gw-{self.cfg.name}")
+            group.set_quota(self.cfg.cpu_quota_percent)
+            group.add(pid)
+        self.apply_tunnel()
+        return state
+
+    def apply_tunnel(self) -> None:
+        with session(self.connect) as v:
+            if self.cfg.initiate:
+                self.progress(f"{self.cfg.name}: bringing tunnel up to {self.cfg.remote.address}")
+            if tunnel.apply(self.cfg, v, initiate=self.cfg.initiate):
+                self.progress(f"{self.cfg.name}: tunnel established")
+
+    def down(self) -> None:
+        if self._guest:
+            self._guest.stop()
+        else:
+            st = self.backend_state()
+            self._charon = CharonProcess(self.cfg.netns, self.cfg.run_dir, libipsec=bool(st and st.esp == "libipsec"))
+            self._charon.stop()
+        CpuGroup(f"sgw-gw-{self.cfg.name}").remove()
+        self.state_path.unlink(missing_ok=True)
+
+    def status(self) -> dict[str, Any]:
+        st = self.backend_state()
+        out: dict[str, Any] = {
+            "gateway": self.cfg.name,
+            "namespace": self.cfg.netns,
+            "backend": st.label if st else None,
+            "esp": st.esp if st else None,
+            "detection": st.detection if st else None,
+            "charon_pid": self.charon_pid(),
+            "sas": [],
+        }
+        if out["charon_pid"] is None:
+            out["running"] = False
+            return out
+        out["running"] = True
+        with session(self.connect) as v:
+            out["sas"] = [asdict(sa) for sa in v.list_sas()]
+        return out
