@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 from supergw_controller.config import Config
 from supergw_controller.dispatcher import Dispatcher
@@ -40,6 +42,72 @@ def _listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _api_server_class() -> type[Any]:
+    import uvicorn
+
+    class ApiServer(uvicorn.Server):
+        """uvicorn's Server without its own signal handling.
+
+        uvicorn 0.38 installs SIGINT/SIGTERM handlers with signal.signal() for the time
+        of `serve()` (`capture_signals`), replacing ours, and re-raises the signal when
+        it returns. `serve()` below handles both signals itself: stop the API and the
+        core, close the store, return normally (exit status 0).
+        """
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return ApiServer
+
+
+ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
+
+
+class AgentArrivals:
+    """ASGI wrapper: tells the core when an agent's heartbeat or report arrives.
+
+    FastAPI runs the routes' plain-`def` dependencies in a thread pool, so on a busy
+    loop a POST can take hundreds of milliseconds from arrival to `accept_heartbeat`.
+    Its agent (valid token, configured gateway) is alive and waits for our answer
+    meanwhile: the core does not count that time as the gateway's silence.
+    """
+
+    def __init__(self, app: ASGIApp, dispatcher: Dispatcher, token: str, prefix: str) -> None:
+        self._app = app
+        self._dispatcher = dispatcher
+        self._token = token
+        self._path = re.compile(re.escape(prefix) + r"/gateways/([^/]+)/(?:heartbeat|report)")
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        name = self._agent(scope)
+        arrived = None if name is None else self._dispatcher.agent_arriving(name)
+        if name is None or arrived is None:
+            await self._app(scope, receive, send)
+            return
+        try:
+            await self._app(scope, receive, send)
+        finally:
+            self._dispatcher.agent_settled(name, arrived)
+
+    def _agent(self, scope: dict[str, Any]) -> str | None:
+        if scope.get("type") != "http" or scope.get("method") != "POST":
+            return None
+        m = self._path.fullmatch(scope.get("path", ""))
+        if m is None:
+            return None
+        from fastapi import HTTPException
+
+        from supergw_controller.api.auth import check_bearer
+
+        auth = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), None)
+        try:
+            check_bearer(None if auth is None else auth.decode("latin-1"), self._token)
+        except HTTPException:
+            return None  # the route answers 401; an unauthenticated POST proves nothing
+        return m.group(1)
+
+
 async def serve(config: Config, announce: Callable[[str], None] = print) -> None:
     """Run until SIGINT/SIGTERM or until the core fails."""
     import uvicorn
@@ -49,12 +117,9 @@ async def serve(config: Config, announce: Callable[[str], None] = print) -> None
     # Bind first: a busy port is a clear error before anything else starts.
     sock = _listen_socket(config.api.host, config.api.port)
     dispatcher = build_dispatcher(config)
-    app = create_app(dispatcher, config)
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    )
-    # Our own signal handling: stop both halves, then return normally.
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    token = config.api.read_token()
+    app = AgentArrivals(create_app(dispatcher, config, token=token), dispatcher, token, API_PREFIX)
+    server = _api_server_class()(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -24,6 +24,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from supergw_controller.p4constants import CPU_PORT, MAX_BUCKETS
 
@@ -119,10 +120,10 @@ class GatewayConfig(_Strict):
     @field_validator("mac", mode="before")
     @classmethod
     def _unicast(cls, v: Any) -> str:
-        v = normalise_mac(v)
-        if int(v.split(":")[0], 16) & 1:
-            raise ValueError(f"{v} is a multicast MAC; a gateway needs a unicast MAC")
-        return v
+        mac = normalise_mac(v)
+        if int(mac.split(":")[0], 16) & 1:
+            raise ValueError(f"{mac} is a multicast MAC; a gateway needs a unicast MAC")
+        return mac
 
 
 class TimingConfig(_Strict):
@@ -144,6 +145,18 @@ class TimingConfig(_Strict):
     @property
     def dead_after_s(self) -> float:
         return self.heartbeat_interval_ms * self.missed_heartbeats / 1000.0
+
+
+class LearningConfig(_Strict):
+    ip_wait_s: float = Field(
+        default=30.0,
+        ge=0,
+        description=(
+            "a host whose frames carry no IPv4 source (IPv6, non-IP) keeps producing digests this "
+            "long, so that its IP is learned from a later frame; then it is learned without an IP "
+            "(0: learn every host on its first digest)"
+        ),
+    )
 
 
 class RebalancerConfig(_Strict):
@@ -202,6 +215,7 @@ class Config(_Strict):
     ports: dict[int, Annotated[PortConfig, Field()]]
     gateways: list[GatewayConfig] = Field(min_length=1)
     timing: TimingConfig = Field(default_factory=TimingConfig)
+    learning: LearningConfig = Field(default_factory=LearningConfig)
     rebalancer: RebalancerConfig = Field(default_factory=RebalancerConfig)
     api: ApiConfig
     port_monitor: PortMonitorConfig = Field(default_factory=PortMonitorConfig)
@@ -319,7 +333,7 @@ def _loc(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def _message(err: dict[str, Any]) -> str:
+def _message(err: ErrorDetails) -> str:
     msg = str(err["msg"])
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):

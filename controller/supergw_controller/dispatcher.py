@@ -36,6 +36,7 @@ from supergw_controller.rebalancer import (
     Plan,
     RebalanceInput,
     RebalanceParams,
+    hot_first,
     imbalance,
     plan_rebalance,
 )
@@ -91,7 +92,9 @@ class Dispatcher:
         t = config.timing
         self.registry = GatewayRegistry(config, clock(), t.startup_grace_s)
         host_ports = set(config.ports_with_role(PortRoleName.HOST))
-        self.host_table = HostTable(host_ports, str(config.gateway_ip), int(t.ageing_s * 1e9))
+        self.host_table = HostTable(
+            host_ports, str(config.gateway_ip), int(t.ageing_s * 1e9), ip_wait_s=config.learning.ip_wait_s
+        )
         self.assignment: dict[int, str] = {}
         self.pins: dict[int, str] = {}
         self.stats = BucketStats()
@@ -114,6 +117,7 @@ class Dispatcher:
         self._packet_ins = 0
         self._reports = 0
         self._heartbeats = 0
+        self._arp_misses_unknown = 0
 
     # ------------------------------------------------------------------ lifecycle
     async def run(self) -> None:
@@ -121,11 +125,12 @@ class Dispatcher:
         await self._load_intent()
         tasks = [
             asyncio.create_task(self.session.run(), name="p4runtime-session"),
-            asyncio.create_task(
-                watchdog(self.config.timing.heartbeat_interval_ms / 2000.0, self._watchdog_tick), name="watchdog"
-            ),
         ]
         interfaces = {p: pcfg.interface for p, pcfg in self.config.ports.items() if pcfg.interface}
+        hb_s = self.config.timing.heartbeat_interval_ms / 1000.0
+        # Ticks every fifth of a heartbeat interval (cheap: a few comparisons); a tick
+        # late by more than half an interval means the loop stalled (see `watchdog`).
+        tasks.append(asyncio.create_task(watchdog(hb_s / 5, self._watchdog_tick, stall_s=hb_s / 2), name="watchdog"))
         if self.config.port_monitor.enabled and interfaces:
             monitor = PortMonitor(interfaces, self.config.port_monitor.netns, self._port_changed)
             tasks.append(asyncio.create_task(self._port_monitor(monitor), name="port-monitor"))
@@ -356,6 +361,7 @@ class Dispatcher:
             return
         mac = self.host_table.mac_of_ip(arp.target_ip)
         if mac is None:
+            self._arp_misses_unknown += 1
             log.debug("gateway on port %d asks for unknown %s: ignored", port, arp.target_ip)
             return
         await self.session.send([ent.packet_out(arp_reply(arp, mac), port)])
@@ -385,6 +391,7 @@ class Dispatcher:
         while True:
             await asyncio.sleep(min(poll, max(0.01, next_round - self._clock())))
             try:
+                await self._sweep_hosts()
                 await self._poll_counters()
                 if self._clock() >= next_round:
                     next_round = self._clock() + every
@@ -398,6 +405,17 @@ class Dispatcher:
             except Exception:
                 # A bug in one round must not drop the switch connection.
                 log.exception("periodic round failed")
+
+    async def _sweep_hosts(self) -> None:
+        """Learn the hosts that waited `learning.ip_wait_s` for an IP without one."""
+        macs, updates = self.host_table.sweep(self._clock())
+        if not updates:
+            return
+        try:
+            await self.session.write(updates)
+        except SwitchUnavailable:
+            self.host_table.unlearn(macs)
+            raise
 
     async def _poll_counters(self) -> None:
         samples: dict[int, tuple[int, int]] = {}
@@ -448,16 +466,34 @@ class Dispatcher:
         )
 
     async def _apply_moves(self, moves: Sequence[Move], detail: str = "") -> None:
-        """One batched write for all moves; state and the event log change only on success."""
-        updates = []
-        for m in moves:
-            gw = self.registry.get(m.dst)
-            op = Op.MODIFY if m.bucket in self.assignment else Op.INSERT
-            updates.append(Update(op, ent.bucket(m.bucket, gw.port, gw.mac)))
-        await self.session.write(updates)
+        """Batched writes; state and the event log change only for what was written.
+
+        Buckets carrying traffic go first in their own small write (a failover of an
+        idle-heavy gateway rewrites thousands of buckets; the hot ones should not wait
+        for them), then the rest in one more write (the session encodes bucket entries
+        with its fast `BucketEncoder`).
+        """
+        hot, cold = hot_first(moves)
+        batches = [b for b in (hot, cold) if b]
+        done: list[Move] = []
+        try:
+            for batch in batches:
+                updates = []
+                for m in batch:
+                    gw = self.registry.get(m.dst)
+                    op = Op.MODIFY if m.bucket in self.assignment else Op.INSERT
+                    updates.append(Update(op, ent.bucket(m.bucket, gw.port, gw.mac)))
+                await self.session.write(updates)
+                for m in batch:
+                    self.assignment[m.bucket] = m.dst
+                done.extend(batch)
+        finally:
+            if done:
+                await self._record_moves(done, detail)
+
+    async def _record_moves(self, moves: Sequence[Move], detail: str) -> None:
         ts = self._wall()
         for m in moves:
-            self.assignment[m.bucket] = m.dst
             self._moves_total[m.reason.value] = self._moves_total.get(m.reason.value, 0) + 1
             self.events_ring.add(
                 ts, "move", m.reason.value, bucket=m.bucket, src=m.src, dst=m.dst, detail=detail
@@ -489,16 +525,21 @@ class Dispatcher:
             what = "dead" if t.died else "recovering"
             log.warning("gateway %s is %s: %s", t.gateway, what, t.why)
             self.events_ring.add(ts, "gateway", what, src=t.gateway, detail=t.why)
-            await self._store_event("gateway", what, src=t.gateway, detail=t.why, ts=ts)
         if any(t.died for t in transitions):
             self._failover_pending = True
         await self._failover_if_pending()
+        # The durable event log after the failover write: traffic first.
+        for t in transitions:
+            what = "dead" if t.died else "recovering"
+            await self._store_event("gateway", what, src=t.gateway, detail=t.why, ts=ts)
 
     async def _failover_if_pending(self) -> None:
         """Move every bucket off dead gateways in one batch; retried each tick until it succeeds."""
         if not self._failover_pending or self.session.role is not Role.PRIMARY or not self.primary_ready.is_set():
             return
         async with self._lock:
+            if not self._failover_pending:
+                return  # done by whoever held the lock before us
             try:
                 await self._round(dry_run=False, mandatory_only=True)
                 self._failover_pending = False
@@ -555,6 +596,7 @@ class Dispatcher:
             reconnects_total=self.session.reconnects,
             reports_total=self._reports,
             heartbeats_total=self._heartbeats,
+            arp_misses_unknown_total=self._arp_misses_unknown,
         )
 
     def _current_imbalance(self) -> float:
@@ -626,6 +668,7 @@ class Dispatcher:
                     vmac=vmac(self.config.vmac_base, b),
                     gateway=self.assignment.get(b),
                     idle_s=max(0.0, now - h.seen),
+                    learned=h.learned,
                 )
             )
         return out
@@ -727,12 +770,24 @@ class Dispatcher:
     async def accept_report(self, report: GatewayReport) -> None:
         self._reports += 1
         t = self.registry.report(report, self._clock())
-        await self._transitions([t] if t else [])
+        if t is not None:  # else answer at once: a pending failover is the watchdog's
+            await self._transitions([t])
 
     async def accept_heartbeat(self, hb: Heartbeat) -> None:
         self._heartbeats += 1
         t = self.registry.heartbeat(hb.gateway, self._clock())
-        await self._transitions([t] if t else [])
+        if t is not None:  # else answer at once: a pending failover is the watchdog's
+            await self._transitions([t])
+
+    def agent_arriving(self, gateway: str) -> float | None:
+        """An authenticated heartbeat/report POST for `gateway` arrived (see app.py):
+        its arrival time, or None for an unknown gateway."""
+        now = self._clock()
+        return now if self.registry.arriving(gateway) else None
+
+    def agent_settled(self, gateway: str, arrived: float) -> None:
+        """The POST announced by `agent_arriving` has been answered."""
+        self.registry.settled(gateway, arrived, self._clock())
 
     async def _persist(self, method: str, *args: Any) -> None:
         if self._store is None:

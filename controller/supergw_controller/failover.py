@@ -32,26 +32,41 @@ _IFLA_IFNAME = 3
 _CLONE_NEWNET = 0x40000000
 
 
-async def watchdog(interval_s: float, tick: Callable[[], Awaitable[None]], max_skips: int = 3) -> None:
+async def watchdog(
+    interval_s: float,
+    tick: Callable[[], Awaitable[None]],
+    stall_s: float | None = None,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> None:
     """Call `tick` every `interval_s` until cancelled (a failing tick is logged, not fatal).
 
-    A tick that runs much later than planned means this event loop was stalled, so
-    heartbeats may be waiting unread in socket buffers: judging now would declare live
-    gateways dead. Such a tick is skipped (at most `max_skips` in a row) so that the
-    queued heartbeats are processed first.
+    A tick that runs more than `stall_s` (default: `interval_s`) after its planned time means this event loop
+    was stalled (by our own failover write, a big read, or a busy machine): heartbeats
+    may be waiting unread in socket buffers or in tasks that have not run yet, and
+    judging now would declare live gateways dead. Such a tick gives no verdict; the next
+    tick that runs on time does, after the loop has handled what queued up meanwhile.
+    The planned times advance by `interval_s` whatever `tick` costs, so a long tick (the
+    failover write itself) counts as a stall too.
     """
-    loop = asyncio.get_running_loop()
-    last = loop.time()
-    skips = 0
+    now_fn = clock if clock is not None else asyncio.get_running_loop().time
+    stall_s = interval_s if stall_s is None else stall_s
+    planned = now_fn() + interval_s
+    stalled_since: float | None = None
     while True:
-        await asyncio.sleep(interval_s)
-        now = loop.time()
-        gap, last = now - last, now
-        if gap > 3 * interval_s and skips < max_skips:
-            skips += 1
-            log.debug("event loop stalled %.3fs: liveness verdict deferred", gap)
+        await sleep(max(0.0, planned - now_fn()))
+        now = now_fn()
+        late = now - planned
+        if late > stall_s:
+            if stalled_since is None:
+                stalled_since = planned
+            log.debug("event loop stalled %.3fs: liveness verdict deferred", late)
+            planned = now + interval_s
             continue
-        skips = 0
+        if stalled_since is not None:
+            log.debug("event loop on time again after %.3fs of stalls", now - stalled_since)
+            stalled_since = None
+        planned += interval_s
         try:
             await tick()
         except asyncio.CancelledError:

@@ -37,6 +37,10 @@ class GatewayRecord:
     grace_until: float = 0.0
     load: float = 0.0
     reported_cpu: float | None = field(default=None)
+    # Authenticated heartbeat/report POSTs that arrived (ASGI layer) and have not been
+    # answered yet. Their agent is alive and waits for our answer before it posts again,
+    # so however slowly we handle them, that time is not the gateway's silence.
+    inflight: int = 0
 
     @property
     def state(self) -> GatewayState:
@@ -51,6 +55,8 @@ class GatewayRecord:
     def heartbeat_ok(self, now: float, dead_after: float) -> bool:
         if not self.heartbeat_required:
             return True
+        if self.inflight and not self.dead:
+            return True  # only a handled heartbeat revives a dead gateway
         if self.last_heartbeat is None or self.last_heartbeat < self.grace_start:
             # The grace period keeps a live gateway alive; it never revives a dead one.
             return not self.dead and now <= self.grace_until
@@ -138,6 +144,31 @@ class GatewayRegistry:
             else:
                 g.grace_start = now
                 g.grace_until = now + self._grace
+
+    def arriving(self, name: str) -> bool:
+        """An authenticated heartbeat/report POST for `name` arrived and is being handled.
+
+        On a busy loop its handler may run hundreds of milliseconds later (FastAPI runs
+        plain-`def` dependencies in a thread pool; tasks queue); the watchdog must not
+        count that time as the gateway's silence. False for an unknown name."""
+        g = self._gws.get(name)
+        if g is None:
+            return False
+        g.inflight += 1
+        return True
+
+    def settled(self, name: str, arrived: float, now: float) -> None:
+        """The POST announced by `arriving` at `arrived` has been answered (or failed).
+
+        If a heartbeat or report was handled since it arrived, the agent was alive and
+        waiting for this answer until `now`: its silence starts now, not at the handler.
+        """
+        g = self._gws.get(name)
+        if g is None or g.inflight == 0:
+            return
+        g.inflight -= 1
+        if g.last_heartbeat is not None and g.last_heartbeat >= arrived:
+            g.last_heartbeat = max(g.last_heartbeat, now)
 
     def heartbeat(self, name: str, ts_now: float) -> Transition | None:
         g = self.get(name)

@@ -4,6 +4,14 @@
 switch in line with it, and the Dispatcher writes them in one batch. Ageing comes from
 the switch (idle-timeout notifications on `learned_sources`): an idle host loses all its
 entries. Gateway ARP misses are answered by a packet-out ARP reply when the IP is known.
+
+Learning a host takes an IPv4 source. The switch digests a (MAC, port) only while
+`learned_sources` misses, so a host whose first frame carries no IPv4 source (IPv6, LLDP,
+any non-IP frame: digest `src_ip` = 0) gets its `mac_table` entry at once, but its
+`learned_sources` entry only with the first digest that carries an IP: until then its
+frames keep producing digests (the switch sends at most one per (MAC, port) per 10 ms and
+none while one is unacked). A host that stays IP-less for `ip_wait_s` is completed
+without an IP (`sweep`), so a non-IP host costs digests for a bounded time only.
 """
 
 from __future__ import annotations
@@ -30,6 +38,10 @@ class Host:
     port: int
     ips: set[str] = field(default_factory=set)
     seen: float = 0.0  # monotonic time it was learned or re-learned
+    # learned_sources (mac, port) is installed. False while waiting for an IPv4 source:
+    # then `waiting_since` is when the first IP-less digest (or the adoption) came.
+    learned: bool = True
+    waiting_since: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -43,10 +55,15 @@ class ArpPacket:
 
 
 class HostTable:
-    def __init__(self, host_ports: set[int], gateway_ip: str, idle_timeout_ns: int) -> None:
+    def __init__(self, host_ports: set[int], gateway_ip: str, idle_timeout_ns: int, *, ip_wait_s: float) -> None:
+        """`ip_wait_s`: how long a host without a known IP may keep sending IP-less digests
+        before it is learned without an IP (0: at once, on its first digest)."""
+        if ip_wait_s < 0:
+            raise ValueError(f"ip_wait_s must be >= 0, got {ip_wait_s}")
         self._host_ports = host_ports
         self._gateway_ip = gateway_ip
         self._idle_ns = idle_timeout_ns
+        self._ip_wait_s = ip_wait_s
         self._hosts: dict[str, Host] = {}
         self._ip_owner: dict[str, str] = {}
 
@@ -71,28 +88,72 @@ class HostTable:
         if int(mac.split(":")[0], 16) & 1:
             log.debug("ignoring learn of multicast source %s", mac)
             return []
+        if ip in ("0.0.0.0", self._gateway_ip):
+            ip = None
         out: list[Update] = []
+        at = 0  # where learned_sources goes: after the delete of a moved host's old entry
         h = self._hosts.get(mac)
         if h is None:
-            h = Host(mac=mac, port=port, seen=now)
+            h = Host(mac=mac, port=port, seen=now, learned=False, waiting_since=now)
             self._hosts[mac] = h
-            out.append(Update(Op.INSERT, ent.learned(mac, port, self._idle_ns)))
             out.append(Update(Op.INSERT, ent.mac_entry(mac, port)))
         elif h.port != port:
             log.info("host %s moved from port %d to %d", mac, h.port, port)
-            out.append(Update(Op.DELETE, ent.learned_key(mac, h.port)))
-            out.append(Update(Op.INSERT, ent.learned(mac, port, self._idle_ns)))
+            if h.learned:
+                out.append(Update(Op.DELETE, ent.learned_key(mac, h.port)))
+                at = 1
             out.append(Update(Op.MODIFY, ent.mac_entry(mac, port)))
             h.port = port
             h.seen = now
+            if h.learned:
+                h.learned, h.waiting_since = False, now
         else:
-            # The switch missed learned_sources for a host we know: its entry aged out
-            # while a digest was in flight, or the switch lost its state. Write it again.
-            out.append(Update(Op.INSERT, ent.learned(mac, port, self._idle_ns)))
+            # A learned host: the switch missed learned_sources for it (its entry aged out
+            # while a digest was in flight, or the switch lost its state); written again
+            # below. A waiting host: one more IP-less digest, or the one with its IP.
             h.seen = now
-        if ip and ip != "0.0.0.0" and ip != self._gateway_ip:
-            out.extend(self._claim_ip(h, ip))
+        if ip is not None:
+            out.extend(self._set_ip(h, ip))
+        if h.learned or ip is not None or h.ips or now - h.waiting_since >= self._ip_wait_s:
+            if not h.learned and ip is None and not h.ips and self._ip_wait_s > 0:
+                log.info("host %s sent no IPv4 source for %.1fs: learned without an IP", mac, self._ip_wait_s)
+            out.insert(at, Update(Op.INSERT, ent.learned(mac, port, self._idle_ns)))
+            h.learned = True
+        elif out:
+            log.debug("host %s on port %d: forwarding, waiting for an IPv4 source", mac, port)
         return out
+
+    def sweep(self, now: float) -> tuple[list[str], list[Update]]:
+        """Learn the hosts that waited `ip_wait_s` for an IP without one (the silent ones
+        too, so that they age out through the switch's idle timeout): their MACs and the
+        updates to write."""
+        macs: list[str] = []
+        out: list[Update] = []
+        for h in self.hosts():
+            if not h.learned and now - h.waiting_since >= self._ip_wait_s:
+                log.info("host %s sent no IPv4 source for %.1fs: learned without an IP", h.mac, self._ip_wait_s)
+                out.append(Update(Op.INSERT, ent.learned(h.mac, h.port, self._idle_ns)))
+                h.learned = True
+                macs.append(h.mac)
+        return macs, out
+
+    def unlearn(self, macs: list[str]) -> None:
+        """A sweep's write failed: these hosts wait again (the next sweep retries)."""
+        for mac in macs:
+            h = self._hosts.get(mac)
+            if h is not None:
+                h.learned = False
+
+    def _set_ip(self, h: Host, ip: str) -> list[Update]:
+        """`ip` is h's address from now on: it replaces the addresses h had."""
+        out: list[Update] = []
+        for old in sorted(h.ips - {ip}):
+            h.ips.discard(old)
+            if self._ip_owner.get(old) == h.mac:
+                log.info("host %s changed IP from %s to %s", h.mac, old, ip)
+                del self._ip_owner[old]
+                out.append(Update(Op.DELETE, ent.host_ip_key(old)))
+        return out + self._claim_ip(h, ip)
 
     def _claim_ip(self, h: Host, ip: str) -> list[Update]:
         owner = self._ip_owner.get(ip)
@@ -127,7 +188,8 @@ class HostTable:
         """Every entry of every known host (for a switch that lost its tables)."""
         out: list[Update] = []
         for h in self.hosts():
-            out.append(Update(Op.INSERT, ent.learned(h.mac, h.port, self._idle_ns)))
+            if h.learned:
+                out.append(Update(Op.INSERT, ent.learned(h.mac, h.port, self._idle_ns)))
             out.append(Update(Op.INSERT, ent.mac_entry(h.mac, h.port)))
             out.extend(Update(Op.INSERT, ent.host_ip(ip, h.mac)) for ip in sorted(h.ips))
         return out
@@ -167,9 +229,9 @@ class HostTable:
             if mac not in self._hosts and port not in self._host_ports:
                 out.append(Update(Op.DELETE, ent.mac_key(mac)))
             elif mac not in self._hosts:
-                # L2 entry without a learned source: keep forwarding; the next digest or
-                # an idle timeout settles it.
-                self._hosts[mac] = Host(mac=mac, port=port, seen=now)
+                # L2 entry without a learned source (a host waiting for its IP): keep
+                # forwarding; its next digest or the sweep after ip_wait_s settles it.
+                self._hosts[mac] = Host(mac=mac, port=port, seen=now, learned=False, waiting_since=now)
         for e in host_ips:
             m = dict(e.match or {})
             ip = ent.ip_str(int(m["target_ip"]))

@@ -46,6 +46,9 @@ class HostView(_View):
     vmac: str
     gateway: str | None
     idle_s: float  # since the host was learned or last refreshed
+    # False while the host waits for an IPv4 source (forwarded, learned_sources not yet
+    # installed, see learning.ip_wait_s)
+    learned: bool = True
 
 
 class EventView(_View):
@@ -101,3 +104,5 @@ class StatusView(_View):
     reconnects_total: int
     reports_total: int
     heartbeats_total: int
+    # gateway ARP misses (GATEWAY_ARP_MISS) for an IP no learned host has: unanswered
+    arp_misses_unknown_total: int = 0

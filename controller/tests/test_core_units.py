@@ -139,7 +139,7 @@ def test_registry_errors(tmp_path: Path) -> None:
 
 
 def test_learn_new_host_and_ip(schema: P4Schema) -> None:
-    t = HostTable({1, 2}, "10.0.0.1", 5_000_000_000)
+    t = HostTable({1, 2}, "10.0.0.1", 5_000_000_000, ip_wait_s=30.0)
     ups = t.learn("02:00:00:00:00:01", 1, "10.0.0.11", 0.0)
     assert [(u.op, u.entity.table_id) for u in ups] == [
         (Op.INSERT, pc.TABLE_LEARNED_SOURCES),
@@ -156,7 +156,7 @@ def test_learn_new_host_and_ip(schema: P4Schema) -> None:
 
 
 def test_learn_move_and_ip_takeover() -> None:
-    t = HostTable({1, 2}, "10.0.0.1", 1)
+    t = HostTable({1, 2}, "10.0.0.1", 1, ip_wait_s=30.0)
     t.learn("02:00:00:00:00:01", 1, "10.0.0.11", 0.0)
     moved = t.learn("02:00:00:00:00:01", 2, None, 1.0)
     assert [(u.op, u.entity.table_id) for u in moved] == [
@@ -172,7 +172,7 @@ def test_learn_move_and_ip_takeover() -> None:
 
 
 def test_learn_ignores_gateway_ports_multicast_and_ip_g() -> None:
-    t = HostTable({1}, "10.0.0.1", 1)
+    t = HostTable({1}, "10.0.0.1", 1, ip_wait_s=30.0)
     assert t.learn("02:00:00:00:00:01", 11, "10.0.0.5", 0) == []
     assert t.learn("01:00:5e:00:00:01", 1, None, 0) == []
     ups = t.learn("02:00:00:00:00:01", 1, "10.0.0.1", 0)
@@ -180,7 +180,7 @@ def test_learn_ignores_gateway_ports_multicast_and_ip_g() -> None:
 
 
 def test_expire_deletes_everything_of_the_host() -> None:
-    t = HostTable({1}, "10.0.0.1", 1)
+    t = HostTable({1}, "10.0.0.1", 1, ip_wait_s=30.0)
     t.learn("02:00:00:00:00:01", 1, "10.0.0.11", 0)
     ups = t.expire("02:00:00:00:00:01", 1)
     assert sorted((u.op, u.entity.table_id) for u in ups) == sorted(
@@ -190,7 +190,7 @@ def test_expire_deletes_everything_of_the_host() -> None:
 
 
 def test_adopt_switch_state() -> None:
-    t = HostTable({1, 2}, "10.0.0.1", 1)
+    t = HostTable({1, 2}, "10.0.0.1", 1, ip_wait_s=30.0)
     learned = [ent.learned("02:00:00:00:00:01", 1, 1), ent.learned("02:00:00:00:00:09", 11, 1)]
     macs = [ent.mac_entry("02:00:00:00:00:01", 2)]
     ips = [ent.host_ip("10.0.0.11", "02:00:00:00:00:01")]
@@ -289,7 +289,7 @@ def test_event_ring() -> None:
 
 
 def test_reinstall_known_hosts() -> None:
-    t = HostTable({1, 2}, "10.0.0.1", 7)
+    t = HostTable({1, 2}, "10.0.0.1", 7, ip_wait_s=0.0)
     t.learn("02:00:00:00:00:01", 1, "10.0.0.11", 0)
     t.learn("02:00:00:00:00:02", 2, None, 0)
     ups = t.reinstall()

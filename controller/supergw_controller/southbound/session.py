@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from finsy import P4ClientError, Switch, SwitchEvent, SwitchOptions
 from finsy.p4entity import P4Entity
@@ -28,7 +28,7 @@ from finsy.proto import p4r
 
 from supergw_controller.config import Config
 from supergw_controller.errors import NotPrimary, SwitchUnavailable
-from supergw_controller.southbound.entities import Op, Update
+from supergw_controller.southbound.entities import BucketEncoder, Op, Update
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,7 @@ class SwitchSession:
         self.errors = 0
         self._ever_up = False
         self._send_lock = asyncio.Lock()
+        self._bucket_encoder: BucketEncoder | None = None
         self.switch.ee.on(SwitchEvent.CHANNEL_UP, self._channel_up)
         self.switch.ee.on(SwitchEvent.CHANNEL_DOWN, self._channel_down)
         self.switch.ee.on(SwitchEvent.BECOME_BACKUP, self._become_backup)
@@ -134,10 +135,15 @@ class SwitchSession:
         if self.role is Role.BACKUP:
             raise NotPrimary("this controller is a backup; the primary controller writes")
 
+    def _read(self, entity: _E) -> AsyncIterator[_E]:
+        # finsy annotates `Switch.read` as `async def ... -> AsyncGenerator`, which type
+        # checkers take for a coroutine; it is an async generator.
+        return cast("AsyncIterator[_E]", self.switch.read(entity))
+
     async def read(self, entity: _E) -> list[_E]:
         """Read every entity matching `entity` (a wildcard when its key is empty)."""
         try:
-            return [e async for e in self.switch.read(entity)]
+            return [e async for e in self._read(entity)]
         except P4ClientError as exc:
             self.errors += 1
             raise SwitchUnavailable(f"read of {type(entity).__name__} failed: {exc.code.name}: {exc.message}") from exc
@@ -145,7 +151,7 @@ class SwitchSession:
     async def read_or_none(self, entity: _E) -> list[_E] | None:
         """Like `read`, but None when the target does not support reading this entity."""
         try:
-            return [e async for e in self.switch.read(entity)]
+            return [e async for e in self._read(entity)]
         except P4ClientError as exc:
             if exc.code in (GRPCStatusCode.UNIMPLEMENTED, GRPCStatusCode.NOT_FOUND):
                 return None
@@ -202,7 +208,15 @@ class SwitchSession:
 
     async def _write_once(self, updates: Sequence[Update]) -> list[tuple[Update, GRPCStatusCode, str]]:
         schema = self.schema
-        msgs = [p4r.Update(type=int(u.op), entity=u.entity.encode(schema)) for u in updates]  # type: ignore[arg-type]
+        if self._bucket_encoder is None or self._bucket_encoder.schema is not schema:
+            self._bucket_encoder = BucketEncoder(schema)
+        fast = self._bucket_encoder.update
+        msgs = []
+        for u in updates:
+            msg = fast(u.op, u.entity)
+            if msg is None:
+                msg = p4r.Update(type=int(u.op), entity=u.entity.encode(schema))  # type: ignore[arg-type]
+            msgs.append(msg)
         try:
             await self.switch.write(msgs)
         except P4ClientError as exc:

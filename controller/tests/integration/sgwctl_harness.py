@@ -211,20 +211,21 @@ class Setup:
 
 @dataclass(frozen=True)
 class TopologySpec:
-    """A test module's topology: `tag` names its namespaces (sgw-ctl-<tag>-*), `index`
+    """A test module's topology: `tag` names its namespaces (<prefix>-<tag>-*), `index`
     picks its mgmt subnet, device id (700+index) and gRPC port (50700+index)."""
 
     tag: str
     index: int
     hosts: int
     gateways: int
+    prefix: str = "sgw-ctl"
 
 
 def make_setup(spec: TopologySpec, tmp: Path) -> Iterator[Setup]:
     reason = skip_reason()
     if reason:
         pytest.skip(reason)
-    topo = Topology(tag=spec.tag, index=spec.index, log_dir=tmp)
+    topo = Topology(tag=spec.tag, index=spec.index, prefix=spec.prefix, log_dir=tmp)
     s = Setup(topo=topo, tmp=tmp)
     try:
         topo.create(hosts=spec.hosts, gateways=spec.gateways)

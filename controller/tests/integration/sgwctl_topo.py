@@ -1,6 +1,7 @@
 """Namespaces, veths and processes for the controller's integration tests.
 
-Layout (all names carry the `sgw-ctl` prefix and a per-module tag):
+Layout (all names carry the topology's prefix, `sgw-ctl` unless a module picks its own,
+and a per-module tag):
 
     root ns  --mgmt veth (10.207.<i>.1/30 <-> .2)--  switch ns (supergw-switch, P4Runtime on .2)
                                                      |  p<n> veth ends, one per switch port
@@ -26,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 SWITCH_BIN = REPO / "targets" / "ebpf" / "bin" / "supergw-switch"
 P4INFO = REPO / "p4src" / "v1model" / "supergw.p4info.txtpb"
-PIN_ROOT = "/sys/fs/bpf/sgw-ctl"
+PIN_ROOT = "/sys/fs/bpf"
 REMOTE_IP = "192.0.2.1"
 
 
@@ -75,6 +76,7 @@ class Endpoint:
 class Topology:
     tag: str
     index: int  # selects the mgmt subnet, gRPC port and device id
+    prefix: str = "sgw-ctl"  # of every namespace, interface, pin path and log file
     gateway_ip: str = "10.0.0.1"
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
     switch_proc: subprocess.Popen[bytes] | None = None
@@ -82,11 +84,11 @@ class Topology:
 
     @property
     def sw_ns(self) -> str:
-        return f"sgw-ctl-{self.tag}-sw"
+        return f"{self.prefix}-{self.tag}-sw"
 
     @property
     def mgmt_if(self) -> str:
-        return f"sgw-ctl-{self.tag}m"
+        return f"{self.prefix}-{self.tag}m"
 
     @property
     def mgmt_root_ip(self) -> str:
@@ -149,7 +151,7 @@ class Topology:
             nsexec(ns, "sysctl", "-qw", f"{key}=1", check=False)
 
     def _endpoint(self, name: str, role: str, port: int, mac: str, ip: str) -> Endpoint:
-        ns = f"sgw-ctl-{self.tag}-{name}"
+        ns = f"{self.prefix}-{self.tag}-{name}"
         sh("ip", "netns", "add", ns)
         self._quiet(ns)
         sh("ip", "link", "add", f"p{port}", "netns", self.sw_ns, "type", "veth", "peer", "name", "eth0", "netns", ns)
@@ -166,7 +168,7 @@ class Topology:
 
     def start_switch(self) -> None:
         assert self.switch_proc is None
-        pin = f"{PIN_ROOT}-{self.tag}"
+        pin = f"{PIN_ROOT}/{self.prefix}-{self.tag}"
         args = [
             "ip", "netns", "exec", self.sw_ns, str(SWITCH_BIN),
             "--device-id", str(self.device_id),
@@ -176,7 +178,7 @@ class Topology:
         ]  # fmt: skip
         for ep in self.endpoints.values():
             args += ["-i", f"{ep.port}@p{ep.port}"]
-        log = open(self.log_dir / f"sgw-ctl-{self.tag}-switch.log", "ab")  # noqa: SIM115
+        log = open(self.log_dir / f"{self.prefix}-{self.tag}-switch.log", "ab")  # noqa: SIM115
         self.switch_proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         wait_tcp(self.grpc_addr, 15, self.switch_proc)
 
@@ -185,17 +187,17 @@ class Topology:
             stop_process(self.switch_proc)
             self.switch_proc = None
         with contextlib.suppress(Exception):
-            sh("rm", "-rf", f"{PIN_ROOT}-{self.tag}", check=False)
+            sh("rm", "-rf", f"{PIN_ROOT}/{self.prefix}-{self.tag}", check=False)
 
     def destroy(self) -> None:
         self.stop_switch()
         for ns in list_netns():
-            if ns.startswith(f"sgw-ctl-{self.tag}-"):
+            if ns.startswith(f"{self.prefix}-{self.tag}-"):
                 sh("ip", "netns", "del", ns, check=False)
         sh("ip", "link", "del", self.mgmt_if, check=False)
 
     def switch_log(self) -> str:
-        p = self.log_dir / f"sgw-ctl-{self.tag}-switch.log"
+        p = self.log_dir / f"{self.prefix}-{self.tag}-switch.log"
         return p.read_text(errors="replace") if p.exists() else ""
 
 

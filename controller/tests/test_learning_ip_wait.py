@@ -1,0 +1,290 @@
+"""Learning waits for a host's IPv4 source: the state machine of `HostTable` and how the
+Dispatcher drives it (digests, the periodic sweep, gateway ARP misses).
+
+A digest with `src_ip` = 0 (the host's frame had no IPv4 source) installs `mac_table`
+only, so that the switch keeps digesting the host until a frame with an IP comes; after
+`learning.ip_wait_s` the host is learned without an IP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from supergw_controller import p4constants as pc
+from supergw_controller.config import ConfigError
+from supergw_controller.dispatcher import Dispatcher
+from supergw_controller.errors import NotPrimary, SwitchUnavailable
+from supergw_controller.learning import ARP_REQUEST, HostTable
+from supergw_controller.southbound import entities as ent
+from supergw_controller.southbound.entities import Op, Update
+from supergw_controller.southbound.session import Role
+
+from test_core_units import make_config
+
+MAC = "02:00:00:00:00:01"
+MAC2 = "02:00:00:00:00:02"
+WAIT = 30.0
+
+
+def ops(ups: list[Update]) -> list[tuple[Op, str]]:
+    return [(u.op, u.entity.table_id) for u in ups]
+
+
+def table() -> HostTable:
+    return HostTable({1, 2}, "10.0.0.1", 1_000_000_000, ip_wait_s=WAIT)
+
+
+def test_ipless_digest_forwards_but_keeps_the_switch_digesting() -> None:
+    t = table()
+    assert ops(t.learn(MAC, 1, None, 0.0)) == [(Op.INSERT, pc.TABLE_MAC_TABLE)]
+    h = t.get(MAC)
+    assert h is not None and not h.learned and h.ips == set()
+    # More IP-less digests before ip_wait_s: nothing to write, still waiting.
+    assert t.learn(MAC, 1, None, 1.0) == []
+    assert t.learn(MAC, 1, "0.0.0.0", WAIT - 0.1) == []
+    assert not h.learned
+    # The first digest with an IP completes learning.
+    done = t.learn(MAC, 1, "10.0.0.11", WAIT - 0.05)
+    assert ops(done) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES), (Op.INSERT, pc.TABLE_HOST_IPS)]
+    assert done[0].entity.idle_timeout_ns == 1_000_000_000
+    assert h.learned and h.ips == {"10.0.0.11"}
+    assert t.mac_of_ip("10.0.0.11") == MAC
+    assert t.sweep(WAIT * 10) == ([], [])  # nothing left waiting
+
+
+def test_ip_g_in_a_digest_counts_as_no_ip() -> None:
+    t = table()
+    t.learn(MAC, 1, None, 0.0)
+    assert t.learn(MAC, 1, "10.0.0.1", 1.0) == []
+    assert not t.get(MAC).learned  # type: ignore[union-attr]
+
+
+def test_ipless_host_is_learned_without_ip_after_ip_wait() -> None:
+    t = table()
+    t.learn(MAC, 1, None, 0.0)
+    assert t.learn(MAC, 1, None, WAIT - 0.01) == []
+    late = t.learn(MAC, 1, None, WAIT)
+    assert ops(late) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES)]
+    h = t.get(MAC)
+    assert h is not None and h.learned and h.ips == set()
+    # A later digest (the switch lost the entry) with an IP still teaches it.
+    again = t.learn(MAC, 1, "10.0.0.11", WAIT + 5)
+    assert ops(again) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES), (Op.INSERT, pc.TABLE_HOST_IPS)]
+    assert t.mac_of_ip("10.0.0.11") == MAC
+
+
+def test_sweep_learns_silent_waiting_hosts_and_retries_after_a_failed_write() -> None:
+    t = table()
+    t.learn(MAC, 1, None, 0.0)
+    t.learn(MAC2, 2, None, 10.0)
+    assert t.sweep(WAIT - 1) == ([], [])
+    macs, ups = t.sweep(WAIT)
+    assert macs == [MAC] and ops(ups) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES)]
+    assert dict(ups[0].entity.match) == {"src_mac": ent.mac_int(MAC), "port": 1}
+    t.unlearn(macs)  # the write failed
+    assert t.sweep(WAIT)[0] == [MAC]
+    assert t.sweep(WAIT + 10)[0] == [MAC2]
+    assert all(h.learned for h in t.hosts())
+
+
+def test_ip_change_replaces_the_old_host_ip() -> None:
+    t = table()
+    t.learn(MAC, 1, "10.0.0.11", 0.0)
+    # learned_sources went missing on the switch and the host now uses another address
+    ups = t.learn(MAC, 1, "10.0.0.12", 5.0)
+    assert ops(ups) == [
+        (Op.INSERT, pc.TABLE_LEARNED_SOURCES),
+        (Op.DELETE, pc.TABLE_HOST_IPS),
+        (Op.INSERT, pc.TABLE_HOST_IPS),
+    ]
+    assert dict(ups[1].entity.match) == {"target_ip": ent.ip_int("10.0.0.11")}
+    assert t.mac_of_ip("10.0.0.11") is None and t.mac_of_ip("10.0.0.12") == MAC
+    assert t.get(MAC).ips == {"10.0.0.12"}  # type: ignore[union-attr]
+    # the same IP again changes nothing in host_ips
+    assert ops(t.learn(MAC, 1, "10.0.0.12", 6.0)) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES)]
+
+
+def test_ip_change_of_an_adopted_waiting_host() -> None:
+    """After a controller restart a host with mac_table + host_ips but no learned_sources
+    is waiting; its next digest's IP replaces the adopted one."""
+    t = table()
+    fixes = t.adopt([], [ent.mac_entry(MAC, 1)], [ent.host_ip("10.0.0.11", MAC)], 100.0)
+    assert fixes == []
+    h = t.get(MAC)
+    assert h is not None and not h.learned and h.ips == {"10.0.0.11"}
+    ups = t.learn(MAC, 1, "10.0.0.12", 101.0)
+    assert ops(ups) == [
+        (Op.INSERT, pc.TABLE_LEARNED_SOURCES),
+        (Op.DELETE, pc.TABLE_HOST_IPS),
+        (Op.INSERT, pc.TABLE_HOST_IPS),
+    ]
+    assert t.mac_of_ip("10.0.0.11") is None and t.mac_of_ip("10.0.0.12") == MAC and h.learned
+
+
+def test_ip_taken_over_from_another_host_is_not_deleted() -> None:
+    t = table()
+    t.learn(MAC, 1, "10.0.0.11", 0.0)
+    t.learn(MAC2, 2, "10.0.0.11", 1.0)  # MAC2 took the address over
+    ups = t.learn(MAC, 1, "10.0.0.12", 2.0)
+    assert (Op.DELETE, pc.TABLE_HOST_IPS) not in ops(ups)
+    assert t.mac_of_ip("10.0.0.11") == MAC2 and t.mac_of_ip("10.0.0.12") == MAC
+
+
+def test_waiting_host_that_moves_keeps_waiting() -> None:
+    t = table()
+    t.learn(MAC, 1, None, 0.0)
+    assert ops(t.learn(MAC, 2, None, 1.0)) == [(Op.MODIFY, pc.TABLE_MAC_TABLE)]  # no learned_sources to delete
+    assert t.get(MAC).port == 2 and not t.get(MAC).learned  # type: ignore[union-attr]
+    done = t.learn(MAC, 2, "10.0.0.11", 2.0)
+    assert ops(done) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES), (Op.INSERT, pc.TABLE_HOST_IPS)]
+    assert dict(done[0].entity.match)["port"] == 2
+
+
+def test_reinstall_of_a_waiting_host() -> None:
+    t = table()
+    t.learn(MAC, 1, None, 0.0)
+    t.learn(MAC2, 2, "10.0.0.12", 0.0)
+    assert sorted((u.op.name, u.entity.table_id) for u in t.reinstall()) == sorted(
+        [("INSERT", pc.TABLE_LEARNED_SOURCES), ("INSERT", pc.TABLE_HOST_IPS)] + [("INSERT", pc.TABLE_MAC_TABLE)] * 2
+    )
+
+
+def test_ip_wait_zero_learns_on_the_first_digest() -> None:
+    t = HostTable({1}, "10.0.0.1", 1, ip_wait_s=0.0)
+    assert ops(t.learn(MAC, 1, None, 0.0)) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES), (Op.INSERT, pc.TABLE_MAC_TABLE)]
+    with pytest.raises(ValueError, match="ip_wait_s must be >= 0"):
+        HostTable({1}, "10.0.0.1", 1, ip_wait_s=-1.0)
+
+
+def test_config_learning_ip_wait(tmp_path: Path) -> None:
+    assert make_config(tmp_path).learning.ip_wait_s == 30.0
+    assert make_config(tmp_path, learning={"ip_wait_s": 2.5}).learning.ip_wait_s == 2.5
+    with pytest.raises(ConfigError, match=r"learning\.ip_wait_s: Input should be greater than or equal to 0"):
+        make_config(tmp_path, learning={"ip_wait_s": -1})
+    with pytest.raises(ConfigError, match=r"learning\.ip_wait: unknown key"):
+        make_config(tmp_path, learning={"ip_wait": 1})
+
+
+# -- the Dispatcher's side: digests, sweep, ARP misses
+
+
+class StreamSession:
+    """Records writes and stream messages; `fail` makes writes fail like a lost switch."""
+
+    def __init__(self) -> None:
+        self.role = Role.PRIMARY
+        self.batches: list[list[Update]] = []
+        self.sent: list[Any] = []
+        self.errors = 0
+        self.reconnects = 0
+        self.cookie = None
+        self.fail = False
+
+    def require_primary(self) -> None:
+        if self.role is not Role.PRIMARY:
+            raise NotPrimary("backup")
+
+    async def write(self, updates: Sequence[Update], *, idempotent: bool = True) -> None:
+        self.require_primary()
+        if self.fail:
+            raise SwitchUnavailable("switch gone")
+        if updates:
+            self.batches.append(list(updates))
+
+    async def send(self, msgs: Sequence[Any]) -> None:
+        self.sent.extend(msgs)
+
+
+class Digest(list[dict[str, int]]):
+    def ack(self) -> str:
+        return "ack"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def digest(mac: str, port: int, ip: str | None) -> Digest:
+    return Digest([{"src_mac": ent.mac_int(mac), "port": port, "src_ip": ent.ip_int(ip) if ip else 0}])
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def disp(tmp_path: Path, clock: Clock) -> tuple[Dispatcher, StreamSession]:
+    d = Dispatcher(make_config(tmp_path, learning={"ip_wait_s": 5}), None, clock=clock)
+    s = StreamSession()
+    d.session = s  # type: ignore[assignment]
+    return d, s
+
+
+async def test_dispatcher_learns_the_ip_from_a_later_digest(disp: tuple[Dispatcher, StreamSession], clock: Clock) -> None:
+    d, s = disp
+    await d._handle_digest(digest(MAC, 1, None))
+    assert [ops(b) for b in s.batches] == [[(Op.INSERT, pc.TABLE_MAC_TABLE)]]
+    assert s.sent == ["ack"]
+    [hv] = await d.hosts()
+    assert (hv.mac, hv.ip, hv.learned) == (MAC, None, False)
+    clock.t += 1
+    await d._handle_digest(digest(MAC, 1, "10.0.0.11"))
+    assert ops(s.batches[-1]) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES), (Op.INSERT, pc.TABLE_HOST_IPS)]
+    [hv] = await d.hosts()
+    assert (hv.ip, hv.learned) == ("10.0.0.11", True)
+    assert (await d.status()).digests_total == 2
+
+
+async def test_dispatcher_sweep_learns_waiting_hosts(disp: tuple[Dispatcher, StreamSession], clock: Clock) -> None:
+    d, s = disp
+    await d._handle_digest(digest(MAC, 1, None))
+    await d._sweep_hosts()
+    assert len(s.batches) == 1  # nothing before ip_wait_s
+    clock.t += 5
+    s.fail = True
+    with pytest.raises(SwitchUnavailable):
+        await d._sweep_hosts()
+    assert not d.host_table.get(MAC).learned  # type: ignore[union-attr]
+    s.fail = False
+    await d._sweep_hosts()
+    assert ops(s.batches[-1]) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES)]
+    assert (await d.hosts())[0].learned
+
+
+async def test_dispatcher_counts_gateway_arp_misses_for_unknown_ips(disp: tuple[Dispatcher, StreamSession]) -> None:
+    d, s = disp
+    await d._handle_digest(digest(MAC, 1, "10.0.0.11"))
+
+    class Pkt:
+        def __init__(self, target: str) -> None:
+            self.metadata = {
+                pc.CTRL_HDR_PACKET_IN_REASON: int(pc.PuntReason.GATEWAY_ARP_MISS),
+                pc.CTRL_HDR_PACKET_IN_INGRESS_PORT: 11,
+            }
+            self.payload = arp_request("52:54:00:00:01:01", "10.0.0.2", target)
+
+    await d._handle_packet_in(Pkt("10.0.0.99"))
+    st = await d.status()
+    assert st.arp_misses_unknown_total == 1 and st.packet_ins_total == 1
+    await d._handle_packet_in(Pkt("10.0.0.11"))  # known: answered with a packet-out
+    assert (await d.status()).arp_misses_unknown_total == 1
+    assert len(s.sent) == 2  # the digest ack and the ARP reply
+
+
+def arp_request(sender_mac: str, sender_ip: str, target_ip: str) -> bytes:
+    import struct
+
+    mac = bytes.fromhex(sender_mac.replace(":", ""))
+    eth = b"\xff" * 6 + mac + struct.pack("!H", 0x0806)
+    arp = struct.pack("!HHBBH", 1, 0x0800, 6, 4, ARP_REQUEST) + mac + bytes(map(int, sender_ip.split(".")))
+    arp += bytes(6) + bytes(map(int, target_ip.split(".")))
+    return eth + arp + bytes(18)
