@@ -1,4 +1,8 @@
-"""FastAPI dependencies: the core, the token check, validated path parameters."""
+"""FastAPI dependencies: the core, the token check, validated path parameters.
+
+They are `async def` although they do no I/O: FastAPI runs plain `def` dependencies in a
+thread pool, and four thread hops per agent heartbeat delayed heartbeats by hundreds of
+milliseconds on a loaded controller (enough to look like a dead gateway)."""
 
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ class ApiState:
         return f"no gateway named {name!r}; known: {', '.join(self.gateway_names) or '(none)'}"
 
 
-def api_state(request: Request) -> ApiState:
+async def api_state(request: Request) -> ApiState:
     state: ApiState = request.app.state.api
     return state
 
@@ -35,7 +39,7 @@ def api_state(request: Request) -> ApiState:
 State = Annotated[ApiState, Depends(api_state)]
 
 
-def get_core(state: State) -> Core:
+async def get_core(state: State) -> Core:
     return state.core
 
 
@@ -45,7 +49,7 @@ CoreDep = Annotated[Core, Depends(get_core)]
 _bearer = HTTPBearer(auto_error=False, description="the controller's API token (config api.token / api.token_file)")
 
 
-def require_token(
+async def require_token(
     state: State,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> None:
@@ -53,7 +57,7 @@ def require_token(
     check_bearer(header, state.token)
 
 
-def gateway_name(
+async def gateway_name(
     state: State,
     name: Annotated[str, Path(min_length=1, max_length=64, description="gateway name from the config")],
 ) -> str:
@@ -63,7 +67,7 @@ def gateway_name(
     return name
 
 
-def bucket_index(state: State, b: Annotated[int, Path(description="bucket index 0..K-1")]) -> int:
+async def bucket_index(state: State, b: Annotated[int, Path(description="bucket index 0..K-1")]) -> int:
     if not 0 <= b < state.buckets:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"bucket {b} out of range 0..{state.buckets - 1}")
     return b
