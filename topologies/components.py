@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from typing import Any
 from collections.abc import Callable
 from pathlib import Path
 
@@ -199,8 +200,9 @@ def tunnel_up(config: Path) -> tuple[bool, str]:
         st = gateway_status(config)
     except (ComponentError, ValueError, subprocess.TimeoutExpired) as exc:
         return False, str(exc)
-    sas = st.get("sas") or []
-    for sa in sas if isinstance(sas, list) else []:
+    raw_sas = st.get("sas")
+    sas: list[dict[str, Any]] = raw_sas if isinstance(raw_sas, list) else []
+    for sa in sas:
         children = sa.get("children") or []
         if sa.get("state") == "ESTABLISHED" and any(c.get("state") == "INSTALLED" for c in children):
             return True, f"{st.get('backend')} IKE {sa.get('local')} <-> {sa.get('remote')} ESTABLISHED, CHILD INSTALLED"

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         print("pipeline set" if ok else "no pipeline")
         return 0 if ok else 1
     except grpc.RpcError as exc:
-        print(f"{exc.code().name}: {exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+        print(f"{exc.code().name}: {exc.details()}", file=sys.stderr)
         return 1
 
 

@@ -9,6 +9,7 @@ namespace; it is idempotent. State lives in `.run/` at the repository root.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -122,7 +123,7 @@ class Bringup:
         details = []
         for g in self.topo.gateways:
             detail = components.wait_until(
-                lambda path=gen.gateways[g.name]: components.tunnel_up(path), 45, f"tunnel {g.name} <-> {g.peer.name}"
+                functools.partial(components.tunnel_up, gen.gateways[g.name]), 45, f"tunnel {g.name} <-> {g.peer.name}"
             )
             details.append(f"{g.name}: {detail}")
         return "; ".join(details)

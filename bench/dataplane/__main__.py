@@ -58,7 +58,8 @@ def _control(command: str, spec: dict[str, object], writes: int = 0, bucket: int
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
     if proc.returncode != 0:
         raise testbed.TestbedError(f"control {command}: {proc.stderr.strip()}")
-    return json.loads(proc.stdout)
+    reply: dict[str, object] = json.loads(proc.stdout)
+    return reply
 
 
 def _wait_grpc(bed: testbed.Testbed, timeout: float = 20.0, addr: str = testbed.GRPC_ADDR) -> None:
@@ -246,7 +247,9 @@ def main(argv: list[str] | None = None) -> int:
             bucket = frames.bucket_of_host(hosts[0], BUCKETS)
             say(f"timing {args.writes} MODIFYs of bucket {bucket} ...")
             reply = _control("move", spec, args.writes, bucket)
-            lat = [float(x) for x in reply["latencies_ms"]]  # type: ignore[union-attr]
+            latencies = reply["latencies_ms"]
+            assert isinstance(latencies, list), "control move replies with a list of latencies"
+            lat = [float(x) for x in latencies]
             move_ms = statistics.median(lat)
             p99 = sorted(lat)[max(0, int(len(lat) * 0.99) - 1)]
             rows.append({"what": "move: P4Runtime MODIFY", "writes": len(lat), "median_ms": round(move_ms, 3),

@@ -19,7 +19,8 @@ def bucket_of_host(mac: str, buckets: int) -> int:
 
 
 def _checksum(data: bytes) -> int:
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    words: tuple[int, ...] = struct.unpack(f"!{len(data) // 2}H", data)
+    s = sum(words)
     s = (s >> 16) + (s & 0xFFFF)
     s += s >> 16
     return ~s & 0xFFFF

@@ -9,7 +9,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import grpc
@@ -115,14 +115,14 @@ class Client:
             raise P4RuntimeClientError("set_pipeline first")
         return EntityBuilder(self.p4info).table_entry(table, match, action, params, default)
 
-    def write(self, updates: list[tuple[int, p4r.TableEntry]]) -> None:
+    def write(self, updates: Sequence[tuple[int, p4r.TableEntry]]) -> None:
         req = p4r.WriteRequest(device_id=self.device_id, election_id=self.election, atomicity=p4r.WriteRequest.CONTINUE_ON_ERROR)
         for kind, entry in updates:
             req.updates.add(type=kind, entity=p4r.Entity(table_entry=entry))
         try:
             self._stub.Write(req)
         except grpc.RpcError as exc:
-            raise P4RuntimeClientError(f"Write failed: {exc.code().name}: {exc.details()}") from None  # type: ignore[attr-defined]
+            raise P4RuntimeClientError(f"Write failed: {exc.code().name}: {exc.details()}") from None
 
     def timed_write(self, kind: int, entry: p4r.TableEntry) -> float:
         """One single-update Write; returns seconds from send to the RPC's reply."""
@@ -140,13 +140,15 @@ class EntityBuilder:
         self.info = info
 
     def _table(self, name: str) -> p4i.Table:
-        for t in self.info.tables:
+        tables: Sequence[p4i.Table] = self.info.tables
+        for t in tables:
             if t.preamble.name == name or t.preamble.name.endswith("." + name):
                 return t
         raise P4RuntimeClientError(f"table {name!r} not in the P4Info")
 
     def _action(self, name: str) -> p4i.Action:
-        for a in self.info.actions:
+        actions: Sequence[p4i.Action] = self.info.actions
+        for a in actions:
             if a.preamble.name == name or a.preamble.name.endswith("." + name):
                 return a
         raise P4RuntimeClientError(f"action {name!r} not in the P4Info")

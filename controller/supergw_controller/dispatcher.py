@@ -290,8 +290,10 @@ class Dispatcher:
         # until now, and from now on it has buckets, roles and a flood group.
         want_settings = ent.settings(str(cfg.gateway_ip), cfg.vmac_base, cfg.bucket_mask)
         have_settings = await s.read_or_none(P4TableEntry(pc.TABLE_SETTINGS, is_default_action=True))
-        settings_ok = bool(have_settings) and ent.action_sig(schema, have_settings[0]) == ent.action_sig(
-            schema, want_settings
+        settings_ok = (
+            have_settings is not None
+            and len(have_settings) > 0
+            and ent.action_sig(schema, have_settings[0]) == ent.action_sig(schema, want_settings)
         )
         if not settings_ok:
             await s.write([Update(Op.MODIFY, want_settings)], idempotent=False)
