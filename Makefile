@@ -44,7 +44,7 @@ test: deps switch
 	 $(MAKE) -s unit || rc=1; \
 	 $(MAKE) -s ptf || rc=1; \
 	 $(MAKE) -s integration || rc=1; \
-	 $(PY) .ci/summarize-junit $(RESULTS) --expect go python-unit ptf python-integration || rc=1; \
+	 $(PY) .ci/summarize-junit $(RESULTS) --expect go mypy python-unit ptf python-integration || rc=1; \
 	 exit $$rc
 
 unit: deps
@@ -54,6 +54,9 @@ unit: deps
 	 $(PY) p4src/gen_constants.py --check || rc=1; \
 	 echo "== unit: Go (eBPF target)"; \
 	 $(MAKE) -s -C targets/ebpf test JUNIT=$(CURDIR)/$(RESULTS)/go.xml || rc=1; \
+	 echo "== unit: Python types (mypy --strict)"; \
+	 MYPYPATH=controller:backends $(PY) -m mypy --strict --ignore-missing-imports --junit-xml $(RESULTS)/mypy.xml \
+	   controller/supergw_controller backends/supergw_gateway topologies bench || rc=1; \
 	 echo "== unit: Python"; \
 	 $(PY) -m pytest -q -m "not integration" --junitxml=$(RESULTS)/python-unit.xml controller backends p4src ptf-tests/unit topologies bench || rc=1; \
 	 exit $$rc

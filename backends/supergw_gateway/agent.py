@@ -1,7 +1,9 @@
 """The agent beside charon: load reports every T_L, heartbeats, and a /health endpoint.
 
-It survives controller downtime: every failed POST is logged and retried with backoff,
-and no error ends the loops.
+It reports to every configured controller (primary and backups) independently: each has
+its own heartbeat and report tasks and HTTP clients with short timeouts. It survives
+controller downtime: failed POSTs are retried with backoff (heartbeats capped at 0.5 s so
+they resume quickly, reports up to 5 s), and no error ends the loops.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 import httpx
 
 from supergw_gateway import tunnel
-from supergw_gateway.config import GatewayConfig
+from supergw_gateway.config import Controller, GatewayConfig
 from supergw_gateway.errors import GatewayError
 from supergw_gateway.report import CpuSample, GatewayReport, Heartbeat, build_report, parse_pid_stat, parse_proc_stat
 from supergw_gateway.runtime import Gateway
@@ -64,6 +66,28 @@ class Sampler:
             raise
 
 
+# Heartbeats must resume quickly when a controller comes back (it declares a gateway dead
+# after a few missed 100 ms beats); reports are bigger and may back off further.
+HEARTBEAT_BACKOFF_CAP_S = 0.5
+REPORT_BACKOFF_CAP_S = 5.0
+REPORT_TIMEOUT_S = 2.0
+
+
+def heartbeat_timeout_s(interval_s: float) -> float:
+    """Short enough that a hung controller costs at most a beat or two, never the others'."""
+    return min(1.0, max(0.2, 2 * interval_s))
+
+
+@dataclass
+class LinkState:
+    url: str
+    reports_ok: int = 0
+    reports_failed: int = 0
+    heartbeats_ok: int = 0
+    heartbeats_failed: int = 0
+    last_error: str | None = None
+
+
 @dataclass
 class AgentState:
     reports_ok: int = 0
@@ -76,8 +100,8 @@ class AgentState:
 
 
 class Backoff:
-    def __init__(self, base: float, cap: float = 5.0) -> None:
-        self.base, self.cap, self.cur = base, cap, base
+    def __init__(self, base: float, cap: float = REPORT_BACKOFF_CAP_S) -> None:
+        self.base, self.cap, self.cur = base, max(cap, base), base
 
     def ok(self) -> float:
         self.cur = self.base
@@ -88,8 +112,100 @@ class Backoff:
         return self.cur
 
 
+class ReportFeed:
+    """The latest report, numbered; each controller link posts the newest one it has not sent."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.report: GatewayReport | None = None
+        self._cond = asyncio.Condition()
+
+    async def publish(self, rep: GatewayReport) -> None:
+        async with self._cond:
+            self.report, self.seq = rep, self.seq + 1
+            self._cond.notify_all()
+
+    async def newer_than(self, seq: int) -> tuple[int, GatewayReport]:
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.seq > seq)
+            assert self.report is not None
+            return self.seq, self.report
+
+
+class ControllerLink:
+    """One controller: its own HTTP clients for heartbeats and reports, so a slow report POST
+    never delays a heartbeat, and an unreachable controller never slows another one."""
+
+    def __init__(self, url: str, gateway: str, ctl: Controller, state: AgentState,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.gateway, self.ctl, self.agg = gateway, ctl, state
+        self.state = LinkState(url)
+        base = url.rstrip("/") + "/api/v1"
+        headers = {"Authorization": f"Bearer {ctl.token}"} if ctl.token else {}
+        hb_timeout = heartbeat_timeout_s(ctl.heartbeat_interval_ms / 1000)
+        self.hb_http = httpx.AsyncClient(base_url=base, headers=headers, timeout=hb_timeout, transport=transport)
+        self.rep_http = httpx.AsyncClient(base_url=base, headers=headers, timeout=REPORT_TIMEOUT_S,
+                                          transport=transport)
+
+    async def _post(self, http: httpx.AsyncClient, path: str, body: str) -> None:
+        r = await http.post(path, content=body, headers={"Content-Type": "application/json"})
+        if r.status_code >= 300:
+            raise GatewayError(f"POST {self.state.url}{path}: HTTP {r.status_code}: {r.text[:200]}")
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        msg = f"{what} to {self.state.url}: {type(exc).__name__}: {exc}"
+        self.state.last_error = self.agg.last_error = msg
+
+    async def heartbeat_loop(self) -> None:
+        interval = self.ctl.heartbeat_interval_ms / 1000
+        backoff = Backoff(interval, HEARTBEAT_BACKOFF_CAP_S)
+        path = f"/gateways/{self.gateway}/heartbeat"
+        while True:
+            t0 = time.monotonic()
+            try:
+                hb = Heartbeat(gateway=self.gateway, timestamp=time.time())
+                await self._post(self.hb_http, path, hb.model_dump_json())
+                self.state.heartbeats_ok += 1
+                self.agg.heartbeats_ok += 1
+                backoff.ok()
+            except Exception as exc:
+                self.state.heartbeats_failed += 1
+                self.agg.heartbeats_failed += 1
+                self._failed("heartbeat", exc)
+                if self.state.heartbeats_failed == 1 or backoff.cur < backoff.cap:
+                    log.warning("heartbeat to %s failed (retry in %.2fs): %s", self.state.url, backoff.fail(), exc)
+                else:
+                    backoff.fail()
+            # A fixed cadence: the time the POST took counts against the wait.
+            await asyncio.sleep(max(0.0, backoff.cur - (time.monotonic() - t0)))
+
+    async def report_loop(self, feed: ReportFeed) -> None:
+        delay = 0.0
+        seq = 0
+        path = f"/gateways/{self.gateway}/report"
+        period = self.ctl.report_interval_ms / 1000
+        while True:
+            seq, rep = await feed.newer_than(seq)
+            try:
+                await self._post(self.rep_http, path, rep.model_dump_json())
+                self.state.reports_ok += 1
+                self.agg.reports_ok += 1
+                delay = 0.0
+            except Exception as exc:
+                self.state.reports_failed += 1
+                self.agg.reports_failed += 1
+                self._failed("report", exc)
+                delay = min(REPORT_BACKOFF_CAP_S, max(period, delay * 2))
+                log.warning("report to %s failed (retry in %.1fs): %s", self.state.url, delay, exc)
+                await asyncio.sleep(delay)
+
+    async def aclose(self) -> None:
+        await self.hb_http.aclose()
+        await self.rep_http.aclose()
+
+
 class Agent:
-    def __init__(self, cfg: GatewayConfig, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(self, cfg: GatewayConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
         if cfg.controller is None:
             raise GatewayError(f"{cfg.name}: no `controller` section in the config: the agent has nowhere to report")
         self.cfg = cfg
@@ -97,18 +213,12 @@ class Agent:
         self.gw = Gateway(cfg)
         self.sampler = Sampler(self.gw)
         self.state = AgentState()
-        headers = {"Authorization": f"Bearer {self.ctl.token}"} if self.ctl.token else {}
-        self.http = client or httpx.AsyncClient(base_url=self.ctl.url.rstrip("/") + "/api/v1",
-                                                headers=headers, timeout=2.0)
+        self.feed = ReportFeed()
+        self.links = [ControllerLink(u, cfg.name, self.ctl, self.state, transport) for u in self.ctl.endpoints]
 
     def backend_label(self) -> str:
         st = self.gw.backend_state()
         return st.label if st else ("xfrm_uml" if self.cfg.backend.value == "uml" else "libipsec")
-
-    async def _post(self, path: str, body: str) -> None:
-        r = await self.http.post(path, content=body, headers={"Content-Type": "application/json"})
-        if r.status_code >= 300:
-            raise GatewayError(f"POST {path}: HTTP {r.status_code}: {r.text[:200]}")
 
     async def make_report(self, prev: CpuSample) -> tuple[GatewayReport, CpuSample]:
         cur = await asyncio.to_thread(self.sampler.cpu)
@@ -120,46 +230,42 @@ class Agent:
         rep = build_report(self.cfg.name, self.backend_label(), prev, cur, sas, tunnel.conn_name(self.cfg))
         return rep, cur
 
-    async def report_loop(self) -> None:
+    async def sample_loop(self) -> None:
+        """One report every T_L, published to every controller link."""
         period = self.ctl.report_interval_ms / 1000
-        backoff = Backoff(period)
         prev = await asyncio.to_thread(self.sampler.cpu)
         while True:
-            await asyncio.sleep(backoff.cur)
+            await asyncio.sleep(period)
             try:
                 rep, prev = await self.make_report(prev)
-                self.state.last_report = rep
-                await self._post(f"/gateways/{self.cfg.name}/report", rep.model_dump_json())
-                self.state.reports_ok += 1
-                backoff.ok()
             except Exception as exc:
-                self.state.reports_failed += 1
-                self.state.last_error = f"report: {exc}"
-                log.warning("report failed (retry in %.1fs): %s", backoff.fail(), exc)
+                self.state.last_error = f"sample: {exc}"
+                log.warning("sampling failed: %s", exc)
+                continue
+            self.state.last_report = rep
+            await self.feed.publish(rep)
+
+    async def report_loop(self) -> None:
+        """Sample every T_L and post to every controller, each on its own backoff."""
+        await asyncio.gather(self.sample_loop(), *(link.report_loop(self.feed) for link in self.links))
 
     async def heartbeat_loop(self) -> None:
-        backoff = Backoff(self.ctl.heartbeat_interval_ms / 1000)
-        while True:
-            await asyncio.sleep(backoff.cur)
-            try:
-                hb = Heartbeat(gateway=self.cfg.name, timestamp=time.time())
-                await self._post(f"/gateways/{self.cfg.name}/heartbeat", hb.model_dump_json())
-                self.state.heartbeats_ok += 1
-                backoff.ok()
-            except Exception as exc:
-                self.state.heartbeats_failed += 1
-                self.state.last_error = f"heartbeat: {exc}"
-                log.warning("heartbeat failed (retry in %.1fs): %s", backoff.fail(), exc)
+        await asyncio.gather(*(link.heartbeat_loop() for link in self.links))
+
+    async def aclose(self) -> None:
+        for link in self.links:
+            await link.aclose()
 
     def health(self) -> tuple[int, dict[str, object]]:
         charon = self.gw.charon_pid()
         rep = self.state.last_report
         up = any(s.state in ("ESTABLISHED", "INSTALLED") for s in rep.sas) if rep else False
-        body = {
+        body: dict[str, object] = {
             "gateway": self.cfg.name, "backend": self.backend_label(), "charon_pid": charon,
             "tunnel_up": up, "reports_ok": self.state.reports_ok, "reports_failed": self.state.reports_failed,
             "heartbeats_ok": self.state.heartbeats_ok, "heartbeats_failed": self.state.heartbeats_failed,
             "last_error": self.state.last_error, "uptime_s": round(time.time() - self.state.started, 1),
+            "controllers": [vars(link.state).copy() for link in self.links],
         }
         return (200 if charon is not None else 503), body
 
@@ -193,6 +299,9 @@ async def run_agent(cfg: GatewayConfig, health_listen: str = "127.0.0.1:0") -> N
     server = await agent.start_health(health_listen)
     addr = server.sockets[0].getsockname()
     log.warning("agent %s: health on http://%s:%d/health, reporting to %s", cfg.name, addr[0], addr[1],
-                agent.ctl.url)
-    async with server:
-        await asyncio.gather(agent.report_loop(), agent.heartbeat_loop())
+                ", ".join(agent.ctl.endpoints))
+    try:
+        async with server:
+            await asyncio.gather(agent.report_loop(), agent.heartbeat_loop())
+    finally:
+        await agent.aclose()

@@ -109,11 +109,32 @@ class Rekey(_Strict):
     child_rekey_packets: int = Field(default=0, ge=0)
 
 
+ControllerUrl = Annotated[str, Field(pattern=r"^https?://[^/\s]+")]
+
+
 class Controller(_Strict):
-    url: str = Field(pattern=r"^https?://")
+    """Where the agent reports: `url` (one controller) or `urls` (primary and backups, each
+    told independently so a backup knows gateway health when it takes over)."""
+
+    url: ControllerUrl | None = None
+    urls: list[ControllerUrl] = Field(default_factory=list)
     token: str | None = None
     report_interval_ms: int = Field(default=500, ge=50, le=60000)
-    heartbeat_interval_ms: int = Field(default=200, ge=50, le=60000)
+    # The controller's default: dead after 3 missed heartbeats of 100 ms.
+    heartbeat_interval_ms: int = Field(default=100, ge=50, le=60000)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Controller:
+        if (self.url is None) == (not self.urls):
+            raise ValueError("give exactly one of `url` (one controller) or `urls` (a non-empty list)")
+        norm = [u.rstrip("/") for u in self.endpoints]
+        if len(set(norm)) != len(norm):
+            raise ValueError(f"duplicate controller URLs: {norm}")
+        return self
+
+    @property
+    def endpoints(self) -> list[str]:
+        return [self.url] if self.url is not None else list(self.urls)
 
 
 class Uml(_Strict):

@@ -80,7 +80,8 @@ class ViciClient:
             raise TunnelError(f"strongSwan rejected {what}: {exc}") from None
 
     def version(self) -> dict[str, str]:
-        return decode(self._s.version())
+        version: dict[str, str] = decode(self._s.version())
+        return version
 
     def load_conn(self, conn: dict[str, Any]) -> None:
         self._call("load-conn", lambda: self._s.load_conn(conn))
@@ -165,7 +166,8 @@ class ViciClient:
         return out
 
     def stats(self) -> dict[str, Any]:
-        return decode(self._s.stats())
+        stats: dict[str, Any] = decode(self._s.stats())
+        return stats
 
 
 def explain_failure(ike: str, error: str, lines: list[str]) -> str:

@@ -180,7 +180,7 @@ class MssClamp:
         if tool is None:
             return "iptables is not installed"
         cur = self.read(ex, p).value
-        if cur not in (None, "absent"):
+        if cur is not None and cur != "absent":
             ex.run([tool, "-t", "mangle", "-D", *self._rule(cur)], check=False)
         if value == "absent":
             return None
