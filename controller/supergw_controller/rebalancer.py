@@ -141,6 +141,8 @@ def imbalance(loads: Mapping[str, float], gateways: Sequence[GatewayInput]) -> f
     if not eligible or total <= 0.0 or weight <= 0.0:
         return 1.0
     mean = total / weight
+    if mean <= 0.0:  # a subnormal total divided by the weight underflows to zero
+        return 1.0
     return max(loads.get(g.name, 0.0) / g.weight for g in eligible) / mean
 
 
@@ -212,11 +214,20 @@ class _Planner:
     def norm(self, name: str) -> float:
         return self.loads[name] / self.gws[name].weight
 
-    def ratio(self) -> float:
-        weight = sum(self.gws[n].weight for n in self.eligible)
+    def mean(self) -> float:
+        """Weight-normalised mean load; 0.0 when there is nothing to compare.
+
+        A subnormal total divided by the weights underflows to 0.0 too, so callers test
+        `mean() > 0.0` before dividing by it."""
         if not self.eligible or self.total <= 0.0:
+            return 0.0
+        return self.total / sum(self.gws[n].weight for n in self.eligible)
+
+    def ratio(self) -> float:
+        mean = self.mean()
+        if mean <= 0.0:
             return 1.0
-        return max(self.norm(n) for n in self.eligible) / (self.total / weight)
+        return max(self.norm(n) for n in self.eligible) / mean
 
     def move(self, bucket: int, dst: str, reason: MoveReason) -> None:
         src = self.assign[bucket]
@@ -324,9 +335,9 @@ class _Planner:
 
     def load_moves(self) -> None:
         p = self.params
-        if not self.eligible or self.total <= 0.0 or self.ratio() <= p.threshold:
+        mean = self.mean()
+        if mean <= 0.0 or self.ratio() <= p.threshold:
             return
-        mean = self.total / sum(self.gws[n].weight for n in self.eligible)
         movable: dict[str, list[tuple[float, int]]] = {n: [] for n in self.eligible}
         for b, g in enumerate(self.assign):
             if g in movable and self.cost[b] > 0.0 and b not in self.pins and b not in self.moved:
@@ -359,9 +370,9 @@ class _Planner:
 
     def cpu_warnings(self) -> None:
         """Validate counters against agents' CPU: a hot gateway the counters call light."""
-        if self.total <= 0.0 or not self.eligible:
+        mean = self.mean()
+        if mean <= 0.0:
             return
-        mean = self.total / sum(self.gws[n].weight for n in self.eligible)
         for n in self.eligible:
             cpu = self.gws[n].reported_cpu
             if cpu is not None and cpu >= self.params.cpu_ceiling and self.norm(n) < mean:

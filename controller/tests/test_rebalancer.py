@@ -363,3 +363,18 @@ def test_bisect_best_bucket_equals_brute_force(costs: list[float], other: float,
         default=None,
     )
     assert planner._best_bucket("s", "d", movable, mean) == (None if brute is None else brute[2])
+
+
+def test_subnormal_total_load_is_treated_as_no_load() -> None:
+    """Found by hypothesis: a subnormal rate divided by the weights underflows to a zero mean."""
+    inp = RebalanceInput(
+        k=8,
+        rates={7: BucketRate(pps=5e-324, bps=0.0)},
+        assignment={},
+        gateways=gws(("g0", 0.5, A), ("g1", 0.5, A), ("g2", 0.5, A), ("g3", 0.5, A)),
+        pins={},
+    )
+    params = RebalanceParams(threshold=1.05, target=1.0, move_budget=0, refill_budget=0, packet_cost=1.0, byte_cost=0.0)
+    plan = plan_rebalance(inp, params)
+    assert plan == plan_rebalance(inp, params)
+    assert imbalance({"g0": 5e-324}, inp.gateways) == 1.0
