@@ -20,8 +20,9 @@ from pathlib import Path
 
 from finsy.proto import p4r
 from supergw_controller import p4constants as p4c
+from supergw_controller.bucket import mac_to_int
 
-from bench.dataplane.p4rt import INSERT, MODIFY, Client, P4RuntimeClientError, load_p4info, mac_int
+from bench.p4rt import INSERT, MODIFY, Client, P4RuntimeClientError, load_p4info
 
 
 @dataclass(frozen=True)
@@ -46,14 +47,14 @@ def _role(client: Client, port: int, role: int) -> p4r.TableEntry:
 
 def _bucket(client: Client, bucket: int, port: int, mac: str) -> p4r.TableEntry:
     return client.table_entry(p4c.TABLE_BUCKETS, {p4c.MATCH_BUCKETS_BUCKET: bucket}, p4c.ACTION_SET_GATEWAY,
-                              {p4c.PARAM_SET_GATEWAY_PORT: port, p4c.PARAM_SET_GATEWAY_GATEWAY_MAC: mac_int(mac)})
+                              {p4c.PARAM_SET_GATEWAY_PORT: port, p4c.PARAM_SET_GATEWAY_GATEWAY_MAC: mac_to_int(mac)})
 
 
 def setup(client: Client, spec: Spec) -> int:
     updates = [
         (MODIFY, client.table_entry(p4c.TABLE_SETTINGS, {}, p4c.ACTION_SET_DISPATCH_CONFIG, {
             p4c.PARAM_SET_DISPATCH_CONFIG_GATEWAY_IP: int(ipaddress.IPv4Address(spec.gateway_ip)),
-            p4c.PARAM_SET_DISPATCH_CONFIG_VMAC_BASE: mac_int(spec.vmac_base),
+            p4c.PARAM_SET_DISPATCH_CONFIG_VMAC_BASE: mac_to_int(spec.vmac_base),
             p4c.PARAM_SET_DISPATCH_CONFIG_BUCKET_MASK: spec.buckets - 1,
         }, default=True)),
         (INSERT, _role(client, spec.host_port, spec.role_host)),
@@ -65,7 +66,7 @@ def setup(client: Client, spec: Spec) -> int:
     for mac in spec.host_macs:
         updates.append((INSERT, client.table_entry(
             p4c.TABLE_LEARNED_SOURCES,
-            {p4c.MATCH_LEARNED_SOURCES_SRC_MAC: mac_int(mac), p4c.MATCH_LEARNED_SOURCES_PORT: spec.host_port},
+            {p4c.MATCH_LEARNED_SOURCES_SRC_MAC: mac_to_int(mac), p4c.MATCH_LEARNED_SOURCES_PORT: spec.host_port},
             p4c.ACTION_MARK_KNOWN, {})))
     client.write(updates)
     return len(updates)

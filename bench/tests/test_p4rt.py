@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.dataplane.p4rt import EntityBuilder, P4RuntimeClientError, canonical, load_p4info
+from bench.p4rt import EntityBuilder, P4RuntimeClientError, canonical, load_p4info
 
 p4c = pytest.importorskip("supergw_controller.p4constants")
 P4INFO = Path(__file__).resolve().parents[2] / "p4src" / "v1model" / "supergw.p4info.txtpb"

@@ -1,4 +1,4 @@
-"""A minimal synchronous P4Runtime client for the benchmark: arbitration, pipeline, writes.
+"""A minimal synchronous P4Runtime client for the benchmarks: arbitration, pipeline, writes, reads.
 
 Objects are looked up by name in the P4Info (never by hard-coded ID). Values are sent
 as canonical (shortest) byte strings, as the P4Runtime spec asks of clients.
@@ -25,10 +25,6 @@ def canonical(value: int) -> bytes:
     if value < 0:
         raise ValueError(f"negative value {value}")
     return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
-
-
-def mac_int(mac: str) -> int:
-    return int(mac.replace(":", ""), 16)
 
 
 def load_p4info(path: Path) -> p4i.P4Info:
@@ -115,14 +111,24 @@ class Client:
             raise P4RuntimeClientError("set_pipeline first")
         return EntityBuilder(self.p4info).table_entry(table, match, action, params, default)
 
-    def write(self, updates: Sequence[tuple[int, p4r.TableEntry]]) -> None:
+    def write(self, updates: Sequence[tuple[int, p4r.TableEntry]], timeout: float = 60.0) -> float:
+        """One WriteRequest with every update; returns seconds from send to the RPC's reply."""
         req = p4r.WriteRequest(device_id=self.device_id, election_id=self.election, atomicity=p4r.WriteRequest.CONTINUE_ON_ERROR)
         for kind, entry in updates:
             req.updates.add(type=kind, entity=p4r.Entity(table_entry=entry))
+        start = time.perf_counter()
         try:
-            self._stub.Write(req)
+            self._stub.Write(req, timeout=timeout)
         except grpc.RpcError as exc:
-            raise P4RuntimeClientError(f"Write failed: {exc.code().name}: {exc.details()}") from None
+            raise P4RuntimeClientError(
+                f"Write of {len(updates)} updates failed: {exc.code().name}: {exc.details()}"
+            ) from None
+        return time.perf_counter() - start
+
+    def count_entries(self, table_id: int, timeout: float = 60.0) -> int:
+        """How many entries the switch holds in one table (a wildcard Read)."""
+        req = p4r.ReadRequest(device_id=self.device_id, entities=[p4r.Entity(table_entry=p4r.TableEntry(table_id=table_id))])
+        return sum(len(resp.entities) for resp in self._stub.Read(req, timeout=timeout))
 
     def timed_write(self, kind: int, entry: p4r.TableEntry) -> float:
         """One single-update Write; returns seconds from send to the RPC's reply."""
