@@ -95,6 +95,10 @@ def _status_families(s: StatusView) -> Iterator[Metric]:
         "supergw_switch_reconnects": ("P4Runtime reconnects", s.reconnects_total),
         "supergw_gateway_reports": ("gateway load reports accepted", s.reports_total),
         "supergw_gateway_heartbeats": ("gateway heartbeats accepted", s.heartbeats_total),
+        "supergw_gateway_arp_misses_unknown": (
+            "gateway ARP requests for an IP no learned host has (unanswered)",
+            s.arp_misses_unknown_total,
+        ),
     }
     for name, (doc, value) in counters.items():
         yield CounterMetricFamily(name, doc, value=float(value))

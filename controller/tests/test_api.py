@@ -7,6 +7,7 @@ integration tests); request parsing, auth, error mapping and the rebalancer are 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,6 +36,7 @@ from supergw_controller.views import (
 )
 
 TOKEN = "test-token-0123456789"
+P4INFO = Path(__file__).resolve().parents[2] / "p4src/v1model/supergw.p4info.txtpb"
 K = 64
 VMAC_BASE = "02:5e:00:00:00:00"
 
@@ -43,7 +45,7 @@ def make_config(token: str = TOKEN) -> Config:
     return Config.model_validate(
         {
             "switch": {"address": "127.0.0.1:9559", "device_id": 1},
-            "pipeline": {"p4info": "p4src/v1model/supergw.p4info.txtpb"},
+            "pipeline": {"p4info": str(P4INFO)},
             "gateway_ip": "10.0.0.1",
             "buckets": K,
             "vmac_base": VMAC_BASE,

@@ -14,7 +14,7 @@ def status(**kw: object) -> StatusView:
         pipeline_cookie=None, buckets=4, gateway_ip="10.0.0.1", vmac_base="02:5e:00:00:00:00", uptime_s=3.0,
         gateways_alive=1, gateways_total=2, buckets_unassigned=0, hosts=2, imbalance=1.25,
         moves_total={"failover": 4, "rebalance": 7}, failovers_total=1, digests_total=2, packet_ins_total=3,
-        p4rt_errors_total=5, reconnects_total=0, reports_total=9, heartbeats_total=90,
+        p4rt_errors_total=5, reconnects_total=0, reports_total=9, heartbeats_total=90, arp_misses_unknown_total=6,
     )
     base.update(kw)
     return StatusView.model_validate(base)
@@ -53,6 +53,7 @@ def test_exposition_has_every_family() -> None:
     assert s[("supergw_bucket_moves_total", (("reason", "rebalance"),))] == 7.0
     assert s[("supergw_failovers_total", ())] == 1.0
     assert s[("supergw_p4runtime_errors_total", ())] == 5.0
+    assert s[("supergw_gateway_arp_misses_unknown_total", ())] == 6.0
     assert s[("supergw_imbalance_ratio", ())] == 1.25
     assert s[("supergw_controller_primary", ())] == 1.0
 
