@@ -63,6 +63,8 @@ class Bringup:
         self.state.info.update({"controller_config": str(gen.controller), "token_file": str(gen.token_file)})
         problems = validate_with_owners(gen)
         self.record("configs", not problems, "; ".join(problems) or f"written to {gen.controller.parent}")
+        if problems:
+            return False  # never start components on configs their owners reject
 
         # Gateways and their agents come up before the controller, so its first view already
         # has every gateway heartbeating and the initial bucket map spreads over all of them.

@@ -6,6 +6,7 @@ imported here, never copied.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -82,6 +83,7 @@ def build_report(gateway: str, backend: str, prev: CpuSample, cur: CpuSample,
         timestamp=time.time() if timestamp is None else timestamp,
         backend=IpsecBackend(backend),
         cpu_percent=round(cpu, 2),
+        cpu_cores=float(os.cpu_count() or 1),  # cpu_percent is the aggregate of /proc/stat
         softirq_percent=round(soft, 2),
         charon_cpu_percent=round(charon, 2),
         tunnel_bytes_in=sum(c.bytes_in for c in children),

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 from pydantic import ValidationError
 
@@ -40,6 +42,7 @@ def test_build_report_uses_the_controller_schema() -> None:
     assert isinstance(rep, GatewayReport)
     assert rep.tunnel_bytes_in == 10 and rep.tunnel_packets_out == 4
     assert rep.cpu_percent == 100.0 and rep.softirq_percent == 10.0 and rep.charon_cpu_percent == 5.0
+    assert rep.cpu_cores == float(os.cpu_count() or 1)
     assert [s.name for s in rep.sas] == ["sgw-g", "sgw-g-net"]
     again = GatewayReport.model_validate_json(rep.model_dump_json())
     assert again == rep

@@ -1,7 +1,7 @@
 """Dataplane benchmark: `python -m bench.dataplane [--seconds S] [--writes N] [--cpu C]`.
 
 Writes bench/results/dataplane.{json,md,png} with
-  ebpf_pps_64, ebpf_pps_1400      host -> gateway frames per CPU-second of one core (sgw-dpbench live)
+  ebpf_pps_64, ebpf_pps_1400      host -> gateway frames per wall-clock second on one core (sgw-dpbench live)
   move_rtt_ms                     median P4Runtime MODIFY of one bucket entry, write to reply
   system_pps_64, system_pps_1400  the supergw-switch process fed by an AF_PACKET generator
   bmv2_pps_64, bmv2_pps_1400      BMv2 in the same testbed when simple_switch_grpc is installed, else null

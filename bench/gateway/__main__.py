@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, r in results.items():
         for profile in ("default", "tuned"):
             v = r.get(f"ratio_{profile}")
-            metrics[f"ratio_{profile}_{label}"] = Metric(round(v, 3) if v else None, "ipsec/plain",
+            metrics[f"ratio_{profile}_{label}"] = Metric(round(v, 3) if v is not None else None, "ipsec/plain",
                                                          note="TCP through the same two gateways")
         for q, mbps in r.get("capacity", {}).items():
             metrics[f"capacity_{label}_{q}pct"] = Metric(mbps, "Mb/s", note=f"{q}% of a core per gateway")

@@ -55,7 +55,8 @@ def mac_to_int(mac: str) -> int:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # inf/nan would pass every ge/gt bound and blow up later (int(inf), a rebalance round).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ElectionId(_Strict):

@@ -179,7 +179,7 @@ class GatewayRegistry:
         g = self.get(report.gateway)
         g.last_report = report
         g.last_report_at = now
-        g.reported_cpu = report.cpu_percent / 100.0
+        g.reported_cpu = report.cpu_percent / (100.0 * report.cpu_cores)  # 0..1 share of the box
         # A report proves the agent is alive just as a heartbeat does.
         g.last_heartbeat = now
         return self._settle(g, now, "reports resumed")

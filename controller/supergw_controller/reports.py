@@ -42,7 +42,8 @@ class GatewayReport(BaseModel):
     gateway: str = Field(min_length=1, max_length=64, description="gateway name as in the controller config")
     timestamp: float = Field(ge=0, description="UNIX time on the gateway when the report was taken")
     backend: IpsecBackend
-    cpu_percent: float = Field(ge=0, description="whole-box CPU busy, 0..100 x cores allowed")
+    cpu_percent: float = Field(ge=0, description="whole-box CPU busy, 0..100 x cpu_cores")
+    cpu_cores: float = Field(default=1.0, gt=0, le=4096, description="CPUs cpu_percent is measured over")
     softirq_percent: float = Field(ge=0)
     charon_cpu_percent: float = Field(ge=0)
     tunnel_bytes_in: int = Field(ge=0)

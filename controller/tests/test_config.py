@@ -102,6 +102,7 @@ _DELETE = object()
         ("gateways.1.mac", "02:5e:00:00:00:05", "gateways[1].mac: 02:5e:00:00:00:05 lies inside the vmac block"),
         ("gateways.0.weight", 0, "gateways[0].weight: Input should be greater than 0"),
         ("gateways.0.weight", -1.5, "gateways[0].weight: Input should be greater than 0"),
+        ("gateways.0.weight", float("inf"), "gateways[0].weight: Input should be a finite number"),
         ("gateways.0.name", "", "gateways[0].name:"),
         ("gateways.0.colour", "red", "gateways[0].colour: unknown key"),
         ("gateways", [], "gateways: List should have at least 1 item"),

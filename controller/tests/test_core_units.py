@@ -120,6 +120,8 @@ def test_registry_report_counts_as_heartbeat_and_cpu(tmp_path: Path) -> None:
     )  # fmt: skip
     reg.report(rep, 0.05)
     assert reg.get("g1").reported_cpu == pytest.approx(0.42)
+    reg.report(rep.model_copy(update={"cpu_cores": 2.0}), 0.05)
+    assert reg.get("g1").reported_cpu == pytest.approx(0.21)  # 42 % of one core is 21 % of a 2-core box
     assert reg.report_age("g1", 0.15) == pytest.approx(0.1)
     assert "g1" not in {t.gateway for t in reg.tick(0.3)}
 
