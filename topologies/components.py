@@ -82,17 +82,23 @@ def switch_argv(topo: Topology) -> list[str]:
     return argv
 
 
-def start_switch(topo: Topology, logs: Path) -> ProcRecord:
+def start_switch(topo: Topology, logs: Path, track: Callable[[ProcRecord], None]) -> ProcRecord:
+    """Starts the switch and waits for its gRPC; `track` records the process before the wait,
+    so `make stop` finds it even when it never becomes ready."""
     if not SWITCH_BIN.is_file():
         raise ComponentError(f"switch: {SWITCH_BIN.relative_to(REPO)} is missing (build it with `make switch`)")
     rec = processes.start("switch", switch_argv(topo), logs / "switch.log", netns=topo.switch_ns, cwd=REPO)
+    track(rec)
     wait_until(lambda: probe_in_netns(topo.switch_ns, "grpc", topo.switch.grpc_addr), 20, "switch gRPC", rec)
     return rec
 
 
 # --- controller -----------------------------------------------------------------------
 
-def start_controller(topo: Topology, gen: GeneratedConfigs, logs: Path) -> ProcRecord:
+def start_controller(
+    topo: Topology, gen: GeneratedConfigs, logs: Path, track: Callable[[ProcRecord], None]
+) -> ProcRecord:
+    """Starts the controller and waits for its API and pipeline; `track` as in start_switch."""
     if not CONTROLLER_BIN.is_file():
         raise ComponentError(f"controller: {CONTROLLER_BIN} is missing (pip install -e controller)")
     rec = processes.start(
@@ -102,6 +108,7 @@ def start_controller(topo: Topology, gen: GeneratedConfigs, logs: Path) -> ProcR
         netns=topo.switch_ns,
         cwd=REPO,
     )
+    track(rec)
     url = controller_url(topo)
     wait_until(lambda: http_answers(f"{url}/metrics"), 30, f"controller API {url}", rec)
     wait_until(

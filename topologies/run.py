@@ -90,20 +90,18 @@ class Bringup:
     def _stage(self, name: str, fn: Callable[[], str]) -> bool:
         try:
             detail = fn()
-        except (ComponentError, network.NetworkError, OSError, subprocess.SubprocessError, ValueError) as exc:
+        except (ComponentError, network.NetworkError, OSError, subprocess.SubprocessError, ValueError, RuntimeError) as exc:
             self.record(name, False, str(exc) or type(exc).__name__)
             return False
         self.record(name, True, str(detail))
         return True
 
     def _switch(self) -> str:
-        rec = components.start_switch(self.topo, LOGS)
-        self.add(rec)
+        rec = components.start_switch(self.topo, LOGS, self.add)
         return f"pid {rec.pid} in {self.topo.switch_ns}, P4Runtime on {self.topo.switch.grpc_addr}"
 
     def _controller(self, gen: GeneratedConfigs) -> str:
-        rec = components.start_controller(self.topo, gen, LOGS)
-        self.add(rec)
+        rec = components.start_controller(self.topo, gen, LOGS, self.add)
         return f"pid {rec.pid}, API {controller_url(self.topo)}"
 
     def _gateways(self, gen: GeneratedConfigs) -> str:
@@ -192,7 +190,7 @@ def cmd_up(topo: Topology, topo_path: Path) -> int:
     bringup = Bringup(topo, topo_path)
     try:
         ok = bringup.run()
-    except (network.NetworkError, OSError) as exc:
+    except (network.NetworkError, OSError, subprocess.SubprocessError) as exc:
         say(f"FAIL building the topology: {exc}")
         cmd_down(topo, quiet=True)
         return 1
