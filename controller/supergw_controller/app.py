@@ -116,8 +116,12 @@ async def serve(config: Config, announce: Callable[[str], None] = print) -> None
 
     # Bind first: a busy port is a clear error before anything else starts.
     sock = _listen_socket(config.api.host, config.api.port)
-    dispatcher = build_dispatcher(config)
-    token = config.api.read_token()
+    try:
+        dispatcher = build_dispatcher(config)
+        token = config.api.read_token()
+    except BaseException:
+        sock.close()
+        raise
     app = AgentArrivals(create_app(dispatcher, config, token=token), dispatcher, token, API_PREFIX)
     server = _api_server_class()(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
     stop = asyncio.Event()

@@ -33,8 +33,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         asyncio.run(serve(config, announce=lambda s: print(s, flush=True)))
-    except ListenError as exc:
+    except (ListenError, ConfigError) as exc:
         print(f"supergw-controller: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # e.g. the state_db directory cannot be created
+        print(f"supergw-controller: cannot start: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         pass

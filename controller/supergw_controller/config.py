@@ -199,7 +199,10 @@ class ApiConfig(_Strict):
         if self.token is not None:
             return self.token
         assert self.token_file is not None
-        return self.token_file.read_text().strip()
+        try:
+            return self.token_file.read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"api.token_file: cannot read {self.token_file}: {exc.strerror or exc}") from None
 
 
 class PortMonitorConfig(_Strict):

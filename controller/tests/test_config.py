@@ -179,6 +179,11 @@ def test_token_file(cfgdir: Path) -> None:
     assert "api.token_file: token in" in bad(cfgdir, data)
     data = mutate("api", {"listen": "127.0.0.1:18701", "token_file": "nope.txt"})
     assert "api.token_file: file not found" in bad(cfgdir, data)
+    # A token file that disappears after validation fails with a clear error, not a traceback.
+    cfg = load(cfgdir, mutate("api", {"listen": "127.0.0.1:18701", "token_file": "tok.txt"}))
+    (cfgdir / "tok.txt").unlink()
+    with pytest.raises(ConfigError, match="api.token_file: cannot read"):
+        cfg.api.read_token()
 
 
 def test_missing_file(tmp_path: Path) -> None:
