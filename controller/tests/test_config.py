@@ -180,6 +180,7 @@ def test_token_file(cfgdir: Path) -> None:
     data = mutate("api", {"listen": "127.0.0.1:18701", "token_file": "nope.txt"})
     assert "api.token_file: file not found" in bad(cfgdir, data)
     # A token file that disappears after validation fails with a clear error, not a traceback.
+    (cfgdir / "tok.txt").write_text("file-token-123\n")
     cfg = load(cfgdir, mutate("api", {"listen": "127.0.0.1:18701", "token_file": "tok.txt"}))
     (cfgdir / "tok.txt").unlink()
     with pytest.raises(ConfigError, match="api.token_file: cannot read"):
