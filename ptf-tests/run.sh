@@ -91,9 +91,26 @@ done
 [[ -n "$NS" && -n "$CPU_PORT" && ${#pairs[@]} -gt 0 ]] || { echo "run.sh: bad port map $PORTS_FILE" >&2; exit 2; }
 
 target_pid="" wrapper_pid="" ptf_wrapper="" ptf_pidfile="" ns_created=""
+# Every process still inside our namespace (ptf, the target, their wrappers): the fallback
+# when a Ctrl-C comes before a pid file was written. Selected by namespace, never by name.
+kill_ns_procs() {
+  [[ -n "$ns_created" ]] || return 0
+  local pids
+  pids="$(ip netns pids "$NS" 2>/dev/null | tr '\n' ' ')"
+  [[ -n "${pids// }" ]] || return 0
+  kill -TERM $pids 2>/dev/null || true
+  for _ in $(seq 30); do
+    pids="$(ip netns pids "$NS" 2>/dev/null | tr '\n' ' ')"
+    [[ -n "${pids// }" ]] || return 0
+    sleep 0.1
+  done
+  kill -KILL $pids 2>/dev/null || true
+}
 cleanup() {
   local rc=$?
-  trap - EXIT INT TERM
+  # A second Ctrl-C must not cut the cleanup short.
+  trap - EXIT
+  trap '' INT TERM
   if [[ -n "$ptf_wrapper" ]]; then
     local ptf_pid
     ptf_pid="$(cat "$ptf_pidfile" 2>/dev/null || true)"
@@ -103,6 +120,7 @@ cleanup() {
       for _ in $(seq 30); do kill -0 "$ptf_pid" 2>/dev/null || break; sleep 0.1; done
       kill -KILL "$ptf_pid" 2>/dev/null || true
     fi
+    [[ -n "$ptf_pid" ]] || kill_ns_procs
     wait "$ptf_wrapper" 2>/dev/null || true
   fi
   if [[ -n "$target_pid" ]] && kill -0 "$target_pid" 2>/dev/null; then
@@ -117,6 +135,7 @@ cleanup() {
   if [[ -z "$target_pid" && -n "$wrapper_pid" ]] && kill -0 "$wrapper_pid" 2>/dev/null; then
     kill -TERM "$wrapper_pid" 2>/dev/null || true
   fi
+  kill_ns_procs
   [[ -n "$wrapper_pid" ]] && wait "$wrapper_pid" 2>/dev/null || true
   [[ -n "$ns_created" ]] && ip netns del "$NS" 2>/dev/null || true
   exit "$rc"
@@ -131,8 +150,8 @@ if ip netns list | grep -qE "^$NS( |\$)"; then
   exit 1
 fi
 log "creating namespace $NS with ${#pairs[@]} veth pairs"
+ns_created=1  # before the add: a Ctrl-C right after it must still delete the namespace
 ip netns add "$NS"
-ns_created=1
 # `ip netns exec` gives each command a private mount namespace with a fresh /sys: a
 # bpffs the eBPF target mounts and pins into stays private to it and vanishes with it.
 nsx() { ip netns exec "$NS" "$@"; }

@@ -14,6 +14,11 @@ from supergw_ptf.supergw import BUCKETS, PORT_ROLES, PortRole, SupergwTest
 
 @group("pipeline")
 class ServedP4InfoEqualsCommitted(SupergwTest):
+    """GetForwardingPipelineConfig serves exactly the committed P4Info, unchanged by the
+    round trip. With ForeignPipeline* (nothing but this P4Info is accepted) this shows the
+    switch runs the committed pipeline; the embedded copy in the eBPF target is checked
+    against the committed file by its Go test TestEmbeddedP4InfoIsCurrent."""
+
     @autocleanup
     def runTest(self) -> None:
         served = self.client.get_pipeline(p4r.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE)

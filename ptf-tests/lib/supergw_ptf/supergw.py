@@ -170,6 +170,12 @@ class SupergwTest(P4RuntimeTest):
     def set_flood_group(self) -> None:
         self.insert(self.multicast_group(c.HOST_FLOOD_GROUP, self.ports.hosts, legacy_port_field=self.target == "bmv2"))
 
+    def skip_known_bmv2_gap(self) -> None:
+        """v1model applies mac_table once per packet, so it cannot also check the role of the
+        port a gateway's frame would leave by (docs/pipeline-contract.md, GATEWAY_TO_GATEWAY)."""
+        if self.target == "bmv2":
+            self.skipTest("known v1model gap: GATEWAY_TO_GATEWAY only for a mac_table hit on the ingress port")
+
     def setup_switch(self, dispatch: Dispatch | None = None) -> None:
         """The common starting point: roles, dispatch settings and the host flood group."""
         self.set_port_roles()

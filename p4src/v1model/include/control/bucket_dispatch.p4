@@ -42,6 +42,11 @@ control BucketDispatch(inout headers_t hdr,
     apply {
         if (meta.port_role == PORT_ROLE_HOST && meta.dst_is_vmac) {
             buckets.apply();
+            // A bucket pointing back at the sender's own port is a hairpin, as in L2.
+            if (meta.drop_reason == DROP_REASON_NONE
+                    && standard_metadata.egress_spec == standard_metadata.ingress_port) {
+                meta.drop_reason = DROP_REASON_HAIRPIN;
+            }
             meta.decided = true;
         }
     }

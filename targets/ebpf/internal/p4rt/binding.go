@@ -6,6 +6,7 @@ package p4rt
 // package is driven by the P4Info alone.
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -185,12 +186,21 @@ func paramsOf(a *p4v1.Action) map[uint32][]byte {
 
 var errUnsupported = fmt.Errorf("not supported by the eBPF target")
 
+// errBadValue is a value that fits its P4Info bitwidth but that the contract
+// (docs/pipeline-contract.md) leaves undefined; refusing it keeps this target and
+// BMv2 from silently behaving differently.
+var errBadValue = errors.New("value outside the pipeline contract")
+
 // setEntry installs (insert or modify) a non-default entry.
 func (b *binding) setEntry(table uint32, match entryKey, a *p4v1.Action) error {
 	p := paramsOf(a)
 	switch {
 	case table == b.portRoles && a.GetActionId() == b.setPortRole:
-		return b.dp.SetPortRole(u16(match[b.portRolesPort]), uint8(toUint(p[b.roleParam])))
+		role := c.PortRole(toUint(p[b.roleParam]))
+		if role != c.PortRoleHost && role != c.PortRoleGateway {
+			return fmt.Errorf("%w: role %d is not HOST (%d) or GATEWAY (%d)", errBadValue, role, c.PortRoleHost, c.PortRoleGateway)
+		}
+		return b.dp.SetPortRole(u16(match[b.portRolesPort]), uint8(role))
 	case table == b.hostIPs && a.GetActionId() == b.replyHostMAC:
 		return b.dp.SetHostIP(ipv4(match[b.hostIPsTarget]), mac(p[b.hostMACParam]))
 	case table == b.buckets && a.GetActionId() == b.setGateway:
@@ -229,6 +239,13 @@ func (b *binding) setDefault(table uint32, a *p4v1.Action, isInitial bool) error
 			return b.dp.SetDispatchConfig(dataplane.DispatchConfig{})
 		case b.setDispatch:
 			p := paramsOf(a)
+			vmac, mask := mac(p[b.vmacParam]), u16(p[b.maskParam])
+			if vmac[4] != 0 || vmac[5] != 0 {
+				return fmt.Errorf("%w: vmac_base %x must have its low 16 bits zero", errBadValue, vmac[:])
+			}
+			if mask&(mask+1) != 0 {
+				return fmt.Errorf("%w: bucket_mask %#x is not K-1 for a power of two K", errBadValue, mask)
+			}
 			return b.dp.SetDispatchConfig(dataplane.DispatchConfig{
 				Configured: true,
 				GatewayIP:  ipv4(p[b.gwIPParam]),

@@ -221,6 +221,8 @@ func dpError(what string, err error) error {
 	switch {
 	case errors.Is(err, errUnsupported):
 		return errf(codes.Unimplemented, "%s: %v", what, err)
+	case errors.Is(err, errBadValue):
+		return errf(codes.InvalidArgument, "%s: %v", what, err)
 	case errors.Is(err, dataplane.ErrNotFound):
 		return errf(codes.NotFound, "%s: %v", what, err)
 	case errors.Is(err, dataplane.ErrCapacity):
