@@ -50,21 +50,25 @@ class Client:
         self._stream = self._stub.StreamChannel(self._requests())
         self._reader = threading.Thread(target=self._read, name="p4rt-stream", daemon=True)
         self._reader.start()
-        self._outbox.put(
-            p4r.StreamMessageRequest(
-                arbitration=p4r.MasterArbitrationUpdate(device_id=device_id, election_id=self.election)
+        try:
+            self._outbox.put(
+                p4r.StreamMessageRequest(
+                    arbitration=p4r.MasterArbitrationUpdate(device_id=device_id, election_id=self.election)
+                )
             )
-        )
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                msg = self._inbox.get(timeout=max(0.01, deadline - time.monotonic()))
-            except queue.Empty:
-                raise P4RuntimeClientError(f"no arbitration reply from device {device_id} at {addr}") from None
-            if msg.HasField("arbitration"):
-                if msg.arbitration.status.code != 0:
-                    raise P4RuntimeClientError(f"not primary: {msg.arbitration.status.message}")
-                break
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    msg = self._inbox.get(timeout=max(0.01, deadline - time.monotonic()))
+                except queue.Empty:
+                    raise P4RuntimeClientError(f"no arbitration reply from device {device_id} at {addr}") from None
+                if msg.HasField("arbitration"):
+                    if msg.arbitration.status.code != 0:
+                        raise P4RuntimeClientError(f"not primary: {msg.arbitration.status.message}")
+                    break
+        except BaseException:
+            self.close()  # end the stream generator and the channel: nothing leaks
+            raise
         self.p4info: p4i.P4Info | None = None
 
     def _requests(self) -> Iterator[p4r.StreamMessageRequest]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import logging
 import sys
@@ -11,6 +12,18 @@ from pathlib import Path
 from supergw_gateway.config import GatewayConfig, load_config
 from supergw_gateway.errors import GatewayError
 
+
+
+def listen_address(text: str) -> str:
+    """argparse type for ADDRESS:PORT: a clear usage error instead of a traceback later."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not ADDRESS:PORT (port 0..65535)")
+    try:
+        ipaddress.ip_address(host.strip("[]") or "127.0.0.1")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: {host!r} is not an IP address") from None
+    return text
 
 def _progress(msg: str) -> None:
     print(f"… {msg}", file=sys.stderr, flush=True)
@@ -111,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--host-wide", action="store_true", help="also set host-wide sysctls on the host")
     t.set_defaults(fn=_cmd_tune)
     ag = with_config("agent", "report load to the controller and serve /health")
-    ag.add_argument("--health", default="127.0.0.1:0", help="ADDRESS:PORT of the health endpoint")
+    ag.add_argument("--health", default="127.0.0.1:0", type=listen_address,
+                    help="ADDRESS:PORT of the health endpoint")
     ag.set_defaults(fn=_cmd_agent)
     pk = sub.add_parser("pki", help="make a demo CA and gateway certificates with strongSwan's pki")
     pk.add_argument("--out", required=True)

@@ -26,36 +26,16 @@ from supergw_gateway.tuning.plan import ExecutorFor
 BACKENDS = {"xfrm_uml": Backend.UML, "libipsec": Backend.LIBIPSEC}
 QUOTAS = (100, 50, 25, 10)
 T0 = time.monotonic()
-IKE_NOTES = """### IKE rate: what was tried and what limits it
+IKE_NOTES = """### IKE rate: what limits it
 
-Measured with `python -m bench.gateway --only ike` (8 s runs, libipsec lab, same machine, other
-work running beside it, so +-15 % is noise). Before: 220/s and 193/s (4 initiators, 16 threads).
-
-| change | ike_per_s |
-|---|---:|
-| baseline: 4 VICI initiators, threads 16 | 193 |
-| 8 initiators, threads 16 | 0.7 (8 timeouts: blocked initiates hold every worker thread) |
-| 16 / 64 initiators, threads 16 | 2 / 0 |
-| 4 initiators, threads 64 | 134-190 |
-| 8 initiators, threads 32 | 171 |
-| 8 initiators, threads 64 | 139-185 |
-| + initiator and responder charon pinned to different cores (taskset) | 185 |
-| + ikesa_table_size 4096, ikesa_table_segments 64 | 169 |
-| + make_before_break = no | 170 |
-| + filelog section removed (already level -1) | 149 (base in same batch 139) |
-| + only openssl/random/nonce/kdf/vici/socket/kernel plugins loaded | 163 |
-| 2 initiators, threads 64 | 137 |
-
-No configuration change moves the rate beyond noise. The limit is CPU: during the run the box
-is 100 % busy and each charon burns about {ms} CPU-ms per handshake (CPU cores used: {cpu}). Both
-charons share the 2 cores, so even with the box to themselves the ceiling is about
-2000 / (initiator + responder ms) handshakes/s, i.e. below 300/s; 1000/s would need under
-1 CPU-ms per handshake per side. perf shows crypto (libcrypto) at ~5 % of charon's samples;
-the rest is libstrongswan/libcharon (stripped: no symbols), glibc malloc, futex/scheduler
-wake-ups of the thread pool, and glibc `printf_positional`/`__parse_one_specmb` (~8 %):
-strongSwan registers custom printf specifiers, which sends every snprintf (settings key
-lookups like "%s.retransmit_tries", identity/traffic-selector formatting) through glibc's
-slow positional path even with logging off."""
+Measured in this run: each charon used about {ms} CPU-ms per handshake and the handshakes kept
+{cpu} CPU cores busy. The two charons share the machine's cores, so the ceiling is about
+(cores x 1000) / (initiator + responder CPU-ms) handshakes/s; 1000/s would need under 1 CPU-ms per
+handshake per side. perf (profiled by hand, see bench/gateway/README.md for the configurations tried)
+puts crypto (libcrypto) at ~5 % of charon's samples; the rest is libstrongswan/libcharon, glibc
+malloc, futex/scheduler wake-ups of the thread pool, and glibc `printf_positional` (~8 %):
+strongSwan registers custom printf specifiers, which sends every snprintf (settings key lookups,
+identity/traffic-selector formatting) through glibc's slow positional path even with logging off."""
 
 
 def _route(host: Executor, ns: Executor) -> ExecutorFor:
