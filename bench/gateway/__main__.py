@@ -216,7 +216,11 @@ def main(argv: list[str] | None = None) -> int:
         "quota. IKE: child-less IKEv2 PSK SAs initiated back to back by several VICI sessions for "
         f"{a.ike_seconds:.0f} s (aes128gcm16-prfsha256-x25519), DoS limits and logging off, 64 charon threads."
     )
-    method += "\n\n" + IKE_NOTES.format(cpu=ike.get("cpu_cores"), ms=ike.get("cpu_ms_per_handshake"))
+    ms, cores = ike.get("cpu_ms_per_handshake") or {}, ike.get("cpu_cores") or {}
+    method += "\n\n" + IKE_NOTES.format(
+        ms=f"{ms.get('initiator')} (initiator) and {ms.get('responder')} (responder)",
+        cpu=f"{cores.get('whole_box_busy')} of the box's {cores.get('box_cores')}",
+    )
     write_report("gateway", metrics, rows=rows, series=series, title="supergw gateway benchmark",
                  method=method)
     # The issue asks for these structured keys too: add them beside the shared writer's fields.
