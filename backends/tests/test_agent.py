@@ -209,7 +209,12 @@ async def test_two_controllers_one_down(gw_dict: dict[str, Any], running: list[A
         beats = live.times("heartbeat")
         assert len(beats) >= 12, f"only {len(beats)} heartbeats in 2 s at 100 ms"
         gaps = [b - a for a, b in zip(beats, beats[1:])]
-        assert max(gaps) < 0.3, f"a heartbeat gap of {max(gaps):.3f} s would make the controller declare us dead"
+        # Were heartbeats to the live controller waiting on the dead one, every gap would be
+        # >= interval + the 0.2 s heartbeat timeout. One late beat is allowed: the agent and
+        # both fake controllers share one event loop on a shared VM, where a single scheduling
+        # hiccup of a few hundred ms happens (seen once in CI: 0.42 s among 0.1 s gaps).
+        late = [g for g in gaps if g >= 0.3]
+        assert len(late) <= 1 and max(gaps) < 0.6, f"heartbeat gaps {sorted(gaps)[-3:]}: the dead controller delays the live one"
         assert len(live.times("report")) >= 8
         assert not dead.posts
         _, body = agent.health()
