@@ -124,6 +124,26 @@ func full[K comparable, V any](name string, m map[K]V, k K, limit int) error {
 	return nil
 }
 
+// remove deletes k from m, or says that what is not installed.
+func remove[K comparable, V any](m map[K]V, k K, what string) error {
+	if _, ok := m[k]; !ok {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	delete(m, k)
+	return nil
+}
+
+// installedBucket checks that bucket is in range and has an entry.
+func (f *Fake) installedBucket(bucket uint16) error {
+	if err := f.checkBucket(bucket); err != nil {
+		return err
+	}
+	if _, ok := f.buckets[bucket]; !ok {
+		return fmt.Errorf("bucket %d: %w", bucket, ErrNotFound)
+	}
+	return nil
+}
+
 func (f *Fake) checkBucket(bucket uint16) error {
 	if int(bucket) >= f.limits.buckets {
 		return fmt.Errorf("buckets: bucket %d not in [0, %d): %w", bucket, f.limits.buckets, ErrOutOfRange)
@@ -151,11 +171,7 @@ func (f *Fake) SetPortRole(port uint16, role uint8) error {
 func (f *Fake) DeletePortRole(port uint16) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.portRoles[port]; !ok {
-		return fmt.Errorf("port role %d: %w", port, ErrNotFound)
-	}
-	delete(f.portRoles, port)
-	return nil
+	return remove(f.portRoles, port, fmt.Sprintf("port role %d", port))
 }
 
 func (f *Fake) SetDispatchConfig(cfg DispatchConfig) error {
@@ -178,11 +194,7 @@ func (f *Fake) SetHostIP(ip IPv4, mac MAC) error {
 func (f *Fake) DeleteHostIP(ip IPv4) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.hostIPs[ip]; !ok {
-		return fmt.Errorf("host ip %v: %w", ip, ErrNotFound)
-	}
-	delete(f.hostIPs, ip)
-	return nil
+	return remove(f.hostIPs, ip, fmt.Sprintf("host ip %v", ip))
 }
 
 func (f *Fake) SetBucket(bucket uint16, port uint16, gatewayMAC MAC) error {
@@ -198,11 +210,8 @@ func (f *Fake) SetBucket(bucket uint16, port uint16, gatewayMAC MAC) error {
 func (f *Fake) DeleteBucket(bucket uint16) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.checkBucket(bucket); err != nil {
+	if err := f.installedBucket(bucket); err != nil {
 		return err
-	}
-	if _, ok := f.buckets[bucket]; !ok {
-		return fmt.Errorf("bucket %d: %w", bucket, ErrNotFound)
 	}
 	delete(f.buckets, bucket)
 	delete(f.bucketCtr, bucket)
@@ -212,11 +221,8 @@ func (f *Fake) DeleteBucket(bucket uint16) error {
 func (f *Fake) BucketCounter(bucket uint16) (Counter, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.checkBucket(bucket); err != nil {
+	if err := f.installedBucket(bucket); err != nil {
 		return Counter{}, err
-	}
-	if _, ok := f.buckets[bucket]; !ok {
-		return Counter{}, fmt.Errorf("bucket %d: %w", bucket, ErrNotFound)
 	}
 	return f.bucketCtr[bucket], nil
 }
@@ -224,11 +230,8 @@ func (f *Fake) BucketCounter(bucket uint16) (Counter, error) {
 func (f *Fake) SetBucketCounter(bucket uint16, c Counter) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.checkBucket(bucket); err != nil {
+	if err := f.installedBucket(bucket); err != nil {
 		return err
-	}
-	if _, ok := f.buckets[bucket]; !ok {
-		return fmt.Errorf("bucket %d: %w", bucket, ErrNotFound)
 	}
 	f.bucketCtr[bucket] = c
 	return nil
@@ -247,11 +250,7 @@ func (f *Fake) SetL2(mac MAC, port uint16) error {
 func (f *Fake) DeleteL2(mac MAC) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.l2[mac]; !ok {
-		return fmt.Errorf("l2 %v: %w", mac, ErrNotFound)
-	}
-	delete(f.l2, mac)
-	return nil
+	return remove(f.l2, mac, fmt.Sprintf("l2 %v", mac))
 }
 
 func (f *Fake) SetLearned(mac MAC, port uint16) error {
@@ -267,12 +266,7 @@ func (f *Fake) SetLearned(mac MAC, port uint16) error {
 func (f *Fake) DeleteLearned(mac MAC, port uint16) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	k := LearnedKey{mac, port}
-	if _, ok := f.learned[k]; !ok {
-		return fmt.Errorf("learned %v@%d: %w", mac, port, ErrNotFound)
-	}
-	delete(f.learned, k)
-	return nil
+	return remove(f.learned, LearnedKey{mac, port}, fmt.Sprintf("learned %v@%d", mac, port))
 }
 
 func (f *Fake) LearnedIdle(mac MAC, port uint16) (time.Duration, error) {
