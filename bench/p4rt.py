@@ -69,7 +69,7 @@ class Client:
         except BaseException:
             self.close()  # end the stream generator and the channel: nothing leaks
             raise
-        self.p4info: p4i.P4Info | None = None
+        self._entities: EntityBuilder | None = None  # set with the pipeline
 
     def _requests(self) -> Iterator[p4r.StreamMessageRequest]:
         while (msg := self._outbox.get()) is not None:
@@ -101,7 +101,11 @@ class Client:
             config=p4r.ForwardingPipelineConfig(p4info=info, p4_device_config=device_config),
         )
         self._stub.SetForwardingPipelineConfig(req)
-        self.p4info = info
+        self.use_pipeline(info)
+
+    def use_pipeline(self, info: p4i.P4Info) -> None:
+        """Name objects by `info` without pushing it (the switch already runs it)."""
+        self._entities = EntityBuilder(info)
 
     def table_entry(
         self,
@@ -111,9 +115,9 @@ class Client:
         params: Mapping[str, int],
         default: bool = False,
     ) -> p4r.TableEntry:
-        if self.p4info is None:
+        if self._entities is None:
             raise P4RuntimeClientError("set_pipeline first")
-        return EntityBuilder(self.p4info).table_entry(table, match, action, params, default)
+        return self._entities.table_entry(table, match, action, params, default)
 
     def write(self, updates: Sequence[tuple[int, p4r.TableEntry]], timeout: float = 60.0) -> float:
         """One WriteRequest with every update; returns seconds from send to the RPC's reply."""

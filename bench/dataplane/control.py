@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                 client.set_pipeline(load_p4info(args.p4info), device_config)
                 print(json.dumps({"updates": setup(client, spec)}))
             else:
-                client.p4info = load_p4info(args.p4info)
+                client.use_pipeline(load_p4info(args.p4info))
                 print(json.dumps({"latencies_ms": move(client, spec, args.writes, args.bucket)}))
     except P4RuntimeClientError as exc:
         print(f"P4Runtime: {exc}", file=sys.stderr)
