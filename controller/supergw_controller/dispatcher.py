@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
@@ -27,6 +28,7 @@ from supergw_controller.errors import Conflict, SwitchUnavailable, UnknownBucket
 from supergw_controller.events import EventRing
 from supergw_controller.failover import PortMonitor, watchdog
 from supergw_controller.gateways import GatewayRegistry, Transition
+from supergw_controller.history import GatewayNow, History, HistoryView
 from supergw_controller.learning import ARP_REQUEST, HostTable, arp_reply, parse_arp
 from supergw_controller.rebalancer import (
     BUDGETED_REASONS,
@@ -99,6 +101,8 @@ class Dispatcher:
         self.pins: dict[int, str] = {}
         self.stats = BucketStats()
         self.events_ring = EventRing()
+        # Reports older than three report intervals no longer count as the gateway's load.
+        self.history_ring = History(report_stale_s=max(2.0, 3 * t.report_interval_ms / 1000.0))
         self.params = RebalanceParams(
             threshold=config.rebalancer.threshold,
             target=max(1.0, config.rebalancer.threshold - config.rebalancer.hysteresis),
@@ -131,6 +135,7 @@ class Dispatcher:
         # Ticks every fifth of a heartbeat interval (cheap: a few comparisons); a tick
         # late by more than half an interval means the loop stalled (see `watchdog`).
         tasks.append(asyncio.create_task(watchdog(hb_s / 5, self._watchdog_tick, stall_s=hb_s / 2), name="watchdog"))
+        tasks.append(asyncio.create_task(self._history_loop(), name="history"))
         if self.config.port_monitor.enabled and interfaces:
             monitor = PortMonitor(interfaces, self.config.port_monitor.netns, self._port_changed)
             tasks.append(asyncio.create_task(self._port_monitor(monitor), name="port-monitor"))
@@ -144,6 +149,30 @@ class Dispatcher:
             for t in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
+
+    async def _history_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.history_ring.interval_s)
+            try:
+                self.sample_history()
+            except Exception:
+                # The plots are not worth stopping the core for.
+                log.exception("history sample failed")
+
+    def sample_history(self) -> None:
+        """Append one sample of what the core knows now to `history_ring`."""
+        now = self._clock()
+        gateways = [
+            GatewayNow(g.name, g.state.value, g.last_report, self.registry.report_age(g.name, now))
+            for g in self.registry.all()
+        ]
+        self.history_ring.sample(
+            self._wall(),
+            gateways,
+            self.assignment,
+            self.stats.rates,
+            self._current_imbalance(),
+        )
 
     async def _port_monitor(self, monitor: PortMonitor) -> None:
         try:
@@ -502,6 +531,7 @@ class Dispatcher:
             )
         if any(m.reason is MoveReason.FAILOVER for m in moves):
             self._failovers += 1
+        self.history_ring.note_moves(ts, Counter(m.reason.value for m in moves))
         log.info(
             "moved %d buckets (%s)",
             len(moves),
@@ -527,6 +557,7 @@ class Dispatcher:
             what = "dead" if t.died else "recovering"
             log.warning("gateway %s is %s: %s", t.gateway, what, t.why)
             self.events_ring.add(ts, "gateway", what, src=t.gateway, detail=t.why)
+            self.history_ring.note_gateway(ts, t.gateway, t.died, t.why)
         if any(t.died for t in transitions):
             self._failover_pending = True
         await self._failover_if_pending()
@@ -688,6 +719,9 @@ class Dispatcher:
             except Exception as exc:  # noqa: BLE001
                 log.warning("event store unavailable, serving the in-memory ring: %s", exc)
         return self.events_ring.recent(limit, since_id)
+
+    async def history(self, since: float | None = None, limit: int = 600) -> HistoryView:
+        return self.history_ring.since(since, limit)
 
     # ------------------------------------------------------------------ API: writes
     def _check_bucket(self, bucket: int) -> None:

@@ -20,6 +20,7 @@ from supergw_controller.api.auth import check_bearer
 from supergw_controller.api.core import Core
 from supergw_controller.api.deps import ApiState, require_token
 from supergw_controller.api.routers import agents, buckets, events, gateways, hosts, ops, rebalance, status
+from supergw_controller.api.routers import history as history_routes
 from supergw_controller.errors import (
     Conflict,
     CoreError,
@@ -132,6 +133,7 @@ def create_app(core: Core, config: ConfigLike, *, token: str | None = None) -> F
     secured = [Depends(require_token)]
     for module in (status, gateways, agents, buckets, hosts, events, rebalance):
         app.include_router(module.router, prefix=API_PREFIX, dependencies=secured)
+    app.include_router(history_routes.router, prefix=API_PREFIX, dependencies=secured)
     app.include_router(ops.router)
 
     app.mount("/dashboard", StaticFiles(directory=STATIC_DIR, html=True), name="dashboard")
