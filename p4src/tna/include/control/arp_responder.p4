@@ -1,0 +1,78 @@
+// Answers ARP in the switch: hosts asking for the gateway IP get their own vmac;
+// gateways asking for a host get the host's MAC from host_ips, or go to the controller.
+// Gateway ARP never reaches hosts: it would poison their entry for the gateway IP.
+// ArpGuard already dropped malformed ARP, so oper is a request or a reply here.
+// TNA: the reply leaves through ucast_egress_port = ingress port, in ingress; a punt
+// gets its packet_in header from PacketIoPunt at the end of ingress.
+
+#ifndef SUPERGW_ARP_RESPONDER_P4
+#define SUPERGW_ARP_RESPONDER_P4
+
+// Turns the ARP request in hdr into the reply "sender_ip is at sender_mac", addressed
+// to the requester. A function, not an action: an action would appear in the P4Info.
+void arp_request_to_reply(inout headers_t hdr, in mac_addr_t sender_mac, in ipv4_addr_t sender_ip) {
+    hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
+    hdr.ethernet.src_addr = sender_mac;
+    hdr.arp.oper = ARP_OPER_REPLY;
+    hdr.arp.tha = hdr.arp.sha;
+    hdr.arp.tpa = hdr.arp.spa;
+    hdr.arp.sha = sender_mac;
+    hdr.arp.spa = sender_ip;
+}
+
+control ArpResponder(inout headers_t hdr,
+                     inout local_metadata_t meta,
+                     in ingress_intrinsic_metadata_t ig_intr_md,
+                     inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    // The reply leaves by the port the request came in on.
+    action reply_with_host_mac(mac_addr_t host_mac) {
+        arp_request_to_reply(hdr, host_mac, meta.lookup.arp_tpa);
+        ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
+        meta.decided = true;
+    }
+
+    action punt_arp_miss() {
+        meta.punt_reason = PUNT_REASON_GATEWAY_ARP_MISS;
+    }
+
+    table host_ips {
+        key = {
+            meta.lookup.arp_tpa : exact @name("target_ip");
+        }
+        actions = {
+            reply_with_host_mac;
+            @defaultonly punt_arp_miss;
+        }
+        default_action = punt_arp_miss();
+        size = HOST_IPS_TABLE_SIZE;
+    }
+
+    apply {
+        if (meta.lookup.is_arp) {
+            if (meta.port_role == PORT_ROLE_HOST) {
+                if (meta.lookup.arp_oper == ARP_OPER_REQUEST && meta.lookup.arp_tpa == meta.gateway_ip) {
+                    arp_request_to_reply(hdr, meta.host_vmac, meta.gateway_ip);
+                    ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
+                    meta.decided = true;
+                }
+            } else if (meta.port_role == PORT_ROLE_GATEWAY) {
+                if (meta.lookup.arp_oper == ARP_OPER_REPLY) {
+                    // Replies to the controller's probes of its gateways.
+                    meta.punt_reason = PUNT_REASON_GATEWAY_ARP_REPLY;
+                } else if (meta.lookup.arp_tpa == meta.gateway_ip) {
+                    // Only the switch answers for the gateway IP, and only to hosts.
+                    meta.punt_reason = PUNT_REASON_GATEWAY_ARP_MISS;
+                } else {
+                    host_ips.apply();
+                }
+            }
+
+            if (meta.punt_reason != PUNT_REASON_NONE) {
+                ig_tm_md.ucast_egress_port = TNA_CPU_PORT;
+                meta.decided = true;
+            }
+        }
+    }
+}
+
+#endif  // SUPERGW_ARP_RESPONDER_P4

@@ -1,0 +1,53 @@
+// Host -> gateway: a frame to a vmac goes to the gateway that owns the vmac's bucket,
+// with its destination rewritten to that gateway's real MAC. Moving a bucket is one
+// MODIFY of one entry; hosts keep their ARP cache. The direct counter measures the load
+// of each bucket for the controller's rebalancer.
+// TNA: DirectCounter<bit<32>> (PACKETS_AND_BYTES); both actions count, as on v1model.
+
+#ifndef SUPERGW_BUCKET_DISPATCH_P4
+#define SUPERGW_BUCKET_DISPATCH_P4
+
+control BucketDispatch(inout headers_t hdr,
+                       inout local_metadata_t meta,
+                       in ingress_intrinsic_metadata_t ig_intr_md,
+                       inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    DirectCounter<bit<32>>(CounterType_t.PACKETS_AND_BYTES) bucket_counter;
+
+    action set_gateway(port_num_t port, mac_addr_t gateway_mac) {
+        bucket_counter.count();
+        ig_tm_md.ucast_egress_port = (PortId_t)port;
+        hdr.ethernet.dst_addr = gateway_mac;
+    }
+
+    action drop_unassigned() {
+        bucket_counter.count();
+        meta.drop_reason = DROP_REASON_BUCKET_UNASSIGNED;
+    }
+
+    table buckets {
+        key = {
+            meta.dst_bucket : exact @name("bucket");
+        }
+        actions = {
+            set_gateway;
+            @defaultonly drop_unassigned;
+        }
+        default_action = drop_unassigned();
+        counters = bucket_counter;
+        size = MAX_BUCKETS;
+    }
+
+    apply {
+        if (meta.port_role == PORT_ROLE_HOST && meta.dst_is_vmac) {
+            buckets.apply();
+            // A bucket pointing back at the sender's own port is a hairpin, as in L2.
+            if (meta.drop_reason == DROP_REASON_NONE
+                    && ig_tm_md.ucast_egress_port == ig_intr_md.ingress_port) {
+                meta.drop_reason = DROP_REASON_HAIRPIN;
+            }
+            meta.decided = true;
+        }
+    }
+}
+
+#endif  // SUPERGW_BUCKET_DISPATCH_P4

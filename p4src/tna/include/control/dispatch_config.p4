@@ -1,0 +1,71 @@
+// Run-time dispatch settings (gateway IP, vmac block, K) and the bucket hash.
+//
+// The hash: Hash<bit<16>>(HashAlgorithm_t.CRC16) is bf-p4c's "crc_16", which bf-utils'
+// dynamic_hash defines as polynomial 0x8005, reflected (input and output), init 0,
+// final xor 0: that is CRC-16/ARC, the function BMv2 computes for v1model's
+// HashAlgorithm.crc16 (p4src/vectors/bucket-crc16.json). The field list { host_mac } is
+// fed in wire order (first octet first), as BMv2 does. p4src/tna/tests/ checks these
+// parameters against the vectors and the controller's bucket function.
+//
+// TNA differences, same results for every defined configuration (vmac_base with its low
+// 16 bits zero, bucket_mask = K - 1; docs/pipeline-contract.md):
+// - host_vmac is vmac_base[47:16] ++ bucket instead of vmac_base | bucket: no 48-bit OR.
+// - "low 16 bits <= bucket_mask" is "low 16 bits & ~bucket_mask == 0": the MAU compares
+//   a field with a constant in a gateway, not two fields for order.
+
+#ifndef SUPERGW_DISPATCH_CONFIG_P4
+#define SUPERGW_DISPATCH_CONFIG_P4
+
+control DispatchConfig(inout local_metadata_t meta) {
+    Hash<bit<16>>(HashAlgorithm_t.CRC16) bucket_hash;
+    mac_addr_t host_mac;
+    bit<16> host_crc;
+    bit<32> dst_high_diff;
+    bucket_t dst_over_mask;
+
+    // bucket_mask = K - 1; vmac_base has its low 16 bits zero (the controller checks).
+    action set_dispatch_config(ipv4_addr_t gateway_ip, mac_addr_t vmac_base, bucket_t bucket_mask) {
+        meta.configured = true;
+        meta.gateway_ip = gateway_ip;
+        meta.vmac_base = vmac_base;
+        meta.bucket_mask = bucket_mask;
+    }
+
+    action mark_unconfigured() {
+        meta.configured = false;
+    }
+
+    // Keyless: the controller configures the switch by MODIFYing the default action.
+    table settings {
+        actions = {
+            @defaultonly set_dispatch_config;
+            @defaultonly mark_unconfigured;
+        }
+        default_action = mark_unconfigured();
+        size = SETTINGS_TABLE_SIZE;
+    }
+
+    apply {
+        settings.apply();
+        if (!meta.configured) {
+            meta.drop_reason = DROP_REASON_NOT_CONFIGURED;
+            meta.decided = true;
+        } else {
+            // The host of a frame is its source on a host port and its destination on a
+            // gateway port; its vmac is what the host knows as the gateway's MAC.
+            host_mac = meta.lookup.eth_src;
+            if (meta.port_role == PORT_ROLE_GATEWAY) {
+                host_mac = meta.lookup.eth_dst;
+            }
+            host_crc = bucket_hash.get({ host_mac });
+            meta.host_vmac = meta.vmac_base[47:16] ++ (host_crc & meta.bucket_mask);
+
+            meta.dst_bucket = meta.lookup.eth_dst[15:0] & meta.bucket_mask;
+            dst_high_diff = meta.lookup.eth_dst[47:16] ^ meta.vmac_base[47:16];
+            dst_over_mask = meta.lookup.eth_dst[15:0] & ~meta.bucket_mask;
+            meta.dst_is_vmac = dst_high_diff == 0 && dst_over_mask == 0;
+        }
+    }
+}
+
+#endif  // SUPERGW_DISPATCH_CONFIG_P4

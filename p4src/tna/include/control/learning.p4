@@ -1,0 +1,46 @@
+// Source learning on host ports: an unknown (source MAC, ingress port) pair is reported
+// with a learn_digest_t; the controller installs learned_sources (with an idle timeout),
+// mac_table and host_ips. The frame itself is forwarded as usual.
+// TNA: learn() only selects the digest; SupergwIngressDeparser packs it from metadata
+// that nothing changes after this control. Idle timeout: the table property idle_timeout
+// (v1model: support_timeout); the P4Info says NOTIFY_CONTROL on both.
+
+#ifndef SUPERGW_LEARNING_P4
+#define SUPERGW_LEARNING_P4
+
+control Learning(inout local_metadata_t meta,
+                 inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    action mark_known() {
+    }
+
+    action learn() {
+        ig_dprsr_md.digest_type = LEARN_DIGEST_TYPE;
+    }
+
+    table learned_sources {
+        key = {
+            meta.lookup.eth_src : exact @name("src_mac");
+            meta.ingress_port   : exact @name("port");
+        }
+        actions = {
+            mark_known;
+            @defaultonly learn;
+        }
+        default_action = learn();
+        size = LEARNED_SOURCES_TABLE_SIZE;
+        idle_timeout = true;
+    }
+
+    apply {
+        if (meta.port_role == PORT_ROLE_HOST) {
+            // Never teach the controller that a host owns the gateway address.
+            meta.learn_src_ip = meta.lookup.src_ip;
+            if (meta.lookup.src_ip == meta.gateway_ip) {
+                meta.learn_src_ip = 0;
+            }
+            learned_sources.apply();
+        }
+    }
+}
+
+#endif  // SUPERGW_LEARNING_P4

@@ -1,0 +1,101 @@
+// Parsers and deparsers of the TNA pipeline.
+//
+// Differences from v1model (docs/pipeline-contract.md, "TNA"):
+// - Ingress parses the intrinsic metadata and skips the 64-bit port metadata first.
+// - The packet_in header is built in ingress (PacketIoPunt), so nothing is bridged to
+//   egress and egress is bypassed: flood pruning is the PRE's (FloodPruning).
+// - The learning digest is packed here, in the ingress deparser, when ingress set
+//   ig_dprsr_md.digest_type (Learning.learn); its fields must not change after learn().
+// - No checksum extern: IPv4 is never modified (as on v1model).
+// - A parser error does not drop the frame: ingress reads parser_err (LookupMdInit), and
+//   bf-p4c keeps frames whose parser error the program reads.
+
+#ifndef SUPERGW_PARSER_P4
+#define SUPERGW_PARSER_P4
+
+parser SupergwIngressParser(packet_in packet,
+                            out headers_t hdr,
+                            out local_metadata_t meta,
+                            out ingress_intrinsic_metadata_t ig_intr_md) {
+    state start {
+        // Every field zero / false (LookupMdInit sets them again); bf-p4c zero-fills
+        // metadata anyway, this makes it explicit for the front end.
+        meta = { ... };
+        packet.extract(ig_intr_md);
+        // Nothing is resubmitted, so the 64 bits after the intrinsic header are always
+        // port metadata, which this program does not use.
+        packet.advance(PORT_METADATA_SIZE);
+        transition select(ig_intr_md.ingress_port) {
+            TNA_CPU_PORT: parse_packet_out;
+            default: parse_ethernet;
+        }
+    }
+
+    state parse_packet_out {
+        packet.extract(hdr.packet_out);
+        // The frame behind a packet-out leaves unchanged, so it stays unparsed payload.
+        transition accept;
+    }
+
+    state parse_ethernet {
+        packet.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_ARP: parse_arp;
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+
+    state parse_arp {
+        packet.extract(hdr.arp);
+        transition accept;
+    }
+
+    state parse_ipv4 {
+        packet.extract(hdr.ipv4);
+        transition accept;
+    }
+}
+
+control SupergwIngressDeparser(packet_out packet,
+                               inout headers_t hdr,
+                               in local_metadata_t meta,
+                               in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    // P4Runtime digest "learn_digest_t", as on v1model (where p4c names the digest after
+    // its type): the leading dot makes the name absolute, so no control prefix is added.
+    @name(".learn_digest_t")
+    Digest<learn_digest_t>(LEARN_DIGEST_TYPE) learn_digest;
+
+    apply {
+        if (ig_dprsr_md.digest_type == LEARN_DIGEST_TYPE) {
+            learn_digest.pack({ meta.lookup.eth_src, meta.ingress_port, meta.learn_src_ip });
+        }
+        packet.emit(hdr.packet_in);
+        packet.emit(hdr.ethernet);
+        packet.emit(hdr.arp);
+        packet.emit(hdr.ipv4);
+    }
+}
+
+// Egress is bypassed (ig_tm_md.bypass_egress); TNA still requires the blocks.
+struct supergw_egress_headers_t { }
+struct supergw_egress_metadata_t { }
+
+parser SupergwEgressParser(packet_in packet,
+                           out supergw_egress_headers_t hdr,
+                           out supergw_egress_metadata_t meta,
+                           out egress_intrinsic_metadata_t eg_intr_md) {
+    state start {
+        packet.extract(eg_intr_md);
+        transition accept;
+    }
+}
+
+control SupergwEgressDeparser(packet_out packet,
+                              inout supergw_egress_headers_t hdr,
+                              in supergw_egress_metadata_t meta,
+                              in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    apply { }
+}
+
+#endif  // SUPERGW_PARSER_P4
