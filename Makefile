@@ -55,8 +55,8 @@ unit: deps
 	 echo "== unit: Go (eBPF target)"; \
 	 $(MAKE) -s -C targets/ebpf test JUNIT=$(CURDIR)/$(RESULTS)/go.xml || rc=1; \
 	 echo "== unit: Python types (mypy --strict)"; \
-	 MYPYPATH=controller:backends $(PY) -m mypy --strict --ignore-missing-imports --junit-xml $(RESULTS)/mypy.xml \
-	   controller/supergw_controller backends/supergw_gateway topologies bench || rc=1; \
+	 MYPYPATH=controller:backends:ptf-tests/lib $(PY) -m mypy --strict --ignore-missing-imports --junit-xml $(RESULTS)/mypy.xml \
+	   controller/supergw_controller backends/supergw_gateway ptf-tests/lib topologies bench || rc=1; \
 	 echo "== unit: Python"; \
 	 $(PY) -m pytest -q -m "not integration" --junitxml=$(RESULTS)/python-unit.xml controller backends p4src ptf-tests/unit topologies bench || rc=1; \
 	 exit $$rc

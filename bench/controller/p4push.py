@@ -1,7 +1,7 @@
 """Times writing the whole bucket table (K entries) in one P4Runtime WriteRequest.
 
-Uses the benchmarks' P4Runtime client (bench/p4rt.py): objects by P4Info name, names from
-the generated constants.
+Uses the shared P4Runtime client (`supergw_p4rt`, ptf-tests/lib): objects by P4Info name,
+names from the generated constants.
 """
 
 from __future__ import annotations
@@ -12,10 +12,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from finsy.proto import p4r
-
-from bench.p4rt import DELETE, INSERT, MODIFY, Client, EntityBuilder, P4RuntimeClientError, load_p4info
 from supergw_controller import p4constants as pc
 from supergw_controller.bucket import mac_to_int
+from supergw_p4rt import (
+    DELETE,
+    INSERT,
+    MODIFY,
+    EntityBuilder,
+    P4RuntimeClient,
+    P4RuntimeClientError,
+    entity,
+    load_p4info,
+    pipeline_config,
+    update,
+)
 
 
 def bucket_entries(builder: EntityBuilder, k: int, gateways: Sequence[tuple[int, str]]) -> list[p4r.TableEntry]:
@@ -55,19 +65,20 @@ def measure_full_table_push(
 ) -> PushResult:
     """INSERT all K entries in one batch, read them back, MODIFY all, DELETE all; `reps` times."""
     info = load_p4info(p4info)
-    with Client(addr, device_id, election_low=1, timeout=10.0) as client:
-        client.set_pipeline(info)
+    with P4RuntimeClient(addr, device_id, election_low=1, rpc_timeout=60.0) as client:
+        client.become_primary(timeout=10.0)
+        client.set_pipeline(pipeline_config(info))
         builder = EntityBuilder(info)
         entries = bucket_entries(builder, k, gateways)
         moved = bucket_entries(builder, k, list(gateways[1:]) + list(gateways[:1]))
-        table_id = entries[0].table_id
+        wildcard = [entity(p4r.TableEntry(table_id=entries[0].table_id))]
         ins, mod, dele = [], [], []
         read_back = 0
         for _ in range(reps):
-            ins.append(client.write([(INSERT, e) for e in entries]))
-            read_back = client.count_entries(table_id)
+            ins.append(client.write([update(INSERT, e) for e in entries]))
+            read_back = len(client.read(wildcard))
             if read_back != k:
                 raise P4RuntimeClientError(f"wrote {k} bucket entries but read back {read_back}")
-            mod.append(client.write([(MODIFY, e) for e in moved]))
-            dele.append(client.write([(DELETE, e) for e in entries]))
+            mod.append(client.write([update(MODIFY, e) for e in moved]))
+            dele.append(client.write([update(DELETE, e) for e in entries]))
         return PushResult(ins, mod, dele, read_back)

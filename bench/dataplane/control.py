@@ -18,11 +18,20 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 from finsy.proto import p4r
 from supergw_controller import p4constants as p4c
 from supergw_controller.bucket import mac_to_int
-
-from bench.p4rt import INSERT, MODIFY, Client, P4RuntimeClientError, load_p4info
+from supergw_p4rt import (
+    INSERT,
+    MODIFY,
+    EntityBuilder,
+    P4RuntimeClient,
+    P4RuntimeClientError,
+    load_p4info,
+    pipeline_config,
+    update,
+)
 
 
 @dataclass(frozen=True)
@@ -40,47 +49,46 @@ class Spec:
     role_gateway: int
 
 
-def _role(client: Client, port: int, role: int) -> p4r.TableEntry:
-    return client.table_entry(p4c.TABLE_PORT_ROLES, {p4c.MATCH_PORT_ROLES_PORT: port},
+def _role(entities: EntityBuilder, port: int, role: int) -> p4r.TableEntry:
+    return entities.table_entry(p4c.TABLE_PORT_ROLES, {p4c.MATCH_PORT_ROLES_PORT: port},
                               p4c.ACTION_SET_PORT_ROLE, {p4c.PARAM_SET_PORT_ROLE_ROLE: role})
 
 
-def _bucket(client: Client, bucket: int, port: int, mac: str) -> p4r.TableEntry:
-    return client.table_entry(p4c.TABLE_BUCKETS, {p4c.MATCH_BUCKETS_BUCKET: bucket}, p4c.ACTION_SET_GATEWAY,
+def _bucket(entities: EntityBuilder, bucket: int, port: int, mac: str) -> p4r.TableEntry:
+    return entities.table_entry(p4c.TABLE_BUCKETS, {p4c.MATCH_BUCKETS_BUCKET: bucket}, p4c.ACTION_SET_GATEWAY,
                               {p4c.PARAM_SET_GATEWAY_PORT: port, p4c.PARAM_SET_GATEWAY_GATEWAY_MAC: mac_to_int(mac)})
 
 
-def setup(client: Client, spec: Spec) -> int:
+def setup_updates(entities: EntityBuilder, spec: Spec) -> list[p4r.Update]:
     updates = [
-        (MODIFY, client.table_entry(p4c.TABLE_SETTINGS, {}, p4c.ACTION_SET_DISPATCH_CONFIG, {
+        update(MODIFY, entities.table_entry(p4c.TABLE_SETTINGS, {}, p4c.ACTION_SET_DISPATCH_CONFIG, {
             p4c.PARAM_SET_DISPATCH_CONFIG_GATEWAY_IP: int(ipaddress.IPv4Address(spec.gateway_ip)),
             p4c.PARAM_SET_DISPATCH_CONFIG_VMAC_BASE: mac_to_int(spec.vmac_base),
             p4c.PARAM_SET_DISPATCH_CONFIG_BUCKET_MASK: spec.buckets - 1,
         }, default=True)),
-        (INSERT, _role(client, spec.host_port, spec.role_host)),
+        update(INSERT, _role(entities, spec.host_port, spec.role_host)),
     ]
     for port in spec.gateway_ports:
-        updates.append((INSERT, _role(client, port, spec.role_gateway)))
+        updates.append(update(INSERT, _role(entities, port, spec.role_gateway)))
     for b in range(spec.buckets):
-        updates.append((INSERT, _bucket(client, b, spec.gateway_ports[0], spec.gateway_macs[0])))
+        updates.append(update(INSERT, _bucket(entities, b, spec.gateway_ports[0], spec.gateway_macs[0])))
     for mac in spec.host_macs:
-        updates.append((INSERT, client.table_entry(
+        updates.append(update(INSERT, entities.table_entry(
             p4c.TABLE_LEARNED_SOURCES,
             {p4c.MATCH_LEARNED_SOURCES_SRC_MAC: mac_to_int(mac), p4c.MATCH_LEARNED_SOURCES_PORT: spec.host_port},
             p4c.ACTION_MARK_KNOWN, {})))
-    client.write(updates)
-    return len(updates)
+    return updates
 
 
-def move(client: Client, spec: Spec, writes: int, bucket: int) -> list[float]:
+def move(client: P4RuntimeClient, entities: EntityBuilder, spec: Spec, writes: int, bucket: int) -> list[float]:
     """Alternate bucket `bucket` between the gateways; latency of each MODIFY in ms."""
-    entries = [
-        _bucket(client, bucket, port, mac)
+    moves = [
+        [update(MODIFY, _bucket(entities, bucket, port, mac))]
         for port, mac in zip(spec.gateway_ports, spec.gateway_macs)
     ]
-    for warmup in entries * 5:
-        client.timed_write(MODIFY, warmup)
-    return [client.timed_write(MODIFY, entries[(i + 1) % len(entries)]) * 1000.0 for i in range(writes)]
+    for warmup in moves * 5:
+        client.write(warmup)
+    return [client.write(moves[(i + 1) % len(moves)]) * 1000.0 for i in range(writes)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,16 +104,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spec = Spec(**json.loads(args.spec))
     try:
-        with Client(args.addr, args.device_id) as client:
+        info = load_p4info(args.p4info)
+        entities = EntityBuilder(info)
+        with P4RuntimeClient(args.addr, args.device_id, election_low=100, rpc_timeout=60.0) as client:
+            client.become_primary()
             if args.command == "setup":
                 device_config = args.device_config.read_bytes() if args.device_config else b""
-                client.set_pipeline(load_p4info(args.p4info), device_config)
-                print(json.dumps({"updates": setup(client, spec)}))
+                client.set_pipeline(pipeline_config(info, device_config))
+                updates = setup_updates(entities, spec)
+                client.write(updates)
+                print(json.dumps({"updates": len(updates)}))
             else:
-                client.use_pipeline(load_p4info(args.p4info))
-                print(json.dumps({"latencies_ms": move(client, spec, args.writes, args.bucket)}))
-    except P4RuntimeClientError as exc:
+                print(json.dumps({"latencies_ms": move(client, entities, spec, args.writes, args.bucket)}))
+    except (P4RuntimeClientError, KeyError, ValueError, OSError) as exc:
         print(f"P4Runtime: {exc}", file=sys.stderr)
+        return 1
+    except grpc.RpcError as exc:
+        print(f"P4Runtime: {args.addr}: {exc.code().name}: {exc.details()}", file=sys.stderr)
         return 1
     return 0
 

@@ -4,12 +4,12 @@ Layering follows p4c's tools/ptf/base_test.py: read test params, open the
 StreamChannel as primary, push the pipeline, resolve P4Info names by unique
 suffix, build/write/read entities, record writes so @autocleanup can replay
 INSERTs as DELETEs, and decode per-update p4.v1.Error details for negative tests.
+The P4Runtime work itself is the shared client's (`supergw_p4rt`).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
@@ -19,20 +19,23 @@ import grpc
 import ptf
 from finsy.proto import p4i, p4r, rpc_code
 from ptf.base_tests import BaseTest
-
-from .p4runtime import (
+from supergw_p4rt import (
+    STREAM_KINDS,
     CounterValue,
+    EntityBuilder,
     P4InfoIndex,
     P4RuntimeClient,
     P4RuntimeWriteError,
-    TestParams,
     Value,
     code_name,
     decode,
-    encode,
     entity,
     load_p4info,
+    pipeline_config,
 )
+from supergw_p4rt.entities import Message
+
+from .p4runtime import TestParams
 
 T = TypeVar("T")
 
@@ -97,6 +100,7 @@ class P4RuntimeTest(BaseTest):  # type: ignore[misc]
     params: TestParams
     p4info: p4i.P4Info
     names: P4InfoIndex
+    entities: EntityBuilder
     client: P4RuntimeClient
 
     def setUp(self) -> None:
@@ -106,6 +110,7 @@ class P4RuntimeTest(BaseTest):  # type: ignore[misc]
         self.dataplane.flush()
         self.p4info = load_p4info(self.params.p4info)
         self.names = P4InfoIndex(self.p4info)
+        self.entities = EntityBuilder(self.names)
         self._undo: list[p4r.Update] = []
         self.client = self.connect(self.election_low)
         self.addCleanup(self.client.close)
@@ -128,10 +133,7 @@ class P4RuntimeTest(BaseTest):  # type: ignore[misc]
     def pipeline_config(self, p4info: p4i.P4Info | None = None) -> p4r.ForwardingPipelineConfig:
         info = p4info if p4info is not None else self.p4info
         device = self.params.device_config.read_bytes() if self.params.device_config else b""
-        digest = hashlib.sha256(info.SerializeToString(deterministic=True) + device).digest()
-        config = p4r.ForwardingPipelineConfig(p4info=info, p4_device_config=device)
-        config.cookie.cookie = int.from_bytes(digest[:8], "big")
-        return config
+        return pipeline_config(info, device)
 
     def ensure_pipeline(self) -> None:
         """Push the pipeline unless the switch already runs it (same cookie)."""
@@ -147,7 +149,7 @@ class P4RuntimeTest(BaseTest):  # type: ignore[misc]
                 return
         self.client.set_pipeline(want)
 
-    # ---- entity builders
+    # ---- entity builders (the shared client's, named here for the tests)
 
     def table_entry(
         self,
@@ -159,65 +161,40 @@ class P4RuntimeTest(BaseTest):  # type: ignore[misc]
         default: bool = False,
         priority: int = 0,
     ) -> p4r.TableEntry:
-        te = p4r.TableEntry(table_id=self.names.id("tables", table), is_default_action=default, priority=priority)
-        for name, value in (match or {}).items():
-            mf = self.names.match_field(table, name)
-            te.match.add(field_id=mf.id).exact.value = encode(value, mf.bitwidth)
-        if action is not None:
-            te.action.action.CopyFrom(self.action(action, params or {}))
-        return te
+        return self.entities.table_entry(table, match, action, params, default=default, priority=priority)
 
     def action(self, name: str, params: Mapping[str, Value]) -> p4r.Action:
-        act = p4r.Action(action_id=self.names.id("actions", name))
-        for pname, value in params.items():
-            p = self.names.param(name, pname)
-            act.params.add(param_id=p.id, value=encode(value, p.bitwidth))
-        return act
+        return self.entities.action(name, params)
 
     def multicast_group(
         self, group_id: int, ports: Sequence[int], *, legacy_port_field: bool = False
     ) -> p4r.PacketReplicationEngineEntry:
-        """A multicast group, one replica (instance 0) per port. P4Runtime 1.4 names the
-        replica's port with the bytes field `port`; older servers (PI as shipped with BMv2)
-        only know the deprecated uint32 `egress_port`."""
-        pre = p4r.PacketReplicationEngineEntry()
-        pre.multicast_group_entry.multicast_group_id = group_id
-        for port in ports:
-            replica = pre.multicast_group_entry.replicas.add(instance=0)
-            if legacy_port_field:
-                replica.egress_port = port
-            else:
-                replica.port = encode(port, 32)
-        return pre
+        return self.entities.multicast_group(group_id, ports, legacy_port_field=legacy_port_field)
 
     def digest_entry(self, name: str, max_list_size: int = 1) -> p4r.DigestEntry:
-        de = p4r.DigestEntry(digest_id=self.names.id("digests", name))
-        de.config.max_timeout_ns = 0
-        de.config.max_list_size = max_list_size
-        de.config.ack_timeout_ns = 1_000_000_000
-        return de
+        return self.entities.digest_entry(name, max_list_size)
 
     # ---- writes (recorded for autocleanup)
 
-    def write(self, kind: int, *msgs: Any) -> None:
+    def write(self, kind: p4r.Update.Type.ValueType, *msgs: Message) -> None:
         self.client.write([p4r.Update(type=kind, entity=entity(m)) for m in msgs])
 
-    def insert(self, *msgs: Any) -> None:
+    def insert(self, *msgs: Message) -> None:
         self.write(p4r.Update.INSERT, *msgs)
         self.track_inserted(*msgs)
 
-    def track_inserted(self, *msgs: Any) -> None:
+    def track_inserted(self, *msgs: Message) -> None:
         """Delete `msgs` at cleanup (for entities written by other means, e.g. a batch that
         is expected to fail in part)."""
         self._undo.extend(p4r.Update(type=p4r.Update.DELETE, entity=entity(m)) for m in msgs)
 
-    def modify(self, msg: Any, *, restore: Any | None = None) -> None:
+    def modify(self, msg: Message, *, restore: Message | None = None) -> None:
         """MODIFY; `restore` is written back (MODIFY) at cleanup."""
         self.write(p4r.Update.MODIFY, msg)
         if restore is not None:
             self._undo.append(p4r.Update(type=p4r.Update.MODIFY, entity=entity(restore)))
 
-    def delete(self, msg: Any) -> None:
+    def delete(self, msg: Message) -> None:
         self.write(p4r.Update.DELETE, msg)
         ent = entity(msg)
         self._undo = [u for u in self._undo if not (u.type == p4r.Update.DELETE and u.entity == ent)]
@@ -258,12 +235,7 @@ class P4RuntimeTest(BaseTest):  # type: ignore[misc]
     def read_counters(self, counter: str, indices: Sequence[int]) -> list[CounterValue]:
         """Read several indices of an indirect counter in one Read RPC."""
         counter_id = self.names.id("counters", counter)
-        wanted = []
-        for index in indices:
-            ce = p4r.CounterEntry(counter_id=counter_id)
-            ce.index.index = index
-            wanted.append(entity(ce))
-        ents = self.client.read(wanted)
+        ents = self.client.read([entity(self.entities.counter_entry(counter, i)) for i in indices])
         got = {e.counter_entry.index.index: e.counter_entry.data for e in ents if e.counter_entry.counter_id == counter_id}
         missing = [i for i in indices if i not in got]
         self.assertEqual(missing, [], f"reading {counter} returned no entity for indices {missing}")
@@ -284,12 +256,9 @@ class P4RuntimeTest(BaseTest):  # type: ignore[misc]
     # ---- stream: packet-in, packet-out, digests
 
     def packet_out(self, payload: bytes, **metadata: int) -> None:
-        meta = self.names.metadata("packet_out")
         req = p4r.StreamMessageRequest()
         req.packet.payload = payload
-        for name, value in metadata.items():
-            m = meta[name]
-            req.packet.metadata.add(metadata_id=m.id, value=encode(value, m.bitwidth))
+        req.packet.metadata.extend(self.entities.packet_metadata("packet_out", metadata))
         self.client.send(req)
 
     def get_packet_in(self, timeout: float | None = None) -> tuple[bytes, dict[str, int]] | None:
@@ -315,21 +284,17 @@ class P4RuntimeTest(BaseTest):  # type: ignore[misc]
         ack.digest_ack.digest_id = dl.digest_id
         ack.digest_ack.list_id = dl.list_id
         self.client.send(ack)
-        spec = self.names.by_id(dl.digest_id)
-        members = [m.name for m in self._struct_members(spec)]
+        members = self.names.digest_members(dl.digest_id)
         out = []
         for data in dl.data:
             values = [decode(m.bitstring) for m in data.struct.members]
             out.append(dict(zip(members, values, strict=True)))
         return out
 
-    def _struct_members(self, digest: p4i.Digest) -> list[p4i.StructTypeSpec.Member]:
-        struct = self.p4info.type_info.structs[digest.type_spec.struct.name]
-        return list(struct.members)
-
     def drain_stream(self) -> None:
-        for kind in ("packet", "digest", "idle_timeout_notification", "error"):
-            self.client.drain(kind)  # type: ignore[arg-type]
+        for kind in STREAM_KINDS:
+            if kind != "arbitration":
+                self.client.drain(kind)
 
     # ---- assertions
 

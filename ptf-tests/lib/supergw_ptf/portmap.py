@@ -42,7 +42,8 @@ class PortMap(BaseModel):
             raise ValueError("duplicate interface names in port map")
         if self.absent_port in numbers or self.absent_port == self.cpu_port:
             raise ValueError("absent_port must not be an attached port or the CPU port")
-        for role, minimum in (("HOST", 3), ("GATEWAY", 2), ("UNKNOWN", 1)):
+        minimums: tuple[tuple[RoleName, int], ...] = (("HOST", 3), ("GATEWAY", 2), ("UNKNOWN", 1))
+        for role, minimum in minimums:
             if len(self.with_role(role)) < minimum:
                 raise ValueError(f"the suite needs at least {minimum} {role} ports")
         return self

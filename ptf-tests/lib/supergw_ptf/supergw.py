@@ -151,7 +151,7 @@ class SupergwTest(P4RuntimeTest):
 
     def set_port_roles(self) -> None:
         """port_roles for every HOST/GATEWAY port of the port map (UNKNOWN ports get none)."""
-        self.insert(*(self.port_role_entry(p.port, int(PortRole[p.role])) for p in self.ports.ports if p.role != "UNKNOWN"))
+        self.insert(*(self.port_role_entry(p.port, int(c.PortRole[p.role])) for p in self.ports.ports if p.role != "UNKNOWN"))
 
     def configure_dispatch(self, dispatch: Dispatch | None = None) -> None:
         self.dispatch = dispatch or self.dispatch
