@@ -116,7 +116,7 @@ class Ir:
         raise IrError(f"unsupported type {t['Node_Type']} (expected bit<N> or bool)")
 
     def control(self, name: str) -> Node:
-        c = self.objects.get(name)
+        c: Node | None = self.objects.get(name)
         if c is None or c["Node_Type"] != "P4Control":
             raise IrError(f"control {name} not found in the mid-end IR")
         return c
@@ -257,7 +257,7 @@ def build(ir: Ir, arch: str) -> p4info_pb2.P4Info:
             dc.preamble.id = object_id(ir, n, "direct_counter", name)
             dc.preamble.name = name
             dc.preamble.alias = name.rsplit(".", 1)[-1]
-            dc.spec.unit = unit  # type: ignore[assignment]
+            dc.spec.unit = unit
             if local not in direct:
                 raise IrError(f"direct counter {name} is attached to no table")
             dc.direct_table_id = direct[local]
@@ -269,7 +269,7 @@ def build(ir: Ir, arch: str) -> p4info_pb2.P4Info:
             c.preamble.id = object_id(ir, n, "counter", name)
             c.preamble.name = name
             c.preamble.alias = name.rsplit(".", 1)[-1]
-            c.spec.unit = unit  # type: ignore[assignment]
+            c.spec.unit = unit
             c.size = constant_int(ir, ir.full(ir.vec(n["arguments"])[0]["expression"]))
 
     add_digests(ir, info)

@@ -29,6 +29,7 @@ from finsy.proto import p4r
 from supergw_controller.config import Config
 from supergw_controller.errors import NotPrimary, SwitchUnavailable
 from supergw_controller.southbound.entities import BucketEncoder, Op, Update
+from supergw_controller.southbound.p4names import canonical_p4info
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,11 @@ class SwitchSession:
             ready_handler=self._ready,
         )
         self.switch = Switch(name, config.switch.address, opts)
+        # Before any lookup: names a target spells differently (Tofino's "pipe." prefix)
+        # become the controller's, and a P4Info lacking any of them is refused here.
+        canonical = canonical_p4info(self.switch.p4info.p4info)
+        if canonical is not self.switch.p4info.p4info:
+            self.switch.p4info.set_p4info(canonical)
         self._on_primary = on_primary
         self._on_backup = on_backup
         self._on_role = on_role
