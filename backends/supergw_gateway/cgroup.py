@@ -1,4 +1,5 @@
-"""cgroup v1 CPU quotas: one group per gateway under /sys/fs/cgroup/cpu."""
+"""cgroup v1 CPU quotas: one group per gateway under /sys/fs/cgroup/cpu; its CPU usage from
+cpuacct (or the cgroup v2 `cpu.stat` when the machine runs the unified hierarchy)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,33 @@ from pathlib import Path
 from supergw_gateway.errors import GatewayError
 
 CPU_ROOT = Path("/sys/fs/cgroup/cpu")
+CPUACCT_ROOTS = (Path("/sys/fs/cgroup/cpuacct"), Path("/sys/fs/cgroup/cpu,cpuacct"), Path("/sys/fs/cgroup"))
+_NS_PER_JIFFY = 10_000_000  # USER_HZ 100
+
+
+@dataclass(frozen=True)
+class CpuAcct:
+    """CPU time used by the group `name`, from the first hierarchy that has it."""
+
+    name: str
+    roots: tuple[Path, ...] = CPUACCT_ROOTS
+
+    def usage_jiffies(self) -> int | None:
+        """Cumulative CPU of every task in the group (1/100 s), None when no such group exists."""
+        for root in self.roots:
+            d = root / self.name
+            try:
+                return int((d / "cpuacct.usage").read_text()) // _NS_PER_JIFFY
+            except (OSError, ValueError):
+                pass
+            try:
+                for line in (d / "cpu.stat").read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "usage_usec":
+                        return int(value) * 1000 // _NS_PER_JIFFY
+            except (OSError, ValueError):
+                pass
+        return None
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Load reports: sampling CPU/softirq/charon, VICI counters, and building the report.
+"""Load reports: the gateway's own CPU, softirq and charon, VICI counters, and the report.
 
 The schema is the controller's (`supergw_controller.reports`): one source of truth,
 imported here, never copied.
@@ -6,27 +6,35 @@ imported here, never copied.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
+from typing import Literal
 
 from supergw_controller.reports import GatewayReport, Heartbeat, IpsecBackend, SaState
 
 from supergw_gateway.vici_client import IkeSaStatus
 
-__all__ = ["CpuSample", "GatewayReport", "Heartbeat", "build_report", "cpu_shares", "parse_proc_stat", "sa_states"]
+__all__ = ["CpuSample", "GatewayReport", "Heartbeat", "build_report", "cpu_shares", "guest_cpus", "parse_proc_stat",
+           "sa_states"]
 
 CLK_TCK = 100
 
 
+CpuScope = Literal["processes", "cgroup", "guest"]
+
+
 @dataclass(frozen=True)
 class CpuSample:
-    """Cumulative jiffies: all CPUs busy, softirq, charon (utime+stime), at `t` (monotonic)."""
+    """Cumulative jiffies at `t` (monotonic): the gateway's own busy time (`scope` says what
+    that counts), softirq (a UML guest's; 0 where the kernel is shared), charon (utime+stime).
+    `cores` is the capacity busy is measured against (100 % per core)."""
 
     t: float
     busy: int
     softirq: int
     charon: int
+    scope: CpuScope = "processes"
+    cores: float = 1.0
 
 
 def parse_proc_stat(text: str) -> tuple[int, int]:
@@ -38,6 +46,12 @@ def parse_proc_stat(text: str) -> tuple[int, int]:
             steal = f[7] if len(f) > 7 else 0
             return user + nice + system + irq + softirq + steal, softirq
     raise ValueError("no aggregate cpu line in /proc/stat")
+
+
+def guest_cpus(stat: str) -> float:
+    """How many CPUs a /proc/stat lists (cpu0, cpu1, ...)."""
+    n = sum(1 for line in stat.splitlines() if line.startswith("cpu") and line[3:4].isdigit())
+    return float(max(1, n))
 
 
 def parse_pid_stat(text: str) -> int:
@@ -62,20 +76,21 @@ def sa_states(sas: list[IkeSaStatus], conn: str) -> list[SaState]:
     out = []
     now_names = [s for s in sas if s.name == conn]
     for ike in now_names:
-        out.append(SaState(name=ike.name, state=ike.state, established_s=ike.established_s,
+        out.append(SaState(name=ike.name, kind="ike", state=ike.state, established_s=ike.established_s,
                            bytes_in=sum(c.bytes_in for c in ike.children),
                            bytes_out=sum(c.bytes_out for c in ike.children),
                            packets_in=sum(c.packets_in for c in ike.children),
                            packets_out=sum(c.packets_out for c in ike.children)))
         for c in ike.children:
-            out.append(SaState(name=c.name, state=c.state, established_s=c.established_s,
+            out.append(SaState(name=c.name, kind="child", state=c.state, established_s=c.established_s,
                                bytes_in=c.bytes_in, bytes_out=c.bytes_out,
                                packets_in=c.packets_in, packets_out=c.packets_out))
     return out
 
 
 def build_report(gateway: str, backend: str, prev: CpuSample, cur: CpuSample,
-                 sas: list[IkeSaStatus], conn: str, timestamp: float | None = None) -> GatewayReport:
+                 sas: list[IkeSaStatus], conn: str, timestamp: float | None = None,
+                 sa_error: str | None = None) -> GatewayReport:
     cpu, soft, charon = cpu_shares(prev, cur)
     children = [c for s in sas if s.name == conn for c in s.children]
     return GatewayReport(
@@ -83,7 +98,8 @@ def build_report(gateway: str, backend: str, prev: CpuSample, cur: CpuSample,
         timestamp=time.time() if timestamp is None else timestamp,
         backend=IpsecBackend(backend),
         cpu_percent=round(cpu, 2),
-        cpu_cores=float(os.cpu_count() or 1),  # cpu_percent is the aggregate of /proc/stat
+        cpu_cores=cur.cores,
+        cpu_scope=cur.scope,
         softirq_percent=round(soft, 2),
         charon_cpu_percent=round(charon, 2),
         tunnel_bytes_in=sum(c.bytes_in for c in children),
@@ -91,4 +107,5 @@ def build_report(gateway: str, backend: str, prev: CpuSample, cur: CpuSample,
         tunnel_packets_in=sum(c.packets_in for c in children),
         tunnel_packets_out=sum(c.packets_out for c in children),
         sas=sa_states(sas, conn),
+        sa_error=sa_error,
     )

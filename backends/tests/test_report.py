@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-import os
-
 import pytest
 from pydantic import ValidationError
+
+from supergw_controller.reports import tunnel_up
 
 from supergw_gateway.report import CpuSample, GatewayReport, build_report, cpu_shares, parse_pid_stat, parse_proc_stat
 from supergw_gateway.vici_client import ChildSaStatus, IkeSaStatus
@@ -42,8 +42,9 @@ def test_build_report_uses_the_controller_schema() -> None:
     assert isinstance(rep, GatewayReport)
     assert rep.tunnel_bytes_in == 10 and rep.tunnel_packets_out == 4
     assert rep.cpu_percent == 100.0 and rep.softirq_percent == 10.0 and rep.charon_cpu_percent == 5.0
-    assert rep.cpu_cores == float(os.cpu_count() or 1)
-    assert [s.name for s in rep.sas] == ["sgw-g", "sgw-g-net"]
+    assert rep.cpu_cores == 1.0 and rep.cpu_scope == "processes"  # the sample's, never the machine's
+    assert [(s.name, s.kind) for s in rep.sas] == [("sgw-g", "ike"), ("sgw-g-net", "child")]
+    assert tunnel_up(rep) is True and rep.sa_error is None
     again = GatewayReport.model_validate_json(rep.model_dump_json())
     assert again == rep
 

@@ -3,8 +3,10 @@
 Pure state with an injected clock (`now`, monotonic seconds): the Dispatcher feeds it
 heartbeats, reports, port events and watchdog ticks, and acts on the transitions it
 returns. A gateway is *dead* when its heartbeats stopped (more than
-`missed_heartbeats x heartbeat_interval`) or its port is down; a dead gateway that comes
-back is *recovering* until the rebalancer has refilled it.
+`missed_heartbeats x heartbeat_interval`), its port is down, its agent reports its charon
+stopped, or its last report shows no installed CHILD SA (its tunnel to the partner is
+down: traffic sent to it would be lost); a dead gateway that comes back is *recovering*
+until the rebalancer has refilled it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 from supergw_controller.config import Config
 from supergw_controller.errors import InvalidArgument, UnknownGateway
 from supergw_controller.rebalancer import GatewayInput, GatewayState
-from supergw_controller.reports import GatewayReport
+from supergw_controller.reports import GatewayReport, tunnel_up
 
 
 @dataclass
@@ -28,6 +30,8 @@ class GatewayRecord:
     dead: bool = False
     recovering: bool = False
     port_up: bool | None = None  # None: nobody watches the port
+    charon_down: bool = False  # its agent's last heartbeat said charon is stopped or gone
+    tunnel_up: bool | None = None  # from the last report's SAs; None: not known yet
     last_heartbeat: float | None = None
     last_report: GatewayReport | None = None
     last_report_at: float | None = None
@@ -63,7 +67,22 @@ class GatewayRecord:
         return now - self.last_heartbeat <= dead_after
 
     def alive(self, now: float, dead_after: float) -> bool:
-        return self.port_up is not False and self.heartbeat_ok(now, dead_after)
+        return (
+            self.port_up is not False
+            and not self.charon_down
+            and self.tunnel_up is not False
+            and self.heartbeat_ok(now, dead_after)
+        )
+
+    def unhealthy_why(self) -> str | None:
+        """Why the gateway cannot carry traffic although its agent may be talking."""
+        if self.port_up is False:
+            return "port down"
+        if self.charon_down:
+            return "agent reports charon stopped"
+        if self.tunnel_up is False:
+            return "tunnel down (no installed CHILD SA)"
+        return None
 
 
 @dataclass(frozen=True)
@@ -170,19 +189,25 @@ class GatewayRegistry:
         if g.last_heartbeat is not None and g.last_heartbeat >= arrived:
             g.last_heartbeat = max(g.last_heartbeat, now)
 
-    def heartbeat(self, name: str, ts_now: float) -> Transition | None:
+    def heartbeat(self, name: str, ts_now: float, charon_down: bool | None = None) -> Transition | None:
+        """A heartbeat of `name` at `ts_now`; `charon_down` as the agent said (None: it did not say)."""
         g = self.get(name)
-        g.last_heartbeat = ts_now
+        g.last_heartbeat = ts_now if g.last_heartbeat is None else max(g.last_heartbeat, ts_now)
+        if charon_down is not None:
+            g.charon_down = charon_down
         return self._settle(g, ts_now, "heartbeats resumed")
 
     def report(self, report: GatewayReport, now: float) -> Transition | None:
         g = self.get(report.gateway)
         g.last_report = report
         g.last_report_at = now
-        g.reported_cpu = report.cpu_percent / (100.0 * report.cpu_cores)  # 0..1 share of the box
+        g.reported_cpu = report.cpu_percent / (100.0 * report.cpu_cores)  # 0..1 of its own capacity
+        up = tunnel_up(report)
+        if up is not None:  # None: the agent could not read its SAs; keep the last verdict
+            g.tunnel_up = up
         # A report proves the agent is alive just as a heartbeat does.
-        g.last_heartbeat = now
-        return self._settle(g, now, "reports resumed")
+        g.last_heartbeat = now if g.last_heartbeat is None else max(g.last_heartbeat, now)
+        return self._settle(g, now, "tunnel up" if up else "reports resumed")
 
     def set_port_state(self, port: int, up: bool, now: float) -> Transition | None:
         g = self.by_port(port)
@@ -212,7 +237,7 @@ class GatewayRegistry:
         if not g.dead and not alive:
             g.dead = True
             g.recovering = False
-            return Transition(g.name, died=True, why="port down" if g.port_up is False else why)
+            return Transition(g.name, died=True, why=g.unhealthy_why() or why)
         return None
 
     def heartbeat_age(self, name: str, now: float) -> float | None:

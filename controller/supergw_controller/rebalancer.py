@@ -121,7 +121,9 @@ class Plan:
 
     @property
     def budgeted_moves(self) -> int:
-        return sum(1 for m in self.moves if m.reason in BUDGETED_REASONS)
+        """Moves that count against the budgets: REBALANCE/REFILL of buckets carrying traffic
+        (idle buckets given back to a recovering gateway move free, see `idle_refill`)."""
+        return sum(1 for m in self.moves if m.reason in BUDGETED_REASONS and m.cost > 0)
 
 
 def bucket_cost(rate: BucketRate, params: RebalanceParams) -> float:
@@ -368,6 +370,34 @@ class _Planner:
             self.move(b, dst, MoveReason.REFILL if recovering else MoveReason.REBALANCE)
             budget -= 1
 
+    def idle_refill(self) -> None:
+        """Recovering gateways take idle buckets up to their weighted share of all K.
+
+        Load moves only shift buckets that carry traffic, so on an idle system a gateway
+        back from a failover would keep 0 buckets, and every host that appears later would
+        land on the others. An idle bucket carries nothing, so all of them move in this
+        one round, outside the refill budget (which paces the traffic a recovered gateway
+        takes on). Donors are the gateways furthest above their own share.
+        """
+        recovering = [n for n in self.eligible if self.gws[n].state is GatewayState.RECOVERING]
+        if not recovering:
+            return
+        k = len(self.assign)
+        total_w = sum(self.weights[n] for n in self.eligible)
+        share = {n: k * self.weights[n] / total_w for n in self.eligible}
+        idle: dict[str, list[int]] = {n: [] for n in self.eligible}
+        for b, g in enumerate(self.assign):
+            if g in idle and self.cost[b] <= 0.0 and b not in self.pins and b not in self.moved:
+                idle[g].append(b)
+        eps = 1e-9
+        for r in recovering:
+            while self.counts[r] + 1 <= share[r] + eps:
+                donors = [n for n in self.eligible if n != r and idle[n] and self.counts[n] - 1 >= share[n] - eps]
+                if not donors:
+                    break
+                donor = max(donors, key=lambda n: ((self.counts[n] - share[n]) / self.weights[n], n))
+                self.move(idle[donor].pop(), r, MoveReason.REFILL)
+
     def cpu_warnings(self) -> None:
         """Validate counters against agents' CPU: a hot gateway the counters call light."""
         mean = self.mean()
@@ -395,6 +425,7 @@ def plan_rebalance(inp: RebalanceInput, params: RebalanceParams | None = None) -
         planner.mandatory()
         planner.cpu_warnings()
         planner.load_moves()
+        planner.idle_refill()
     return Plan(
         moves=tuple(planner.moves),
         load_before=load_before,

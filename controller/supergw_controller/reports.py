@@ -1,13 +1,16 @@
 """What gateway agents send to the controller.
 
 Agents POST a `GatewayReport` every T_L (``timing.report_interval_ms``, default 500 ms)
-and a `Heartbeat` every ``timing.heartbeat_interval_ms`` (default 100 ms). These models
-are the request schemas of the REST API, so they are also the OpenAPI contract.
+and send a heartbeat every ``timing.heartbeat_interval_ms`` (default 100 ms; UDP, see
+`heartbeat.py`, or the REST `Heartbeat`). These models are the request schemas of the
+REST API, so they are also the OpenAPI contract. `tunnel_up` is the one reading of a
+report's SAs that both the agent's /health and the controller's failover use.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,6 +29,9 @@ class SaState(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=128)
+    kind: Literal["ike", "child"] | None = Field(
+        default=None, description="IKE SA or CHILD SA (None from older agents: judged by state)"
+    )
     state: str = Field(min_length=1, max_length=64, description="e.g. ESTABLISHED, INSTALLED, CONNECTING")
     established_s: float = Field(ge=0, description="seconds since the SA was established")
     bytes_in: int = Field(ge=0)
@@ -42,8 +48,17 @@ class GatewayReport(BaseModel):
     gateway: str = Field(min_length=1, max_length=64, description="gateway name as in the controller config")
     timestamp: float = Field(ge=0, description="UNIX time on the gateway when the report was taken")
     backend: IpsecBackend
-    cpu_percent: float = Field(ge=0, description="whole-box CPU busy, 0..100 x cpu_cores")
-    cpu_cores: float = Field(default=1.0, gt=0, le=4096, description="CPUs cpu_percent is measured over")
+    cpu_percent: float = Field(ge=0, description="the gateway's own CPU busy, 0..100 x cpu_cores")
+    cpu_cores: float = Field(
+        default=1.0, gt=0, le=4096, description="the CPU capacity the gateway may use (its cgroup quota, or the CPUs)"
+    )
+    cpu_scope: Literal["processes", "cgroup", "guest"] | None = Field(
+        default=None,
+        description=(
+            "what cpu_percent counts: its processes (charon with libipsec's ESP threads, the agent), "
+            "its cgroup, or the UML guest's whole /proc/stat (None: an older agent, whole box)"
+        ),
+    )
     softirq_percent: float = Field(ge=0)
     charon_cpu_percent: float = Field(ge=0)
     tunnel_bytes_in: int = Field(ge=0)
@@ -51,6 +66,9 @@ class GatewayReport(BaseModel):
     tunnel_packets_in: int = Field(ge=0)
     tunnel_packets_out: int = Field(ge=0)
     sas: list[SaState] = Field(default_factory=list, max_length=4096)
+    sa_error: str | None = Field(
+        default=None, max_length=512, description="set when the agent could not read its SAs: `sas` means nothing"
+    )
 
 
 class Heartbeat(BaseModel):
@@ -60,3 +78,15 @@ class Heartbeat(BaseModel):
 
     gateway: str = Field(min_length=1, max_length=64)
     timestamp: float = Field(ge=0)
+
+
+# A CHILD SA in these states has its ESP SAs installed (REKEYING: the old one still
+# carries traffic until the new one is INSTALLED).
+CHILD_SA_UP_STATES = frozenset({"INSTALLED", "UPDATING", "REKEYING"})
+
+
+def tunnel_up(report: GatewayReport) -> bool | None:
+    """True when some CHILD SA is installed; None when the agent could not read its SAs."""
+    if report.sa_error is not None:
+        return None
+    return any(s.kind != "ike" and s.state in CHILD_SA_UP_STATES for s in report.sas)
