@@ -7,6 +7,10 @@ validates the result with the owners' own loaders when those are importable.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,32 +18,55 @@ from typing import Any
 
 import yaml
 
+from supergw_controller.config import TimingConfig
+
 from topologies.model import GatewaySpec, Topology
 from topologies.network import switch_interfaces
 
 REPO = Path(__file__).resolve().parent.parent
 P4INFO = REPO / "p4src" / "v1model" / "supergw.p4info.txtpb"
 
-HEARTBEAT_MS = 200
-# 3 s without heartbeats = dead. Generous for a shared 2-core machine running Python agents
-# (and for agents still in reconnect backoff while the controller starts); a gateway whose
-# switch port goes down still fails over at once through the port monitor.
-MISSED_HEARTBEATS = 15
-REPORT_MS = 500
+# The shipped defaults, from their owner (the controller's TimingConfig): UDP heartbeats
+# from a thread of each agent hold 3 x 100 ms on a loaded 2-core machine
+# (bench/results/failover.md measures the gap and the spurious failovers).
+_TIMING = TimingConfig()
+HEARTBEAT_MS = _TIMING.heartbeat_interval_ms
+MISSED_HEARTBEATS = _TIMING.missed_heartbeats
+REPORT_MS = _TIMING.report_interval_ms
 
 
 @dataclass(frozen=True)
 class Secrets:
-    api_token: str
+    api_token: str  # operator "operator", role admin
     psk: str
+    readonly_token: str = ""  # operator "viewer", role read-only
+    agent_seed: str = ""  # each gateway's agent token is derived from it (see agent_token)
 
     @classmethod
     def fresh(cls, psk_bytes: int) -> Secrets:
-        return cls(api_token=secrets.token_urlsafe(24), psk=secrets.token_urlsafe(psk_bytes))
+        return cls(
+            api_token=secrets.token_urlsafe(24),
+            psk=secrets.token_urlsafe(psk_bytes),
+            readonly_token=secrets.token_urlsafe(24),
+            agent_seed=secrets.token_urlsafe(32),
+        )
+
+    def agent_token(self, gateway: str) -> str:
+        """Gateway `gateway`'s own agent token: one per gateway, none derivable from another."""
+        digest = hmac.new(self.agent_seed.encode(), gateway.encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
 def controller_url(topo: Topology) -> str:
     return f"http://{topo.mgmt.controller_ip}:{topo.controller.api_port}"
+
+
+def agent_token_file(conf_dir: Path, gateway: str) -> Path:
+    return conf_dir / f"agent-{gateway}.token"
+
+
+def readonly_token_file(conf_dir: Path) -> Path:
+    return conf_dir / "api-token-readonly"
 
 
 def controller_config(topo: Topology, run_dir: Path, token_file: Path) -> dict[str, Any]:
@@ -67,6 +94,7 @@ def controller_config(topo: Topology, run_dir: Path, token_file: Path) -> dict[s
                 "mac": g.mac,
                 "weight": g.weight,
                 "agent_url": f"http://{g.mgmt_ip}:8780",
+                "agent_token_file": str(agent_token_file(token_file.parent, g.name)),
             }
             for g in topo.gateways
         ],
@@ -76,7 +104,13 @@ def controller_config(topo: Topology, run_dir: Path, token_file: Path) -> dict[s
             "missed_heartbeats": MISSED_HEARTBEATS,
         },
         # 0.0.0.0 inside the switch namespace: 127.0.0.1 there, and the management address.
-        "api": {"listen": f"0.0.0.0:{topo.controller.api_port}", "token_file": str(token_file)},
+        "api": {
+            "listen": f"0.0.0.0:{topo.controller.api_port}",
+            "tokens": [
+                {"name": "operator", "role": "admin", "token_file": str(token_file)},
+                {"name": "viewer", "role": "read-only", "token_file": str(readonly_token_file(token_file.parent))},
+            ],
+        },
         # The controller runs inside the switch namespace, next to the port interfaces.
         "port_monitor": {"enabled": True},
         "state_db": str(run_dir / "controller-state.sqlite3"),
@@ -84,7 +118,7 @@ def controller_config(topo: Topology, run_dir: Path, token_file: Path) -> dict[s
 
 
 def gateway_config(
-    topo: Topology, g: GatewaySpec, side: str, sec: Secrets, state_dir: Path
+    topo: Topology, g: GatewaySpec, side: str, sec: Secrets, state_dir: Path, conf_dir: Path
 ) -> dict[str, Any]:
     """`side` is "lan" for gw<i> (the super gateway's member) or "remote" for its peer."""
     lan_len, wan_len = topo.lan.subnet.prefixlen, topo.wan.subnet.prefixlen
@@ -116,7 +150,7 @@ def gateway_config(
     if side == "lan":
         cfg["controller"] = {
             "url": controller_url(topo),
-            "token": sec.api_token,
+            "token_file": str(agent_token_file(conf_dir, name)),
             "report_interval_ms": REPORT_MS,
             "heartbeat_interval_ms": HEARTBEAT_MS,
         }
@@ -135,18 +169,28 @@ def write_all(topo: Topology, run_dir: Path, sec: Secrets) -> GeneratedConfigs:
     conf_dir = run_dir / "config"
     conf_dir.mkdir(parents=True, exist_ok=True)
     token_file = conf_dir / "api-token"
-    token_file.write_text(sec.api_token + "\n")
-    token_file.chmod(0o600)
+    _write_secret(token_file, sec.api_token)
+    _write_secret(readonly_token_file(conf_dir), sec.readonly_token)
+    for g in topo.gateways:
+        _write_secret(agent_token_file(conf_dir, g.name), sec.agent_token(g.name))
     ctl = conf_dir / "controller.yaml"
     ctl.write_text(_yaml(controller_config(topo, run_dir, token_file)))
     gws: dict[str, Path] = {}
     for g in topo.gateways:
         for side, name in (("remote", g.peer.name), ("lan", g.name)):
             path = conf_dir / f"gateway-{name}.yaml"
-            path.write_text(_yaml(gateway_config(topo, g, side, sec, run_dir / "gateways")))
+            path.write_text(_yaml(gateway_config(topo, g, side, sec, run_dir / "gateways", conf_dir)))
             path.chmod(0o600)
             gws[name] = path
     return GeneratedConfigs(controller=ctl, token_file=token_file, gateways=gws, secrets=sec)
+
+
+def _write_secret(path: Path, secret: str) -> None:
+    """Created 0600 from the start: never readable by others, not even for a moment."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret + "\n")
+    path.chmod(0o600)  # an existing file keeps its old mode through O_CREAT
 
 
 def validate_with_owners(generated: GeneratedConfigs) -> list[str]:

@@ -141,11 +141,13 @@ class ControllerLink:
         self.gateway, self.ctl, self.agg = gateway, ctl, state
         self.state = LinkState(url)
         base = url.rstrip("/") + "/api/v1"
-        headers = {"Authorization": f"Bearer {ctl.token}"} if ctl.token else {}
+        secret = ctl.secret(url)
+        headers = {"Authorization": f"Bearer {secret}"} if secret else {}
         hb_timeout = heartbeat_timeout_s(ctl.heartbeat_interval_ms / 1000)
-        self.hb_http = httpx.AsyncClient(base_url=base, headers=headers, timeout=hb_timeout, transport=transport)
+        self.hb_http = httpx.AsyncClient(base_url=base, headers=headers, timeout=hb_timeout, transport=transport,
+                                         verify=ctl.verify())
         self.rep_http = httpx.AsyncClient(base_url=base, headers=headers, timeout=REPORT_TIMEOUT_S,
-                                          transport=transport)
+                                          transport=transport, verify=ctl.verify())
 
     async def _post(self, http: httpx.AsyncClient, path: str, body: str) -> None:
         r = await http.post(path, content=body, headers={"Content-Type": "application/json"})

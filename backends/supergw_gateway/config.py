@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from supergw_gateway.errors import ConfigError
 
@@ -112,13 +112,57 @@ class Rekey(_Strict):
 ControllerUrl = Annotated[str, Field(pattern=r"^https?://[^/\s]+")]
 
 
-class Controller(_Strict):
+def read_secret(path: Path, where: str) -> str:
+    """First line of a secret file; ConfigError naming `where` when it cannot be used."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+    secret = text.strip().splitlines()[0].strip() if text.strip() else ""
+    if not secret:
+        raise ConfigError(f"{where}: {path} is empty (expected the gateway's agent token on its first line)")
+    return secret
+
+
+class _Secret(_Strict):
+    """`token` inline or `token_file` (first line): this gateway's agent token at a controller."""
+
+    token: SecretStr | None = Field(default=None, min_length=8)
+    token_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _readable(self) -> _Secret:
+        if self.token is not None and self.token_file is not None:
+            raise ValueError("give at most one of `token` or `token_file`")
+        if self.token_file is not None:
+            try:
+                read_secret(self.token_file, "token_file")
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return self
+
+    def own_secret(self) -> str | None:
+        if self.token is not None:
+            return self.token.get_secret_value()
+        if self.token_file is not None:
+            return read_secret(self.token_file, "controller token_file")
+        return None
+
+
+class ControllerEndpoint(_Secret):
+    """One controller with its own secret (e.g. a replica configured apart from the others)."""
+
+    url: ControllerUrl
+
+
+class Controller(_Secret):
     """Where the agent reports: `url` (one controller) or `urls` (primary and backups, each
-    told independently so a backup knows gateway health when it takes over)."""
+    told independently so a backup knows gateway health when it takes over). The secret is
+    `token`/`token_file` here, or per entry of `urls` (`{url, token_file}`)."""
 
     url: ControllerUrl | None = None
-    urls: list[ControllerUrl] = Field(default_factory=list)
-    token: str | None = None
+    urls: list[ControllerUrl | ControllerEndpoint] = Field(default_factory=list)
+    ca_file: Path | None = Field(default=None, description="PEM CA bundle that signed the controllers' https certificates")
     report_interval_ms: int = Field(default=500, ge=50, le=60000)
     # The controller's default: dead after 3 missed heartbeats of 100 ms.
     heartbeat_interval_ms: int = Field(default=100, ge=50, le=60000)
@@ -130,11 +174,28 @@ class Controller(_Strict):
         norm = [u.rstrip("/") for u in self.endpoints]
         if len(set(norm)) != len(norm):
             raise ValueError(f"duplicate controller URLs: {norm}")
+        if self.ca_file is not None and not self.ca_file.is_file():
+            raise ValueError(f"ca_file: file {self.ca_file} does not exist")
         return self
 
     @property
     def endpoints(self) -> list[str]:
-        return [self.url] if self.url is not None else list(self.urls)
+        if self.url is not None:
+            return [self.url]
+        return [u if isinstance(u, str) else u.url for u in self.urls]
+
+    def secret(self, url: str) -> str | None:
+        """This gateway's agent token at controller `url` (REST bearer token and heartbeat key)."""
+        for u in self.urls:
+            if isinstance(u, ControllerEndpoint) and u.url == url:
+                own = u.own_secret()
+                if own is not None:
+                    return own
+        return self.own_secret()
+
+    def verify(self) -> str | bool:
+        """httpx `verify`: the CA file when given, else the system's trust store."""
+        return str(self.ca_file) if self.ca_file is not None else True
 
 
 class Uml(_Strict):

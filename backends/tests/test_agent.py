@@ -63,7 +63,7 @@ class FakeController:
                 length = next((int(l.split(":")[1]) for l in lines if l.lower().startswith("content-length")), 0)
                 body = json.loads(await reader.readexactly(length)) if length else {}
                 path = lines[0].split()[1]
-                assert lines and any(l.lower() == "authorization: bearer tok" for l in lines)
+                assert lines and any(l.lower() == "authorization: bearer agent-test-token" for l in lines)
                 if path.endswith("/report") and self.report_delay:
                     await asyncio.sleep(self.report_delay)
                 self.posts.append((time.monotonic(), path, body))
@@ -94,7 +94,7 @@ def _free_port() -> int:
 
 
 def _agent(gw_dict: dict[str, Any], ctl: dict[str, Any]) -> Agent:
-    gw_dict["controller"] = {"token": "tok", "report_interval_ms": 100, "heartbeat_interval_ms": 100, **ctl}
+    gw_dict["controller"] = {"token": "agent-test-token", "report_interval_ms": 100, "heartbeat_interval_ms": 100, **ctl}
     agent = Agent(parse_config(gw_dict))
     agent.sampler = _Sampler()  # type: ignore[assignment]
     return agent
@@ -132,12 +132,12 @@ async def test_agent_survives_controller_downtime(gw_dict: dict[str, Any], runni
         calls["n"] += 1
         if calls["n"] <= 4:
             raise httpx.ConnectError("controller down")
-        assert req.headers["authorization"] == "Bearer tok"
+        assert req.headers["authorization"] == "Bearer agent-test-token"
         assert req.url.path.startswith("/api/v1/gateways/gw1/")
         got[req.url.path.rsplit("/", 1)[1]].append(json.loads(req.content))
         return httpx.Response(204)
 
-    gw_dict["controller"] = {"url": "http://ctl.invalid:8080", "token": "tok",
+    gw_dict["controller"] = {"url": "http://ctl.invalid:8080", "token": "agent-test-token",
                              "report_interval_ms": 50, "heartbeat_interval_ms": 50}
     agent = Agent(parse_config(gw_dict), transport=httpx.MockTransport(handler))
     agent.sampler = _Sampler()  # type: ignore[assignment]

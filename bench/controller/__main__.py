@@ -85,7 +85,8 @@ class Heartbeats:
             t.start()
 
     def _run(self, g: str) -> None:
-        with httpx.Client(base_url=f"http://{tb.API_LISTEN}/api/v1", headers={"Authorization": f"Bearer {tb.TOKEN}"}, timeout=2) as c:
+        auth = {"Authorization": f"Bearer {tb.agent_token(g)}"}
+        with httpx.Client(base_url=f"http://{tb.API_LISTEN}/api/v1", headers=auth, timeout=2) as c:
             next_t = time.monotonic()
             while not self._halt.is_set():
                 next_t += 0.1

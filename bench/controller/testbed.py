@@ -50,6 +50,11 @@ GATEWAY_IP = "10.218.1.1"
 TOKEN = "sgw-api-bench-token-0123456789"
 
 
+def agent_token(gateway: str) -> str:
+    """Each emulated gateway's own agent token (only it may post that gateway's heartbeats)."""
+    return f"sgw-bench-agent-{gateway}-0123456789"
+
+
 class TestbedError(RuntimeError):
     pass
 
@@ -143,7 +148,9 @@ class Testbed:
             "buckets": self.buckets,
             "vmac_base": VMAC_BASE,
             "ports": {HOST_PORT: "host"} | {GATEWAY_PORT[g]: {"role": "gateway", "interface": f"p{GATEWAY_PORT[g]}"} for g in GATEWAYS},
-            "gateways": [{"name": g, "port": GATEWAY_PORT[g], "mac": GATEWAY_MAC[g]} for g in GATEWAYS],
+            "gateways": [
+                {"name": g, "port": GATEWAY_PORT[g], "mac": GATEWAY_MAC[g], "agent_token": agent_token(g)} for g in GATEWAYS
+            ],
             "timing": {
                 "heartbeat_interval_ms": 100,
                 "missed_heartbeats": 3,

@@ -8,10 +8,13 @@ import logging
 import re
 import signal
 import socket
+import ssl
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
-from supergw_controller.config import Config
+from supergw_controller.api.auth import Authenticator
+from supergw_controller.config import Config, ConfigError
 from supergw_controller.dispatcher import Dispatcher
 
 log = logging.getLogger(__name__)
@@ -73,10 +76,10 @@ class AgentArrivals:
     meanwhile: the core does not count that time as the gateway's silence.
     """
 
-    def __init__(self, app: ASGIApp, dispatcher: Dispatcher, token: str, prefix: str) -> None:
+    def __init__(self, app: ASGIApp, dispatcher: Dispatcher, auth: Authenticator, prefix: str) -> None:
         self._app = app
         self._dispatcher = dispatcher
-        self._token = token
+        self._auth = auth
         self._path = re.compile(re.escape(prefix) + r"/gateways/([^/]+)/(?:heartbeat|report)")
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -96,16 +99,23 @@ class AgentArrivals:
         m = self._path.fullmatch(scope.get("path", ""))
         if m is None:
             return None
-        from fastapi import HTTPException
-
-        from supergw_controller.api.auth import check_bearer
-
         auth = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), None)
-        try:
-            check_bearer(None if auth is None else auth.decode("latin-1"), self._token)
-        except HTTPException:
-            return None  # the route answers 401; an unauthenticated POST proves nothing
-        return m.group(1)
+        scheme, _, token = (b"" if auth is None else auth).decode("latin-1").partition(" ")
+        principal = self._auth.lookup(token.strip()) if scheme.lower() == "bearer" else None
+        # Only the gateway's own agent proves it alive; the route answers 401/403 to anyone else.
+        return m.group(1) if principal is not None and principal.gateway == m.group(1) else None
+
+
+def _check_tls(cert: Path, key: Path) -> None:
+    """A bad certificate or key is a clear ConfigError now, not a uvicorn traceback later."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        ctx.load_cert_chain(str(cert), str(key))
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigError(
+            f"api.tls: cannot use certificate {cert} with key {key}: {exc}; "
+            "give a PEM certificate and its matching unencrypted PEM key"
+        ) from None
 
 
 async def serve(config: Config, announce: Callable[[str], None] = print) -> None:
@@ -114,16 +124,28 @@ async def serve(config: Config, announce: Callable[[str], None] = print) -> None
 
     from supergw_controller.api import API_PREFIX, create_app
 
+    if config.api.tls is not None:
+        _check_tls(config.api.tls.cert, config.api.tls.key)
     # Bind first: a busy port is a clear error before anything else starts.
     sock = _listen_socket(config.api.host, config.api.port)
     try:
         dispatcher = build_dispatcher(config)
-        token = config.api.read_token()
+        auth = Authenticator.from_config(config)
     except BaseException:
         sock.close()
         raise
-    app = AgentArrivals(create_app(dispatcher, config, token=token), dispatcher, token, API_PREFIX)
-    server = _api_server_class()(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    app = AgentArrivals(create_app(dispatcher, config, auth=auth), dispatcher, auth, API_PREFIX)
+    tls = config.api.tls
+    server = _api_server_class()(
+        uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            ssl_certfile=None if tls is None else str(tls.cert),
+            ssl_keyfile=None if tls is None else str(tls.key),
+        )
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -132,7 +154,7 @@ async def serve(config: Config, announce: Callable[[str], None] = print) -> None
     core = asyncio.create_task(dispatcher.run(), name="core")
     api = asyncio.create_task(server.serve(sockets=[sock]), name="api")
     stopper = asyncio.create_task(stop.wait(), name="stop")
-    base = f"http://{config.api.listen}"
+    base = f"{config.api.scheme}://{config.api.listen}"
     announce(
         f"supergw-controller: switch {config.switch.address} (device {config.switch.device_id}, "
         f"election id {config.switch.election_id.high}:{config.switch.election_id.low})\n"

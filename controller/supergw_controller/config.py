@@ -19,6 +19,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -29,6 +30,9 @@ from pydantic_core import ErrorDetails
 from supergw_controller.p4constants import CPU_PORT, MAX_BUCKETS
 
 _MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+# Agent and role tokens are new, so they get a real minimum; the legacy api.token keeps 8.
+MIN_SECRET_CHARS = 16
+_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
 class ConfigError(ValueError):
@@ -110,13 +114,53 @@ def _port_entry(value: Any) -> Any:
     return value
 
 
+def read_secret_file(path: Path, where: str, min_chars: int = MIN_SECRET_CHARS) -> str:
+    """The first line of a secret file, or ConfigError naming `where` (a config key)."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+    secret = text.strip().splitlines()[0].strip() if text.strip() else ""
+    if len(secret) < min_chars:
+        raise ConfigError(f"{where}: the secret in {path} is shorter than {min_chars} characters")
+    return secret
+
+
+def _long_enough(v: SecretStr | None, chars: int) -> SecretStr | None:
+    if v is not None and len(v.get_secret_value()) < chars:
+        raise ValueError(f"must be at least {chars} characters long")
+    return v
+
+
 class GatewayConfig(_Strict):
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: str = Field(min_length=1, max_length=64, pattern=_NAME_PATTERN)
     port: int
     mac: str
     weight: float = Field(default=1.0, gt=0, description="relative capacity")
     agent_url: str | None = Field(default=None, description="where the gateway agent listens (informational)")
     heartbeat: bool = Field(default=True, description="false: no agent; liveness from the port state only")
+    agent_token: SecretStr | None = Field(
+        default=None,
+        description="this gateway's agent secret (prefer agent_token_file); it may report and heartbeat for this gateway only",
+    )
+    agent_token_file: Path | None = Field(default=None, description="file whose first line is the agent secret")
+
+    _agent_token_length = field_validator("agent_token")(lambda v: _long_enough(v, MIN_SECRET_CHARS))
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> GatewayConfig:
+        if self.agent_token is not None and self.agent_token_file is not None:
+            raise ValueError(f"gateway {self.name!r}: give at most one of 'agent_token' or 'agent_token_file'")
+        return self
+
+    def agent_secret(self) -> str | None:
+        """The secret this gateway's agent authenticates with (REST bearer token, heartbeat key),
+        or None when the gateway has none. `load_config` has already read `agent_token_file`."""
+        if self.agent_token is not None:
+            return self.agent_token.get_secret_value()
+        if self.agent_token_file is not None:
+            return read_secret_file(self.agent_token_file, f"gateway {self.name!r} agent_token_file")
+        return None
 
     @field_validator("mac", mode="before")
     @classmethod
@@ -167,10 +211,50 @@ class RebalancerConfig(_Strict):
     refill_budget: int = Field(default=4, ge=1, description="buckets given back to a recovered gateway per round")
 
 
+class Role(StrEnum):
+    READ_ONLY = "read-only"
+    ADMIN = "admin"
+
+
+class OperatorToken(_Strict):
+    """One operator credential; `name` is what the event log records, never the secret."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=_NAME_PATTERN)
+    role: Role
+    token: SecretStr | None = None
+    token_file: Path | None = None
+
+    _token_length = field_validator("token")(lambda v: _long_enough(v, MIN_SECRET_CHARS))
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> OperatorToken:
+        if (self.token is None) == (self.token_file is None):
+            raise ValueError(f"token {self.name!r}: give exactly one of 'token' or 'token_file'")
+        return self
+
+    def secret(self) -> str:
+        if self.token is not None:
+            return self.token.get_secret_value()
+        assert self.token_file is not None
+        return read_secret_file(self.token_file, f"api.tokens[{self.name}].token_file")
+
+
+class TlsConfig(_Strict):
+    cert: Path = Field(description="PEM certificate chain the REST API presents")
+    key: Path = Field(description="PEM private key of `cert`")
+
+
+LEGACY_TOKEN_NAME = "admin"
+
+
 class ApiConfig(_Strict):
     listen: str = Field(default="127.0.0.1:18700")
-    token: str | None = Field(default=None, min_length=8)
-    token_file: Path | None = None
+    token: SecretStr | None = Field(default=None, description="legacy: one admin token named 'admin'")
+    token_file: Path | None = Field(default=None, description="legacy: file holding one admin token named 'admin'")
+    tokens: list[OperatorToken] = Field(default_factory=list, description="operator tokens with roles")
+    tls: TlsConfig | None = Field(default=None, description="serve HTTPS with this certificate and key")
+
+    _token_length = field_validator("token")(lambda v: _long_enough(v, 8))
 
     @field_validator("listen")
     @classmethod
@@ -181,9 +265,17 @@ class ApiConfig(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _one_token(self) -> ApiConfig:
-        if (self.token is None) == (self.token_file is None):
-            raise ValueError("give exactly one of 'token' or 'token_file'")
+    def _tokens(self) -> ApiConfig:
+        if self.token is not None and self.token_file is not None:
+            raise ValueError("give at most one of 'token' or 'token_file'")
+        if self.token is None and self.token_file is None and not self.tokens:
+            raise ValueError("no operator token: give 'tokens' (name, role, token_file) or the legacy 'token'/'token_file'")
+        names = [t.name for t in self.tokens]
+        if self.token is not None or self.token_file is not None:
+            names.append(LEGACY_TOKEN_NAME)
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate token names {dupes} (the legacy token/token_file is named {LEGACY_TOKEN_NAME!r})")
         return self
 
     @property
@@ -194,15 +286,25 @@ class ApiConfig(_Strict):
     def port(self) -> int:
         return int(self.listen.rpartition(":")[2])
 
-    def read_token(self) -> str:
-        """The API token, from `token` or the first line of `token_file`."""
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls is not None else "http"
+
+    def operator_tokens(self) -> list[tuple[str, Role, str]]:
+        """(name, role, secret) of every operator token; the legacy token is an admin named 'admin'."""
+        out = [(t.name, t.role, t.secret()) for t in self.tokens]
         if self.token is not None:
-            return self.token
-        assert self.token_file is not None
-        try:
-            return self.token_file.read_text().strip()
-        except OSError as exc:
-            raise ConfigError(f"api.token_file: cannot read {self.token_file}: {exc.strerror or exc}") from None
+            out.append((LEGACY_TOKEN_NAME, Role.ADMIN, self.token.get_secret_value()))
+        elif self.token_file is not None:
+            out.append((LEGACY_TOKEN_NAME, Role.ADMIN, read_secret_file(self.token_file, "api.token_file", 8)))
+        return out
+
+    def read_token(self) -> str:
+        """The first admin token's secret (for local tools acting as the operator)."""
+        for _, role, secret in self.operator_tokens():
+            if role is Role.ADMIN:
+                return secret
+        raise ConfigError("api: no admin token configured")
 
 
 class PortMonitorConfig(_Strict):
@@ -294,6 +396,11 @@ class Config(_Strict):
             macs.setdefault(gw.mac, i)
             if mac_to_int(gw.mac) & ~0xFFFF == base:
                 errors.append(f"{where}.mac: {gw.mac} lies inside the vmac block of vmac_base {self.vmac_base}")
+            if gw.heartbeat and gw.agent_token is None and gw.agent_token_file is None:
+                errors.append(
+                    f"{where}.agent_token_file: required while heartbeat is on: the secret this gateway's agent "
+                    f"authenticates with (or set heartbeat: false for a gateway without an agent)"
+                )
         interfaces: dict[str, int] = {}
         for port, pc in self.ports.items():
             if pc.interface is None:
@@ -320,6 +427,14 @@ class Config(_Strict):
             if gw.name == name:
                 return gw
         raise KeyError(name)
+
+    def agent_secret(self, name: str) -> str:
+        """The secret of gateway `name`'s agent: its REST bearer token and its heartbeat key.
+        KeyError for an unknown gateway; ConfigError when the gateway has no secret."""
+        secret = self.gateway(name).agent_secret()
+        if secret is None:
+            raise ConfigError(f"gateway {name!r} has no agent_token/agent_token_file (heartbeat is off)")
+        return secret
 
 
 def _loc(loc: tuple[int | str, ...]) -> str:
@@ -380,8 +495,20 @@ def parse_config(data: Any, base_dir: Path, source: str = "<config>") -> Config:
             "device_config": _resolve(base_dir, cfg.pipeline.device_config),
         }
     )
-    api = cfg.api.model_copy(update={"token_file": _resolve(base_dir, cfg.api.token_file)})
-    cfg = cfg.model_copy(update={"pipeline": pipeline, "api": api, "state_db": _resolve(base_dir, cfg.state_db)})
+    tls = cfg.api.tls
+    if tls is not None:
+        tls = TlsConfig(cert=_resolve(base_dir, tls.cert) or tls.cert, key=_resolve(base_dir, tls.key) or tls.key)
+    api = cfg.api.model_copy(
+        update={
+            "token_file": _resolve(base_dir, cfg.api.token_file),
+            "tokens": [t.model_copy(update={"token_file": _resolve(base_dir, t.token_file)}) for t in cfg.api.tokens],
+            "tls": tls,
+        }
+    )
+    gateways = [g.model_copy(update={"agent_token_file": _resolve(base_dir, g.agent_token_file)}) for g in cfg.gateways]
+    cfg = cfg.model_copy(
+        update={"pipeline": pipeline, "api": api, "gateways": gateways, "state_db": _resolve(base_dir, cfg.state_db)}
+    )
     missing: list[str] = []
     assert cfg.pipeline.p4info is not None
     if not cfg.pipeline.p4info.is_file():
@@ -393,9 +520,56 @@ def parse_config(data: Any, base_dir: Path, source: str = "<config>") -> Config:
             missing.append(f"api.token_file: file not found: {cfg.api.token_file}")
         elif len(cfg.api.token_file.read_text().strip()) < 8:
             missing.append(f"api.token_file: token in {cfg.api.token_file} is shorter than 8 characters")
+    if cfg.api.tls is not None:
+        for key, p in (("cert", cfg.api.tls.cert), ("key", cfg.api.tls.key)):
+            if not p.is_file():
+                missing.append(f"api.tls.{key}: file not found: {p}")
+    cfg, problems = _read_secrets(cfg)
+    missing += problems
     if missing:
         raise ConfigError(f"{source}: invalid config:\n  " + "\n  ".join(missing))
     return cfg
+
+
+def _read_secrets(cfg: Config) -> tuple[Config, list[str]]:
+    """Read every secret file once (so a later read cannot fail or change mid-run) and
+    refuse a secret shared by two principals: it would let one act as the other."""
+    problems: list[str] = []
+    owners: dict[str, str] = {}
+
+    def claim(secret: str, who: str) -> None:
+        if secret in owners:
+            problems.append(f"{who}: the same secret as {owners[secret]}; every token must be different")
+        owners.setdefault(secret, who)
+
+    tokens: list[OperatorToken] = []
+    for i, t in enumerate(cfg.api.tokens):
+        try:
+            secret = t.secret()
+        except ConfigError as exc:
+            problems.append(f"api.tokens[{i}].token_file: {str(exc).split(': ', 1)[1]}")
+            tokens.append(t)
+            continue
+        claim(secret, f"api.tokens[{i}] ({t.name})")
+        tokens.append(t.model_copy(update={"token": SecretStr(secret)}))
+    if cfg.api.token is not None:
+        claim(cfg.api.token.get_secret_value(), "api.token")
+    elif cfg.api.token_file is not None and cfg.api.token_file.is_file():
+        claim(cfg.api.token_file.read_text().strip(), "api.token_file")
+    gateways: list[GatewayConfig] = []
+    for i, g in enumerate(cfg.gateways):
+        try:
+            agent_secret = g.agent_secret()
+        except ConfigError as exc:
+            problems.append(f"gateways[{i}].agent_token_file: {str(exc).split(': ', 1)[1]}")
+            gateways.append(g)
+            continue
+        if agent_secret is not None:
+            claim(agent_secret, f"gateways[{i}] ({g.name}) agent token")
+            g = g.model_copy(update={"agent_token": SecretStr(agent_secret)})
+        gateways.append(g)
+    api = cfg.api.model_copy(update={"tokens": tokens})
+    return cfg.model_copy(update={"api": api, "gateways": gateways}), problems
 
 
 def load_config(path: str | Path) -> Config:

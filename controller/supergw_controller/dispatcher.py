@@ -53,6 +53,7 @@ from supergw_controller.views import (
     GatewayView,
     HostView,
     MoveView,
+    OperatorAction,
     RebalanceView,
     StatusView,
 )
@@ -579,6 +580,13 @@ class Dispatcher:
             except SwitchUnavailable as exc:
                 log.error("failover write failed (retried at the next tick): %s", exc)
 
+    async def record_operator_action(self, action: OperatorAction) -> None:
+        """The event log's entry for an operator's call (the REST layer knows who made it)."""
+        ts = self._wall()
+        kw: dict[str, Any] = {"bucket": action.bucket, "src": action.gateway, "dst": action.target, "detail": action.outcome}
+        self.events_ring.add(ts, "operator", action.action, who=action.who, **kw)
+        await self._store_event("operator", action.action, ts=ts, who=action.who, **kw)
+
     async def _store_event(self, kind: str, reason: str, *, ts: float, **kw: Any) -> None:
         if self._store is None:
             return
@@ -595,6 +603,7 @@ class Dispatcher:
                     dst=kw.get("dst"),
                     reason=reason,
                     detail=kw.get("detail", ""),
+                    who=kw.get("who"),
                 )
             )
         except Exception as exc:  # noqa: BLE001
@@ -712,7 +721,15 @@ class Dispatcher:
                 recs = await self._store.events(limit=limit, since_id=since_id)  # type: ignore[attr-defined]
                 return [
                     EventView(
-                        id=r.id, ts=r.ts, kind=r.kind, bucket=r.bucket, src=r.src, dst=r.dst, reason=r.reason, detail=r.detail
+                        id=r.id,
+                        ts=r.ts,
+                        kind=r.kind,
+                        bucket=r.bucket,
+                        src=r.src,
+                        dst=r.dst,
+                        reason=r.reason,
+                        detail=r.detail,
+                        who=r.who,
                     )
                     for r in recs
                 ]
@@ -740,7 +757,6 @@ class Dispatcher:
                     g.drained = False
                     raise
                 await self._persist("set_drained", name, True)
-                self.events_ring.add(self._wall(), "operator", "drain", src=name)
         return self._gateway_view(name)
 
     async def undrain(self, name: str) -> GatewayView:
@@ -751,7 +767,6 @@ class Dispatcher:
                 g.drained = False
                 g.recovering = not g.dead  # refilled gradually by the next rounds
                 await self._persist("set_drained", name, False)
-                self.events_ring.add(self._wall(), "operator", "undrain", src=name)
         return self._gateway_view(name)
 
     async def set_weight(self, name: str, weight: float) -> GatewayView:

@@ -27,9 +27,10 @@ class EventRing:
         src: str | None = None,
         dst: str | None = None,
         detail: str = "",
+        who: str | None = None,
     ) -> EventView:
         ev = EventView(
-            id=self._next_id, ts=ts, kind=kind, bucket=bucket, src=src, dst=dst, reason=reason, detail=detail
+            id=self._next_id, ts=ts, kind=kind, bucket=bucket, src=src, dst=dst, reason=reason, detail=detail, who=who
         )
         self._next_id += 1
         self._events.append(ev)
@@ -37,7 +38,7 @@ class EventRing:
 
     def extend(self, events: Iterable[EventView]) -> None:
         for ev in events:
-            self.add(ev.ts, ev.kind, ev.reason, bucket=ev.bucket, src=ev.src, dst=ev.dst, detail=ev.detail)
+            self.add(ev.ts, ev.kind, ev.reason, bucket=ev.bucket, src=ev.src, dst=ev.dst, detail=ev.detail, who=ev.who)
 
     def recent(self, limit: int = 100, since_id: int = 0) -> list[EventView]:
         """Newest first, at most `limit`, only ids > since_id."""

@@ -36,9 +36,12 @@ CREATE TABLE IF NOT EXISTS events (
     src    TEXT,
     dst    TEXT,
     reason TEXT NOT NULL,
-    detail TEXT NOT NULL DEFAULT ''
+    detail TEXT NOT NULL DEFAULT '',
+    who    TEXT
 );
 """
+# Databases written before the `who` column existed get it on open.
+_MIGRATIONS = {("events", "who"): "ALTER TABLE events ADD COLUMN who TEXT"}
 
 
 class IntentStoreError(RuntimeError):
@@ -62,6 +65,7 @@ class EventRecord:
     dst: str | None
     reason: str
     detail: str = ""
+    who: str | None = None  # the operator (token name) behind an operator action
 
 
 class IntentStore:
@@ -96,6 +100,9 @@ class IntentStore:
                 db.execute("PRAGMA journal_mode=WAL" if self._path != ":memory:" else "PRAGMA journal_mode=MEMORY")
                 db.execute("PRAGMA synchronous=NORMAL")
                 db.executescript(_SCHEMA)
+                for (table, column), ddl in _MIGRATIONS.items():
+                    if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
+                        db.execute(ddl)
             except sqlite3.Error as exc:
                 raise IntentStoreError(f"cannot open intent store {self._path}: {exc}") from exc
             return db
@@ -159,14 +166,15 @@ class IntentStore:
     async def record_events(self, records: Sequence[EventRecord]) -> None:
         if not records:
             return
-        rows = [(r.ts, r.kind, r.bucket, r.src, r.dst, r.reason, r.detail) for r in records]
+        rows = [(r.ts, r.kind, r.bucket, r.src, r.dst, r.reason, r.detail, r.who) for r in records]
         keep = self._max_events
 
         def _insert(db: sqlite3.Connection) -> None:
             with db:  # one transaction for the batch and the trim
                 db.execute("BEGIN")
                 db.executemany(
-                    "INSERT INTO events(ts, kind, bucket, src, dst, reason, detail) VALUES (?, ?, ?, ?, ?, ?, ?)", rows
+                    "INSERT INTO events(ts, kind, bucket, src, dst, reason, detail, who) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
                 )
                 db.execute("DELETE FROM events WHERE id <= (SELECT MAX(id) FROM events) - ?", (keep,))
 
@@ -187,7 +195,7 @@ class IntentStore:
 
         def _select(db: sqlite3.Connection) -> list[EventRecord]:
             cur = db.execute(
-                "SELECT id, ts, kind, bucket, src, dst, reason, detail FROM events "
+                "SELECT id, ts, kind, bucket, src, dst, reason, detail, who FROM events "
                 "WHERE id > ? ORDER BY id DESC LIMIT ?",
                 (since_id, limit),
             )

@@ -60,6 +60,18 @@ class EventView(_View):
     dst: str | None
     reason: str
     detail: str
+    who: str | None = None  # operator token name (or agent:<gateway>) behind an operator action
+
+
+class OperatorAction(_View):
+    """An admin's call through the REST API, for the event log (kind "operator")."""
+
+    who: str  # the operator token's name, never the token
+    action: str  # drain, undrain, weight, pin, unpin, move, rebalance
+    gateway: str | None = None  # the gateway acted on (event src)
+    bucket: int | None = None
+    target: str | None = None  # the destination gateway of a pin/move (event dst)
+    outcome: str = "ok"  # "ok", "ok: <what>" or "refused: <why>" (event detail)
 
 
 class MoveView(_View):

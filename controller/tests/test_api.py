@@ -31,11 +31,14 @@ from supergw_controller.views import (
     GatewayView,
     HostView,
     MoveView,
+    OperatorAction,
     RebalanceView,
     StatusView,
 )
 
 TOKEN = "test-token-0123456789"
+READER_TOKEN = "reader-token-0123456789"
+AGENT_TOKENS = {"gw1": "agent-gw1-secret-0123456789", "gw2": "agent-gw2-secret-0123456789", "gw3": "agent-gw3-secret-0123456789"}
 P4INFO = Path(__file__).resolve().parents[2] / "p4src/v1model/supergw.p4info.txtpb"
 K = 64
 VMAC_BASE = "02:5e:00:00:00:00"
@@ -51,11 +54,11 @@ def make_config(token: str = TOKEN) -> Config:
             "vmac_base": VMAC_BASE,
             "ports": {1: "host", 11: "gateway", 12: "gateway", 13: "gateway"},
             "gateways": [
-                {"name": "gw1", "port": 11, "mac": "02:00:00:00:01:01"},
-                {"name": "gw2", "port": 12, "mac": "02:00:00:00:01:02"},
-                {"name": "gw3", "port": 13, "mac": "02:00:00:00:01:03", "weight": 2},
+                {"name": "gw1", "port": 11, "mac": "02:00:00:00:01:01", "agent_token": AGENT_TOKENS["gw1"]},
+                {"name": "gw2", "port": 12, "mac": "02:00:00:00:01:02", "agent_token": AGENT_TOKENS["gw2"]},
+                {"name": "gw3", "port": 13, "mac": "02:00:00:00:01:03", "weight": 2, "agent_token": AGENT_TOKENS["gw3"]},
             ],
-            "api": {"token": token},
+            "api": {"token": token, "tokens": [{"name": "viewer", "role": "read-only", "token": READER_TOKEN}]},
         }
     )
 
@@ -203,6 +206,12 @@ class FakeCore:
         self._check(hb.gateway)
         self.heartbeats.append(hb)
 
+    async def record_operator_action(self, action: OperatorAction) -> None:
+        self.events_log.insert(0, EventView(
+            id=len(self.events_log) + 1, ts=time.time(), kind="operator", bucket=action.bucket, src=action.gateway,
+            dst=action.target, reason=action.action, detail=action.outcome, who=action.who,
+        ))
+
 
 @pytest.fixture
 def core() -> FakeCore:
@@ -215,6 +224,19 @@ def client(core: FakeCore) -> TestClient:
 
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+READER = {"Authorization": f"Bearer {READER_TOKEN}"}
+
+
+def agent(gateway: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {AGENT_TOKENS[gateway]}"}
+
+
+def auth_for(path: str) -> dict[str, str]:
+    """The credential a route is meant for: the gateway's agent for its report/heartbeat, else an admin."""
+    parts = path.split("/")
+    if path.endswith(("/report", "/heartbeat")) and len(parts) == 4:
+        return agent(parts[2]) if parts[2] in AGENT_TOKENS else AUTH
+    return AUTH
 
 
 def report_body(gateway: str = "gw1") -> dict[str, Any]:
@@ -258,7 +280,7 @@ def call(client: TestClient, method: str, path: str, body: Any, headers: dict[st
 
 @pytest.mark.parametrize(("method", "path", "body"), ROUTES)
 def test_every_route_works_with_token(client: TestClient, method: str, path: str, body: Any) -> None:
-    r = call(client, method, path, body, AUTH)
+    r = call(client, method, path, body, auth_for(path))
     assert r.status_code in (200, 204), r.text
 
 
@@ -338,12 +360,15 @@ def test_rebalance_dry_run_plans_without_applying(client: TestClient, core: Fake
     assert real["applied"] is True and real["moves"] == dry["moves"]
     assert real["ratio_after"] <= 1.10
     events = client.get(API_PREFIX + "/events", params={"limit": 5}, headers=AUTH).json()
-    assert len(events) == 5 and events[0]["kind"] == "move" and events[0]["reason"] == "rebalance"
+    assert len(events) == 5 and events[1]["kind"] == "move" and events[1]["reason"] == "rebalance"
+    assert events[0]["kind"] == "operator" and events[0]["reason"] == "rebalance" and events[0]["who"] == "admin"
+    assert events[0]["detail"] == f"ok: moved {len(real['moves'])} buckets"
 
 
 def test_agent_report_and_heartbeat_reach_the_core(client: TestClient, core: FakeCore) -> None:
-    assert client.post(API_PREFIX + "/gateways/gw2/report", json=report_body("gw2"), headers=AUTH).status_code == 204
-    assert client.post(API_PREFIX + "/gateways/gw2/heartbeat", json={"gateway": "gw2", "timestamp": 3.0}, headers=AUTH).status_code == 204
+    assert client.post(API_PREFIX + "/gateways/gw2/report", json=report_body("gw2"), headers=agent("gw2")).status_code == 204
+    hb = {"gateway": "gw2", "timestamp": 3.0}
+    assert client.post(API_PREFIX + "/gateways/gw2/heartbeat", json=hb, headers=agent("gw2")).status_code == 204
     assert core.reports[0].cpu_percent == 42.0 and core.heartbeats[0].timestamp == 3.0
     gw = client.get(API_PREFIX + "/gateways/gw2", headers=AUTH).json()
     assert gw["last_report"]["backend"] == "libipsec"
@@ -361,7 +386,11 @@ def test_backup_controller_answers_503(client: TestClient, core: FakeCore) -> No
 @pytest.mark.parametrize(("method", "path", "body"), GATEWAY_ROUTES)
 def test_unknown_gateway_is_404_naming_the_known_ones(client: TestClient, method: str, path: str, body: Any) -> None:
     body = {**body, "gateway": "gw9"} if isinstance(body, dict) and "gateway" in body else body
-    r = call(client, method, path.replace("gw1", "gw9"), body, AUTH)
+    r = call(client, method, path.replace("gw1", "gw9"), body, auth_for(path))
+    if path.endswith(("/report", "/heartbeat")):
+        # gw1's agent may post for gw1 only: an unknown name is refused before the lookup.
+        assert r.status_code == 403 and "only for 'gw1', not for 'gw9'" in r.json()["detail"]
+        return
     assert r.status_code == 404
     assert r.json()["detail"] == "no gateway named 'gw9'; known: gw1, gw2, gw3"
 
@@ -383,14 +412,15 @@ def test_bucket_not_a_number_is_422(client: TestClient, method: str, path: str, 
 
 @pytest.mark.parametrize(("method", "path", "body"), BODY_ROUTES)
 def test_bad_json_is_422(client: TestClient, method: str, path: str, body: Any) -> None:
-    r = client.request(method, API_PREFIX + path, content=b'{"weight": ', headers={**AUTH, "Content-Type": "application/json"})
+    headers = {**auth_for(path), "Content-Type": "application/json"}
+    r = client.request(method, API_PREFIX + path, content=b'{"weight": ', headers=headers)
     assert r.status_code == 422
     assert "not valid JSON" in r.json()["detail"]
 
 
 @pytest.mark.parametrize(("method", "path", "body"), BODY_ROUTES)
 def test_missing_body_is_422(client: TestClient, method: str, path: str, body: Any) -> None:
-    r = call(client, method, path, None, AUTH)
+    r = call(client, method, path, None, auth_for(path))
     assert r.status_code == 422
     assert "body" in r.json()["detail"]
 
@@ -427,14 +457,14 @@ def test_pin_or_move_to_unknown_gateway_is_422(client: TestClient, path: str) ->
 
 
 def test_report_for_another_gateway_is_422(client: TestClient, core: FakeCore) -> None:
-    r = client.post(API_PREFIX + "/gateways/gw1/report", json=report_body("gw2"), headers=AUTH)
+    r = client.post(API_PREFIX + "/gateways/gw1/report", json=report_body("gw2"), headers=agent("gw1"))
     assert r.status_code == 422 and "does not match" in r.json()["detail"]
     assert core.reports == []
 
 
 def test_report_with_bad_fields_is_422_naming_them(client: TestClient) -> None:
     body = report_body() | {"cpu_percent": -3, "backend": "esp-magic"}
-    r = client.post(API_PREFIX + "/gateways/gw1/report", json=body, headers=AUTH)
+    r = client.post(API_PREFIX + "/gateways/gw1/report", json=body, headers=agent("gw1"))
     fields = {e["field"] for e in r.json()["errors"]}
     assert r.status_code == 422 and {"body.cpu_percent", "body.backend"} <= fields
 
@@ -473,7 +503,8 @@ def test_real_core_without_switch() -> None:
     assert c.post(API_PREFIX + "/buckets/3/pin", json={"gateway": "gw2"}, headers=AUTH).status_code == 503
     dry = c.post(API_PREFIX + "/rebalance?dry_run=true", headers=AUTH).json()
     assert dry["dry_run"] is True and len(dry["moves"]) == K  # every bucket unassigned until connected
-    assert c.post(API_PREFIX + "/gateways/gw1/heartbeat", json={"gateway": "gw1", "timestamp": 1.0}, headers=AUTH).status_code == 204
+    hb = {"gateway": "gw1", "timestamp": 1.0}
+    assert c.post(API_PREFIX + "/gateways/gw1/heartbeat", json=hb, headers=agent("gw1")).status_code == 204
     assert c.get(API_PREFIX + "/gateways/gw9", headers=AUTH).status_code == 404
     assert c.get("/healthz").json()["status"] == "ok"
     assert c.get("/metrics").status_code == 200

@@ -28,7 +28,7 @@ def config(tmp_path: Path) -> Path:
         "buckets": 16,
         "vmac_base": "02:5e:00:00:00:00",
         "ports": {1: "host", 11: "gateway"},
-        "gateways": [{"name": "g1", "port": 11, "mac": "52:54:00:00:01:01"}],
+        "gateways": [{"name": "g1", "port": 11, "mac": "52:54:00:00:01:01", "agent_token": "shutdown-agent-g1-token"}],
         "api": {"listen": API, "token": TOKEN},
         "state_db": str(tmp_path / "state.sqlite3"),
     }

@@ -24,8 +24,8 @@ def base() -> dict[str, Any]:
         "vmac_base": "02:5e:00:00:00:00",
         "ports": {1: "host", 2: "host", 11: "gateway", 12: {"role": "gateway", "interface": "sgw-g2"}},
         "gateways": [
-            {"name": "gw1", "port": 11, "mac": "52:54:00:00:01:01"},
-            {"name": "gw2", "port": 12, "mac": "52-54-00-00-01-02", "weight": 2},
+            {"name": "gw1", "port": 11, "mac": "52:54:00:00:01:01", "agent_token": "agent-gw1-secret-0001"},
+            {"name": "gw2", "port": 12, "mac": "52-54-00-00-01-02", "weight": 2, "agent_token": "agent-gw2-secret-0002"},
         ],
         "api": {"listen": "127.0.0.1:18700", "token": "secret-token"},
     }
@@ -126,9 +126,21 @@ _DELETE = object()
         ("pipeline", _DELETE, "pipeline: required key is missing"),
         ("pipeline.p4info", "missing.txtpb", "pipeline.p4info: file not found"),
         ("pipeline.device_config", "missing.json", "pipeline.device_config: file not found"),
-        ("api.token", "short", "api.token: String should have at least 8 characters"),
-        ("api.token", _DELETE, "api: give exactly one of 'token' or 'token_file'"),
-        ("api.token_file", "tok.txt", "api: give exactly one of 'token' or 'token_file'"),
+        ("api.token", "short", "api.token: must be at least 8 characters long"),
+        ("api.token", _DELETE, "api: no operator token: give 'tokens'"),
+        ("api.token_file", "tok.txt", "api: give at most one of 'token' or 'token_file'"),
+        ("gateways.0.agent_token", _DELETE, "gateways[0].agent_token_file: required while heartbeat is on"),
+        ("gateways.0.agent_token", "short", "gateways[0].agent_token: must be at least 16 characters long"),
+        ("gateways.0.agent_token_file", "gw1.token", "gateway 'gw1': give at most one of 'agent_token' or 'agent_token_file'"),
+        ("gateways.1.agent_token", "agent-gw1-secret-0001", "gateways[1] (gw2) agent token: the same secret as gateways[0] (gw1)"),
+        ("api.token", "agent-gw1-secret-0001", "the same secret as api.token"),
+        ("api.tokens", [{"name": "ro", "role": "reader", "token": "r" * 16}], "api.tokens[0].role: Input should be 'read-only' or 'admin'"),
+        ("api.tokens", [{"name": "ro", "role": "read-only"}], "api.tokens[0]: token 'ro': give exactly one of 'token' or 'token_file'"),
+        ("api.tokens", [{"name": "ro", "role": "read-only", "token": "short"}], "api.tokens[0].token: must be at least 16 characters long"),
+        ("api.tokens", [{"name": "admin", "role": "read-only", "token": "r" * 16}], "api: duplicate token names ['admin']"),
+        ("api.tokens", [{"name": "ro", "role": "read-only", "token_file": "missing.token"}], "api.tokens[0].token_file: cannot read"),
+        ("api.tls", {"cert": "missing.pem", "key": "missing.key"}, "api.tls.cert: file not found"),
+        ("api.tls", {"cert": "x.pem"}, "api.tls.key: required key is missing"),
         ("api.listen", "127.0.0.1", "api.listen: '127.0.0.1' must be 'address:port'"),
         ("timing", {"missed_heartbeats": 0}, "timing.missed_heartbeats: Input should be greater than or equal to 1"),
         ("timing", {"heartbeat_interval_ms": -5}, "timing.heartbeat_interval_ms: Input should be greater than 0"),
@@ -205,3 +217,71 @@ def test_top_level_must_be_mapping(tmp_path: Path, doc: str) -> None:
     p.write_text(doc)
     with pytest.raises(ConfigError, match="top level must be a mapping"):
         load_config(p)
+
+
+def test_agent_token_file_is_read_once_and_checked(cfgdir: Path) -> None:
+    (cfgdir / "gw1.token").write_text("gw1-agent-secret-from-file\n")
+    data = mutate("gateways.0", {"name": "gw1", "port": 11, "mac": "52:54:00:00:01:01", "agent_token_file": "gw1.token"})
+    cfg = load(cfgdir, data)
+    assert cfg.agent_secret("gw1") == "gw1-agent-secret-from-file"
+    assert cfg.agent_secret("gw2") == "agent-gw2-secret-0002"
+    (cfgdir / "gw1.token").unlink()  # read at load: a later change of the file cannot break a running controller
+    assert cfg.agent_secret("gw1") == "gw1-agent-secret-from-file"
+    # The secret never shows in the config's repr (logs, tracebacks).
+    assert "gw1-agent-secret-from-file" not in repr(cfg) and "agent-gw2-secret-0002" not in repr(cfg)
+    assert "agent_token_file: cannot read" in bad(cfgdir, data)
+    (cfgdir / "gw1.token").write_text("short\n")
+    assert "gateways[0].agent_token_file: the secret in" in bad(cfgdir, data)
+    (cfgdir / "gw1.token").write_text("")
+    assert "shorter than 16 characters" in bad(cfgdir, data)
+
+
+def test_unreadable_agent_token_file(cfgdir: Path) -> None:
+    import os
+
+    if os.geteuid() == 0:
+        pytest.skip("root reads any file: a mode-000 file is readable here")
+    (cfgdir / "gw1.token").write_text("gw1-agent-secret-from-file\n")
+    (cfgdir / "gw1.token").chmod(0)
+    data = mutate("gateways.0", {"name": "gw1", "port": 11, "mac": "52:54:00:00:01:01", "agent_token_file": "gw1.token"})
+    assert "gateways[0].agent_token_file: cannot read" in bad(cfgdir, data)
+
+
+def test_agent_secret_of_gateway_without_agent(cfgdir: Path) -> None:
+    data = mutate("gateways.1", {"name": "gw2", "port": 12, "mac": "52:54:00:00:01:02", "heartbeat": False})
+    cfg = load(cfgdir, data)
+    with pytest.raises(ConfigError, match="gateway 'gw2' has no agent_token"):
+        cfg.agent_secret("gw2")
+    with pytest.raises(KeyError):
+        cfg.agent_secret("gw9")
+
+
+def test_operator_tokens_with_roles(cfgdir: Path) -> None:
+    from supergw_controller.config import Role
+
+    (cfgdir / "viewer.token").write_text("viewer-secret-0123456789\n")
+    data = mutate(
+        "api.tokens",
+        [
+            {"name": "alice", "role": "admin", "token": "alice-secret-0123456789"},
+            {"name": "viewer", "role": "read-only", "token_file": "viewer.token"},
+        ],
+    )
+    cfg = load(cfgdir, data)
+    assert cfg.api.operator_tokens() == [
+        ("alice", Role.ADMIN, "alice-secret-0123456789"),
+        ("viewer", Role.READ_ONLY, "viewer-secret-0123456789"),
+        ("admin", Role.ADMIN, "secret-token"),  # the legacy api.token: an admin named "admin"
+    ]
+    del data["api"]["token"]
+    assert load(cfgdir, data).api.read_token() == "alice-secret-0123456789"
+    data["api"]["tokens"] = data["api"]["tokens"][1:]
+    with pytest.raises(ConfigError, match="api: no admin token configured"):
+        load(cfgdir, data).api.read_token()
+
+
+def test_tls_paths_resolve(cfgdir: Path) -> None:
+    (cfgdir / "c.pem").write_text("x")
+    (cfgdir / "k.pem").write_text("x")
+    cfg = load(cfgdir, mutate("api.tls", {"cert": "c.pem", "key": "k.pem"}))
+    assert cfg.api.tls is not None and cfg.api.tls.cert == cfgdir / "c.pem" and cfg.api.scheme == "https"

@@ -40,8 +40,8 @@ def make_config(tmp_path: Path, **over: Any) -> Config:
         "vmac_base": "02:5e:00:00:00:00",
         "ports": {1: "host", 2: "host", 11: "gateway", 12: "gateway", 13: "gateway"},
         "gateways": [
-            {"name": "g1", "port": 11, "mac": "52:54:00:00:01:01"},
-            {"name": "g2", "port": 12, "mac": "52:54:00:00:01:02", "weight": 2},
+            {"name": "g1", "port": 11, "mac": "52:54:00:00:01:01", "agent_token": "unit-agent-g1-token"},
+            {"name": "g2", "port": 12, "mac": "52:54:00:00:01:02", "weight": 2, "agent_token": "unit-agent-g2-token"},
             {"name": "g3", "port": 13, "mac": "52:54:00:00:01:03", "heartbeat": False},
         ],
         "api": {"token": "unit-test-token"},

@@ -276,13 +276,17 @@ class ArrivalRecorder:
 @pytest.mark.parametrize(
     ("method", "path", "auth", "expect"),
     [
-        ("POST", "/api/v1/gateways/g1/heartbeat", b"Bearer tok", ["arriving g1", "settled g1"]),
-        ("POST", "/api/v1/gateways/g2/report", b"bearer tok", ["arriving g2", "settled g2"]),
-        ("POST", "/api/v1/gateways/unknown/heartbeat", b"Bearer tok", ["arriving unknown"]),
+        ("POST", "/api/v1/gateways/g1/heartbeat", b"Bearer agent-g1-token-0123456789", ["arriving g1", "settled g1"]),
+        ("POST", "/api/v1/gateways/g2/report", b"bearer agent-g2-token-0123456789", ["arriving g2", "settled g2"]),
+        ("POST", "/api/v1/gateways/unknown/heartbeat", b"Bearer agent-unknown-token-0123456789", ["arriving unknown"]),
+        # Only a gateway's own agent proves it alive: not another gateway's agent, not an operator.
+        ("POST", "/api/v1/gateways/g2/heartbeat", b"Bearer agent-g1-token-0123456789", []),
+        ("POST", "/api/v1/gateways/g1/heartbeat", b"Bearer operator-token-0123456789", []),
         ("POST", "/api/v1/gateways/g1/heartbeat", b"Bearer wrong", []),
+        ("POST", "/api/v1/gateways/g1/heartbeat", b"Basic agent-g1-token-0123456789", []),
         ("POST", "/api/v1/gateways/g1/heartbeat", None, []),
-        ("GET", "/api/v1/gateways/g1/heartbeat", b"Bearer tok", []),
-        ("POST", "/api/v1/gateways/g1/drain", b"Bearer tok", []),
+        ("GET", "/api/v1/gateways/g1/heartbeat", b"Bearer agent-g1-token-0123456789", []),
+        ("POST", "/api/v1/gateways/g1/drain", b"Bearer agent-g1-token-0123456789", []),
     ],
 )
 async def test_agent_arrivals_middleware(method: str, path: str, auth: bytes | None, expect: list[str]) -> None:
@@ -297,7 +301,14 @@ async def test_agent_arrivals_middleware(method: str, path: str, auth: bytes | N
         seen.append(scope["path"])
         raise RuntimeError("handler failed")
 
-    mw = AgentArrivals(app, rec, "tok", "/api/v1")  # type: ignore[arg-type]
+    from supergw_controller.api.auth import Authenticator, Principal
+    from supergw_controller.config import Role
+
+    authenticator = Authenticator(
+        [("operator-token-0123456789", Principal("ops", role=Role.ADMIN))]
+        + [(f"agent-{g}-token-0123456789", Principal(g, gateway=g)) for g in ("g1", "g2", "unknown")]
+    )
+    mw = AgentArrivals(app, rec, authenticator, "/api/v1")  # type: ignore[arg-type]
     headers = [] if auth is None else [(b"authorization", auth)]
     with pytest.raises(RuntimeError):
         await mw({"type": "http", "method": method, "path": path, "headers": headers}, None, None)

@@ -29,3 +29,10 @@ def test_generated_configs_validate(tmp_path: Path) -> None:
     assert member["auth"]["psk"] == peer["auth"]["psk"]
     assert "controller" in member and "controller" not in peer
     assert oct(gen.gateways["gw1"].stat().st_mode & 0o777) == "0o600"
+    # Every gateway has its own agent secret, in a 0600 file named by both configs, never inline.
+    agent_files = {Path(g["agent_token_file"]) for g in ctl["gateways"]}
+    assert len(agent_files) == len(topo.gateways)
+    assert len({p.read_text() for p in agent_files}) == len(agent_files)
+    assert all(oct(p.stat().st_mode & 0o777) == "0o600" for p in agent_files)
+    assert Path(member["controller"]["token_file"]) in agent_files and "token" not in member["controller"]
+    assert gen.secrets.api_token not in gen.controller.read_text() + gen.gateways["gw1"].read_text()

@@ -44,10 +44,10 @@ async def _get(port: int) -> tuple[int, dict[str, Any]]:
 
 async def test_agent_reports_real_counters(lab_factory: Any, unused_tcp_port: int) -> None:
     require_root_strongswan()
-    ctl = {"url": f"http://127.0.0.1:{unused_tcp_port}", "token": "t0k",
+    ctl = {"url": f"http://127.0.0.1:{unused_tcp_port}", "token": "agent-live-token",
            "report_interval_ms": 200, "heartbeat_interval_ms": 100}
     r = await asyncio.to_thread(lab_factory, "ag", Backend.LIBIPSEC, a={"controller": ctl})
-    agent = Agent(r.gws["a"].cfg)
+    agent = Agent(r.gws["a"].cfg, heartbeat="http")
     health = await agent.start_health("127.0.0.1:0")
     hport = health.sockets[0].getsockname()[1]
     loops = [asyncio.create_task(agent.report_loop()), asyncio.create_task(agent.heartbeat_loop())]

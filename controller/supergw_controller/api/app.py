@@ -9,16 +9,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
-from supergw_controller.api.auth import check_bearer
+from fastapi.routing import APIRoute
+from starlette.routing import Match
+
+from supergw_controller.api.auth import Authenticator, authorize
 from supergw_controller.api.core import Core
-from supergw_controller.api.deps import ApiState, require_token
+from supergw_controller.api.deps import ApiState, require_access
 from supergw_controller.api.routers import agents, buckets, events, gateways, hosts, ops, rebalance, status
 from supergw_controller.api.routers import history as history_routes
 from supergw_controller.errors import (
@@ -47,17 +50,22 @@ _STATUS_OF: list[tuple[type[CoreError], int]] = [
 DESCRIPTION = """\
 Operator and agent API of the supergw controller.
 
-Every route under `/api/v1` needs `Authorization: Bearer <token>` (the token from the
-controller config, `api.token` or `api.token_file`). Unauthenticated: `/healthz`,
-`/metrics` (Prometheus) and the static dashboard at `/dashboard/` (the page itself holds no
-data; it asks for the token and calls the API with it). Errors are JSON
-`{"detail": "..."}`; validation errors add `"errors": [{"field", "message", "type"}]`.
+Every route under `/api/v1` needs `Authorization: Bearer <token>`:
+- an operator token with role `read-only` may call every GET;
+- an operator token with role `admin` may also drain, undrain, set weights, pin, move and
+  rebalance (each such call is in the event log with the token's name);
+- a gateway's agent token may only POST that gateway's report and heartbeat.
+A missing or unknown token gets 401; a known token outside its rights gets 403 naming the
+right it lacks. Unauthenticated: `/healthz`, `/metrics` (Prometheus) and the static dashboard
+at `/dashboard/` (the page holds no data; it asks for a token and calls the API with it).
+Errors are JSON `{"detail": "..."}`; validation errors add `"errors": [{"field", "message", "type"}]`.
 """
 
 
 class _GatewayLike(Protocol):
     @property
     def name(self) -> str: ...
+    def agent_secret(self) -> str | None: ...
 
 
 class ConfigLike(Protocol):
@@ -98,8 +106,18 @@ async def _core_error(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=code, content={"detail": str(exc) or type(exc).__name__}, headers=headers)
 
 
-def create_app(core: Core, config: ConfigLike, *, token: str | None = None) -> FastAPI:
-    """Build the app. `token` overrides the config's token (tests, benchmarks)."""
+def _match(app: FastAPI, scope: MutableMapping[str, Any]) -> tuple[str | None, str | None]:
+    """(route path, gateway name in the path) of the route that will serve `scope`."""
+    for route in app.router.routes:
+        if isinstance(route, APIRoute):
+            match, child = route.matches(scope)
+            if match is Match.FULL:
+                return route.path, child.get("path_params", {}).get("name")
+    return None, None
+
+
+def create_app(core: Core, config: ConfigLike, *, auth: Authenticator | None = None) -> FastAPI:
+    """Build the app. `auth` overrides the tokens of the config (tests, benchmarks)."""
     app = FastAPI(
         title="supergw controller",
         version="1",
@@ -110,7 +128,8 @@ def create_app(core: Core, config: ConfigLike, *, token: str | None = None) -> F
     )
     app.state.api = ApiState(
         core=core,
-        token=token if token is not None else config.api.read_token(),
+        auth=auth if auth is not None else Authenticator.from_config(config),
+        agent_paths=frozenset(API_PREFIX + r.path for r in agents.router.routes if isinstance(r, APIRoute)),
         buckets=config.buckets,
         gateway_names=tuple(g.name for g in config.gateways),
         metrics=ControllerMetrics(),
@@ -121,16 +140,18 @@ def create_app(core: Core, config: ConfigLike, *, token: str | None = None) -> F
     @app.middleware("http")
     async def authenticate(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         # In a middleware, not only a dependency: FastAPI parses a JSON body before it
-        # runs dependencies, and a caller without the token must learn nothing but 401.
+        # runs dependencies, and a caller without the right must learn nothing but 401/403.
         if request.url.path == API_PREFIX or request.url.path.startswith(API_PREFIX + "/"):
+            state: ApiState = app.state.api
             try:
-                check_bearer(request.headers.get("authorization"), app.state.api.token)
+                principal = state.auth.authenticate(request.headers.get("authorization"))
+                path, gateway = _match(app, request.scope)
+                authorize(principal, state.access(request.method, path), gateway)
             except HTTPException as exc:
                 return JSONResponse(status_code=exc.status_code, content={"detail": exc.detail}, headers=exc.headers)
         return await call_next(request)
 
-    # The dependency repeats the check and puts the bearer scheme into the OpenAPI document.
-    secured = [Depends(require_token)]
+    secured = [Depends(require_access)]
     for module in (status, gateways, agents, buckets, hosts, events, rebalance):
         app.include_router(module.router, prefix=API_PREFIX, dependencies=secured)
     app.include_router(history_routes.router, prefix=API_PREFIX, dependencies=secured)

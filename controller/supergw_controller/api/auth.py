@@ -1,28 +1,156 @@
-"""Bearer-token check for every route under /api/v1."""
+"""Who is calling (authentication) and may they (authorization), for every /api/v1 route.
+
+Three kinds of caller, each with its own bearer token from the config:
+- an operator with role `read-only`: every GET;
+- an operator with role `admin`: everything an operator can do;
+- the agent of one gateway: POST its own report and heartbeat, nothing else.
+A missing or unknown token is 401; a known token outside its rights is 403 naming the
+right it lacks. Secrets are compared in constant time and never leave this module.
+"""
 
 from __future__ import annotations
 
 import hmac
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
 
 from fastapi import HTTPException, status
 
-_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="supergw"'}
+from supergw_controller.config import Role
+
+CHALLENGE = {"WWW-Authenticate": 'Bearer realm="supergw"'}
 
 
-def check_bearer(authorization: str | None, token: str) -> None:
-    """Raise 401 unless `authorization` is exactly ``Bearer <token>``."""
-    if not authorization:
+class Access(Enum):
+    """What a route needs."""
+
+    READ = "read"  # operator, role read-only or admin
+    ADMIN = "admin"  # operator, role admin
+    AGENT = "agent"  # the agent of the gateway named in the path
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated caller: an operator (`role` set) or a gateway's agent (`gateway` set)."""
+
+    name: str
+    role: Role | None = None
+    gateway: str | None = None
+
+    @property
+    def who(self) -> str:
+        """How the event log names the caller (never the token)."""
+        return f"agent:{self.gateway}" if self.gateway is not None else self.name
+
+
+# Structural type of what `from_config` reads, so tests can pass a Config or a look-alike.
+class _ApiTokens(Protocol):
+    def operator_tokens(self) -> list[tuple[str, Role, str]]: ...
+
+
+class _GatewaySecret(Protocol):
+    @property
+    def name(self) -> str: ...
+    def agent_secret(self) -> str | None: ...
+
+
+class _AuthConfig(Protocol):
+    @property
+    def api(self) -> _ApiTokens: ...
+    @property
+    def gateways(self) -> Sequence[_GatewaySecret]: ...
+
+
+class Authenticator:
+    """Maps a bearer token to its principal. Built once from the config."""
+
+    def __init__(self, entries: Iterable[tuple[str, Principal]]) -> None:
+        self._entries: list[tuple[bytes, Principal]] = []
+        for secret, principal in entries:
+            key = secret.encode()
+            if any(hmac.compare_digest(key, k) for k, _ in self._entries):
+                raise ValueError(f"{principal.who}: its token is also another principal's token")
+            self._entries.append((key, principal))
+
+    @classmethod
+    def from_config(cls, config: _AuthConfig) -> Authenticator:
+        entries = [(secret, Principal(name, role=role)) for name, role, secret in config.api.operator_tokens()]
+        for gw in config.gateways:
+            secret = gw.agent_secret()
+            if secret is not None:
+                entries.append((secret, Principal(gw.name, gateway=gw.name)))
+        return cls(entries)
+
+    def lookup(self, token: str) -> Principal | None:
+        given = token.encode()
+        found = None
+        for key, principal in self._entries:  # no early exit: the time does not tell which entry matched
+            if hmac.compare_digest(given, key):
+                found = principal
+        return found
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        """The caller behind an ``Authorization`` header value, or 401."""
+        if not authorization:
+            raise HTTPException(
+                status.HTTP_401_UNAUTHORIZED,
+                "missing bearer token: send 'Authorization: Bearer <token>'",
+                headers=CHALLENGE,
+            )
+        scheme, _, given = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not given.strip():
+            raise HTTPException(
+                status.HTTP_401_UNAUTHORIZED,
+                f"unsupported authorization scheme {scheme!r}: send 'Authorization: Bearer <token>'",
+                headers=CHALLENGE,
+            )
+        principal = self.lookup(given.strip())
+        if principal is None:
+            raise HTTPException(
+                status.HTTP_401_UNAUTHORIZED,
+                "invalid bearer token: it is neither an operator token nor a gateway agent token of this controller",
+                headers=CHALLENGE,
+            )
+        return principal
+
+
+def authorize(principal: Principal, access: Access, gateway: str | None = None) -> None:
+    """403 unless `principal` may use a route that needs `access` (for AGENT: of `gateway`)."""
+    if access is Access.AGENT:
+        if principal.gateway is None:
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN,
+                f"only the agent of gateway {gateway!r} may post its reports and heartbeats; "
+                f"operator token {principal.name!r} cannot",
+            )
+        if principal.gateway != gateway:
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN,
+                f"the agent token of gateway {principal.gateway!r} may report and heartbeat only for "
+                f"{principal.gateway!r}, not for {gateway!r}",
+            )
+        return
+    if principal.gateway is not None:
         raise HTTPException(
-            status.HTTP_401_UNAUTHORIZED,
-            "missing bearer token: send 'Authorization: Bearer <token>'",
-            headers=_CHALLENGE,
+            status.HTTP_403_FORBIDDEN,
+            f"the agent token of gateway {principal.gateway!r} cannot call operator routes "
+            f"(needs an operator token with role {_role_for(access)!r})",
         )
-    scheme, _, given = authorization.partition(" ")
-    if scheme.lower() != "bearer" or not given.strip():
+    if access is Access.ADMIN and principal.role is not Role.ADMIN:
         raise HTTPException(
-            status.HTTP_401_UNAUTHORIZED,
-            f"unsupported authorization scheme {scheme!r}: send 'Authorization: Bearer <token>'",
-            headers=_CHALLENGE,
+            status.HTTP_403_FORBIDDEN,
+            f"operator {principal.name!r} has role {principal.role}; this action needs role 'admin'",
         )
-    if not hmac.compare_digest(given.strip().encode(), token.encode()):
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid bearer token", headers=_CHALLENGE)
+
+
+def _role_for(access: Access) -> str:
+    return Role.ADMIN.value if access is Access.ADMIN else Role.READ_ONLY.value
+
+
+def access_for(method: str, agent_route: bool) -> Access:
+    """The one policy: agent routes need their agent; reads need any operator; writes need an admin."""
+    if agent_route:
+        return Access.AGENT
+    return Access.READ if method in ("GET", "HEAD", "OPTIONS") else Access.ADMIN

@@ -10,7 +10,15 @@ from typing import Protocol
 
 from supergw_controller.history import HistoryView
 from supergw_controller.reports import GatewayReport, Heartbeat
-from supergw_controller.views import BucketView, EventView, GatewayView, HostView, RebalanceView, StatusView
+from supergw_controller.views import (
+    BucketView,
+    EventView,
+    GatewayView,
+    HostView,
+    OperatorAction,
+    RebalanceView,
+    StatusView,
+)
 
 
 class Core(Protocol):
@@ -31,3 +39,4 @@ class Core(Protocol):
     async def rebalance(self, dry_run: bool = False) -> RebalanceView: ...
     async def accept_report(self, report: GatewayReport) -> None: ...
     async def accept_heartbeat(self, hb: Heartbeat) -> None: ...
+    async def record_operator_action(self, action: OperatorAction) -> None: ...

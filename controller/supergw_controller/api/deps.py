@@ -1,4 +1,4 @@
-"""FastAPI dependencies: the core, the token check, validated path parameters.
+"""FastAPI dependencies: the core, the caller and its rights, validated path parameters.
 
 They are `async def` although they do no I/O: FastAPI runs plain `def` dependencies in a
 thread pool, and four thread hops per agent heartbeat delayed heartbeats by hundreds of
@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from supergw_controller.api.auth import check_bearer
+from supergw_controller.api.auth import Access, Authenticator, Principal, access_for, authorize
 from supergw_controller.api.core import Core
 from supergw_controller.metrics import ControllerMetrics
 
@@ -22,13 +22,17 @@ class ApiState:
     """Everything a request handler needs; one per app instance (app.state.api)."""
 
     core: Core
-    token: str
+    auth: Authenticator
+    agent_paths: frozenset[str]  # route paths (with the prefix) only a gateway's own agent may call
     buckets: int
     gateway_names: tuple[str, ...]  # from the config file, so static for the process
     metrics: ControllerMetrics
 
     def unknown_gateway(self, name: str) -> str:
         return f"no gateway named {name!r}; known: {', '.join(self.gateway_names) or '(none)'}"
+
+    def access(self, method: str, route_path: str | None) -> Access:
+        return access_for(method, route_path in self.agent_paths)
 
 
 async def api_state(request: Request) -> ApiState:
@@ -46,15 +50,27 @@ async def get_core(state: State) -> Core:
 CoreDep = Annotated[Core, Depends(get_core)]
 
 
-_bearer = HTTPBearer(auto_error=False, description="the controller's API token (config api.token / api.token_file)")
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="an operator token (role read-only or admin) or, for its own report/heartbeat, a gateway's agent token",
+)
 
 
-async def require_token(
+async def require_access(
+    request: Request,
     state: State,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> None:
+) -> Principal:
+    """Repeats the middleware's check per route (and puts the bearer scheme into OpenAPI)."""
     header = None if credentials is None else f"{credentials.scheme} {credentials.credentials}"
-    check_bearer(header, state.token)
+    principal = state.auth.authenticate(header)
+    route = request.scope.get("route")
+    path = getattr(route, "path", None)
+    authorize(principal, state.access(request.method, path), request.path_params.get("name"))
+    return principal
+
+
+Caller = Annotated[Principal, Depends(require_access)]
 
 
 async def gateway_name(

@@ -27,6 +27,11 @@ from sgwctl_topo import P4INFO, SWITCH_BIN, Topology, python, stop_process, wait
 TOKEN = "integration-test-token"
 
 
+def agent_token(gateway: str) -> str:
+    """Gateway `gateway`'s own agent token in the generated controller configs."""
+    return f"integration-agent-{gateway}-token"
+
+
 def skip_reason() -> str | None:
     if os.geteuid() != 0:
         return "needs root (network namespaces, eBPF)"
@@ -142,7 +147,7 @@ class Heartbeats:
         self._thread.join(5)
 
     def _run(self) -> None:
-        with httpx.Client(timeout=0.5, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        with httpx.Client(timeout=0.5) as client:
             while not self._stop.is_set():
                 for c in self.controllers:
                     for g in self.gateways:
@@ -150,7 +155,9 @@ class Heartbeats:
                             continue
                         try:
                             client.post(
-                                f"{c.url}/api/v1/gateways/{g}/heartbeat", json={"gateway": g, "timestamp": time.time()}
+                                f"{c.url}/api/v1/gateways/{g}/heartbeat",
+                                json={"gateway": g, "timestamp": time.time()},
+                                headers={"Authorization": f"Bearer {agent_token(g)}"},
                             )
                         except httpx.HTTPError:
                             pass  # controller restarting: the agent just tries again
@@ -175,7 +182,9 @@ class Setup:
             "buckets": 16,
             "vmac_base": "02:5e:00:00:00:00",
             "ports": ports,
-            "gateways": [{"name": g.name, "port": g.port, "mac": g.mac} for g in t.gateways()],
+            "gateways": [
+                {"name": g.name, "port": g.port, "mac": g.mac, "agent_token": agent_token(g.name)} for g in t.gateways()
+            ],
             # 10 x 100 ms instead of the default 3: this machine is shared with fuzzers and
             # benchmarks (load averages above 10 on 2 cores), and a test that flaps a
             # gateway by accident tests nothing. The default is checked by unit tests.

@@ -17,7 +17,7 @@ GOOD = {
     "buckets": 16,
     "vmac_base": "02:5e:00:00:00:00",
     "ports": {1: "host", 11: "gateway"},
-    "gateways": [{"name": "g1", "port": 11, "mac": "52:54:00:00:01:01"}],
+    "gateways": [{"name": "g1", "port": 11, "mac": "52:54:00:00:01:01", "agent_token": "cli-test-agent-g1-token"}],
     "api": {"listen": "127.0.0.1:18799", "token": "cli-test-token"},
 }
 
@@ -47,7 +47,7 @@ def test_good_config_checks_ok(tmp_path: Path) -> None:
         ({"gateways": [{"name": "g1", "port": 1, "mac": "52:54:00:00:01:01"}]}, "gateways[0].port: must be a port listed in ports with role 'gateway'"),
         ({"buckets": 24}, "buckets: 24 is not a power of two"),
         ({"vmac_base": "02:5e:00:00:00:01"}, "vmac_base: 02:5e:00:00:00:01 must have its low 16 bits zero"),
-        ({"api": {"listen": "127.0.0.1:18799"}}, "api: give exactly one of 'token' or 'token_file'"),
+        ({"api": {"listen": "127.0.0.1:18799"}}, "api: no operator token"),
         ({"pipeline": {"p4info": "/nonexistent/p4info.txtpb"}}, "pipeline.p4info: file not found"),
         ({"timming": {}}, "timming: unknown key"),
     ],

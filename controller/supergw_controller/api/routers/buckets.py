@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, status
 
-from supergw_controller.api.deps import ApiState, BucketIndex, CoreDep, State
+from supergw_controller.api.audit import audited
+from supergw_controller.api.deps import ApiState, BucketIndex, Caller, CoreDep, State
 from supergw_controller.api.schemas import GatewayRef
 from supergw_controller.views import BucketView
 
@@ -30,13 +31,14 @@ async def get_bucket(core: CoreDep, b: BucketIndex) -> BucketView:
     response_model=BucketView,
     summary="Pin a bucket to a gateway (moves it there now; 409 if the gateway is drained or dead)",
 )
-async def pin(core: CoreDep, state: State, b: BucketIndex, body: GatewayRef) -> BucketView:
-    return await core.pin(b, _known(state, body))
+async def pin(core: CoreDep, caller: Caller, state: State, b: BucketIndex, body: GatewayRef) -> BucketView:
+    gw = _known(state, body)
+    return await audited(core, caller, "pin", core.pin(b, gw), bucket=b, target=gw)
 
 
 @router.delete("/{b}/pin", response_model=BucketView, summary="Unpin (no-op when not pinned)")
-async def unpin(core: CoreDep, b: BucketIndex) -> BucketView:
-    return await core.unpin(b)
+async def unpin(core: CoreDep, caller: Caller, b: BucketIndex) -> BucketView:
+    return await audited(core, caller, "unpin", core.unpin(b), bucket=b)
 
 
 @router.post(
@@ -44,5 +46,6 @@ async def unpin(core: CoreDep, b: BucketIndex) -> BucketView:
     response_model=BucketView,
     summary="Move a bucket once (reason 'operator'); 409 if pinned elsewhere or the gateway is drained/dead",
 )
-async def move(core: CoreDep, state: State, b: BucketIndex, body: GatewayRef) -> BucketView:
-    return await core.move(b, _known(state, body), "operator")
+async def move(core: CoreDep, caller: Caller, state: State, b: BucketIndex, body: GatewayRef) -> BucketView:
+    gw = _known(state, body)
+    return await audited(core, caller, "move", core.move(b, gw, "operator"), bucket=b, target=gw)

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from supergw_controller.api.deps import CoreDep, GatewayName
+from supergw_controller.api.audit import audited
+from supergw_controller.api.deps import Caller, CoreDep, GatewayName
 from supergw_controller.api.schemas import WeightBody
 from supergw_controller.views import GatewayView
 
@@ -24,8 +25,8 @@ async def get_gateway(core: CoreDep, name: GatewayName) -> GatewayView:
     response_model=GatewayView,
     summary="Drain: move all unpinned buckets away now; the gateway receives no new buckets",
 )
-async def drain(core: CoreDep, name: GatewayName) -> GatewayView:
-    return await core.drain(name)
+async def drain(core: CoreDep, caller: Caller, name: GatewayName) -> GatewayView:
+    return await audited(core, caller, "drain", core.drain(name), gateway=name)
 
 
 @router.post(
@@ -33,10 +34,11 @@ async def drain(core: CoreDep, name: GatewayName) -> GatewayView:
     response_model=GatewayView,
     summary="Undrain: the gateway is eligible again and refilled gradually by rebalance rounds",
 )
-async def undrain(core: CoreDep, name: GatewayName) -> GatewayView:
-    return await core.undrain(name)
+async def undrain(core: CoreDep, caller: Caller, name: GatewayName) -> GatewayView:
+    return await audited(core, caller, "undrain", core.undrain(name), gateway=name)
 
 
 @router.put("/{name}/weight", response_model=GatewayView, summary="Set the capacity weight (> 0)")
-async def set_weight(core: CoreDep, name: GatewayName, body: WeightBody) -> GatewayView:
-    return await core.set_weight(name, body.weight)
+async def set_weight(core: CoreDep, caller: Caller, name: GatewayName, body: WeightBody) -> GatewayView:
+    call = core.set_weight(name, body.weight)
+    return await audited(core, caller, "weight", call, gateway=name, describe=lambda _: f"weight {body.weight:g}")
