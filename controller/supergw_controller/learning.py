@@ -20,8 +20,9 @@ import logging
 import struct
 from dataclasses import dataclass, field
 
-from finsy import P4TableEntry
+from finsy import P4TableAction, P4TableEntry
 
+from supergw_controller import p4constants as pc
 from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.entities import Op, Update
 
@@ -214,8 +215,11 @@ class HostTable:
         for e in macs:
             m = dict(e.match or {})
             mac = ent.mac_str(int(m["dst_mac"]))
-            port = int(e.action.args["port"]) if e.action is not None else -1  # type: ignore[union-attr]
-            mac_port[mac] = port
+            args = e.action.args if isinstance(e.action, P4TableAction) else {}
+            # An entry this controller would not write (role other than HOST) counts as
+            # pointing nowhere, so it is rewritten or deleted below.
+            host_role = int(args.get("role", -1)) == pc.PortRole.HOST
+            mac_port[mac] = int(args.get("port", -1)) if host_role else -1
         for e in learned:
             m = dict(e.match or {})
             mac, port = ent.mac_str(int(m["src_mac"])), int(m["port"])

@@ -62,6 +62,10 @@ MATCH_PORT_ROLES_PORT: Final = "port"
 
 TABLE_SETTINGS: Final = "SupergwIngress.dispatch_config.settings"
 
+TABLE_LEARNED_SOURCES: Final = "SupergwIngress.learning.learned_sources"
+MATCH_LEARNED_SOURCES_SRC_MAC: Final = "src_mac"
+MATCH_LEARNED_SOURCES_PORT: Final = "port"
+
 TABLE_HOST_IPS: Final = "SupergwIngress.arp_responder.host_ips"
 MATCH_HOST_IPS_TARGET_IP: Final = "target_ip"
 
@@ -70,10 +74,6 @@ MATCH_BUCKETS_BUCKET: Final = "bucket"
 
 TABLE_MAC_TABLE: Final = "SupergwIngress.l2_forwarding.mac_table"
 MATCH_MAC_TABLE_DST_MAC: Final = "dst_mac"
-
-TABLE_LEARNED_SOURCES: Final = "SupergwIngress.learning.learned_sources"
-MATCH_LEARNED_SOURCES_SRC_MAC: Final = "src_mac"
-MATCH_LEARNED_SOURCES_PORT: Final = "port"
 
 ACTION_SET_PORT_ROLE: Final = "SupergwIngress.port_classifier.set_port_role"
 PARAM_SET_PORT_ROLE_ROLE: Final = "role"
@@ -84,6 +84,10 @@ PARAM_SET_DISPATCH_CONFIG_VMAC_BASE: Final = "vmac_base"
 PARAM_SET_DISPATCH_CONFIG_BUCKET_MASK: Final = "bucket_mask"
 
 ACTION_MARK_UNCONFIGURED: Final = "SupergwIngress.dispatch_config.mark_unconfigured"
+
+ACTION_MARK_KNOWN: Final = "SupergwIngress.learning.mark_known"
+
+ACTION_LEARN: Final = "SupergwIngress.learning.learn"
 
 ACTION_REPLY_WITH_HOST_MAC: Final = "SupergwIngress.arp_responder.reply_with_host_mac"
 PARAM_REPLY_WITH_HOST_MAC_HOST_MAC: Final = "host_mac"
@@ -98,12 +102,9 @@ ACTION_DROP_UNASSIGNED: Final = "SupergwIngress.bucket_dispatch.drop_unassigned"
 
 ACTION_SET_OUTPUT_PORT: Final = "SupergwIngress.l2_forwarding.set_output_port"
 PARAM_SET_OUTPUT_PORT_PORT: Final = "port"
+PARAM_SET_OUTPUT_PORT_ROLE: Final = "role"
 
 ACTION_FLOOD: Final = "SupergwIngress.l2_forwarding.flood"
-
-ACTION_MARK_KNOWN: Final = "SupergwIngress.learning.mark_known"
-
-ACTION_LEARN: Final = "SupergwIngress.learning.learn"
 
 COUNTER_DROP_COUNTER: Final = "SupergwIngress.drop_counter"
 

@@ -115,6 +115,8 @@ struct local_metadata_t {
     ipv4_addr_t       learn_src_ip;
     bool              l2_hit;
     port_num_t        l2_port;
+    // Role of l2_port, from mac_table's action data (port_roles is applied once).
+    port_role_t       l2_port_role;
     bool              flood;
 }
 

@@ -281,7 +281,6 @@ class HairpinDropped(SupergwTest):
 class GatewayToGatewayDropped(SupergwTest):
     @autocleanup
     def runTest(self) -> None:
-        self.skip_known_bmv2_gap()
         self.setup_switch()
         src, dst = self.ports.gateways[0], self.ports.gateways[1]
         self.add_l2(gateway_mac(dst), dst)
@@ -307,7 +306,6 @@ class GatewayToUnknownRolePortDropped(SupergwTest):
 
     @autocleanup
     def runTest(self) -> None:
-        self.skip_known_bmv2_gap()
         self.setup_switch()
         gw = self.ports.gateways[2]
         dst = "00:00:03:00:ee:06"

@@ -136,7 +136,8 @@ class ModifyAbsentNotFound(WriteErrorBase):
 @group("p4runtime_errors")
 class DefaultOnlyActionInEntryRejected(WriteErrorBase):
     """drop_unassigned is @defaultonly on buckets (also flood on mac_table, learn on
-    learned_sources, punt_arp_miss on host_ips)."""
+    learned_sources, punt_arp_miss on host_ips). The P4Runtime specification names no
+    code for this; p4lang/PI, which simple_switch_grpc serves, answers PERMISSION_DENIED."""
 
     @autocleanup
     def runTest(self) -> None:
@@ -147,7 +148,7 @@ class DefaultOnlyActionInEntryRejected(WriteErrorBase):
             (self.host_ip_entry("10.0.0.60", "00:00:03:00:00:98"), PUNT_ARP_MISS),
         ):
             entry.action.action.CopyFrom(self.action(default_only, {}))
-            with self.assertP4RuntimeError(rpc_code.INVALID_ARGUMENT):
+            with self.assertP4RuntimeError(rpc_code.PERMISSION_DENIED):
                 self.insert(entry)
 
 

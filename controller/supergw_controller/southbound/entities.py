@@ -147,10 +147,12 @@ def bucket_key(index: int) -> P4TableEntry:
 
 
 def mac_entry(mac: str | int, port: int) -> P4TableEntry:
+    """mac -> host port. Hosts are learned on host ports only, so the entry's `role` (which
+    lets a gateway's frame out only when it is HOST) is always HOST."""
     return P4TableEntry(
         pc.TABLE_MAC_TABLE,
         match=P4TableMatch(dst_mac=mac_int(mac)),
-        action=P4TableAction(pc.ACTION_SET_OUTPUT_PORT, port=port),
+        action=P4TableAction(pc.ACTION_SET_OUTPUT_PORT, port=port, role=int(pc.PortRole.HOST)),
     )
 
 

@@ -135,11 +135,21 @@ class SupergwTest(P4RuntimeTest):
             return self.table_entry(HOST_IPS, match)
         return self.table_entry(HOST_IPS, match, REPLY_WITH_HOST_MAC, {c.PARAM_REPLY_WITH_HOST_MAC_HOST_MAC: pk.mac_int(mac)})
 
-    def mac_entry(self, mac: str, port: Value | None = None) -> p4r.TableEntry:
+    def mac_entry(self, mac: str, port: Value | None = None, role: Value | None = None) -> p4r.TableEntry:
+        """set_output_port(port, role); role defaults to the port map's role of port, as the
+        controller writes it (UNKNOWN for a port without a port_roles entry)."""
         match = {c.MATCH_MAC_TABLE_DST_MAC: pk.mac_int(mac)}
         if port is None:
             return self.table_entry(MAC_TABLE, match)
-        return self.table_entry(MAC_TABLE, match, SET_OUTPUT_PORT, {c.PARAM_SET_OUTPUT_PORT_PORT: port})
+        if role is None:
+            role = int(self.port_role(port)) if isinstance(port, int) else int(PortRole.HOST)
+        params = {c.PARAM_SET_OUTPUT_PORT_PORT: port, c.PARAM_SET_OUTPUT_PORT_ROLE: role}
+        return self.table_entry(MAC_TABLE, match, SET_OUTPUT_PORT, params)
+
+    def port_role(self, port: int) -> c.PortRole:
+        """The port map's role of port; UNKNOWN for a port not in the map."""
+        roles = {p.port: p.role for p in self.ports.ports}
+        return c.PortRole[roles.get(port, "UNKNOWN")]
 
     def learned_entry(self, mac: str, port: int | None) -> p4r.TableEntry:
         match: dict[str, Value] = {c.MATCH_LEARNED_SOURCES_SRC_MAC: pk.mac_int(mac)}
@@ -169,12 +179,6 @@ class SupergwTest(P4RuntimeTest):
 
     def set_flood_group(self) -> None:
         self.insert(self.multicast_group(c.HOST_FLOOD_GROUP, self.ports.hosts, legacy_port_field=self.target == "bmv2"))
-
-    def skip_known_bmv2_gap(self) -> None:
-        """v1model applies mac_table once per packet, so it cannot also check the role of the
-        port a gateway's frame would leave by (docs/pipeline-contract.md, GATEWAY_TO_GATEWAY)."""
-        if self.target == "bmv2":
-            self.skipTest("known v1model gap: GATEWAY_TO_GATEWAY only for a mac_table hit on the ingress port")
 
     def setup_switch(self, dispatch: Dispatch | None = None) -> None:
         """The common starting point: roles, dispatch settings and the host flood group."""

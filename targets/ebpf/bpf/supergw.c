@@ -361,7 +361,6 @@ static __always_inline int sgw_gateway(struct __sk_buff *skb, struct sgw_md *md)
 	struct sgw_l2_entry *l2;
 	struct sgw_eth *eth;
 	struct sgw_mac *host;
-	__u8 *role;
 
 	if (md->is_arp) {
 		if (md->arp_op != ARP_OPER_REQUEST)
@@ -382,8 +381,7 @@ static __always_inline int sgw_gateway(struct __sk_buff *skb, struct sgw_md *md)
 	l2 = bpf_map_lookup_elem(&sgw_mac_table, eth->dst);
 	if (!l2)
 		return sgw_flood(skb, md);
-	role = bpf_map_lookup_elem(&sgw_port_roles, &l2->port);
-	if (!role || *role != PORT_ROLE_HOST || l2->port == md->port)
+	if (l2->role != PORT_ROLE_HOST || l2->port == md->port)
 		return sgw_drop(md, DROP_REASON_GATEWAY_TO_GATEWAY);
 	return sgw_output(md, l2->port, l2->ifindex);
 }

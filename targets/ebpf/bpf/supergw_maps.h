@@ -67,11 +67,14 @@ struct sgw_bucket {
 	__u16 pad2;
 };
 
-/* Value of sgw_mac_table: action set_output_port(port), resolved to an ifindex. */
+/* Value of sgw_mac_table: action set_output_port(port, role), port resolved to an
+ * ifindex; role is the controller's port_roles role of port, carried in the entry so
+ * that every target decides GATEWAY_TO_GATEWAY from this one lookup. */
 struct sgw_l2_entry {
 	__u32 ifindex;
 	__u16 port;
-	__u16 pad;
+	__u8 role;
+	__u8 pad;
 };
 
 /* Key of sgw_learned_sources. */

@@ -6,18 +6,27 @@
 #ifndef SUPERGW_ARP_RESPONDER_P4
 #define SUPERGW_ARP_RESPONDER_P4
 
+// Turns the ARP request in hdr into the reply "sender_ip is at sender_mac", addressed
+// to the requester. A function, not an action: p4c would list an action in the P4Info.
+void arp_request_to_reply(inout headers_t hdr, in mac_addr_t sender_mac, in ipv4_addr_t sender_ip) {
+    hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
+    hdr.ethernet.src_addr = sender_mac;
+    hdr.arp.oper = ARP_OPER_REPLY;
+    hdr.arp.tha = hdr.arp.sha;
+    hdr.arp.tpa = hdr.arp.spa;
+    hdr.arp.sha = sender_mac;
+    hdr.arp.spa = sender_ip;
+}
+
 control ArpResponder(inout headers_t hdr,
                      inout local_metadata_t meta,
                      inout standard_metadata_t standard_metadata) {
-    bool reply;
-    mac_addr_t reply_mac;
-    ipv4_addr_t reply_ip;
-
+    // The reply leaves by the port the request came in on.
     @id(0x01000004)
     action reply_with_host_mac(mac_addr_t host_mac) {
-        reply = true;
-        reply_mac = host_mac;
-        reply_ip = meta.lookup.arp_tpa;
+        arp_request_to_reply(hdr, host_mac, meta.lookup.arp_tpa);
+        standard_metadata.egress_spec = standard_metadata.ingress_port;
+        meta.decided = true;
     }
 
     @id(0x01000005)
@@ -39,13 +48,12 @@ control ArpResponder(inout headers_t hdr,
     }
 
     apply {
-        reply = false;
         if (meta.lookup.is_arp) {
             if (meta.port_role == PORT_ROLE_HOST) {
                 if (meta.lookup.arp_oper == ARP_OPER_REQUEST && meta.lookup.arp_tpa == meta.gateway_ip) {
-                    reply = true;
-                    reply_mac = meta.host_vmac;
-                    reply_ip = meta.gateway_ip;
+                    arp_request_to_reply(hdr, meta.host_vmac, meta.gateway_ip);
+                    standard_metadata.egress_spec = standard_metadata.ingress_port;
+                    meta.decided = true;
                 }
             } else if (meta.port_role == PORT_ROLE_GATEWAY) {
                 if (meta.lookup.arp_oper == ARP_OPER_REPLY) {
@@ -59,18 +67,7 @@ control ArpResponder(inout headers_t hdr,
                 }
             }
 
-            if (reply) {
-                // Turn the request into the reply, back out of the port it came from.
-                hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
-                hdr.ethernet.src_addr = reply_mac;
-                hdr.arp.oper = ARP_OPER_REPLY;
-                hdr.arp.tha = hdr.arp.sha;
-                hdr.arp.tpa = hdr.arp.spa;
-                hdr.arp.sha = reply_mac;
-                hdr.arp.spa = reply_ip;
-                standard_metadata.egress_spec = standard_metadata.ingress_port;
-                meta.decided = true;
-            } else if (meta.punt_reason != PUNT_REASON_NONE) {
+            if (meta.punt_reason != PUNT_REASON_NONE) {
                 standard_metadata.egress_spec = V1MODEL_CPU_PORT;
                 meta.decided = true;
             }

@@ -8,10 +8,13 @@
 control L2Forwarding(inout headers_t hdr,
                      inout local_metadata_t meta,
                      inout standard_metadata_t standard_metadata) {
+    // `role` is port_roles' role of `port`, written with the entry by the controller:
+    // a table is applied once per packet, so port_roles cannot be looked up again here.
     @id(0x01000008)
-    action set_output_port(port_num_t port) {
+    action set_output_port(port_num_t port, port_role_t role) {
         meta.l2_hit = true;
         meta.l2_port = port;
+        meta.l2_port_role = role;
     }
 
     @id(0x01000009)
@@ -50,14 +53,12 @@ control L2Forwarding(inout headers_t hdr,
 
             if (meta.flood) {
                 standard_metadata.mcast_grp = HOST_FLOOD_GROUP;
-            } else if (meta.l2_hit && meta.l2_port == meta.ingress_port) {
-                // v1model gap: whether l2_port is a host port is not known here (port_roles
-                // is applied once per packet); the controller writes host ports only.
-                if (from_gateway) {
-                    meta.drop_reason = DROP_REASON_GATEWAY_TO_GATEWAY;
-                } else {
-                    meta.drop_reason = DROP_REASON_HAIRPIN;
-                }
+            } else if (from_gateway
+                       && (meta.l2_port_role != PORT_ROLE_HOST || meta.l2_port == meta.ingress_port)) {
+                // A gateway reaches hosts only; a miss was flooded to hosts above.
+                meta.drop_reason = DROP_REASON_GATEWAY_TO_GATEWAY;
+            } else if (meta.l2_port == meta.ingress_port) {
+                meta.drop_reason = DROP_REASON_HAIRPIN;
             } else {
                 standard_metadata.egress_spec = (v1model_port_t)meta.l2_port;
             }

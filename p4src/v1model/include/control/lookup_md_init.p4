@@ -26,6 +26,7 @@ control LookupMdInit(in headers_t hdr,
         meta.dst_is_vmac = false;
         meta.l2_hit = false;
         meta.l2_port = 0;
+        meta.l2_port_role = PORT_ROLE_UNKNOWN;
         meta.learn_src_ip = 0;
         meta.flood = false;
 

@@ -129,9 +129,9 @@ func (r *rig) pipeline(t testing.TB, configure bool) *EBPF {
 	}
 	must(e.SetFloodGroup(uint16(p4const(t, "HOST_FLOOD_GROUP")), []uint16{portH1, portH2}))
 	must(e.SetBucket(bucketOf(t, macH1), portG1, macGW1))
-	must(e.SetL2(macH1, portH1))
-	must(e.SetL2(macH2, portH2))
-	must(e.SetL2(macGW2, portG2))
+	must(e.SetL2(macH1, portH1, role(t, "HOST")))
+	must(e.SetL2(macH2, portH2, role(t, "HOST")))
+	must(e.SetL2(macGW2, portG2, role(t, "GATEWAY")))
 	must(e.SetLearned(macH1, portH1))
 	must(e.SetLearned(macH2, portH2))
 	must(e.SetHostIP(ipH1, macH1))
@@ -342,6 +342,9 @@ func TestDatapath(t *testing.T) {
 		// The src rewrite precedes the mac_table lookup, so the dropped frame carries it.
 		{name: "gateway to another gateway", port: portG1, frame: g2g, verdict: tcActShot, out: withMACs(g2g, nil, &vGW2), drop: "GATEWAY_TO_GATEWAY"},
 		{name: "gateway to a MAC behind its own port", port: portG2, frame: g2g, verdict: tcActShot, out: withMACs(g2g, nil, &vGW2), drop: "GATEWAY_TO_GATEWAY"},
+		// The role comes from the mac_table entry (one lookup), not from port_roles.
+		{name: "gateway to a MAC whose entry has no host role", setup: func(e *EBPF) error { return e.SetL2(macH3, portH2, role(t, "UNKNOWN")) },
+			port: portG1, frame: ipv4Frame(macH3, macGW1, ipGW1, ipH3), verdict: tcActShot, out: withMACs(ipv4Frame(macH3, macGW1, ipGW1, ipH3), nil, &vH3), drop: "GATEWAY_TO_GATEWAY"},
 		{name: "gateway to unknown unicast floods to hosts, src rewritten", port: portG1, frame: ipv4Frame(macH3, macGW1, ipGW1, ipH3), verdict: tcActShot,
 			out: withMACs(ipv4Frame(macH3, macGW1, ipGW1, ipH3), nil, &vH3), tx: []uint16{portH1, portH2}},
 	}

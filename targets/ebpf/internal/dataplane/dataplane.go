@@ -73,7 +73,9 @@ type Dataplane interface {
 	BucketCounter(bucket uint16) (Counter, error)
 	SetBucketCounter(bucket uint16, c Counter) error
 
-	SetL2(mac MAC, port uint16) error
+	// SetL2 installs mac_table's set_output_port(port, role); role is the role the
+	// controller gives port (anything but HOST makes a gateway's frame GATEWAY_TO_GATEWAY).
+	SetL2(mac MAC, port uint16, role uint8) error
 	DeleteL2(mac MAC) error
 
 	SetLearned(mac MAC, port uint16) error

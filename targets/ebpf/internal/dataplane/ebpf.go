@@ -308,8 +308,8 @@ func (e *EBPF) SetBucketCounter(bucket uint16, c Counter) error {
 	return e.bucketCounter.set(uint32(bucket), c)
 }
 
-func (e *EBPF) SetL2(mac MAC, port uint16) error {
-	return e.macTable.put(mac, bpfSgwL2Entry{Ifindex: uint32(e.ifindex[port]), Port: port})
+func (e *EBPF) SetL2(mac MAC, port uint16, role uint8) error {
+	return e.macTable.put(mac, bpfSgwL2Entry{Ifindex: uint32(e.ifindex[port]), Port: port, Role: role})
 }
 
 func (e *EBPF) DeleteL2(mac MAC) error { return e.macTable.del(mac) }

@@ -21,7 +21,7 @@ type Fake struct {
 	hostIPs     map[IPv4]MAC
 	buckets     map[uint16]BucketEntry
 	bucketCtr   map[uint16]Counter
-	l2          map[MAC]uint16
+	l2          map[MAC]L2Entry
 	learned     map[LearnedKey]time.Time
 	floodGroups map[uint16][]uint16
 	drops       map[uint16]Counter
@@ -103,7 +103,7 @@ func NewFake(ports ...uint16) *Fake {
 		hostIPs:     map[IPv4]MAC{},
 		buckets:     map[uint16]BucketEntry{},
 		bucketCtr:   map[uint16]Counter{},
-		l2:          map[MAC]uint16{},
+		l2:          map[MAC]L2Entry{},
 		learned:     map[LearnedKey]time.Time{},
 		floodGroups: map[uint16][]uint16{},
 		drops:       map[uint16]Counter{},
@@ -237,13 +237,13 @@ func (f *Fake) SetBucketCounter(bucket uint16, c Counter) error {
 	return nil
 }
 
-func (f *Fake) SetL2(mac MAC, port uint16) error {
+func (f *Fake) SetL2(mac MAC, port uint16, role uint8) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := full("mac_table", f.l2, mac, f.limits.l2); err != nil {
 		return err
 	}
-	f.l2[mac] = port
+	f.l2[mac] = L2Entry{Port: port, Role: role}
 	return nil
 }
 
@@ -394,8 +394,14 @@ func (f *Fake) Buckets() map[uint16]BucketEntry {
 	return cloneMap(f.buckets)
 }
 
+// L2Entry is what SetL2 stored for one MAC.
+type L2Entry struct {
+	Port uint16
+	Role uint8
+}
+
 // L2 returns a copy of the mac_table entries.
-func (f *Fake) L2() map[MAC]uint16 {
+func (f *Fake) L2() map[MAC]L2Entry {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return cloneMap(f.l2)

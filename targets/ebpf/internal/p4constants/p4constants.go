@@ -131,6 +131,13 @@ const (
 	TableSettings = "SupergwIngress.dispatch_config.settings"
 )
 
+// SupergwIngress.learning.learned_sources
+const (
+	TableLearnedSources       = "SupergwIngress.learning.learned_sources"
+	MatchLearnedSourcesSrcMAC = "src_mac"
+	MatchLearnedSourcesPort   = "port"
+)
+
 // SupergwIngress.arp_responder.host_ips
 const (
 	TableHostIPs         = "SupergwIngress.arp_responder.host_ips"
@@ -147,13 +154,6 @@ const (
 const (
 	TableMACTable       = "SupergwIngress.l2_forwarding.mac_table"
 	MatchMACTableDstMAC = "dst_mac"
-)
-
-// SupergwIngress.learning.learned_sources
-const (
-	TableLearnedSources       = "SupergwIngress.learning.learned_sources"
-	MatchLearnedSourcesSrcMAC = "src_mac"
-	MatchLearnedSourcesPort   = "port"
 )
 
 // SupergwIngress.port_classifier.set_port_role
@@ -173,6 +173,16 @@ const (
 // SupergwIngress.dispatch_config.mark_unconfigured
 const (
 	ActionMarkUnconfigured = "SupergwIngress.dispatch_config.mark_unconfigured"
+)
+
+// SupergwIngress.learning.mark_known
+const (
+	ActionMarkKnown = "SupergwIngress.learning.mark_known"
+)
+
+// SupergwIngress.learning.learn
+const (
+	ActionLearn = "SupergwIngress.learning.learn"
 )
 
 // SupergwIngress.arp_responder.reply_with_host_mac
@@ -202,21 +212,12 @@ const (
 const (
 	ActionSetOutputPort    = "SupergwIngress.l2_forwarding.set_output_port"
 	ParamSetOutputPortPort = "port"
+	ParamSetOutputPortRole = "role"
 )
 
 // SupergwIngress.l2_forwarding.flood
 const (
 	ActionFlood = "SupergwIngress.l2_forwarding.flood"
-)
-
-// SupergwIngress.learning.mark_known
-const (
-	ActionMarkKnown = "SupergwIngress.learning.mark_known"
-)
-
-// SupergwIngress.learning.learn
-const (
-	ActionLearn = "SupergwIngress.learning.learn"
 )
 
 // SupergwIngress.drop_counter
@@ -254,21 +255,21 @@ const (
 const (
 	TablePortRolesID             uint32 = 0x02000001
 	TableSettingsID              uint32 = 0x02000002
+	TableLearnedSourcesID        uint32 = 0x02000006
 	TableHostIPsID               uint32 = 0x02000003
 	TableBucketsID               uint32 = 0x02000004
 	TableMACTableID              uint32 = 0x02000005
-	TableLearnedSourcesID        uint32 = 0x02000006
 	ActionSetPortRoleID          uint32 = 0x01000001
 	ActionSetDispatchConfigID    uint32 = 0x01000002
 	ActionMarkUnconfiguredID     uint32 = 0x01000003
+	ActionMarkKnownID            uint32 = 0x0100000a
+	ActionLearnID                uint32 = 0x0100000b
 	ActionReplyWithHostMACID     uint32 = 0x01000004
 	ActionPuntARPMissID          uint32 = 0x01000005
 	ActionSetGatewayID           uint32 = 0x01000006
 	ActionDropUnassignedID       uint32 = 0x01000007
 	ActionSetOutputPortID        uint32 = 0x01000008
 	ActionFloodID                uint32 = 0x01000009
-	ActionMarkKnownID            uint32 = 0x0100000a
-	ActionLearnID                uint32 = 0x0100000b
 	CounterDropCounterID         uint32 = 0x12000001
 	DirectCounterBucketCounterID uint32 = 0x13000001
 	DigestLearnDigestID          uint32 = 0x17499b7e

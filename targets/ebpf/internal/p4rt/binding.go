@@ -29,7 +29,7 @@ type binding struct {
 
 	setPortRole, setDispatch, unconfigured, replyHostMAC, setGateway, setOutputPort, markKnown uint32
 
-	roleParam, gwIPParam, vmacParam, maskParam, hostMACParam, gwPortParam, gwMACParam, outPortParam uint32
+	roleParam, gwIPParam, vmacParam, maskParam, hostMACParam, gwPortParam, gwMACParam, outPortParam, outRoleParam uint32
 
 	dropCounter, bucketCounter uint32
 	dropCounterSize            int64
@@ -104,7 +104,7 @@ func newBinding(s *schema, dp dataplane.Dataplane) (*binding, error) {
 	b.gwIPParam, b.vmacParam, b.maskParam = param(sdc, c.ParamSetDispatchConfigGatewayIP), param(sdc, c.ParamSetDispatchConfigVmacBase), param(sdc, c.ParamSetDispatchConfigBucketMask)
 	b.hostMACParam = param(rhm, c.ParamReplyWithHostMACHostMAC)
 	b.gwPortParam, b.gwMACParam = param(sgw, c.ParamSetGatewayPort), param(sgw, c.ParamSetGatewayGatewayMAC)
-	b.outPortParam = param(sop, c.ParamSetOutputPortPort)
+	b.outPortParam, b.outRoleParam = param(sop, c.ParamSetOutputPortPort), param(sop, c.ParamSetOutputPortRole)
 
 	for cid, ctr := range s.counters {
 		if ctr.GetPreamble().GetName() == c.CounterDropCounter {
@@ -206,7 +206,8 @@ func (b *binding) setEntry(table uint32, match entryKey, a *p4v1.Action) error {
 	case table == b.buckets && a.GetActionId() == b.setGateway:
 		return b.dp.SetBucket(u16(match[b.bucketsBucket]), u16(p[b.gwPortParam]), mac(p[b.gwMACParam]))
 	case table == b.macTable && a.GetActionId() == b.setOutputPort:
-		return b.dp.SetL2(mac(match[b.macDst]), u16(p[b.outPortParam]))
+		// Any role is defined: only HOST lets a gateway's frame out (as in the P4 program).
+		return b.dp.SetL2(mac(match[b.macDst]), u16(p[b.outPortParam]), uint8(toUint(p[b.outRoleParam])))
 	case table == b.learned && a.GetActionId() == b.markKnown:
 		return b.dp.SetLearned(mac(match[b.learnedMAC]), u16(match[b.learnedPort]))
 	}

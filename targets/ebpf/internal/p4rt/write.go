@@ -180,11 +180,13 @@ func (s *Server) canonicalAction(ti *tableInfo, ta *p4v1.TableAction, isDefault 
 	if !ok {
 		return nil, errf(codes.InvalidArgument, "action '%s' is not an action of table '%s'", ai.name(), ti.name())
 	}
+	// The P4Runtime specification names no code for an action used against its scope;
+	// p4lang/PI (simple_switch_grpc) answers PERMISSION_DENIED, and so do we.
 	if scope == p4configv1.ActionRef_DEFAULT_ONLY && !isDefault {
-		return nil, errf(codes.InvalidArgument, "action '%s' is @defaultonly in table '%s': it can only be the default action", ai.name(), ti.name())
+		return nil, errf(codes.PermissionDenied, "action '%s' is @defaultonly in table '%s': it can only be the default action", ai.name(), ti.name())
 	}
 	if scope == p4configv1.ActionRef_TABLE_ONLY && isDefault {
-		return nil, errf(codes.InvalidArgument, "action '%s' is @tableonly in table '%s': it cannot be the default action", ai.name(), ti.name())
+		return nil, errf(codes.PermissionDenied, "action '%s' is @tableonly in table '%s': it cannot be the default action", ai.name(), ti.name())
 	}
 	out := &p4v1.Action{ActionId: id}
 	seen := map[uint32]bool{}

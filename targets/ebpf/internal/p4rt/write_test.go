@@ -22,7 +22,7 @@ func TestWriteTablesReachDataplane(t *testing.T) {
 		ins(&p4v1.TableEntry{TableId: b.hostIPs, Match: []*p4v1.FieldMatch{exact(b.hostIPsTarget, 10, 0, 0, 7)},
 			Action: action(b.replyHostMAC, param(b.hostMACParam, 0, 0, 0, 0, 0, 7))}),
 		ins(&p4v1.TableEntry{TableId: b.macTable, Match: []*p4v1.FieldMatch{exact(b.macDst, 0, 0, 0, 0, 0, 7)},
-			Action: action(b.setOutputPort, param(b.outPortParam, 0, 3))}),
+			Action: action(b.setOutputPort, param(b.outPortParam, 0, 3), param(b.outRoleParam, 1))}),
 		ins(h.learnedEntry(7, 3, 0)),
 		mod(&p4v1.TableEntry{TableId: b.settings, IsDefaultAction: true, Action: action(b.setDispatch,
 			param(b.gwIPParam, 10, 0, 0, 1), param(b.vmacParam, 2, 0, 0, 0, 0, 0), param(b.maskParam, 0, 255))}),
@@ -36,7 +36,7 @@ func TestWriteTablesReachDataplane(t *testing.T) {
 	if got := h.fake.HostIPs()[dataplane.IPv4{10, 0, 0, 7}]; got != (dataplane.MAC{0, 0, 0, 0, 0, 7}) {
 		t.Errorf("host ip = %v", got)
 	}
-	if got := h.fake.L2()[dataplane.MAC{0, 0, 0, 0, 0, 7}]; got != 3 {
+	if got := h.fake.L2()[dataplane.MAC{0, 0, 0, 0, 0, 7}]; got != (dataplane.L2Entry{Port: 3, Role: 1}) {
 		t.Errorf("l2 = %v", got)
 	}
 	if got := h.fake.Learned(); len(got) != 1 || got[0].Port != 3 {
@@ -130,7 +130,7 @@ func TestWriteDefaultOnlyAndConstDefault(t *testing.T) {
 				te.Match = append(te.Match, exact(f.GetId(), 1))
 			}
 			code, msg := h.writeCode(ins(te))
-			if code != codes.InvalidArgument || !strings.Contains(msg, "@defaultonly") {
+			if code != codes.PermissionDenied || !strings.Contains(msg, "@defaultonly") {
 				t.Errorf("table %s: @defaultonly action as entry: %v %q", ti.name(), code, msg)
 			}
 			def := &p4v1.TableEntry{TableId: tid, IsDefaultAction: true, Action: action(aid)}
