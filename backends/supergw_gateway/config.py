@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import ssl
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Literal
@@ -174,8 +175,10 @@ class Controller(_Secret):
         norm = [u.rstrip("/") for u in self.endpoints]
         if len(set(norm)) != len(norm):
             raise ValueError(f"duplicate controller URLs: {norm}")
-        if self.ca_file is not None and not self.ca_file.is_file():
-            raise ValueError(f"ca_file: file {self.ca_file} does not exist")
+        if self.ca_file is not None:
+            if not self.ca_file.is_file():
+                raise ValueError(f"ca_file: file {self.ca_file} does not exist")
+            self.verify()
         return self
 
     @property
@@ -193,9 +196,14 @@ class Controller(_Secret):
                     return own
         return self.own_secret()
 
-    def verify(self) -> str | bool:
-        """httpx `verify`: the CA file when given, else the system's trust store."""
-        return str(self.ca_file) if self.ca_file is not None else True
+    def verify(self) -> ssl.SSLContext | bool:
+        """httpx `verify`: a context trusting only the CA file when given, else the system's store."""
+        if self.ca_file is None:
+            return True
+        try:
+            return ssl.create_default_context(cafile=str(self.ca_file))
+        except (ssl.SSLError, OSError) as exc:
+            raise ValueError(f"ca_file: {self.ca_file} is not a usable PEM CA bundle: {exc}") from None
 
 
 class Uml(_Strict):

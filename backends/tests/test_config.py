@@ -74,3 +74,47 @@ def test_cli_reports_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["validate", "-c", str(f)]) == 2
     err = capsys.readouterr().err
     assert "supergw-gateway: error:" in err and "interfaces" in err
+
+
+def test_controller_secret_per_endpoint(gw_dict: dict[str, Any], tmp_path: Path) -> None:
+    """One secret for every controller, or each controller (replica) with its own; files or inline."""
+    (tmp_path / "a.token").write_text("secret-of-gw-at-a-0123\n")
+    gw_dict["controller"] = {
+        "token": "shared-secret-0123456789",
+        "urls": [
+            "http://10.0.0.1:8700",
+            {"url": "http://10.0.0.2:8700", "token_file": str(tmp_path / "a.token")},
+            {"url": "http://10.0.0.3:8700", "token": "inline-secret-0123456789"},
+        ],
+    }
+    ctl = parse_config(gw_dict).controller
+    assert ctl is not None
+    assert ctl.endpoints == ["http://10.0.0.1:8700", "http://10.0.0.2:8700", "http://10.0.0.3:8700"]
+    assert [ctl.secret(u) for u in ctl.endpoints] == [
+        "shared-secret-0123456789", "secret-of-gw-at-a-0123", "inline-secret-0123456789",
+    ]
+    assert "secret-0123456789" not in repr(ctl)  # secrets stay out of logs and tracebacks
+
+
+@pytest.mark.parametrize(
+    ("controller", "needle"),
+    [
+        ({"url": "http://c:1", "token": "short"}, "controller.token: Value should have at least 8"),
+        ({"url": "http://c:1", "token": "long-enough-1", "token_file": "/x"}, "give at most one of `token` or `token_file`"),
+        ({"url": "http://c:1", "token_file": "/nonexistent/agent.token"}, "token_file: cannot read /nonexistent/agent.token"),
+        ({"urls": [{"url": "http://c:1", "token_file": "/nonexistent/t"}]}, "token_file: cannot read /nonexistent/t"),
+        ({"url": "http://c:1", "ca_file": "/nonexistent/ca.pem"}, "ca_file: file /nonexistent/ca.pem does not exist"),
+    ],
+)
+def test_bad_controller_secret_is_a_clear_error(gw_dict: dict[str, Any], controller: dict[str, Any], needle: str) -> None:
+    gw_dict["controller"] = controller
+    with pytest.raises(ConfigError) as ei:
+        parse_config(gw_dict)
+    assert needle in str(ei.value)
+
+
+def test_empty_token_file_is_a_clear_error(gw_dict: dict[str, Any], tmp_path: Path) -> None:
+    (tmp_path / "empty.token").write_text("\n")
+    gw_dict["controller"] = {"url": "http://c:1", "token_file": str(tmp_path / "empty.token")}
+    with pytest.raises(ConfigError, match="is empty"):
+        parse_config(gw_dict)

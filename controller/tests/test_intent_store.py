@@ -78,3 +78,28 @@ async def test_not_a_database_is_reported(tmp_path: Path) -> None:
     store = IntentStore(path)
     with pytest.raises(IntentStoreError, match="cannot open intent store"):
         await store.open()
+
+
+async def test_who_is_stored_and_old_databases_are_migrated(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.sqlite3"
+    # An event log written before the `who` column existed.
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL, kind TEXT NOT NULL, "
+        "bucket INTEGER, src TEXT, dst TEXT, reason TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '');"
+        "INSERT INTO events(ts, kind, reason) VALUES (1.0, 'move', 'failover');"
+    )
+    db.commit()
+    db.close()
+    store = IntentStore(path)
+    await store.open()
+    await store.record_event(EventRecord(None, 2.0, "operator", None, "gw1", None, "drain", "ok", who="alice"))
+    events = await store.events()
+    assert [(e.kind, e.reason, e.who) for e in events] == [("operator", "drain", "alice"), ("move", "failover", None)]
+    await store.close()
+    again = IntentStore(path)  # opening a migrated database again changes nothing
+    await again.open()
+    assert (await again.events())[0].who == "alice"
+    await again.close()
