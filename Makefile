@@ -51,12 +51,14 @@ test: deps switch
 	 $(MAKE) -s ptf TARGET=ebpf || rc=1; \
 	 $(MAKE) -s ptf TARGET=bmv2 || rc=1; \
 	 $(MAKE) -s integration || rc=1; \
-	 $(PY) .ci/summarize-junit $(RESULTS) --expect go mypy python-unit p4 ptf ptf-bmv2 python-integration || rc=1; \
+	 $(PY) .ci/summarize-junit $(RESULTS) --expect commands go mypy python-unit p4 ptf ptf-bmv2 python-integration || rc=1; \
 	 exit $$rc
 
 unit: deps
 	@mkdir -p $(RESULTS)
 	@rc=0; \
+	 echo "== unit: every command the project runs comes from a package .ci/install-deps installs"; \
+	 $(PY) .ci/check-commands --junit $(RESULTS)/commands.xml || rc=1; \
 	 echo "== unit: generated constants are current"; \
 	 $(PY) p4src/gen_constants.py --check || rc=1; \
 	 echo "== unit: Go (eBPF target)"; \
@@ -65,7 +67,7 @@ unit: deps
 	 MYPYPATH=controller:backends:ptf-tests/lib $(PY) -m mypy --strict --ignore-missing-imports --junit-xml $(RESULTS)/mypy.xml \
 	   controller/supergw_controller backends/supergw_gateway ptf-tests/lib topologies bench || rc=1; \
 	 echo "== unit: Python"; \
-	 $(PY) -m pytest -q -m "not integration" --junitxml=$(RESULTS)/python-unit.xml controller backends p4src ptf-tests/unit topologies bench || rc=1; \
+	 $(PY) -m pytest -q -m "not integration" --junitxml=$(RESULTS)/python-unit.xml controller backends p4src ptf-tests/unit topologies bench .ci/tests || rc=1; \
 	 exit $$rc
 
 ptf: deps switch

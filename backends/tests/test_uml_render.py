@@ -8,7 +8,7 @@ import pytest
 
 from supergw_gateway.charon import CharonSettings, render_strongswan_conf
 from supergw_gateway.config import parse_config
-from supergw_gateway.uml import UML_MODULES, GuestAddrs, render_init
+from supergw_gateway.uml_init import UML_MODULES, GuestAddrs, render_init
 
 
 def test_strongswan_conf_backends() -> None:
