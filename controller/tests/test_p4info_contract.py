@@ -78,7 +78,9 @@ class Source:
 
 
 def load_source() -> Source:
-    texts = {p: re.sub(r"//[^\n]*", "", p.read_text()) for p in sorted(P4SRC.rglob("*.p4"))}
+    # The v1model program only: p4src/tna/ has its own contract test (p4src/tna/tests/).
+    sources = sorted(p for d in ("common", "v1model") for p in (P4SRC / d).rglob("*.p4"))
+    texts = {p: re.sub(r"//[^\n]*", "", p.read_text()) for p in sources}
     everything = "\n".join(texts.values())
     widths = {m.group(2): int(m.group(1)) for m in re.finditer(r"typedef\s+bit<(\d+)>\s+(\w+)\s*;", everything)}
     structs: dict[str, list[tuple[str, str]]] = {}
