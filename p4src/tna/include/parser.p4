@@ -7,8 +7,10 @@
 // - The learning digest is packed here, in the ingress deparser, when ingress set
 //   ig_dprsr_md.digest_type (Learning.learn); its fields must not change after learn().
 // - No checksum extern: IPv4 is never modified (as on v1model).
-// - A parser error does not drop the frame: ingress reads parser_err (LookupMdInit), and
-//   bf-p4c keeps frames whose parser error the program reads.
+// - Parser errors: LookupMdInit reads parser_err, as v1model reads parser_error. Whether
+//   the Tofino parser already drops such a frame is not checked here (no bf-p4c); either
+//   way it never leaves the switch, and a front port cannot deliver a truncated ARP (the
+//   MAC drops frames under 64 bytes).
 
 #ifndef SUPERGW_PARSER_P4
 #define SUPERGW_PARSER_P4
