@@ -4,7 +4,8 @@ Writes bench/results/dataplane.{json,md,png} with
   ebpf_pps_64, ebpf_pps_1400      host -> gateway frames per wall-clock second on one core (sgw-dpbench live)
   move_rtt_ms                     median P4Runtime MODIFY of one bucket entry, write to reply
   system_pps_64, system_pps_1400  the supergw-switch process fed by an AF_PACKET generator
-  bmv2_pps_64, bmv2_pps_1400      BMv2 in the same testbed when simple_switch_grpc is installed, else null
+  bmv2_pps_64, bmv2_pps_1400      BMv2 (simple_switch_grpc, no logging) in the same testbed and run, else null
+  system_over_bmv2_64             system_pps_64 / bmv2_pps_64
 See bench/README.md for the method. Every object is named sgw-bench-* and removed at the end.
 """
 
@@ -13,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -21,14 +21,16 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.dataplane import bmv2 as bmv2_tools
 from bench.dataplane import frames, testbed
+from bench.dataplane.cputime import process_seconds
 from bench.dataplane.generators import AfPacketGenerator, Dpbench, DpbenchResult
 from bench.report import Metric, Series, write_report
 
 REPO = Path(__file__).resolve().parents[2]
 SWITCH_BIN = REPO / "targets" / "ebpf" / "bin" / "supergw-switch"
 P4INFO = REPO / "p4src" / "v1model" / "supergw.p4info.txtpb"
-BMV2_JSON = REPO / "build" / "p4" / "supergw.json"  # written by p4src/build.sh (make p4)
+P4_PROGRAM = REPO / "p4src" / "v1model" / "supergw.p4"
 SINK_SRC = Path(__file__).resolve().parent / "xdp_sink.c"
 LOG_DIR = REPO / "bench" / "results"  # *.log there is git-ignored
 GOAL_PPS = 1_000_000.0
@@ -46,15 +48,19 @@ def say(msg: str) -> None:
     print(f"[dataplane {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def _control(command: str, spec: dict[str, object], writes: int = 0, bucket: int = 0, bmv2: bool = False) -> dict[str, object]:
+def _control(
+    command: str, spec: dict[str, object], writes: int = 0, bucket: int = 0, bmv2: bmv2_tools.Bmv2 | None = None
+) -> dict[str, object]:
+    """Run bench.dataplane.control in the switch namespace: the eBPF switch with the committed
+    P4Info, or BMv2 with the P4Info and JSON p4c made in this run."""
     addr, device = (testbed.BMV2_GRPC_ADDR, testbed.BMV2_DEVICE_ID) if bmv2 else (testbed.GRPC_ADDR, testbed.DEVICE_ID)
     argv = [
         "ip", "netns", "exec", testbed.SWITCH_NS, sys.executable, "-m", "bench.dataplane.control", command,
-        "--addr", addr, "--device-id", str(device), "--p4info", str(P4INFO),
+        "--addr", addr, "--device-id", str(device), "--p4info", str(bmv2.p4info if bmv2 else P4INFO),
         "--spec", json.dumps(spec), "--writes", str(writes), "--bucket", str(bucket),
     ]
     if bmv2:
-        argv += ["--device-config", str(BMV2_JSON)]
+        argv += ["--device-config", str(bmv2.json)]
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
     if proc.returncode != 0:
         raise testbed.TestbedError(f"control {command}: {proc.stderr.strip()}")
@@ -107,14 +113,21 @@ def _dpbench_row(r: DpbenchResult, size: int, label: str) -> dict[str, object]:
             "pps_conservative": round(r.pps_conservative) if label != "progrun" else None, "cpu": r.cpu}
 
 
-def measure_pps(gen: AfPacketGenerator, frames_file: Path, seconds: float, cpu: int) -> dict[str, float]:
+def measure_pps(
+    gen: AfPacketGenerator, frames_file: Path, seconds: float, cpu: int, switch_pid: int | None
+) -> dict[str, float]:
+    """Frames that reached gateway 1 while the generator ran, per wall-clock second and per
+    CPU-second of the whole path: generator (with the softirq work it ran), ksoftirqd of
+    its core, and the switch process (BMv2's threads; the eBPF switch's control plane)."""
     sink_ns = testbed.GATEWAY_NS[0]
-    before_rx, before_cpu = testbed.sink_frames(sink_ns), _cpu_times()
+    before_rx, before_cpu, before_switch = testbed.sink_frames(sink_ns), _cpu_times(), process_seconds(switch_pid)
     t0 = time.monotonic()
     sent = gen.run(frames_file, seconds, cpu)
     elapsed = time.monotonic() - t0
-    after_rx, after_cpu = testbed.sink_frames(sink_ns), _cpu_times()
+    after_rx, after_cpu, after_switch = testbed.sink_frames(sink_ns), _cpu_times(), process_seconds(switch_pid)
     received = after_rx - before_rx
+    switch_cpu = max(0.0, after_switch - before_switch)
+    cpu_seconds = sent.cpu_seconds + sent.ksoftirqd_seconds + switch_cpu
     busy = [
         100.0 * (a[0] - b[0]) / max(1, a[1] - b[1]) for a, b in zip(after_cpu, before_cpu)
     ]
@@ -123,20 +136,12 @@ def measure_pps(gen: AfPacketGenerator, frames_file: Path, seconds: float, cpu: 
         "sent": float(sent.frames),
         "generator_seconds": sent.seconds,
         "pps": received / sent.seconds if sent.seconds > 0 else 0.0,
-        "cpu_seconds": sent.cpu_seconds + sent.ksoftirqd_seconds,
-        "pps_per_cpu_second": received / max(1e-9, sent.cpu_seconds + sent.ksoftirqd_seconds),
+        "switch_cpu_seconds": switch_cpu,
+        "cpu_seconds": cpu_seconds,
+        "pps_per_cpu_second": received / max(1e-9, cpu_seconds),
         "wall_seconds": elapsed,
         **{f"cpu{i}_busy_pct": round(b, 1) for i, b in enumerate(busy)},
     }
-
-
-def _bmv2_missing() -> str | None:
-    """Why BMv2 cannot be measured here, or None when it can."""
-    if shutil.which("simple_switch_grpc") is None:
-        return "simple_switch_grpc is not installed (no p4lang packages for Debian 12; see docs/environment-notes.md)"
-    if not BMV2_JSON.is_file():
-        return f"{BMV2_JSON.relative_to(REPO)} is missing (compile p4src with p4c: make p4)"
-    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,8 +221,18 @@ def main(argv: list[str] | None = None) -> int:
         afgen = AfPacketGenerator.build(tmp)
         bed = testbed.Testbed(SWITCH_BIN, sink, LOG_DIR)
         system: dict[int, float] = {}
+        system_wall: dict[int, float] = {}
         bmv2: dict[int, float] = {}
+        bmv2_wall: dict[int, float] = {}
+        bmv2_tool: bmv2_tools.Bmv2 | None = None
         bmv2_missing: str | None = None
+        bmv2_failed = False
+        try:
+            bmv2_tool = bmv2_tools.prepare(P4_PROGRAM, tmp / "bmv2")
+            say(f"BMv2: {bmv2_tool.describe()}")
+        except (bmv2_tools.Bmv2Unavailable, subprocess.SubprocessError, OSError) as exc:
+            bmv2_missing = str(exc)
+            say(f"BMv2 will not be measured: {bmv2_missing}")
         try:
             bed.build()
             bed.start_switch()
@@ -235,8 +250,9 @@ def main(argv: list[str] | None = None) -> int:
                 frames_file = tmp / f"frames-{size}.bin"
                 frames.write_frames(frames_file, hosts, VMAC_BASE, BUCKETS, size)
                 say(f"AF_PACKET cross-check: {size}-byte frames for {args.seconds:g}s on cpu {args.cpu} ...")
-                result = measure_pps(afgen, frames_file, args.seconds, args.cpu)
+                result = measure_pps(afgen, frames_file, args.seconds, args.cpu, bed.switch_pid)
                 system[size] = result["pps_per_cpu_second"]
+                system_wall[size] = result["pps"]
                 rows.append({"what": f"supergw-switch + AF_PACKET {size} B", **{k: round(v, 3) for k, v in result.items()}})
                 say(f"  {result['pps_per_cpu_second']:,.0f} frames per CPU-second reached the gateway "
                     f"({result['pps']:,.0f} per wall second; sent {result['sent']:,.0f})")
@@ -251,19 +267,13 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"what": "move: P4Runtime MODIFY", "writes": len(lat), "median_ms": round(move_ms, 3),
                          "p99_ms": round(p99, 3), "max_ms": round(max(lat), 3)})
             say(f"  median {move_ms:.3f} ms, p99 {p99:.3f} ms")
-            bmv2_missing = _bmv2_missing()
-            if bmv2_missing is None:
-                say("BMv2: simple_switch_grpc on the same veths, same generator ...")
-                bed.start_bmv2(shutil.which("simple_switch_grpc") or "simple_switch_grpc")
-                _wait_grpc(bed, addr=testbed.BMV2_GRPC_ADDR)
-                _control("setup", spec, bmv2=True)
-                for size in SIZES:
-                    result = measure_pps(afgen, tmp / f"frames-{size}.bin", args.seconds, args.cpu)
-                    bmv2[size] = result["pps_per_cpu_second"]
-                    rows.append({"what": f"BMv2 + AF_PACKET {size} B", **{k: round(v, 3) for k, v in result.items()}})
-                    say(f"  BMv2 {size} B: {result['pps_per_cpu_second']:,.0f} frames per CPU-second reached the gateway")
-            else:
-                say(f"BMv2 not measured: {bmv2_missing}")
+            if bmv2_tool is not None:
+                rows.append({"what": f"BMv2: {bmv2_tool.describe()}"})
+                try:
+                    measure_bmv2(bed, bmv2_tool, afgen, tmp, spec, args.seconds, args.cpu, bmv2, bmv2_wall, rows)
+                except (testbed.TestbedError, subprocess.SubprocessError, OSError) as exc:
+                    bmv2_missing, bmv2_failed = f"BMv2 run failed: {exc}", True
+                    say(f"FAILED (BMv2): {exc}")
         except (testbed.TestbedError, subprocess.SubprocessError, OSError) as exc:
             say(f"FAILED: {exc}")
             return 1
@@ -272,7 +282,10 @@ def main(argv: list[str] | None = None) -> int:
             testbed.teardown()
             say("testbed removed")
 
-    bmv2_note = bmv2_missing or "simple_switch_grpc, same testbed and AF_PACKET generator as system_pps_*"
+    bmv2_note = bmv2_missing or (
+        f"per CPU-second, as system_pps_* (BMv2's own CPU time included); {bmv2_tool.binary if bmv2_tool else ''}"
+        f"{' WITH logging compiled in' if bmv2_tool and bmv2_tool.logging_compiled_in else ', no logging'}"
+    )
     metrics = {
         "ebpf_pps_64": Metric(live[64], "pps", goal=GOAL_PPS,
                               note=f"frames per wall-clock second, generator + switch + sink pinned to one core "
@@ -287,13 +300,19 @@ def main(argv: list[str] | None = None) -> int:
         "ebpf_pps_1400_per_cpu_second": Metric(live_cpu[1400], "pps", note="per CPU-second, median"),
         "move_rtt_ms": Metric(move_ms, "ms", goal=GOAL_MOVE_MS, higher_is_better=False,
                               note=f"median of {len(lat)}; p99 {p99:.2f} ms"),
-        "bmv2_pps_64": Metric(bmv2.get(64), "pps", note=bmv2_note),
-        "bmv2_pps_1400": Metric(bmv2.get(1400), "pps", note=bmv2_note),
+        "bmv2_pps_64": Metric(bmv2.get(64), "pps", note=bmv2_note + (
+            f"; {bmv2_wall[64]:,.0f} per wall-clock second (its threads also use the other cores)" if 64 in bmv2_wall else "")),
+        "bmv2_pps_1400": Metric(bmv2.get(1400), "pps", note=bmv2_note + (
+            f"; {bmv2_wall[1400]:,.0f} per wall-clock second" if 1400 in bmv2_wall else "")),
         "system_over_bmv2_64": Metric(
             system[64] / bmv2[64] if bmv2.get(64) else None, "x",
-            note="supergw-switch / BMv2, same generator, same run" if bmv2.get(64) else f"no BMv2 run: {bmv2_note}"),
-        "system_pps_64": Metric(system[64], "pps", note="per CPU-second; supergw-switch process + AF_PACKET generator on the same core"),
-        "system_pps_1400": Metric(system[1400], "pps", note="per CPU-second, as above"),
+            note=(f"system_pps_64 / bmv2_pps_64, same generator, same run; per wall-clock second "
+                  f"{system_wall[64] / bmv2_wall[64]:.1f}x") if bmv2.get(64) and bmv2_wall.get(64)
+            else f"no BMv2 figure: {bmv2_note}"),
+        "system_pps_64": Metric(system[64], "pps", note="frames per CPU-second of AF_PACKET generator + ksoftirqd + "
+                                "supergw-switch process, generator pinned to one core; "
+                                f"{system_wall[64]:,.0f} per wall-clock second"),
+        "system_pps_1400": Metric(system[1400], "pps", note=f"per CPU-second, as above; {system_wall[1400]:,.0f} per wall-clock second"),
     }
     paths = write_report(
         "dataplane", metrics, rows,
@@ -304,15 +323,43 @@ def main(argv: list[str] | None = None) -> int:
             Series("supergw-switch process, AF_PACKET generator (per CPU-second)", list(SIZES),
                    [system[s] for s in SIZES]),
             *([Series("BMv2 simple_switch_grpc, AF_PACKET generator (per CPU-second)", list(SIZES), [bmv2[s] for s in SIZES])]
-              if bmv2 else []),
+              if len(bmv2) == len(SIZES) else []),
         ],
         title="supergw dataplane: host -> gateway forwarding on one core, and bucket moves",
+        log_y=bool(bmv2),  # BMv2 sits two orders of magnitude below the eBPF lines
         method=method_text(afgen, dpbench, args.cpu, args.seconds, args.writes, args.packets, args.repeat)
         + f"\n\nLoad average before this run: {load1:.2f} (1 min), {load5:.2f} (5 min) on {os.cpu_count()} CPUs."
         " On a shared machine the rates move with other work; run it on an idle one for stable numbers.",
     )
     say(f"wrote {paths.json}, {paths.markdown.name}, {paths.png.name}")
-    return 0
+    return 1 if bmv2_failed else 0
+
+
+def measure_bmv2(
+    bed: testbed.Testbed,
+    tool: bmv2_tools.Bmv2,
+    afgen: AfPacketGenerator,
+    tmp: Path,
+    spec: dict[str, object],
+    seconds: float,
+    cpu: int,
+    per_cpu: dict[int, float],
+    wall: dict[int, float],
+    rows: list[dict[str, object]],
+) -> None:
+    """BMv2 in place of the eBPF switch, on the same veths, with the same setup and generator."""
+    say(f"BMv2 on the same veths (device {testbed.BMV2_DEVICE_ID}), same generator ...")
+    bed.start_bmv2(tool.binary)
+    _wait_grpc(bed, addr=testbed.BMV2_GRPC_ADDR)
+    _control("setup", spec, bmv2=tool)
+    for size in SIZES:
+        result = measure_pps(afgen, tmp / f"frames-{size}.bin", seconds, cpu, bed.switch_pid)
+        if not bed.switch_alive():
+            raise testbed.TestbedError(f"simple_switch_grpc exited during the {size} B run (log: {LOG_DIR / bed.log_name})")
+        per_cpu[size], wall[size] = result["pps_per_cpu_second"], result["pps"]
+        rows.append({"what": f"BMv2 + AF_PACKET {size} B", **{k: round(v, 3) for k, v in result.items()}})
+        say(f"  BMv2 {size} B: {result['pps_per_cpu_second']:,.0f} frames per CPU-second reached the gateway "
+            f"({result['pps']:,.0f} per wall second; sent {result['sent']:,.0f})")
 
 
 def method_text(
@@ -348,15 +395,23 @@ can err high; the wall-clock one cannot.
    from the committed P4Info, `settings`, port roles, all {BUCKETS} buckets -> gateway 1, the
    {N_HOSTS} source MACs pre-learned so no digests fire). Generator: {afgen.describe()}, pinned with
    `taskset -c {cpu}` in `sgw-bench-h`, {seconds:g} s per size; frames counted by the gateway-side
-   veth RX counter (an XDP sink there counts and drops). The AF_PACKET send path itself costs
-   more than the switch, so this is far below the switch's own capacity.
+   veth RX counter (an XDP sink there counts and drops), divided by the CPU time of the path: the
+   generator (with the softirq work it runs: veth, tc program, sink), `ksoftirqd/{cpu}` and the
+   switch process. The AF_PACKET send path itself costs more than the switch, so this is far
+   below the switch's own capacity.
 3. **`move_rtt_ms`** - {writes} single-update P4Runtime `Write` RPCs, each a MODIFY of the bucket
    entry the traffic uses, alternating between the two gateway ports, timed from send to reply
    by a client in the switch namespace after 10 warm-up writes; the median is reported.
-4. **`bmv2_pps_*`** - when `simple_switch_grpc` and `build/p4/supergw.json` exist: BMv2 replaces the
-   eBPF switch on the same veths (device {testbed.BMV2_DEVICE_ID}), gets the same P4Runtime setup plus
-   the JSON, and the same AF_PACKET generator measures it (BMv2's own threads then run on other
-   cores too), so compare it with `system_pps_*`. Otherwise null with the reason."""
+4. **`bmv2_pps_*`** - in the same run, when `simple_switch_grpc` and `p4c` exist: p4c compiles
+   `p4src/v1model/supergw.p4` (BMv2 JSON + P4Info), and BMv2 replaces the eBPF switch on the same
+   veths (device {testbed.BMV2_DEVICE_ID}) with the same P4Runtime setup and the same AF_PACKET generator.
+   The binary is the build without logging macros when one is installed
+   (`/opt/p4tools/perf/bin`), else the one on PATH (the rows record which, and whether it has
+   packet logging compiled in); it is never started with `--log-file`/`--log-console`, since a
+   logging BMv2 measures its logger. BMv2 forwards in its own threads, which also run on the
+   other cores, so its rate is given per CPU-second of generator + `ksoftirqd` + BMv2 process
+   (comparable with `system_pps_*`; `system_over_bmv2_64` is that ratio) and, in the note, per
+   wall-clock second. Without BMv2 or p4c: null with the reason."""
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ def _ksoftirqd_pid(cpu: int) -> int | None:
     return None
 
 
-def _thread_seconds(pid: int | None) -> float:
+def process_seconds(pid: int | None) -> float:
+    """User+system CPU seconds of a process (all its threads) or kernel thread, 0 when gone."""
     if pid is None:
         return 0.0
     try:
@@ -63,12 +64,12 @@ class CpuMeter:
     def __post_init__(self) -> None:
         self._ksoftirqd = _ksoftirqd_pid(self.cpu)
         self._children0 = _children_seconds()
-        self._ksoft0 = _thread_seconds(self._ksoftirqd)
+        self._ksoft0 = process_seconds(self._ksoftirqd)
         self._softirq0 = _core_softirq_seconds(self.cpu)
 
     def seconds(self) -> tuple[float, float]:
         """(child CPU seconds, ksoftirqd CPU seconds) since the meter was made."""
-        return _children_seconds() - self._children0, _thread_seconds(self._ksoftirqd) - self._ksoft0
+        return _children_seconds() - self._children0, process_seconds(self._ksoftirqd) - self._ksoft0
 
     def core_softirq_seconds(self) -> float:
         """All softirq time on the core since the meter was made, whoever it served."""

@@ -1,7 +1,7 @@
 """The benchmark's own little network: one switch namespace, one host, two gateways.
 
     sgw-bench-h  eth0 ── h0 (port 1) ┐
-                                     sgw-bench-sw (supergw-switch, P4Runtime 127.0.0.1:9610)
+                                     sgw-bench-sw (supergw-switch, P4Runtime 127.0.0.1:9610; or BMv2, 127.0.0.1:9612)
     sgw-bench-g1 eth0 ── g1 (port 2) ┤
     sgw-bench-g2 eth0 ── g2 (port 3) ┘
 
@@ -79,14 +79,14 @@ class Testbed:
         self._start([str(self.switch_bin), "--device-id", str(DEVICE_ID), "--grpc-server-addr", GRPC_ADDR,
                      "--cpu-port", "255", "--pin-dir", str(PIN_DIR), *ports], "dataplane-switch.log")
 
-    def start_bmv2(self, binary: str) -> None:
-        """simple_switch_grpc on the same veths, in the shape docs/environment-notes.md gives."""
+    def start_bmv2(self, binary: Path) -> None:
+        """simple_switch_grpc on the same veths, in the shape docs/environment-notes.md gives,
+        but without --log-file/--log-console: a logging BMv2 measures its logger."""
         self.stop_switch()
         shutil.rmtree(PIN_DIR, ignore_errors=True)
         ports = ["-i", f"{HOST_PORT}@h0", "-i", f"{GATEWAY_PORTS[0]}@g1", "-i", f"{GATEWAY_PORTS[1]}@g2"]
-        self._start([binary, "--device-id", str(BMV2_DEVICE_ID), *ports, "--log-file",
-                     str(self.log_dir / "dataplane-bmv2"), "--no-p4", "--",
-                     "--grpc-server-addr", BMV2_GRPC_ADDR, "--cpu-port", "255"], "dataplane-bmv2-stdout.log")
+        self._start([str(binary), "--device-id", str(BMV2_DEVICE_ID), *ports, "--no-p4", "--",
+                     "--grpc-server-addr", BMV2_GRPC_ADDR, "--cpu-port", "255"], "dataplane-bmv2.log")
 
     def _start(self, cmd: list[str], log_name: str) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -109,6 +109,11 @@ class Testbed:
 
     def switch_alive(self) -> bool:
         return self.switch is not None and self.switch.poll() is None
+
+    @property
+    def switch_pid(self) -> int | None:
+        """The switch process itself (`ip netns exec` execs it in place)."""
+        return self.switch.pid if self.switch_alive() and self.switch is not None else None
 
 
 def sink_frames(ns: str) -> int:

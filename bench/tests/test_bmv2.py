@@ -1,0 +1,53 @@
+"""Finding BMv2 for the dataplane benchmark: the no-logging build first, a clear reason when
+it or p4c is missing, and whether a binary has packet logging compiled in (rootless)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.dataplane import bmv2
+
+PROGRAM = Path(__file__).resolve().parents[2] / "p4src" / "v1model" / "supergw.p4"
+
+
+def _exe(path: Path, content: bytes = b"#!/bin/sh\nexit 0\n") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    path.chmod(0o755)
+    return path
+
+
+def test_logging_build_is_recognised(tmp_path: Path) -> None:
+    assert bmv2.logging_compiled_in(_exe(tmp_path / "logs", b"\x7fELF..." + bmv2.PACKET_LOG_MARK + b"..."))
+    assert not bmv2.logging_compiled_in(_exe(tmp_path / "quiet", b"\x7fELF... nothing to see"))
+
+
+def test_missing_simple_switch_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bmv2, "P4TOOLS", tmp_path / "none")
+    monkeypatch.setattr(bmv2, "PERF_BUILD", tmp_path / "none" / "perf" / "bin" / "simple_switch_grpc")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(bmv2.Bmv2Unavailable, match="simple_switch_grpc is not installed"):
+        bmv2.prepare(PROGRAM, tmp_path / "out")
+
+
+def test_missing_p4c_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    perf = _exe(tmp_path / "p4tools" / "perf" / "bin" / "simple_switch_grpc")
+    monkeypatch.setattr(bmv2, "P4TOOLS", tmp_path / "p4tools")
+    monkeypatch.setattr(bmv2, "PERF_BUILD", perf)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(bmv2.Bmv2Unavailable, match="p4c is not installed"):
+        bmv2.prepare(PROGRAM, tmp_path / "out")
+
+
+def test_perf_build_is_preferred_and_a_failing_p4c_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    perf = _exe(tmp_path / "p4tools" / "perf" / "bin" / "simple_switch_grpc")
+    _exe(tmp_path / "path" / "simple_switch_grpc")
+    _exe(tmp_path / "path" / "p4c", b"#!/bin/sh\n[ \"$1\" = --version ] && echo 'p4c 0.0' && exit 0\necho 'syntax error' >&2\nexit 1\n")
+    monkeypatch.setattr(bmv2, "P4TOOLS", tmp_path / "p4tools")
+    monkeypatch.setattr(bmv2, "PERF_BUILD", perf)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'path'}:/usr/bin:/bin")
+    assert bmv2._tool("simple_switch_grpc", bmv2.PERF_BUILD) == perf
+    with pytest.raises(bmv2.Bmv2Unavailable, match="p4c failed on supergw.p4: syntax error"):
+        bmv2.prepare(PROGRAM, tmp_path / "out")
