@@ -3,7 +3,9 @@
 p4src/tna/supergw.tofino-shape.p4info.txtpb is generated from the TNA program by
 p4src/tna/tofino_p4info.py (and kept current by `make p4`): bf-p4c's naming with the
 "pipe." prefix on tables, counters, direct counters and the digest, and p4c's default IDs,
-none equal to the v1model P4Info's. The controller sees it through
+none equal to the v1model P4Info's. Every test runs on it and on its
+`--p4runtime-force-std-externs` form (bf-p4c strips the prefix from those objects, as
+its P4RuntimeStdConverter does), the one Stratum loads. The controller sees both through
 `southbound.p4names.canonical_p4info`, the one place that maps names; everything it
 writes, reads or decodes must then carry the Tofino IDs.
 """
@@ -37,9 +39,20 @@ def _load(path: Path) -> p4i.P4Info:
     return info
 
 
-@pytest.fixture(scope="module")
-def tofino() -> p4i.P4Info:
-    return _load(TOFINO)
+def _force_std(info: p4i.P4Info) -> p4i.P4Info:
+    """bf-p4c's stripPipePrefix: drop everything up to the first dot of these names."""
+    out = p4i.P4Info()
+    out.CopyFrom(info)
+    for kind in ("tables", "counters", "direct_counters", "digests"):
+        for obj in getattr(out, kind):
+            obj.preamble.name = obj.preamble.name.split(".", 1)[1]
+    return out
+
+
+@pytest.fixture(scope="module", params=["pipe-prefixed", "force-std-externs"])
+def tofino(request: pytest.FixtureRequest) -> p4i.P4Info:
+    raw = _load(TOFINO)
+    return raw if request.param == "pipe-prefixed" else _force_std(raw)
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +68,8 @@ def _tofino_id(info: p4i.P4Info, kind: str, name: str) -> int:
     raise AssertionError(f"{kind} {name} not in {TOFINO.name}")
 
 
-def test_the_file_has_tofinos_shape(tofino: p4i.P4Info) -> None:
-    v1 = _load(V1MODEL)
+def test_the_file_has_tofinos_shape() -> None:
+    v1, tofino = _load(V1MODEL), _load(TOFINO)
     assert tofino.pkg_info.arch == "tna"
     for kind in ("tables", "counters", "direct_counters", "digests"):
         assert all(o.preamble.name.startswith(PIPE) for o in getattr(tofino, kind)), kind
@@ -69,7 +82,8 @@ def test_every_required_name_resolves(tofino: p4i.P4Info) -> None:
     req = required_names()
     assert len(req.objects["tables"]) == 6 and "learn_digest_t" in req.objects["digests"]
     canon = canonical_p4info(tofino)
-    assert canon is not tofino
+    prefixed = tofino.tables[0].preamble.name.startswith(PIPE)
+    assert (canon is not tofino) == prefixed  # renamed only when needed
     for kind, wanted in req.objects.items():
         names = {o.preamble.name for o in getattr(canon, kind)}
         assert set(wanted) <= names, kind
@@ -193,9 +207,9 @@ def test_tofino_specific_externs_get_a_hint(tofino: p4i.P4Info) -> None:
         canonical_p4info(raw)
 
 
-def test_an_ambiguous_suffix_is_not_guessed(tofino: p4i.P4Info) -> None:
-    twice = p4i.P4Info()
-    twice.CopyFrom(tofino)
+def test_an_ambiguous_suffix_is_not_guessed() -> None:
+    # Two pipelines' copies of one table: the controller cannot know which one it drives.
+    twice = _load(TOFINO)
     extra = twice.tables.add()
     extra.CopyFrom(twice.tables[0])
     extra.preamble.id += 1
