@@ -1,9 +1,16 @@
 """The agent beside charon: load reports every T_L, heartbeats, and a /health endpoint.
 
-It reports to every configured controller (primary and backups) independently: each has
-its own heartbeat and report tasks and HTTP clients with short timeouts. It survives
-controller downtime: failed POSTs are retried with backoff (heartbeats capped at 0.5 s so
-they resume quickly, reports up to 5 s), and no error ends the loops.
+Heartbeats are UDP datagrams from a thread of their own (`beacon.py`), HMAC-keyed by the
+gateway's agent secret, to every configured controller; `heartbeat="http"` keeps the
+older REST heartbeat (one POST per interval per controller). Reports go to every
+controller (primary and backups) independently, each with its own HTTP client and short
+timeouts. It survives controller downtime: failed POSTs are retried with backoff (REST
+heartbeats capped at 0.5 s so they resume quickly, reports up to 5 s), and no error ends
+the loops.
+
+CPU is the gateway's own, never the machine's: for a UML guest its /proc/stat; in a
+namespace its cgroup's cpuacct usage when it has one, else its processes (charon with
+libipsec's userspace ESP threads, and this agent).
 """
 
 from __future__ import annotations
@@ -11,16 +18,29 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
+from supergw_controller.reports import tunnel_up
+
 from supergw_gateway import tunnel
+from supergw_gateway.beacon import HeartbeatSender, process_running
+from supergw_gateway.cgroup import CpuAcct
 from supergw_gateway.config import Controller, GatewayConfig
 from supergw_gateway.errors import GatewayError
-from supergw_gateway.report import CpuSample, GatewayReport, Heartbeat, build_report, parse_pid_stat, parse_proc_stat
+from supergw_gateway.report import (
+    CpuSample,
+    GatewayReport,
+    Heartbeat,
+    build_report,
+    guest_cpus,
+    parse_pid_stat,
+    parse_proc_stat,
+)
 from supergw_gateway.runtime import Gateway
 from supergw_gateway.vici_client import IkeSaStatus, ViciClient
 
@@ -29,11 +49,21 @@ log = logging.getLogger(__name__)
 _GUEST_SAMPLE = "cat /proc/stat; echo @@; cat /proc/$(cat /run/charon.pid)/stat 2>/dev/null || true"
 
 
-class Sampler:
-    """CPU and charon jiffies where the gateway's kernel runs, VICI SAs from its charon."""
+def _pid_jiffies(pid: int | None) -> int:
+    if pid is None:
+        return 0
+    try:
+        return parse_pid_stat(Path(f"/proc/{pid}/stat").read_text())
+    except (OSError, IndexError, ValueError):
+        return 0
 
-    def __init__(self, gw: Gateway) -> None:
+
+class Sampler:
+    """The gateway's own CPU (see the module doc) and VICI SAs from its charon."""
+
+    def __init__(self, gw: Gateway, acct: CpuAcct | None = None) -> None:
         self.gw = gw
+        self.acct = acct if acct is not None else CpuAcct(f"sgw-gw-{gw.cfg.name}")
         self._vici: ViciClient | None = None
 
     def cpu(self) -> CpuSample:
@@ -43,16 +73,16 @@ class Sampler:
             stat, _, pid_stat = out.partition("@@")
             busy, soft = parse_proc_stat(stat)
             charon = parse_pid_stat(pid_stat) if pid_stat.strip() else 0
-            return CpuSample(t, busy, soft, charon)
-        busy, soft = parse_proc_stat(Path("/proc/stat").read_text())
-        pid = self.gw.charon_pid()
-        charon = 0
-        if pid is not None:
-            try:
-                charon = parse_pid_stat(Path(f"/proc/{pid}/stat").read_text())
-            except OSError:
-                pass
-        return CpuSample(t, busy, soft, charon)
+            return CpuSample(t, busy, soft, charon, scope="guest", cores=guest_cpus(stat))
+        charon = _pid_jiffies(self.gw.charon_pid())
+        quota = self.gw.cfg.cpu_quota_percent
+        cores = quota / 100.0 if quota is not None else float(os.cpu_count() or 1)
+        usage = self.acct.usage_jiffies()
+        if usage is not None:
+            return CpuSample(t, usage, 0, charon, scope="cgroup", cores=cores)
+        # Namespaces share the host kernel: softirq (kernel ESP) is nobody's in particular.
+        own = charon + _pid_jiffies(os.getpid())
+        return CpuSample(t, own, 0, charon, scope="processes", cores=cores)
 
     def sas(self) -> list[IkeSaStatus]:
         try:
@@ -207,9 +237,12 @@ class ControllerLink:
 
 
 class Agent:
-    def __init__(self, cfg: GatewayConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, cfg: GatewayConfig, transport: httpx.AsyncBaseTransport | None = None,
+                 heartbeat: str = "udp") -> None:
         if cfg.controller is None:
             raise GatewayError(f"{cfg.name}: no `controller` section in the config: the agent has nowhere to report")
+        if heartbeat not in ("udp", "http"):
+            raise GatewayError(f"heartbeat must be 'udp' or 'http', got {heartbeat!r}")
         self.cfg = cfg
         self.ctl = cfg.controller
         self.gw = Gateway(cfg)
@@ -217,6 +250,22 @@ class Agent:
         self.state = AgentState()
         self.feed = ReportFeed()
         self.links = [ControllerLink(u, cfg.name, self.ctl, self.state, transport) for u in self.ctl.endpoints]
+        self.heartbeat = heartbeat
+        self.sender: HeartbeatSender | None = None
+        if heartbeat == "udp":
+            keyed: list[tuple[str, bytes]] = []
+            for url in self.ctl.endpoints:
+                secret = self.ctl.secret(url)
+                if secret is None:
+                    raise GatewayError(f"{cfg.name}: no agent token for controller {url} (controller.token or "
+                                       "token_file): it authenticates the reports and keys the heartbeats")
+                keyed.append((url, secret.encode()))
+            self.sender = HeartbeatSender(cfg.name, keyed, self.ctl.heartbeat_interval_ms / 1000,
+                                          self.charon_running)
+
+    def charon_running(self) -> bool | None:
+        """Whether the gateway's charon (for UML: its guest) is running, not stopped or gone."""
+        return process_running(self.gw.charon_pid())
 
     def backend_label(self) -> str:
         st = self.gw.backend_state()
@@ -224,12 +273,14 @@ class Agent:
 
     async def make_report(self, prev: CpuSample) -> tuple[GatewayReport, CpuSample]:
         cur = await asyncio.to_thread(self.sampler.cpu)
+        sa_error = None
         try:
             sas = await asyncio.to_thread(self.sampler.sas)
-        except Exception as exc:  # charon down: report no SAs, the controller sees it
+        except Exception as exc:  # SA state unknown: say so; a dead charon shows in the heartbeats
             log.warning("VICI unavailable: %s", exc)
-            sas = []
-        rep = build_report(self.cfg.name, self.backend_label(), prev, cur, sas, tunnel.conn_name(self.cfg))
+            sas, sa_error = [], f"VICI: {type(exc).__name__}: {exc}"[:500]
+        rep = build_report(self.cfg.name, self.backend_label(), prev, cur, sas, tunnel.conn_name(self.cfg),
+                           sa_error=sa_error)
         return rep, cur
 
     async def sample_loop(self) -> None:
@@ -252,20 +303,31 @@ class Agent:
         await asyncio.gather(self.sample_loop(), *(link.report_loop(self.feed) for link in self.links))
 
     async def heartbeat_loop(self) -> None:
-        await asyncio.gather(*(link.heartbeat_loop() for link in self.links))
+        if self.sender is None:
+            await asyncio.gather(*(link.heartbeat_loop() for link in self.links))
+            return
+        self.sender.start()
+        try:
+            await asyncio.Event().wait()  # the thread beats until we are cancelled
+        finally:
+            self.sender.stop()
 
     async def aclose(self) -> None:
+        if self.sender is not None:
+            self.sender.stop()
         for link in self.links:
             await link.aclose()
 
     def health(self) -> tuple[int, dict[str, object]]:
         charon = self.gw.charon_pid()
         rep = self.state.last_report
-        up = any(s.state in ("ESTABLISHED", "INSTALLED") for s in rep.sas) if rep else False
+        up = bool(tunnel_up(rep)) if rep else False
         body: dict[str, object] = {
             "gateway": self.cfg.name, "backend": self.backend_label(), "charon_pid": charon,
             "tunnel_up": up, "reports_ok": self.state.reports_ok, "reports_failed": self.state.reports_failed,
             "heartbeats_ok": self.state.heartbeats_ok, "heartbeats_failed": self.state.heartbeats_failed,
+            "heartbeat": self.heartbeat,
+            "udp_heartbeats": vars(self.sender.stats).copy() if self.sender else None,
             "last_error": self.state.last_error, "uptime_s": round(time.time() - self.state.started, 1),
             "controllers": [vars(link.state).copy() for link in self.links],
         }

@@ -95,7 +95,7 @@ def _free_port() -> int:
 
 def _agent(gw_dict: dict[str, Any], ctl: dict[str, Any]) -> Agent:
     gw_dict["controller"] = {"token": "agent-test-token", "report_interval_ms": 100, "heartbeat_interval_ms": 100, **ctl}
-    agent = Agent(parse_config(gw_dict))
+    agent = Agent(parse_config(gw_dict), heartbeat="http")  # these tests drive the REST heartbeat
     agent.sampler = _Sampler()  # type: ignore[assignment]
     return agent
 
@@ -139,7 +139,7 @@ async def test_agent_survives_controller_downtime(gw_dict: dict[str, Any], runni
 
     gw_dict["controller"] = {"url": "http://ctl.invalid:8080", "token": "agent-test-token",
                              "report_interval_ms": 50, "heartbeat_interval_ms": 50}
-    agent = Agent(parse_config(gw_dict), transport=httpx.MockTransport(handler))
+    agent = Agent(parse_config(gw_dict), transport=httpx.MockTransport(handler), heartbeat="http")
     agent.sampler = _Sampler()  # type: ignore[assignment]
     _start(agent, running)
     assert await _until(lambda: len(got["report"]) >= 2 and got["heartbeat"], 5)

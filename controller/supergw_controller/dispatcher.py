@@ -23,11 +23,12 @@ from supergw_controller import p4constants as pc
 from supergw_controller.assignment import fill_missing
 from supergw_controller.bucket import bucket_of, vmac
 from supergw_controller.bucket_stats import BucketStats
-from supergw_controller.config import Config, PortRoleName
+from supergw_controller.config import Config, ConfigError, PortRoleName
 from supergw_controller.errors import Conflict, SwitchUnavailable, UnknownBucket
 from supergw_controller.events import EventRing
 from supergw_controller.failover import PortMonitor, watchdog
 from supergw_controller.gateways import GatewayRegistry, Transition
+from supergw_controller.heartbeat import HeartbeatReceiver
 from supergw_controller.history import GatewayNow, History, HistoryView
 from supergw_controller.learning import ARP_REQUEST, HostTable, arp_reply, parse_arp
 from supergw_controller.rebalancer import (
@@ -86,6 +87,7 @@ class Dispatcher:
         clock: Callable[[], float] = time.monotonic,
         wallclock: Callable[[], float] = time.time,
         session_name: str = "supergw",
+        heartbeat_udp: bool = True,
     ) -> None:
         self.config = config
         self._store = store
@@ -123,6 +125,10 @@ class Dispatcher:
         self._reports = 0
         self._heartbeats = 0
         self._arp_misses_unknown = 0
+        # UDP heartbeats on the API's address and port number (see heartbeat.py).
+        self.heartbeat_rx = HeartbeatReceiver(_heartbeat_keys(config))
+        self._heartbeat_udp = heartbeat_udp
+        self._beat_tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ lifecycle
     async def run(self) -> None:
@@ -135,6 +141,10 @@ class Dispatcher:
         hb_s = self.config.timing.heartbeat_interval_ms / 1000.0
         # Ticks every fifth of a heartbeat interval (cheap: a few comparisons); a tick
         # late by more than half an interval means the loop stalled (see `watchdog`).
+        if self._heartbeat_udp:
+            sock = self.heartbeat_rx.open(self.config.api.host, self.config.api.port)
+            asyncio.get_running_loop().add_reader(sock.fileno(), self._heartbeats_readable)
+            log.info("UDP heartbeats on %s:%d", self.config.api.host, self.config.api.port)
         tasks.append(asyncio.create_task(watchdog(hb_s / 5, self._watchdog_tick, stall_s=hb_s / 2), name="watchdog"))
         tasks.append(asyncio.create_task(self._history_loop(), name="history"))
         if self.config.port_monitor.enabled and interfaces:
@@ -145,6 +155,9 @@ class Dispatcher:
             for t in done:
                 t.result()
         finally:
+            if self.heartbeat_rx.sock is not None:
+                asyncio.get_running_loop().remove_reader(self.heartbeat_rx.sock.fileno())
+                self.heartbeat_rx.close()
             for t in tasks:
                 t.cancel()
             for t in tasks:
@@ -546,7 +559,29 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ liveness
     async def _watchdog_tick(self) -> None:
-        await self._transitions(self.registry.tick(self._clock()))
+        # Every beat that reached this host is counted before anyone is judged silent.
+        transitions = self._take_heartbeats()
+        await self._transitions(transitions + self.registry.tick(self._clock()))
+
+    def _take_heartbeats(self) -> list[Transition]:
+        beats = self.heartbeat_rx.drain()
+        if not beats:
+            return []
+        now = self._clock()
+        out: list[Transition] = []
+        for b in beats:
+            self._heartbeats += 1
+            t = self.registry.heartbeat(b.gateway, now, charon_down=b.charon_down)
+            if t is not None:
+                out.append(t)
+        return out
+
+    def _heartbeats_readable(self) -> None:
+        transitions = self._take_heartbeats()
+        if transitions:  # a revival, or charon reported down: act now, not at the next tick
+            task = asyncio.get_running_loop().create_task(self._transitions(transitions))
+            self._beat_tasks.add(task)
+            task.add_done_callback(self._beat_tasks.discard)
 
     async def _port_changed(self, port: int, up: bool) -> None:
         t = self.registry.set_port_state(port, up, self._clock())
@@ -638,6 +673,7 @@ class Dispatcher:
             reconnects_total=self.session.reconnects,
             reports_total=self._reports,
             heartbeats_total=self._heartbeats,
+            heartbeats_rejected=dict(self.heartbeat_rx.rejected),
             arp_misses_unknown_total=self._arp_misses_unknown,
         )
 
@@ -670,6 +706,8 @@ class Dispatcher:
             buckets=sum(1 for v in self.assignment.values() if v == g.name),
             load=g.load,
             heartbeat_age_s=self.registry.heartbeat_age(name, now),
+            tunnel_up=g.tunnel_up,
+            unhealthy=g.unhealthy_why(),
             report_age_s=self.registry.report_age(name, now),
             last_report=g.last_report,
         )
@@ -848,6 +886,19 @@ class Dispatcher:
         except Exception as exc:  # noqa: BLE001
             log.error("could not store operator intent %s%s: %s", method, args, exc)
             raise SwitchUnavailable(f"intent store write failed: {exc}") from exc
+
+
+def _heartbeat_keys(config: Config) -> dict[str, bytes]:
+    """HMAC key of each agent's UDP heartbeats: that gateway's agent secret, nothing else."""
+    keys: dict[str, bytes] = {}
+    for g in config.gateways:
+        if not g.heartbeat:
+            continue
+        try:
+            keys[g.name] = config.agent_secret(g.name).encode()
+        except ConfigError as exc:
+            log.error("gateway %s: UDP heartbeats will be rejected: %s", g.name, exc)
+    return keys
 
 
 def _replica_ports(group: P4MulticastGroupEntry) -> list[int]:

@@ -50,9 +50,16 @@ def _gateway_families(gateways: Sequence[GatewayView]) -> Iterator[Metric]:
     )
     weight = GaugeMetricFamily("supergw_gateway_weight", "capacity weight", labels=["gateway"])
     nbuckets = GaugeMetricFamily("supergw_gateway_buckets", "buckets assigned to the gateway", labels=["gateway"])
-    cpu = GaugeMetricFamily("supergw_gateway_cpu_percent", "CPU busy from the agent's last report", labels=["gateway"])
+    cpu = GaugeMetricFamily(
+        "supergw_gateway_cpu_percent", "the gateway's own CPU busy (100 = one core), from its last report", labels=["gateway"]
+    )
     hb = GaugeMetricFamily(
         "supergw_gateway_heartbeat_age_seconds", "seconds since the last heartbeat", labels=["gateway"]
+    )
+    tunnel = GaugeMetricFamily(
+        "supergw_gateway_tunnel_up",
+        "1 if the gateway's last report shows an installed CHILD SA (0: it gets no traffic)",
+        labels=["gateway"],
     )
     for g in gateways:
         up.add_metric([g.name], 1.0 if g.alive else 0.0)
@@ -64,7 +71,9 @@ def _gateway_families(gateways: Sequence[GatewayView]) -> Iterator[Metric]:
             cpu.add_metric([g.name], g.last_report.cpu_percent)
         if g.heartbeat_age_s is not None:
             hb.add_metric([g.name], g.heartbeat_age_s)
-    yield from (up, drained, load, weight, nbuckets, cpu, hb)
+        if g.tunnel_up is not None:
+            tunnel.add_metric([g.name], 1.0 if g.tunnel_up else 0.0)
+    yield from (up, drained, load, weight, nbuckets, cpu, hb, tunnel)
 
 
 def _bucket_families(buckets: Sequence[BucketView]) -> Iterator[Metric]:
@@ -87,6 +96,12 @@ def _status_families(s: StatusView) -> Iterator[Metric]:
     for reason, n in sorted(s.moves_total.items()):
         moves.add_metric([reason], float(n))
     yield moves
+    rejected = CounterMetricFamily(
+        "supergw_heartbeats_rejected", "UDP heartbeats refused (forged, replayed, malformed ...), by reason", labels=["reason"]
+    )
+    for reason, n in sorted(s.heartbeats_rejected.items()):
+        rejected.add_metric([reason], float(n))
+    yield rejected
     counters = {
         "supergw_failovers": ("gateway failovers (all buckets of a dead gateway moved)", s.failovers_total),
         "supergw_p4runtime_errors": ("failed P4Runtime writes/reads", s.p4rt_errors_total),

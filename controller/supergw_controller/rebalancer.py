@@ -389,10 +389,10 @@ class _Planner:
         for b, g in enumerate(self.assign):
             if g in idle and self.cost[b] <= 0.0 and b not in self.pins and b not in self.moved:
                 idle[g].append(b)
-        eps = 1e-9
+        floor = {n: math.floor(share[n] + 1e-9) for n in self.eligible}
         for r in recovering:
-            while self.counts[r] + 1 <= share[r] + eps:
-                donors = [n for n in self.eligible if n != r and idle[n] and self.counts[n] - 1 >= share[n] - eps]
+            while self.counts[r] < floor[r]:
+                donors = [n for n in self.eligible if n != r and idle[n] and self.counts[n] > floor[n]]
                 if not donors:
                     break
                 donor = max(donors, key=lambda n: ((self.counts[n] - share[n]) / self.weights[n], n))

@@ -23,6 +23,9 @@ class GatewayView(_View):
     buckets: int  # buckets currently assigned to it
     load: float  # cost of its buckets in the last rebalance round (rebalancer.bucket_cost units)
     heartbeat_age_s: float | None  # None = never heard from
+    # False: its last report showed no installed CHILD SA, so it gets no traffic; None: not known yet
+    tunnel_up: bool | None = None
+    unhealthy: str | None = None  # why it is dead although its agent talks (port, charon, tunnel)
     report_age_s: float | None
     last_report: GatewayReport | None
 
@@ -116,5 +119,7 @@ class StatusView(_View):
     reconnects_total: int
     reports_total: int
     heartbeats_total: int
+    # UDP heartbeats refused, by reason (malformed, unknown_gateway, bad_mac, replayed, stale)
+    heartbeats_rejected: dict[str, int] = {}
     # gateway ARP misses (GATEWAY_ARP_MISS) for an IP no learned host has: unanswered
     arp_misses_unknown_total: int = 0

@@ -124,6 +124,32 @@ def test_recovering_gateway_refilled_gradually() -> None:
     assert len(plan.moves) == 4 and all(m.reason is MoveReason.REFILL and m.dst == "c" for m in plan.moves)
 
 
+def test_recovering_gateway_gets_its_idle_share_back_at_once() -> None:
+    """An idle system: no load moves at all, yet the recovered gateway gets floor(K x w / W)."""
+    k = 256
+    assign = {b: "a" if b % 2 else "b" for b in range(k)}  # c failed over: a and b hold 128 each
+    inp = RebalanceInput(k, {}, assign, gws(("a", 1, A), ("b", 1, A), ("c", 1, R)))
+    plan = plan_rebalance(inp, RebalanceParams(refill_budget=4))
+    after = apply_plan(assign, plan)
+    counts = {n: sum(1 for g in after.values() if g == n) for n in "abc"}
+    assert counts["c"] == 85 and sorted((counts["a"], counts["b"])) == [85, 86]
+    assert all(m.reason is MoveReason.REFILL and m.dst == "c" and m.cost == 0 for m in plan.moves)
+    assert plan.budgeted_moves == 0  # idle buckets do not spend the refill budget
+    # Weighted: c has weight 2 of 4, so half of K.
+    inp2 = RebalanceInput(k, {}, assign, gws(("a", 1, A), ("b", 1, A), ("c", 2, R)))
+    after2 = apply_plan(assign, plan_rebalance(inp2, RebalanceParams()))
+    assert sum(1 for g in after2.values() if g == "c") == 128
+    # Hot buckets still come back paced by the refill budget; pinned ones never move.
+    hot = rates({b: 5.0 for b in range(0, k, 8)})
+    inp3 = RebalanceInput(k, hot, assign, gws(("a", 1, A), ("b", 1, A), ("c", 1, R)), pins={1: "a"})
+    plan3 = plan_rebalance(inp3, RebalanceParams(byte_cost=0.0, refill_budget=4))
+    assert sum(1 for m in plan3.moves if m.cost > 0 and m.reason is MoveReason.REFILL) <= 4
+    assert all(m.bucket != 1 for m in plan3.moves)
+    assert sum(1 for m in plan3.moves if m.dst == "c") == 85
+    # An alive gateway (no longer recovering) is left alone on an idle system.
+    assert plan_rebalance(RebalanceInput(k, {}, assign, gws(("a", 1, A), ("b", 1, A), ("c", 1, A))), RebalanceParams()).moves == ()
+
+
 def test_unassigned_and_unknown_gateway_buckets_get_assigned() -> None:
     inp = RebalanceInput(4, rates({0: 1, 1: 1}), {0: "ghost"}, gws(("a", 1, A), ("b", 1, A)))
     plan = plan_rebalance(inp, PPS_ONLY)

@@ -1,0 +1,265 @@
+"""UDP heartbeats: wire format, authentication, replay protection, and how the core uses
+them (the watchdog drains the socket before judging, a charon-down beat fails over at once,
+a tunnel reported down moves the buckets away and back)."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from supergw_controller.dispatcher import Dispatcher
+from supergw_controller.heartbeat import (
+    FLAG_CHARON_DOWN,
+    HeartbeatReceiver,
+    decode,
+    encode,
+)
+from supergw_controller.intent_store import IntentStore
+from supergw_controller.reports import GatewayReport, SaState, tunnel_up
+
+from test_core_units import make_config
+from test_dispatcher import Clock, RecordingSession, buckets_in
+
+KEYS = {"g1": b"unit-agent-g1-token", "g2": b"unit-agent-g2-token"}
+NOW_NS = 1_800_000_000 * 10**9
+
+
+def _rx() -> HeartbeatReceiver:
+    return HeartbeatReceiver(KEYS, wallclock_ns=lambda: NOW_NS)
+
+
+def _beat(name: str = "g1", key: bytes | None = None, epoch: int = 7, seq: int = 1, sent_ns: int = NOW_NS,
+          flags: int = 0) -> bytes:
+    return encode(name, KEYS[name] if key is None else key, epoch, seq, sent_ns, flags)
+
+
+def test_round_trip_and_flags() -> None:
+    b = decode(_beat(flags=FLAG_CHARON_DOWN, seq=5), KEYS)
+    assert (b.gateway, b.epoch, b.seq, b.sent_ns, b.charon_down) == ("g1", 7, 5, NOW_NS, True)
+    assert not decode(_beat(), KEYS).charon_down
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"", "malformed"),
+        (b"GET / HTTP/1.1\r\n\r\n" + bytes(60), "malformed"),
+        (_beat()[:-1], "malformed"),  # truncated
+        (b"SGHB\x02" + _beat()[5:], "malformed"),  # another version
+        (_beat()[:5] + b"\x80" + _beat()[6:], "bad_mac"),  # flags changed in flight
+        (_beat(key=b"unit-agent-g2-token"), "bad_mac"),  # g2's key cannot speak for g1
+        (_beat(key=b"guessed-secret-000000"), "bad_mac"),
+        (encode("ghost", b"whatever-key-123456", 1, 1, NOW_NS), "unknown_gateway"),
+        (_beat(sent_ns=NOW_NS - 31 * 10**9), "stale"),  # recorded more than max_skew_s ago
+    ],
+)
+def test_bad_datagrams_are_rejected_counted_and_logged(data: bytes, reason: str, caplog: pytest.LogCaptureFixture) -> None:
+    rx = _rx()
+    with caplog.at_level(logging.WARNING, logger="supergw_controller.heartbeat"):
+        assert rx.accept(data, "192.0.2.9:4000") is None
+    assert rx.rejected == {reason: 1} and rx.accepted == 0
+    assert f"heartbeat from 192.0.2.9:4000 rejected ({reason})" in caplog.text
+
+
+def test_replays_and_old_epochs_are_rejected(caplog: pytest.LogCaptureFixture) -> None:
+    rx = _rx()
+    first = _beat(seq=1)
+    assert rx.accept(first, "a:1") is not None
+    assert rx.accept(_beat(seq=2), "a:1") is not None
+    with caplog.at_level(logging.WARNING, logger="supergw_controller.heartbeat"):
+        assert rx.accept(first, "evil:1") is None  # the recorded datagram, sent again
+        assert rx.accept(_beat(seq=2), "evil:1") is None  # the same beat twice
+        assert rx.accept(_beat(epoch=6, seq=99), "evil:1") is None  # an earlier agent run
+    assert rx.rejected == {"replayed": 3}
+    assert "not newer than 7/2" in caplog.text
+    # A restarted agent starts a newer epoch at seq 1, and other gateways are judged apart.
+    assert rx.accept(_beat(epoch=8, seq=1), "a:1") is not None
+    assert rx.accept(_beat("g2", seq=1), "b:1") is not None
+    assert rx.accepted == 4
+
+
+def test_rejection_log_is_rate_limited_but_every_one_counted(caplog: pytest.LogCaptureFixture) -> None:
+    rx = _rx()
+    with caplog.at_level(logging.WARNING, logger="supergw_controller.heartbeat"):
+        for _ in range(50):
+            rx.accept(b"junk", "192.0.2.9:4000")
+    assert rx.rejected == {"malformed": 50}
+    assert caplog.text.count("rejected (malformed)") == 1
+
+
+def test_socket_drain_reads_everything_queued() -> None:
+    rx = _rx()
+    sock = rx.open("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+            for seq in range(1, 6):
+                tx.sendto(_beat(seq=seq), ("127.0.0.1", port))
+            tx.sendto(b"forged", ("127.0.0.1", port))
+        deadline = time.monotonic() + 2
+        got: list[int] = []
+        while len(got) < 5 and time.monotonic() < deadline:
+            got += [b.seq for b in rx.drain()]
+        assert got == [1, 2, 3, 4, 5]
+        rx.drain()
+        assert rx.rejected == {"malformed": 1}
+        assert rx.drain() == []  # nothing queued: returns at once
+    finally:
+        rx.close()
+
+
+def test_busy_port_is_a_clear_error() -> None:
+    rx, other = _rx(), _rx()
+    sock = rx.open("127.0.0.1", 0)
+    try:
+        with pytest.raises(OSError, match=r"heartbeat UDP 127\.0\.0\.1:\d+"):
+            other.open("127.0.0.1", sock.getsockname()[1])
+    finally:
+        rx.close()
+
+
+# -- the core
+
+
+@pytest.fixture
+async def disp(tmp_path: Path, clock: Clock) -> Dispatcher:
+    cfg = make_config(tmp_path, timing={"startup_grace_s": 0.5})
+    d = Dispatcher(cfg, IntentStore(tmp_path / "state.sqlite3"), clock=clock)
+    await d._load_intent()
+    d.session = RecordingSession()  # type: ignore[assignment]
+    d.assignment = {b: ("g1", "g2", "g3")[b % 3] for b in range(16)}
+    d.primary_ready.set()
+    d.heartbeat_rx = HeartbeatReceiver(KEYS)
+    d.heartbeat_rx.open("127.0.0.1", 0)
+    yield d
+    d.heartbeat_rx.close()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+class Agent:
+    """Sends real datagrams to the dispatcher's socket and waits until they are queued."""
+
+    def __init__(self, d: Dispatcher) -> None:
+        assert d.heartbeat_rx.sock is not None
+        self.addr = d.heartbeat_rx.sock.getsockname()
+        self.tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.seq = 0
+        self.rx = d.heartbeat_rx.sock
+
+    def send(self, name: str, flags: int = 0) -> None:
+        self.seq += 1
+        self.tx.sendto(encode(name, KEYS[name], 1, self.seq, time.time_ns(), flags), self.addr)
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:  # loopback delivery is immediate, but say so
+            try:
+                if self.rx.recv(1, socket.MSG_PEEK):
+                    return
+            except BlockingIOError:
+                time.sleep(0.001)
+
+
+async def test_queued_beats_are_counted_before_the_verdict(disp: Dispatcher, clock: Clock) -> None:
+    """The loop was stalled for a second: beats that arrived meanwhile keep g1 and g2 alive."""
+    agent = Agent(disp)
+    clock.t += 1.0
+    agent.send("g1")
+    agent.send("g2")
+    await disp._watchdog_tick()
+    assert [g.state for g in await disp.gateways()] == ["alive", "alive", "alive"]
+    assert disp.session.batches == []  # type: ignore[attr-defined]
+    assert (await disp.status()).heartbeats_total == 2
+
+
+async def test_silence_fails_over_and_a_charon_down_beat_fails_over_at_once(disp: Dispatcher, clock: Clock) -> None:
+    agent = Agent(disp)
+    agent.send("g1")
+    agent.send("g2")
+    await disp._watchdog_tick()
+    # g2's agent still beats, but says charon is stopped: no waiting for silence.
+    agent.send("g2", FLAG_CHARON_DOWN)
+    agent.send("g1")
+    await disp._watchdog_tick()
+    g2 = await disp.gateway("g2")
+    assert g2.state == "dead" and g2.unhealthy == "agent reports charon stopped" and g2.buckets == 0
+    sess: RecordingSession = disp.session  # type: ignore[assignment]
+    assert set(buckets_in(sess.batches[0])) == {b for b in range(16) if b % 3 == 1}
+    # charon runs again: recovering.
+    agent.send("g2")
+    await disp._watchdog_tick()
+    assert (await disp.gateway("g2")).state == "recovering"
+    # g1 goes silent past 3 x 100 ms.
+    clock.t += 0.35
+    agent.send("g2")
+    await disp._watchdog_tick()
+    assert (await disp.gateway("g1")).state == "dead"
+
+
+async def test_forged_beats_do_not_keep_a_gateway_alive(disp: Dispatcher, clock: Clock) -> None:
+    agent = Agent(disp)
+    agent.send("g1")
+    agent.send("g2")
+    await disp._watchdog_tick()
+    clock.t += 0.35
+    agent.seq += 1
+    agent.tx.sendto(encode("g2", b"not-the-agent-secret", 1, agent.seq, time.time_ns()), agent.addr)
+    agent.send("g1")
+    await disp._watchdog_tick()
+    assert (await disp.gateway("g2")).state == "dead"
+    st = await disp.status()
+    assert st.heartbeats_rejected == {"bad_mac": 1}
+
+
+def _report(name: str, *children: str, sa_error: str | None = None) -> GatewayReport:
+    sas = [SaState(name=f"sgw-{name}", kind="ike", state="ESTABLISHED", established_s=1, bytes_in=0, bytes_out=0,
+                   packets_in=0, packets_out=0)]
+    sas += [SaState(name=f"sgw-{name}-net", kind="child", state=c, established_s=1, bytes_in=0, bytes_out=0,
+                    packets_in=0, packets_out=0) for c in children]
+    return GatewayReport(gateway=name, timestamp=1.0, backend="libipsec", cpu_percent=10, softirq_percent=0,
+                         charon_cpu_percent=5, tunnel_bytes_in=0, tunnel_bytes_out=0, tunnel_packets_in=0,
+                         tunnel_packets_out=0, sas=sas, sa_error=sa_error)
+
+
+def test_tunnel_up_reads_child_sas_only() -> None:
+    assert tunnel_up(_report("g1", "INSTALLED")) is True
+    assert tunnel_up(_report("g1", "REKEYING")) is True
+    assert tunnel_up(_report("g1")) is False  # IKE ESTABLISHED, no CHILD SA: no ESP, no traffic
+    assert tunnel_up(_report("g1", "CREATED")) is False
+    assert tunnel_up(_report("g1", sa_error="VICI: timeout")) is None  # unknown, not down
+
+
+async def test_a_down_tunnel_moves_the_buckets_away_in_one_batch_and_back(disp: Dispatcher, clock: Clock) -> None:
+    await disp.accept_report(_report("g1", "INSTALLED"))
+    await disp.accept_report(_report("g2", "INSTALLED"))
+    sess: RecordingSession = disp.session  # type: ignore[assignment]
+    assert sess.batches == []
+    await disp.accept_report(_report("g2", "DELETING"))  # its agent still talks
+    g2 = await disp.gateway("g2")
+    assert g2.state == "dead" and g2.tunnel_up is False and g2.buckets == 0
+    assert g2.unhealthy == "tunnel down (no installed CHILD SA)"
+    assert len(sess.batches) == 1 and set(buckets_in(sess.batches[0])) == {b for b in range(16) if b % 3 == 1}
+    # A report that could not read the SAs changes nothing.
+    await disp.accept_report(_report("g2", sa_error="VICI: timeout"))
+    assert (await disp.gateway("g2")).state == "dead"
+    # The tunnel returns: recovering, and the next round gives back its idle share at once.
+    await disp.accept_report(_report("g2", "INSTALLED"))
+    assert (await disp.gateway("g2")).state == "recovering"
+    await disp.rebalance()
+    g2 = await disp.gateway("g2")
+    # weights g1:1 g2:2 g3:1 over K = 16: g2's share is 8 buckets, all idle here.
+    assert g2.buckets == 8
+    await disp.rebalance()  # nothing left to refill: back to alive
+    assert (await disp.gateway("g2")).state == "alive"
+    from supergw_controller.metrics import ControllerMetrics, Snapshot
+
+    m = ControllerMetrics()
+    m.update(Snapshot(status=await disp.status(), gateways=await disp.gateways()))
+    text = m.render().decode()
+    assert 'supergw_gateway_tunnel_up{gateway="g2"} 1.0' in text
