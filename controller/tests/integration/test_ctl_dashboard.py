@@ -1,0 +1,201 @@
+"""The dashboard's time series from a real controller and switch: GET /history, then the page in Chromium.
+
+Topology: 2 hosts, 2 stand-in gateways (namespaces owning 192.0.2.1 on lo). The hosts ping
+through the switch; an operator move, a failover (g2's heartbeats stop) and g2's return
+happen while the controller samples. Stand-in agents post reports whose tunnel counters
+are their namespace's real eth0 byte counters, whose one CHILD SA is INSTALLED and whose
+CPU is a fixed per-gateway value (no crypto runs here). The page part needs Debian's `chromium` and is skipped without it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import sgwctl_harness
+from dashboard_browser import Plot, chromium, dashboard_url, parse_plots, run_chromium
+from sgwctl_harness import TOKEN, Controller, Heartbeats, Setup, TopologySpec
+from sgwctl_topo import REMOTE_IP, Endpoint
+from supergw_controller.bucket import bucket_of
+
+K = 16
+TOPOLOGY = TopologySpec(tag="p", index=7, hosts=2, gateways=2)
+CPU = {"g1": 35.0, "g2": 55.0}
+RESULTS = Path(__file__).resolve().parents[3] / "build" / "test-results"
+
+
+def agent_auth(gateway: str) -> str:
+    # Controllers with per-gateway agent tokens take reports only with the gateway's own token.
+    own = getattr(sgwctl_harness, "agent_token", None)
+    return f"Bearer {own(gateway) if own else TOKEN}"
+
+
+def eth0_bytes(ep: Endpoint) -> tuple[int, int]:
+    out = ep.exec("cat", "/sys/class/net/eth0/statistics/rx_bytes", "/sys/class/net/eth0/statistics/tx_bytes").stdout
+    rx, tx = (int(x) for x in out.split())
+    return rx, tx
+
+
+class Reports:
+    """Stand-in agents: a report per gateway not silenced every `interval` s."""
+
+    def __init__(self, ctl: Controller, gateways: list[Endpoint], silenced: set[str], interval: float = 0.5) -> None:
+        self.ctl, self.gateways, self.silenced, self.interval = ctl, gateways, silenced, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Reports:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        with httpx.Client(timeout=1.0) as client:
+            while not self._stop.is_set():
+                for g in self.gateways:
+                    if g.name in self.silenced:
+                        continue
+                    rx, tx = eth0_bytes(g)
+                    body = {
+                        "gateway": g.name, "timestamp": time.time(), "backend": "libipsec",
+                        "cpu_percent": CPU[g.name], "cpu_cores": 2, "softirq_percent": 0, "charon_cpu_percent": CPU[g.name],
+                        "tunnel_bytes_in": tx, "tunnel_bytes_out": rx, "tunnel_packets_in": 0, "tunnel_packets_out": 0,
+                        # The stand-in's "tunnel" is up: a controller that trusts SA state keeps using it.
+                        "sas": [{"name": "stand-in", "state": "INSTALLED", "established_s": 1, "bytes_in": tx,
+                                 "bytes_out": rx, "packets_in": 0, "packets_out": 0}],
+                    }
+                    try:
+                        client.post(f"{self.ctl.url}/api/v1/gateways/{g.name}/report", json=body,
+                                    headers={"Authorization": agent_auth(g.name)})
+                    except httpx.HTTPError:
+                        pass
+                self._stop.wait(self.interval)
+
+
+def traffic(hosts: list[Endpoint], seconds: float) -> None:
+    """Every host pings the remote side with 1200-byte payloads, 100 per second, all at once."""
+    count = int(seconds * 100)
+    threads = [
+        threading.Thread(
+            target=h.exec,
+            args=("ping", "-n", "-q", "-c", str(count), "-i", "0.01", "-s", "1200", "-W", "1", REMOTE_IP),
+            kwargs={"check": False, "timeout": seconds + 30},
+        )
+        for h in hosts
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def wait_for(what: str, cond: Any, timeout: float = 15) -> None:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"{what} not seen after {timeout}s")
+
+
+@dataclass
+class Run:
+    ctl: Controller
+    history: dict[str, Any]
+    g2_buckets_before: int
+
+
+@pytest.fixture(scope="module")
+def run(setup: Setup) -> Iterator[Run]:
+    ctl = setup.controller("p-primary", api_port=18717)
+    hosts, gws = setup.topo.hosts(), setup.topo.gateways()
+    with Heartbeats([ctl], [g.name for g in gws]) as hb, Reports(ctl, gws, hb.silenced):
+        ctl.start()
+        traffic(hosts, 3)
+        h1 = setup.topo.endpoints["h1"]
+        b = bucket_of(h1.mac, K)
+        other = "g2" if ctl.get(f"/buckets/{b}")["gateway"] == "g1" else "g1"
+        ctl.post(f"/buckets/{b}/move", json={"gateway": other})
+        traffic(hosts, 2)
+        g2_before = ctl.get("/gateways/g2")["buckets"]
+        hb.silenced.add("g2")
+        wait_for("g2 dead", lambda: not ctl.get("/gateways/g2")["alive"])
+        traffic(hosts, 2)
+        hb.silenced.discard("g2")
+        wait_for("g2 back", lambda: ctl.get("/gateways/g2")["alive"])
+        time.sleep(2.5)  # two more samples after the return
+        yield Run(ctl, ctl.get("/history", params={"limit": 3600}), g2_before)
+    ctl.stop()
+
+
+def test_history_samples_what_the_switch_and_agents_saw(run: Run) -> None:
+    samples = run.history["samples"]
+    assert run.history["interval_s"] == 1.0
+    assert len(samples) >= 8, [s["ts"] for s in samples]
+    assert all(b["ts"] > a["ts"] for a, b in zip(samples, samples[1:]))
+    for s in samples:
+        assert set(s["gateways"]) == {"g1", "g2"}
+        assert sum(g["buckets"] for g in s["gateways"].values()) == K, s
+    # ~100 pings/s of 1242-byte frames per host: well above 20 kB/s on whoever owns them.
+    assert max(sum(g["dispatch_bps"] for g in s["gateways"].values()) for s in samples) > 20_000
+    assert any((s["gateways"]["g1"]["tunnel_out_bps"] or 0) > 20_000 for s in samples)
+    assert {s["gateways"]["g1"]["cpu_percent"] for s in samples} >= {CPU["g1"]}
+    dead = [s for s in samples if s["gateways"]["g2"]["state"] == "dead"]
+    assert dead and all(s["gateways"]["g2"]["buckets"] == 0 for s in dead), dead
+    # Its reports stopped with its heartbeats: once they are stale the plot shows no CPU for it.
+    assert any(s["gateways"]["g2"]["cpu_percent"] is None for s in dead), dead
+
+
+def test_history_marks_the_failover_the_moves_and_the_return(run: Run) -> None:
+    markers = [m for s in run.history["samples"] for m in s["markers"]]
+    kinds = [(m["kind"], m["gateway"], m["reason"]) for m in markers]
+    assert ("gateway_dead", "g2", "dead") in kinds, kinds
+    assert ("gateway_recovering", "g2", "recovering") in kinds, kinds
+    moved = {m["reason"]: m["count"] for m in markers if m["kind"] == "moves"}
+    assert moved.get("operator") == 1, moved
+    assert moved.get("failover") == run.g2_buckets_before, moved
+    dead_ts = next(m["ts"] for m in markers if m["kind"] == "gateway_dead")
+    assert next(m["ts"] for m in markers if m["reason"] == "failover") >= dead_ts
+
+
+def test_history_rejects_bad_queries(run: Run) -> None:
+    r = run.ctl.api("GET", "/history", params={"since": "soon"})
+    assert r.status_code == 422 and r.json()["detail"].startswith("query.since:"), r.text
+    r = run.ctl.api("GET", "/history", params={"limit": 0})
+    assert r.status_code == 422 and r.json()["detail"].startswith("query.limit:"), r.text
+    newest = run.history["samples"][-1]["ts"]
+    later = run.ctl.get("/history", params={"since": newest})["samples"]
+    assert all(s["ts"] > newest for s in later), later  # only samples taken since (one a second)
+
+
+@pytest.mark.skipif(chromium() is None, reason="chromium not installed (apt-get install chromium)")
+def test_dashboard_plots_have_data_in_chromium(run: Run, tmp_path: Path) -> None:
+    url = dashboard_url(run.ctl.url, TOKEN)
+    plots, error = parse_plots(run_chromium(url))
+    assert error == "", error
+    assert set(plots) == {"plot-throughput", "plot-cpu", "plot-buckets"}, plots
+    buckets: Plot = plots["plot-buckets"]
+    assert buckets.series.get("g1", 0) >= 8 and buckets.series.get("g2", 0) >= 8, buckets
+    assert max(plots["plot-throughput"].series.values()) >= 8, plots["plot-throughput"]
+    assert plots["plot-throughput"].tunnel_series, plots["plot-throughput"]
+    assert plots["plot-cpu"].series.get("g1", 0) >= 2, plots["plot-cpu"]
+    for p in plots.values():
+        assert "marker marker-dead" in p.markers and "marker marker-recovering" in p.markers, p.markers
+        assert "marker marker-moves failover" in p.markers and "marker marker-moves operator" in p.markers, p.markers
+        assert "g2" in p.labels, p.labels
+    png = tmp_path / "dashboard.png"
+    run_chromium(url, screenshot=png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if RESULTS.is_dir():
+        shutil.copy(png, RESULTS / "dashboard.png")
