@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Run the supergw PTF suite against one target inside a private network namespace.
 #
-#   ptf-tests/run.sh --target ebpf|bmv2 --xunit DIR [--timeout SEC] [-- PTF_TEST_SPEC...]
+#   ptf-tests/run.sh --target ebpf|bmv2 --xunit DIR [--timeout SEC] [--gdb] [-- PTF_TEST_SPEC...]
 #
 # Creates the namespace and veth pairs from ptf-tests/ports.json, starts the target there
 # (pid tracked, logs in DIR-logs/), waits for its gRPC port, runs ptf inside the
 # namespace and always tears everything down (EXIT/INT/TERM). Exit code = ptf's; non-zero
-# when no test ran. --target bmv2 without simple_switch_grpc or build/p4/supergw.json is
-# reported as skipped (exit 0, nothing claimed as passed).
+# when no test ran. --target bmv2 without simple_switch_grpc (or without p4c to build
+# build/p4/supergw.json) is reported as skipped (exit 0, nothing claimed as passed).
+# A target that dies during the run is reported once, with the tail of its log, and
+# restarted (at most MAX_RESTARTS times): the next test pushes the pipeline again
+# instead of every later test failing with "connection refused". --gdb runs the target
+# under `gdb -batch`, so a crash leaves every thread's backtrace in its log.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,8 +24,9 @@ EBPF_BIN="$REPO/targets/ebpf/bin/supergw-switch"
 PORTS_FILE="$HERE/ports.json"
 DEVICE_ID=1
 GRPC_ADDR="127.0.0.1:9559"
+MAX_RESTARTS=3
 
-target="" xunit="" ready_timeout=30
+target="" xunit="" ready_timeout=30 use_gdb=""
 spec=()
 usage() { sed -n '4,4p' "$0" | sed 's/^#  *//' >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
@@ -29,6 +34,7 @@ while [[ $# -gt 0 ]]; do
     --target) target="${2:-}"; shift 2 ;;
     --xunit) xunit="${2:-}"; shift 2 ;;
     --timeout) ready_timeout="${2:-}"; shift 2 ;;
+    --gdb) use_gdb=1; shift ;;
     --) shift; spec=("$@"); break ;;
     -h|--help) usage ;;
     *) echo "run.sh: unknown argument '$1'" >&2; usage ;;
@@ -72,7 +78,11 @@ case "$target" in
     ;;
   bmv2)
     command -v simple_switch_grpc >/dev/null || skip "simple_switch_grpc is not installed (BMv2 is in no registry reachable here)"
-    [[ -f "$BMV2_JSON" ]] || skip "$BMV2_JSON missing: 'make p4' needs p4c"
+    if [[ ! -f "$BMV2_JSON" ]]; then
+      command -v p4c >/dev/null || skip "$BMV2_JSON missing and p4c is not installed to build it"
+      echo "run.sh: $BMV2_JSON missing: run 'make p4' (or 'make ptf TARGET=bmv2', which runs it)" >&2
+      exit 2
+    fi
     device_config="$BMV2_JSON"
     ;;
 esac
@@ -90,7 +100,7 @@ for line in "${portmap[@]}"; do
 done
 [[ -n "$NS" && -n "$CPU_PORT" && ${#pairs[@]} -gt 0 ]] || { echo "run.sh: bad port map $PORTS_FILE" >&2; exit 2; }
 
-target_pid="" wrapper_pid="" ptf_wrapper="" ptf_pidfile="" ns_created=""
+supervisor_pid="" ptf_wrapper="" ptf_pidfile="" ns_created=""
 # Every process still inside our namespace (ptf, the target, their wrappers): the fallback
 # when a Ctrl-C comes before a pid file was written. Selected by namespace, never by name.
 kill_ns_procs() {
@@ -123,6 +133,10 @@ cleanup() {
     [[ -n "$ptf_pid" ]] || kill_ns_procs
     wait "$ptf_wrapper" 2>/dev/null || true
   fi
+  # The supervisor must not restart the target we are about to stop.
+  [[ -n "$supervisor_pid" ]] && touch "$stopfile"
+  local target_pid=""
+  [[ -n "$supervisor_pid" ]] && target_pid="$(cat "$pidfile" 2>/dev/null || true)"
   if [[ -n "$target_pid" ]] && kill -0 "$target_pid" 2>/dev/null; then
     log "stopping target (pid $target_pid)"
     kill -TERM "$target_pid" 2>/dev/null || true
@@ -132,11 +146,8 @@ cleanup() {
       kill -KILL "$target_pid" 2>/dev/null || true
     fi
   fi
-  if [[ -z "$target_pid" && -n "$wrapper_pid" ]] && kill -0 "$wrapper_pid" 2>/dev/null; then
-    kill -TERM "$wrapper_pid" 2>/dev/null || true
-  fi
   kill_ns_procs
-  [[ -n "$wrapper_pid" ]] && wait "$wrapper_pid" 2>/dev/null || true
+  [[ -n "$supervisor_pid" ]] && wait "$supervisor_pid" 2>/dev/null || true
   [[ -n "$ns_created" ]] && ip netns del "$NS" 2>/dev/null || true
   exit "$rc"
 }
@@ -180,27 +191,74 @@ case "$target" in
       -- --grpc-server-addr "$GRPC_ADDR" --cpu-port "$CPU_PORT")
     ;;
 esac
+host="${GRPC_ADDR%:*}" port="${GRPC_ADDR##*:}"
+grpc_up() { nsx "$PY" -c "import socket; socket.create_connection(('$host', $port), 0.5)" 2>/dev/null; }
+# Where the target writes what it was doing when it died.
+target_logs=("$target_log")
+[[ "$target" == bmv2 ]] && target_logs+=("$logdir/bmv2.txt")
+
+# The supervisor runs the target and, once the suite has started (readyfile), restarts
+# it whenever it dies. `ip netns exec` may fork: the target writes its own pid (sh execs
+# it) so that the pid we stop is the switch itself, not the ip wrapper.
+pidfile="$logdir/target.pid" readyfile="$logdir/target.ready" stopfile="$logdir/target.stop"
+deathsfile="$logdir/target.deaths"
+rm -f "$pidfile" "$readyfile" "$stopfile" "$deathsfile"
+: >"$target_log"
+supervise() {
+  local deaths=0 rc sig
+  while :; do
+    nsx sh -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "${cmd[@]}" >>"$target_log" 2>&1 &
+    rc=0
+    wait $! || rc=$?
+    [[ -e "$stopfile" || ! -e "$readyfile" ]] && exit 0
+    deaths=$((deaths + 1))
+    echo "$deaths" >"$deathsfile"
+    sig=""
+    ((rc > 128)) && sig=" (signal $(kill -l $((rc - 128)) 2>/dev/null || echo $((rc - 128))))"
+    {
+      log "TARGET DIED during the run: exit status $rc$sig, pid $(cat "$pidfile" 2>/dev/null)."
+      log "The test running at that moment fails; last lines of its logs:"
+      for f in "${target_logs[@]}"; do
+        echo "    --- $f"
+        tail -n 15 "$f" 2>/dev/null | sed 's/^/    /'
+      done
+      echo "    ---"
+    } >&2
+    if ((deaths > MAX_RESTARTS)); then
+      log "the target died $deaths times: not restarting it again; the remaining tests will fail" >&2
+      exit 1
+    fi
+    log "restarting the target ($deaths of at most $MAX_RESTARTS restarts); later tests push the pipeline again" >&2
+    rm -f "$pidfile"
+    (
+      for ((i = 0; i < ready_timeout * 2; i++)); do
+        sleep 0.5
+        [[ -s "$pidfile" ]] && grpc_up && { log "target is back (pid $(cat "$pidfile"))" >&2; exit 0; }
+      done
+      log "the restarted target has no gRPC listener after ${ready_timeout}s" >&2
+    ) &
+  done
+}
+
+if [[ -n "$use_gdb" ]]; then
+  command -v gdb >/dev/null || { echo "run.sh: --gdb needs gdb (apt-get install gdb)" >&2; exit 2; }
+  cmd=(gdb -q -batch -ex 'set pagination off' -ex 'handle SIGPIPE nostop noprint pass' -ex run -ex 'thread apply all bt' --args "${cmd[@]}")
+fi
 log "starting: ${cmd[*]}"
-# `ip netns exec` may fork: the target writes its own pid (sh execs it) so that the
-# pid we stop is the switch itself, not the ip wrapper.
-pidfile="$logdir/target.pid"
-rm -f "$pidfile"
-nsx sh -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "${cmd[@]}" >"$target_log" 2>&1 &
-wrapper_pid=$!
+supervise &
+supervisor_pid=$!
 for _ in $(seq 50); do [[ -s "$pidfile" ]] && break; sleep 0.1; done
 [[ -s "$pidfile" ]] || { echo "run.sh: the target did not start (no pid in $pidfile); see $target_log" >&2; exit 1; }
-target_pid="$(cat "$pidfile")"
-log "target pid $target_pid"
+log "target pid $(cat "$pidfile")"
 
 log "waiting up to ${ready_timeout}s for gRPC on $GRPC_ADDR in $NS"
-host="${GRPC_ADDR%:*}" port="${GRPC_ADDR##*:}"
 for ((i = 0; ; i++)); do
-  if ! kill -0 "$target_pid" 2>/dev/null; then
+  if ! kill -0 "$supervisor_pid" 2>/dev/null; then
     echo "run.sh: the target exited during start-up; last lines of $target_log:" >&2
     tail -n 20 "$target_log" >&2
     exit 1
   fi
-  if nsx "$PY" -c "import socket,sys; socket.create_connection(('$host', $port), 0.5)" 2>/dev/null; then
+  if grpc_up; then
     log "gRPC is up after ${i}s"
     break
   fi
@@ -213,6 +271,7 @@ for ((i = 0; ; i++)); do
   ((i % 5 == 0)) && log "still waiting (${i}s)..."
   sleep 1
 done
+touch "$readyfile"
 
 params="grpcaddr='$GRPC_ADDR';p4info='$P4INFO';device_id=$DEVICE_ID;cpu_port=$CPU_PORT"
 params+=";target='$target';ports_file='$PORTS_FILE'"
@@ -254,6 +313,9 @@ print(ran)
 EOF
 )"
 log "ptf exit code $rc, $ran test(s) ran"
+if [[ -s "$deathsfile" ]]; then
+  log "WARNING: the target died $(cat "$deathsfile") time(s) during the run and was restarted; see 'TARGET DIED' above and $logdir"
+fi
 if [[ "$ran" -eq 0 && $rc -eq 0 ]]; then
   echo "run.sh: zero tests ran: treating as failure" >&2
   rc=1
