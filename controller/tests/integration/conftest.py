@@ -1,4 +1,9 @@
-"""Integration tests of the controller: real eBPF switch, real P4Runtime, namespaces.
+"""Integration tests of the controller: real switch, real P4Runtime, namespaces.
+
+Every module that has a `TOPOLOGY` runs once per switch, the eBPF target and BMv2
+(`SGW_SWITCH=ebpf|bmv2` runs one), with the same test bodies: test ids end in `[ebpf]` /
+`[bmv2]`. A test that needs what one switch cannot do is marked
+`@pytest.mark.not_on("bmv2", "what BMv2 lacks")` and skipped there with that reason.
 
 The harness (topology, controller processes, heartbeat sender) lives in
 `sgwctl_harness.py` / `sgwctl_topo.py` under unique module names, so that test modules
@@ -15,7 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from sgwctl_harness import Setup, TopologySpec, make_setup
+from sgwctl_harness import Setup, TopologySpec, make_setup, switches
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "not_on(switch, reason): skip the test on that switch, saying why")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -26,9 +35,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 
-
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=switches())
 def setup(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     """The module's `TOPOLOGY`: switch namespace, hosts, gateways, the switch running."""
     spec: TopologySpec = request.module.TOPOLOGY
-    yield from make_setup(spec, tmp_path_factory.mktemp(f"ctl-{spec.tag}"))
+    yield from make_setup(spec, request.param, tmp_path_factory.mktemp(f"ctl-{spec.tag}-{request.param}"))
+
+
+@pytest.fixture(autouse=True)
+def _skip_what_the_switch_cannot_do(request: pytest.FixtureRequest) -> None:
+    if "setup" not in request.fixturenames:
+        return
+    switch = request.getfixturevalue("setup").topo.switch
+    for mark in request.node.iter_markers("not_on"):
+        if mark.args[0] == switch:
+            pytest.skip(f"{switch}: {mark.args[1]}")

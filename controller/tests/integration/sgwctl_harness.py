@@ -1,8 +1,10 @@
-"""Test harness: a real eBPF switch in namespaces, controller processes, heartbeats.
+"""Test harness: a real switch in namespaces, controller processes, heartbeats.
 
-Every test here talks to the real `supergw-switch` over real P4Runtime; the controller
-runs as its real CLI (`python -m supergw_controller.cli`). Skipped, with the reason, when
-not root or when the switch binary has not been built (`make switch`).
+Every test here talks to a real switch over real P4Runtime: the eBPF target
+(`supergw-switch`) or BMv2 (`simple_switch_grpc` with the JSON from `make p4`), one run of
+each test module per switch (`SGW_SWITCH=ebpf|bmv2` picks one). The controller runs as its
+real CLI (`python -m supergw_controller.cli`). Skipped, with the reason, when not root or
+when the switch is not built / installed.
 """
 
 from __future__ import annotations
@@ -22,7 +24,18 @@ import httpx
 import pytest
 import yaml
 
-from sgwctl_topo import P4INFO, SWITCH_BIN, Topology, python, stop_process, wait_tcp
+from sgwctl_topo import (
+    BMV2_JSON,
+    P4INFO,
+    SWITCHES,
+    Switch,
+    Topology,
+    python,
+    stale_bmv2_json,
+    stop_process,
+    switch_missing,
+    wait_tcp,
+)
 
 TOKEN = "integration-test-token"
 
@@ -32,19 +45,25 @@ def agent_token(gateway: str) -> str:
     return f"integration-agent-{gateway}-token"
 
 
-def skip_reason() -> str | None:
+def switches() -> list[Switch]:
+    """The switches to run on: both, or the one `SGW_SWITCH` names."""
+    want = os.environ.get("SGW_SWITCH", "").strip()
+    if not want:
+        return list(SWITCHES)
+    for s in SWITCHES:
+        if s == want:
+            return [s]
+    raise pytest.UsageError(f"SGW_SWITCH={want!r}: expected one of {', '.join(SWITCHES)}")
+
+
+def skip_reason(switch: Switch = "ebpf") -> str | None:
     if os.geteuid() != 0:
         return "needs root (network namespaces, eBPF)"
-    if not SWITCH_BIN.exists():
-        return f"switch binary {SWITCH_BIN} not built (run `make switch`)"
     if not P4INFO.exists():
         return f"P4Info {P4INFO} missing"
     if shutil.which("ping") is None:
         return "iputils ping not installed (apt-get install iputils-ping)"
-    return None
-
-
-needs_switch = pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")
+    return switch_missing(switch)
 
 
 @dataclass
@@ -177,7 +196,7 @@ class Setup:
             ports[ep.port] = {"role": ep.role, "interface": f"p{ep.port}"}
         data: dict[str, Any] = {
             "switch": {"address": t.grpc_addr, "device_id": t.device_id, "election_id": {"high": 0, "low": election_low}},
-            "pipeline": {"p4info": str(P4INFO)},
+            "pipeline": self.pipeline(),
             "gateway_ip": t.gateway_ip,
             "buckets": 16,
             "vmac_base": "02:5e:00:00:00:00",
@@ -207,6 +226,11 @@ class Setup:
         path.write_text(yaml.safe_dump(data))
         return path
 
+    def pipeline(self) -> dict[str, str]:
+        if self.topo.switch == "bmv2":
+            return {"p4info": str(P4INFO), "device_config": str(BMV2_JSON)}
+        return {"p4info": str(P4INFO)}
+
     def controller(self, name: str, *, election_low: int = 20, api_port: int, **over: Any) -> Controller:
         c = Controller(
             name=name,
@@ -230,11 +254,13 @@ class TopologySpec:
     prefix: str = "sgw-ctl"
 
 
-def make_setup(spec: TopologySpec, tmp: Path) -> Iterator[Setup]:
-    reason = skip_reason()
+def make_setup(spec: TopologySpec, switch: Switch, tmp: Path) -> Iterator[Setup]:
+    reason = skip_reason(switch)
     if reason:
-        pytest.skip(reason)
-    topo = Topology(tag=spec.tag, index=spec.index, prefix=spec.prefix, log_dir=tmp)
+        pytest.skip(f"{switch}: {reason}")
+    if switch == "bmv2" and (stale := stale_bmv2_json()) is not None:
+        pytest.fail(stale, pytrace=False)
+    topo = Topology(tag=spec.tag, index=spec.index, prefix=spec.prefix, log_dir=tmp, switch=switch)
     s = Setup(topo=topo, tmp=tmp)
     try:
         topo.create(hosts=spec.hosts, gateways=spec.gateways)

@@ -1,9 +1,14 @@
 """Namespaces, veths and processes for the controller's integration tests.
 
+The switch is either target of the same P4 program (`SWITCHES`): the eBPF target
+(`supergw-switch`, pipeline built in) or BMv2 `simple_switch_grpc` started with `--no-p4`,
+to which the controller pushes the JSON that `make p4` compiled. Both take the same
+command line shape, ports and CPU port (255), so everything else is shared.
+
 Layout (all names carry the topology's prefix, `sgw-ctl` unless a module picks its own,
 and a per-module tag):
 
-    root ns  --mgmt veth (10.207.<i>.1/30 <-> .2)--  switch ns (supergw-switch, P4Runtime on .2)
+    root ns  --mgmt veth (10.207.<i>.1/30 <-> .2)--  switch ns (the switch, P4Runtime on .2)
                                                      |  p<n> veth ends, one per switch port
               host namespaces   (eth0: MAC, 10.0.0.<x>/24, default route via IP_G)
               gateway namespaces(eth0: MAC, 10.0.0.<y>/24; 192.0.2.1/32 on lo = "the remote site")
@@ -17,16 +22,25 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 REPO = Path(__file__).resolve().parents[3]
 SWITCH_BIN = REPO / "targets" / "ebpf" / "bin" / "supergw-switch"
 P4INFO = REPO / "p4src" / "v1model" / "supergw.p4info.txtpb"
+BMV2_BIN = "simple_switch_grpc"  # looked up on PATH, like ptf-tests/run.sh does
+BMV2_JSON = REPO / "build" / "p4" / "supergw.json"  # from `make p4`
+BMV2_BUILT_P4INFO = REPO / "build" / "p4" / "supergw.p4info.txtpb"  # p4c's P4Info beside that JSON
+CPU_PORT = 255  # simple_switch_grpc has no default; p4src/common/defines.p4 CPU_PORT
+
+Switch = Literal["ebpf", "bmv2"]
+SWITCHES: tuple[Switch, ...] = ("ebpf", "bmv2")
 PIN_ROOT = "/sys/fs/bpf"
 REMOTE_IP = "192.0.2.1"
 
@@ -81,6 +95,7 @@ class Topology:
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
     switch_proc: subprocess.Popen[bytes] | None = None
     log_dir: Path = Path("/tmp")
+    switch: Switch = "ebpf"
 
     @property
     def sw_ns(self) -> str:
@@ -168,16 +183,23 @@ class Topology:
 
     def start_switch(self) -> None:
         assert self.switch_proc is None
-        pin = f"{PIN_ROOT}/{self.prefix}-{self.tag}"
-        args = [
-            "ip", "netns", "exec", self.sw_ns, str(SWITCH_BIN),
-            "--device-id", str(self.device_id),
-            "--grpc-server-addr", self.grpc_addr,
-            "--cpu-port", "255",
-            "--pin-dir", pin,
-        ]  # fmt: skip
+        ports: list[str] = []
         for ep in self.endpoints.values():
-            args += ["-i", f"{ep.port}@p{ep.port}"]
+            ports += ["-i", f"{ep.port}@p{ep.port}"]
+        args = ["ip", "netns", "exec", self.sw_ns]
+        if self.switch == "ebpf":
+            args += [
+                str(SWITCH_BIN), "--device-id", str(self.device_id), *ports,
+                "--grpc-server-addr", self.grpc_addr,
+                "--cpu-port", str(CPU_PORT),
+                "--pin-dir", f"{PIN_ROOT}/{self.prefix}-{self.tag}",
+            ]  # fmt: skip
+        else:
+            args += [
+                bmv2_binary(), "--device-id", str(self.device_id), *ports, "--no-p4",
+                "--log-file", str(self.log_dir / f"{self.prefix}-{self.tag}-bmv2"), "--log-flush",
+                "--", "--grpc-server-addr", self.grpc_addr, "--cpu-port", str(CPU_PORT),
+            ]  # fmt: skip
         log = open(self.log_dir / f"{self.prefix}-{self.tag}-switch.log", "ab")  # noqa: SIM115
         self.switch_proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         wait_tcp(self.grpc_addr, 15, self.switch_proc)
@@ -199,6 +221,39 @@ class Topology:
     def switch_log(self) -> str:
         p = self.log_dir / f"{self.prefix}-{self.tag}-switch.log"
         return p.read_text(errors="replace") if p.exists() else ""
+
+
+def bmv2_binary() -> str:
+    found = shutil.which(BMV2_BIN)
+    if found is None:
+        raise RuntimeError(f"{BMV2_BIN} is not on PATH")
+    return found
+
+
+def switch_missing(switch: Switch) -> str | None:
+    """Why `switch` cannot run here (what to install or build), or None."""
+    if switch == "ebpf":
+        return None if SWITCH_BIN.exists() else f"switch binary {SWITCH_BIN} not built (run `make switch`)"
+    if shutil.which(BMV2_BIN) is None:
+        return (
+            f"BMv2 {BMV2_BIN} is not on PATH: install p4lang's behavioral-model with PI "
+            "(p4lang packages or a source build, see README.md) to run these tests on BMv2"
+        )
+    if not BMV2_JSON.exists():
+        return f"{BMV2_JSON} missing: `make p4` compiles it (needs p4c)"
+    return None
+
+
+def stale_bmv2_json() -> str | None:
+    """Why the compiled JSON does not belong to the committed P4Info, or None.
+
+    `make p4` writes p4c's P4Info beside the JSON; if it differs from the committed one the
+    JSON is from other sources than the P4Info the controller loads."""
+    if not BMV2_BUILT_P4INFO.exists():
+        return f"{BMV2_BUILT_P4INFO} missing: rerun `make p4`"
+    if BMV2_BUILT_P4INFO.read_text() != P4INFO.read_text():
+        return f"{BMV2_JSON} was compiled from other sources than {P4INFO.name}: rerun `make p4`"
+    return None
 
 
 def list_netns() -> list[str]:
