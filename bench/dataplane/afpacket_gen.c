@@ -2,10 +2,13 @@
 // not built: AF_PACKET with PACKET_QDISC_BYPASS and sendmmsg() batches, so each
 // syscall hands 256 frames straight to the driver (veth_xmit).
 //
-//   sgw-bench-afgen IFACE FRAMES_FILE SECONDS
+//   sgw-bench-afgen IFACE FRAMES_FILE SECONDS [RATE]
 //
 // FRAMES_FILE holds frames as <u16 little-endian length><bytes>...; they are sent
-// round-robin. Prints "sent <n> seconds <s>" on stdout. The caller pins the CPU.
+// round-robin. RATE (frames per second) paces the sending in bursts of PACED_BATCH,
+// sleeping in between, for switches slower than the generator (BMv2): overloaded, they
+// spend their time dropping. Without RATE it sends as fast as it can.
+// Prints "sent <n> seconds <s>" on stdout. The caller pins the CPU.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <linux/if_packet.h>
@@ -19,6 +22,7 @@
 #include <time.h>
 
 #define BATCH 256
+#define PACED_BATCH 16
 #define MAX_FRAMES 1024
 
 static double now(void)
@@ -30,8 +34,13 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		fprintf(stderr, "usage: %s IFACE FRAMES_FILE SECONDS\n", argv[0]);
+	if (argc != 4 && argc != 5) {
+		fprintf(stderr, "usage: %s IFACE FRAMES_FILE SECONDS [RATE]\n", argv[0]);
+		return 2;
+	}
+	double rate = argc == 5 ? atof(argv[4]) : 0;
+	if (argc == 5 && !(rate > 0)) {
+		fprintf(stderr, "RATE must be a positive number of frames per second\n");
 		return 2;
 	}
 	static unsigned char frames[MAX_FRAMES][2048];
@@ -84,10 +93,22 @@ int main(int argc, char **argv)
 	double seconds = atof(argv[3]), start = now(), end = start + seconds, t = start;
 	unsigned long long sent = 0;
 	while (t < end) {
-		for (int k = 0; k < 16; k++) {
-			int r = sendmmsg(fd, msgs, BATCH, 0);
-			if (r > 0)
-				sent += (unsigned long long)r;
+		if (rate > 0) {
+			double ahead = start + sent / rate - t;
+			if (ahead > 0) {
+				struct timespec ts = {.tv_sec = (time_t)ahead, .tv_nsec = (long)((ahead - (time_t)ahead) * 1e9)};
+				nanosleep(&ts, NULL);
+			} else {
+				int r = sendmmsg(fd, msgs, PACED_BATCH, 0);
+				if (r > 0)
+					sent += (unsigned long long)r;
+			}
+		} else {
+			for (int k = 0; k < 16; k++) {
+				int r = sendmmsg(fd, msgs, BATCH, 0);
+				if (r > 0)
+					sent += (unsigned long long)r;
+			}
 		}
 		t = now();
 	}

@@ -44,10 +44,12 @@ class AfPacketGenerator:
     def describe(self) -> str:
         return "AF_PACKET socket, PACKET_QDISC_BYPASS, sendmmsg() batches of 256 (bench/dataplane/afpacket_gen.c)"
 
-    def run(self, frames_file: Path, seconds: float, cpu: int) -> Sent:
+    def run(self, frames_file: Path, seconds: float, cpu: int, rate: float | None = None) -> Sent:
+        """Send for `seconds`, as fast as possible or paced at `rate` frames per second."""
         meter = CpuMeter(cpu)
+        pace = [f"{rate:.0f}"] if rate is not None else []
         out = testbed.sh(
-            ["taskset", "-c", str(cpu), str(self.binary), "eth0", str(frames_file), f"{seconds:g}"],
+            ["taskset", "-c", str(cpu), str(self.binary), "eth0", str(frames_file), f"{seconds:g}", *pace],
             testbed.HOST_NS, timeout=seconds + 30,
         )
         child, ksoft = meter.seconds()

@@ -79,13 +79,15 @@ class Testbed:
         self._start([str(self.switch_bin), "--device-id", str(DEVICE_ID), "--grpc-server-addr", GRPC_ADDR,
                      "--cpu-port", "255", "--pin-dir", str(PIN_DIR), *ports], "dataplane-switch.log")
 
-    def start_bmv2(self, binary: Path) -> None:
+    def start_bmv2(self, binary: Path, cpus: list[int]) -> None:
         """simple_switch_grpc on the same veths, in the shape docs/environment-notes.md gives,
-        but without --log-file/--log-console: a logging BMv2 measures its logger."""
+        but without --log-file/--log-console (a logging BMv2 measures its logger), with all
+        its threads on `cpus` (none: wherever the scheduler puts them)."""
         self.stop_switch()
         shutil.rmtree(PIN_DIR, ignore_errors=True)
         ports = ["-i", f"{HOST_PORT}@h0", "-i", f"{GATEWAY_PORTS[0]}@g1", "-i", f"{GATEWAY_PORTS[1]}@g2"]
-        self._start([str(binary), "--device-id", str(BMV2_DEVICE_ID), *ports, "--no-p4", "--",
+        pin = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []  # taskset execs: the pid stays BMv2's
+        self._start([*pin, str(binary), "--device-id", str(BMV2_DEVICE_ID), *ports, "--no-p4", "--",
                      "--grpc-server-addr", BMV2_GRPC_ADDR, "--cpu-port", "255"], "dataplane-bmv2.log")
 
     def _start(self, cmd: list[str], log_name: str) -> None:

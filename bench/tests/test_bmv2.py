@@ -3,11 +3,13 @@ it or p4c is missing, and whether a binary has packet logging compiled in (rootl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from bench.dataplane import bmv2
+from bench.dataplane.__main__ import search_no_loss
 
 PROGRAM = Path(__file__).resolve().parents[2] / "p4src" / "v1model" / "supergw.p4"
 
@@ -51,3 +53,23 @@ def test_perf_build_is_preferred_and_a_failing_p4c_is_reported(tmp_path: Path, m
     assert bmv2._tool("simple_switch_grpc", bmv2.PERF_BUILD) == perf
     with pytest.raises(bmv2.Bmv2Unavailable, match="p4c failed on supergw.p4: syntax error"):
         bmv2.prepare(PROGRAM, tmp_path / "out")
+
+
+def _switch(capacity: float) -> Callable[[float], dict[str, float]]:
+    """A switch that forwards up to `capacity` frames per second and drops the rest."""
+
+    def trial(rate: float) -> dict[str, float]:
+        return {"pps": min(rate, capacity), "delivered_share": min(1.0, capacity / rate)}
+
+    return trial
+
+
+@pytest.mark.parametrize("start", [5_000.0, 20_000.0, 90_000.0])
+def test_no_loss_search_closes_in_on_the_capacity(start: float) -> None:
+    best = search_no_loss(_switch(30_000.0), start, steps=9)
+    assert best is not None
+    assert 0.9 * 30_000 <= best <= 30_000 * 1.01
+
+
+def test_no_loss_search_says_none_when_every_rate_loses() -> None:
+    assert search_no_loss(lambda rate: {"pps": 1.0, "delivered_share": 0.5}, 10_000.0) is None
