@@ -77,7 +77,7 @@ case "$target" in
     [[ -x "$EBPF_BIN" ]] || { echo "run.sh: $EBPF_BIN missing: run 'make switch'" >&2; exit 2; }
     ;;
   bmv2)
-    command -v simple_switch_grpc >/dev/null || skip "simple_switch_grpc is not installed (BMv2 is in no registry reachable here)"
+    command -v simple_switch_grpc >/dev/null || skip "simple_switch_grpc (BMv2) is not installed: see p4src/README.md, 'Get p4c and BMv2'"
     if [[ ! -f "$BMV2_JSON" ]]; then
       command -v p4c >/dev/null || skip "$BMV2_JSON missing and p4c is not installed to build it"
       echo "run.sh: $BMV2_JSON missing: run 'make p4' (or 'make ptf TARGET=bmv2', which runs it)" >&2

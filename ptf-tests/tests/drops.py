@@ -12,6 +12,7 @@ from supergw_ptf.supergw import (
     MARK_UNCONFIGURED,
     SETTINGS,
     DropReason,
+    PortRole,
     SupergwTest,
     gateway_mac,
 )
@@ -298,6 +299,22 @@ class GatewayToItselfDropped(SupergwTest):
         self.add_l2(dst, gw)
         frame = pk.ipv4_udp(eth_src=gateway_mac(gw), eth_dst=dst)
         self.assert_dropped(DropReason.GATEWAY_TO_GATEWAY, gw, frame)
+
+
+@group("drops")
+class GatewayToEntryWithoutHostRoleDropped(SupergwTest):
+    """The output port's role is the one in the mac_table entry (one lookup on every
+    target), not port_roles': a host port whose entry says GATEWAY, or a role value the
+    contract does not name, is not a way out for a gateway. Both are accepted writes."""
+
+    @autocleanup
+    def runTest(self) -> None:
+        self.setup_switch()
+        gw, host = self.ports.gateways[0], self.ports.hosts[0]
+        for dst, role in (("00:00:03:00:ee:07", int(PortRole.GATEWAY)), ("00:00:03:00:ee:08", 200)):
+            self.insert(self.mac_entry(dst, host, role=role))
+            frame = pk.ipv4_udp(eth_src=gateway_mac(gw), eth_dst=dst)
+            self.assert_dropped(DropReason.GATEWAY_TO_GATEWAY, gw, frame)
 
 
 @group("drops")
