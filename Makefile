@@ -14,7 +14,7 @@ export PATH := $(if $(wildcard /opt/p4tools/bin),/opt/p4tools/bin:)$(PATH)
 .PHONY: help deps p4 constants switch run stop test unit ptf integration bench format clean
 
 help:
-	@echo "make run          boot the whole emulated system (switch, controller, gateways)"
+	@echo "make run          boot the whole emulated system (switch, controller, gateways; SWITCH=bmv2 on BMv2)"
 	@echo "make stop         stop what 'make run' started"
 	@echo "make test         unit tests + make p4 + PTF on eBPF and BMv2 + integration tests"
 	@echo "make ptf          PTF suite only (TARGET=ebpf|bmv2; bmv2 compiles p4src first)"
@@ -38,7 +38,7 @@ switch: deps
 	@$(MAKE) -s -C targets/ebpf
 
 run: deps switch
-	@$(PY) -m topologies.run up
+	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s p4 && )$(PY) -m topologies.run up$(if $(SWITCH), --switch $(SWITCH))
 
 stop:
 	@[ -x $(PY) ] && $(PY) -m topologies.run down || true

@@ -16,7 +16,7 @@ from typing import Any
 from collections.abc import Callable
 from pathlib import Path
 
-from topologies import processes
+from topologies import bmv2, processes
 from topologies.configs import REPO, GeneratedConfigs, controller_url
 from topologies.model import Topology
 from topologies.network import switch_interfaces
@@ -68,7 +68,9 @@ def pin_dir(topo: Topology) -> Path:
     return Path("/sys/fs/bpf") / topo.prefix
 
 
-def switch_argv(topo: Topology) -> list[str]:
+def switch_argv(topo: Topology, logs: Path) -> list[str]:
+    if topo.switch.kind == "bmv2":
+        return bmv2.argv(topo, logs)
     argv = [
         str(SWITCH_BIN),
         "--device-id", str(topo.switch.device_id),
@@ -85,9 +87,12 @@ def switch_argv(topo: Topology) -> list[str]:
 def start_switch(topo: Topology, logs: Path, track: Callable[[ProcRecord], None]) -> ProcRecord:
     """Starts the switch and waits for its gRPC; `track` records the process before the wait,
     so `make stop` finds it even when it never becomes ready."""
-    if not SWITCH_BIN.is_file():
+    if topo.switch.kind == "bmv2":
+        if (why := bmv2.missing()) is not None:
+            raise ComponentError(f"switch: {why}")
+    elif not SWITCH_BIN.is_file():
         raise ComponentError(f"switch: {SWITCH_BIN.relative_to(REPO)} is missing (build it with `make switch`)")
-    rec = processes.start("switch", switch_argv(topo), logs / "switch.log", netns=topo.switch_ns, cwd=REPO)
+    rec = processes.start("switch", switch_argv(topo, logs), logs / "switch.log", netns=topo.switch_ns, cwd=REPO)
     track(rec)
     wait_until(lambda: probe_in_netns(topo.switch_ns, "grpc", topo.switch.grpc_addr), 20, "switch gRPC", rec)
     return rec

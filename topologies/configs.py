@@ -25,6 +25,9 @@ from topologies.network import switch_interfaces
 
 REPO = Path(__file__).resolve().parent.parent
 P4INFO = REPO / "p4src" / "v1model" / "supergw.p4info.txtpb"
+# `make p4` writes p4c's BMv2 JSON and, beside it, the P4Info it generated with it.
+BMV2_JSON = REPO / "build" / "p4" / "supergw.json"
+BMV2_BUILT_P4INFO = REPO / "build" / "p4" / "supergw.p4info.txtpb"
 
 # The shipped defaults, from their owner (the controller's TimingConfig): UDP heartbeats
 # from a thread of each agent hold 3 x 100 ms on a loaded 2-core machine
@@ -82,7 +85,8 @@ def controller_config(topo: Topology, run_dir: Path, token_file: Path) -> dict[s
             "device_id": topo.switch.device_id,
             "election_id": {"high": 0, "low": 10},
         },
-        "pipeline": {"p4info": str(P4INFO)},
+        # BMv2 starts with no program: the controller pushes the JSON with the P4Info.
+        "pipeline": {"p4info": str(P4INFO)} | ({"device_config": str(BMV2_JSON)} if topo.switch.kind == "bmv2" else {}),
         "gateway_ip": str(topo.lan.gateway_ip),
         "buckets": topo.lan.buckets,
         "vmac_base": topo.lan.vmac_base,

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import yaml
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
@@ -59,7 +59,15 @@ Mac = Annotated[str, AfterValidator(_mac)]
 NodeName = Annotated[str, AfterValidator(_name)]
 
 
+SwitchKind = Literal["ebpf", "bmv2"]
+SWITCH_KINDS: tuple[SwitchKind, ...] = ("ebpf", "bmv2")
+# v1model's egress_spec is 9 bits and BMv2 drops what is sent to port 511.
+BMV2_MAX_PORT = 510
+
+
 class SwitchSpec(_Strict):
+    # ebpf: targets/ebpf's supergw-switch; bmv2: simple_switch_grpc with `make p4`'s JSON.
+    kind: SwitchKind = "ebpf"
     device_id: int = Field(ge=0, lt=2**64)
     grpc_addr: str = "127.0.0.1:9559"
     cpu_port: int = Field(default=255, ge=0, lt=2**16)
@@ -171,6 +179,10 @@ class Topology(_Strict):
             errors.append(f"switch ports used twice: {sorted(p for p in set(ports) if ports.count(p) > 1)}")
         if self.switch.cpu_port in ports:
             errors.append(f"port {self.switch.cpu_port} is the CPU port")
+        if self.switch.kind == "bmv2":
+            wide = sorted(p for p in [*ports, self.switch.cpu_port] if p > BMV2_MAX_PORT)
+            if wide:
+                errors.append(f"switch.kind bmv2: ports {wide} do not fit v1model's 9-bit ports (0-{BMV2_MAX_PORT})")
         macs = [h.mac for h in self.hosts] + [g.mac for g in self.gateways] + [self.lan.vmac_base]
         if len(set(macs)) != len(macs):
             errors.append("MAC addresses used twice")
@@ -227,7 +239,8 @@ class Topology(_Strict):
         raise KeyError(name)
 
 
-def load_topology(path: Path = DEFAULT_TOPOLOGY) -> Topology:
+def load_topology(path: Path = DEFAULT_TOPOLOGY, switch: SwitchKind | None = None) -> Topology:
+    """`switch`, when given, replaces the file's `switch.kind` (and is validated with it)."""
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
@@ -236,6 +249,8 @@ def load_topology(path: Path = DEFAULT_TOPOLOGY) -> Topology:
         raise TopologyError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise TopologyError(f"{path}: the top level must be a mapping")
+    if switch is not None and isinstance(data.get("switch"), dict):
+        data["switch"] = {**data["switch"], "kind": switch}
     try:
         return Topology.model_validate(data)
     except ValidationError as exc:

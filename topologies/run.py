@@ -1,6 +1,7 @@
 """`python -m topologies.run up|down|status [--topology FILE]` — the emulated supergw.
 
-`up` builds the namespaces, starts the eBPF switch, the controller and the gateways,
+`up` builds the namespaces, starts the switch (the eBPF target, or BMv2 with
+`--switch bmv2` / `switch.kind: bmv2`), the controller and the gateways,
 waits for each to be healthy, checks a LAN host pings a remote host through the super
 gateway, and prints where to look. `down` stops every process by pid and removes every
 namespace; it is idempotent. State lives in `.run/` at the repository root.
@@ -19,10 +20,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from topologies import components, network, processes
+from topologies import bmv2, components, network, processes
 from topologies.components import ComponentError
-from topologies.configs import REPO, GeneratedConfigs, Secrets, controller_url, validate_with_owners, write_all
-from topologies.model import DEFAULT_TOPOLOGY, Topology, TopologyError, load_topology
+from topologies.configs import BMV2_JSON, REPO, GeneratedConfigs, Secrets, controller_url, validate_with_owners, write_all
+from topologies.model import DEFAULT_TOPOLOGY, SWITCH_KINDS, SwitchKind, Topology, TopologyError, load_topology
 from topologies.processes import RunState
 
 RUN_DIR = REPO / ".run"
@@ -40,7 +41,7 @@ class Bringup:
 
     def __init__(self, topo: Topology, topo_path: Path) -> None:
         self.topo = topo
-        self.state = RunState(topology=str(topo_path), started_at=time.time())
+        self.state = RunState(topology=str(topo_path), started_at=time.time(), info={"switch": topo.switch.kind})
         self.results: list[tuple[str, bool, str]] = []
 
     def record(self, stage: str, ok: bool, detail: str) -> None:
@@ -98,7 +99,8 @@ class Bringup:
 
     def _switch(self) -> str:
         rec = components.start_switch(self.topo, LOGS, self.add)
-        return f"pid {rec.pid} in {self.topo.switch_ns}, P4Runtime on {self.topo.switch.grpc_addr}"
+        what = "BMv2 simple_switch_grpc" if self.topo.switch.kind == "bmv2" else "eBPF supergw-switch"
+        return f"{what}, pid {rec.pid} in {self.topo.switch_ns}, P4Runtime on {self.topo.switch.grpc_addr}"
 
     def _controller(self, gen: GeneratedConfigs) -> str:
         rec = components.start_controller(self.topo, gen, LOGS, self.add)
@@ -173,10 +175,15 @@ def cmd_up(topo: Topology, topo_path: Path) -> int:
         STATE.unlink()
         state = None
     if state is not None and state.phase in ("up", "degraded") and _running(state):
-        say(f"supergw emulation already running (phase {state.phase}, started {time.ctime(state.started_at)})")
+        running = state.info.get("switch", "ebpf")
+        say(f"supergw emulation already running (phase {state.phase}, switch {running}, "
+            f"started {time.ctime(state.started_at)})")
+        other = running != topo.switch.kind
+        if other:
+            topo = topo.model_copy(update={"switch": topo.switch.model_copy(update={"kind": running})})
         print_where_to_look(topo, state)
-        say("`make stop` first to start afresh")
-        return 0
+        say(f"`make stop` first to start afresh{' on the other switch' if other else ''}")
+        return 1 if other else 0
     if state is not None or network.existing_namespaces(topo):
         say("leftovers of an earlier run found: cleaning up first")
         cmd_down(topo, quiet=True)
@@ -224,10 +231,22 @@ def print_where_to_look(topo: Topology, state: RunState) -> None:
         f"  host shell   ip netns exec {topo.ns(h.name)} bash     (try: ping {r.ip})",
         f"  namespaces   {', '.join(topo.namespaces())}",
         f"  switch       P4Runtime {topo.switch.grpc_addr} inside {topo.switch_ns} (device id {topo.switch.device_id})",
+        *switch_lines(topo),
         "  stop         make stop",
     ]
     for line in lines:
         print(line)
+
+
+def switch_lines(topo: Topology) -> list[str]:
+    if topo.switch.kind == "bmv2":
+        return [
+            f"               BMv2 simple_switch_grpc, program {BMV2_JSON.relative_to(REPO)} pushed by the controller",
+            f"               per-packet log: tail -f {bmv2.log_file(LOGS)}   (process output: {LOGS}/switch.log)",
+            "               a gateway's link: ip netns exec <gw> ip link set lan0 down; setting the switch's own",
+            "               port down stalls every BMv2 port until restart (controller/README.md)",
+        ]
+    return [f"               eBPF supergw-switch, log {LOGS}/switch.log"]
 
 
 def cmd_down(topo: Topology, quiet: bool = False) -> int:
@@ -289,7 +308,10 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=("up", "down", "status"))
     parser.add_argument("--topology", type=Path, default=DEFAULT_TOPOLOGY, help="topology YAML (default: %(default)s)")
+    parser.add_argument("--switch", choices=SWITCH_KINDS, default=None,
+                        help="up: the switch to run, overriding the topology's switch.kind (default: ebpf)")
     args = parser.parse_args(argv)
+    kind: SwitchKind | None = args.switch
     topo_path = args.topology
     if args.command != "up" and topo_path == DEFAULT_TOPOLOGY:
         try:
@@ -299,11 +321,15 @@ def main(argv: list[str] | None = None) -> int:
         if state is not None and Path(state.topology).is_file():
             topo_path = Path(state.topology)
     try:
-        topo = load_topology(topo_path)
+        topo = load_topology(topo_path, kind if args.command == "up" else None)
     except TopologyError as exc:
         print(exc, file=sys.stderr)
         return 2
     if args.command == "up":
+        if topo.switch.kind == "bmv2" and (why := bmv2.missing()) is not None:
+            # At once, before anything is built; never a silent fallback to the eBPF switch.
+            print(f"cannot run the emulation on BMv2: {why}", file=sys.stderr)
+            return 2
         return cmd_up(topo, topo_path)
     if args.command == "down":
         return cmd_down(topo)
