@@ -12,6 +12,7 @@ what is wrong into the gateway's run directory, which the host reads while it wa
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import shlex
 import sys
@@ -46,6 +47,12 @@ GUEST_TMPFS_DIRS = ("/run", "/tmp", "/var/lib/strongswan", "/etc/swanctl", "/var
 
 PROBLEMS, CHECKED, MODPROBE_LOG, CHARON_EXITED = "guest-problems", "guest-checked", "guest-modprobe.log", "charon-exited"
 BOOT_REPORTS = (PROBLEMS, CHECKED, MODPROBE_LOG, CHARON_EXITED, "guest-ready", "charon.log", "charon.stdout")
+
+
+def stable_mac(gateway: str, device: str) -> str:
+    """A locally administered unicast MAC that stays the same across the guest's reboots."""
+    digest = hashlib.sha256(f"{gateway}/{device}".encode()).digest()
+    return ":".join(f"{b:02x}" for b in (0x02, *digest[:5]))
 
 
 def kernel_release() -> str:
@@ -137,6 +144,9 @@ def render_init(cfg: GatewayConfig, addrs: GuestAddrs, python: str, prereqs: Gue
     devices.append((f"vec{len(cfg.interfaces)}", MGMT_GUEST_DEV))
     for vec, name in devices:
         lines.append(f"ip link set {vec} name {name}")
+        # UML picks a random MAC per boot: a restarted gateway would be unreachable to peers
+        # until their ARP entry for it went stale.
+        lines.append(f"ip link set {name} address {stable_mac(cfg.name, name)}")
     for itf in cfg.interfaces:
         if itf.mtu:
             lines.append(f"ip link set {itf.device} mtu {itf.mtu}")

@@ -8,7 +8,7 @@ import pytest
 
 from supergw_gateway.charon import CharonSettings, render_strongswan_conf
 from supergw_gateway.config import parse_config
-from supergw_gateway.uml_init import UML_MODULES, GuestAddrs, render_init
+from supergw_gateway.uml_init import UML_MODULES, GuestAddrs, render_init, stable_mac
 
 
 def test_strongswan_conf_backends() -> None:
@@ -28,6 +28,8 @@ def test_guest_init(gw_dict: dict[str, Any]) -> None:
     init = render_init(cfg, GuestAddrs.from_subnet(ipaddress.IPv4Network("169.254.77.0/30")), "/venv/python")
     assert "ip link set vec0 name lan0" in init and "ip link set vec1 name wan0" in init
     assert "ip addr add 192.0.2.1/24 dev wan0" in init
+    assert f"ip link set wan0 address {stable_mac('gw1', 'wan0')}" in init  # same MAC after a restart
+    assert stable_mac("gw1", "wan0") != stable_mac("gw1", "lan0") and int(stable_mac("gw1", "wan0")[:2], 16) & 1 == 0
     assert "ip route add 203.0.113.0/24 via 192.0.2.254" in init
     assert "--listen 169.254.77.2:4503" in init
     assert "STRONGSWAN_CONF=/run/gw/strongswan.conf /usr/sbin/charon-systemd" in init
