@@ -42,6 +42,7 @@ from topologies.run import AGENT_PORT, LOGS, STATE
 
 GOAL_MS = 500.0
 PING_INTERVAL_S = 0.01
+PROBE_PINGS = 500  # 5 s: 1 s before the failure, 4 s after
 KINDS = ("freeze", "kill", "link")
 _REPLY = re.compile(r"^\[(\d+\.\d+)\] \d+ bytes from .*icmp_seq=(\d+)")
 
@@ -193,8 +194,10 @@ class Emulation:
         host, victim, remote, rip = self.pick(round_)
         pids = [self.charon_pid(victim), self.agent_pid(victim)]
         probe = subprocess.Popen(
+            # -c, not -w: with a deadline ping quits at the first error, and a gateway whose
+            # charon died answers "net unreachable" until its hosts are failed over.
             ["ip", "netns", "exec", self.topo.ns(host), "ping", "-n", "-D", "-i", str(PING_INTERVAL_S), "-W", "1",
-             "-w", "5", rip],
+             "-c", str(PROBE_PINGS), rip],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         try:
