@@ -195,11 +195,13 @@ class HeartbeatReceiver:
         self.accepted += 1
         return beat
 
-    def drain(self) -> list[Beat]:
+    def drain(self, max_datagrams: int = 4096) -> list[Beat]:
+        """Everything queued, but at most `max_datagrams` (more than the socket buffer holds
+        at once), so a flood of forged datagrams cannot hold the event loop forever."""
         out: list[Beat] = []
         if self.sock is None:
             return out
-        while True:
+        for _ in range(max_datagrams):
             try:
                 data, addr = self.sock.recvfrom(MAX_DATAGRAM + 1)
             except (BlockingIOError, InterruptedError):
@@ -210,6 +212,7 @@ class HeartbeatReceiver:
             beat = self.accept(data, f"{addr[0]}:{addr[1]}")
             if beat is not None:
                 out.append(beat)
+        return out
 
     def _log(self, source: str, exc: BadHeartbeat) -> None:
         now = self._mono()

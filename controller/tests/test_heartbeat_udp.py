@@ -108,6 +108,14 @@ def test_socket_drain_reads_everything_queued() -> None:
         rx.drain()
         assert rx.rejected == {"malformed": 1}
         assert rx.drain() == []  # nothing queued: returns at once
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+            for _ in range(5):
+                tx.sendto(b"flood", ("127.0.0.1", port))
+        time.sleep(0.05)
+        rx.drain(max_datagrams=3)  # a flood is read in bounded batches
+        assert rx.rejected == {"malformed": 4}
+        rx.drain()
+        assert rx.rejected == {"malformed": 6}
     finally:
         rx.close()
 
