@@ -188,11 +188,14 @@ def test_missing_objects_are_all_named(tofino: p4i.P4Info) -> None:
     for a in broken.actions:
         if a.preamble.name == pc.ACTION_SET_GATEWAY:
             del a.params[1]
+    members = broken.type_info.structs[broken.digests[0].type_spec.struct.name].members
+    del members[len(members) - 1]
     with pytest.raises(P4InfoMismatch) as exc:
         canonical_p4info(broken)
     msg = str(exc.value)
     assert "table SupergwIngress.port_classifier.port_roles" in msg
     assert f"{pc.ACTION_SET_GATEWAY}: no {pc.PARAM_SET_GATEWAY_GATEWAY_MAC}" in msg
+    assert f"{pc.DIGEST_LEARN_DIGEST}: no {pc.DIGEST_LEARN_DIGEST_SRC_IP}" in msg
 
 
 def test_tofino_specific_externs_get_a_hint(tofino: p4i.P4Info) -> None:

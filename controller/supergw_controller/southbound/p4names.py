@@ -87,7 +87,11 @@ def canonical_p4info(p4info: p4i.P4Info, required: Required | None = None) -> p4
             if w in names:
                 continue
             # "<pipe>.<name>": exactly one leading component more than the wanted name.
-            cands = [o for o in objs if o.preamble.name.endswith("." + w) and o.preamble.name.count(".") == w.count(".") + 1]
+            cands = [
+                o
+                for o in objs
+                if o.preamble.name.endswith("." + w) and o.preamble.name.count(".") == w.count(".") + 1
+            ]
             if len(cands) == 1:
                 cands[0].preamble.name = w
                 renamed = True
@@ -133,5 +137,6 @@ def _members(p4info: p4i.P4Info, kind: str, obj: object) -> set[str]:
         return {m.name for m in obj.metadata}  # type: ignore[attr-defined]
     if kind == "digests":
         struct = obj.type_spec.struct.name  # type: ignore[attr-defined]
-        return {m.name for m in p4info.type_info.structs[struct].members} if struct else set()
+        structs = p4info.type_info.structs
+        return {m.name for m in structs[struct].members} if struct in structs else set()
     return set()
