@@ -25,7 +25,7 @@ BINARY = "simple_switch_grpc"
 INSTALL = (
     "install p4c and BMv2 with P4Runtime support (simple_switch_grpc): p4lang's packages where "
     "your distribution has them, or a source build of p4lang/p4c and p4lang/behavioral-model "
-    "(configured --with-pi); see README.md, 'P4 compiler and BMv2'"
+    "(configured --with-pi); see README.md, 'p4c and BMv2'"
 )
 LOG_LEVEL = "debug"
 

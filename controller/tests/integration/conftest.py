@@ -43,10 +43,14 @@ def setup(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 
 @pytest.fixture(autouse=True)
-def _skip_what_the_switch_cannot_do(request: pytest.FixtureRequest) -> None:
+def _switch_can_run_this(request: pytest.FixtureRequest) -> None:
+    """Skips what the switch cannot do; fails at once, saying so, when the module's switch
+    died in an earlier test (instead of every later test timing out on a dead address)."""
     if "setup" not in request.fixturenames:
         return
-    switch = request.getfixturevalue("setup").topo.switch
+    topo = request.getfixturevalue("setup").topo
     for mark in request.node.iter_markers("not_on"):
-        if mark.args[0] == switch:
-            pytest.skip(f"{switch}: {mark.args[1]}")
+        if mark.args[0] == topo.switch:
+            pytest.skip(f"{topo.switch}: {mark.args[1]}")
+    if (died := topo.switch_died()) is not None:
+        pytest.fail(died, pytrace=False)

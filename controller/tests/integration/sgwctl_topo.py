@@ -31,13 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+# simple_switch_grpc has no default CPU port: both switches get the pipeline's (defines.p4).
+from supergw_controller.p4constants import CPU_PORT
+
 REPO = Path(__file__).resolve().parents[3]
 SWITCH_BIN = REPO / "targets" / "ebpf" / "bin" / "supergw-switch"
 P4INFO = REPO / "p4src" / "v1model" / "supergw.p4info.txtpb"
 BMV2_BIN = "simple_switch_grpc"  # looked up on PATH, like ptf-tests/run.sh does
 BMV2_JSON = REPO / "build" / "p4" / "supergw.json"  # from `make p4`
 BMV2_BUILT_P4INFO = REPO / "build" / "p4" / "supergw.p4info.txtpb"  # p4c's P4Info beside that JSON
-CPU_PORT = 255  # simple_switch_grpc has no default; p4src/common/defines.p4 CPU_PORT
 
 Switch = Literal["ebpf", "bmv2"]
 SWITCHES: tuple[Switch, ...] = ("ebpf", "bmv2")
@@ -217,6 +219,14 @@ class Topology:
             if ns.startswith(f"{self.prefix}-{self.tag}-"):
                 sh("ip", "netns", "del", ns, check=False)
         sh("ip", "link", "del", self.mgmt_if, check=False)
+
+    def switch_died(self) -> str | None:
+        """Why the switch this topology started is gone, with its log's tail; None if it runs
+        (or was stopped on purpose)."""
+        if self.switch_proc is None or (rc := self.switch_proc.poll()) is None:
+            return None
+        how = f"killed by signal {-rc}" if rc < 0 else f"exited with {rc}"
+        return f"the {self.switch} switch {how}; last lines of its output:\n{self.switch_log()[-1500:]}"
 
     def switch_log(self) -> str:
         p = self.log_dir / f"{self.prefix}-{self.tag}-switch.log"
