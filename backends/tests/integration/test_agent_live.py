@@ -72,3 +72,51 @@ async def test_agent_reports_real_counters(lab_factory: Any, unused_tcp_port: in
     assert last.backend == "libipsec" and last.tunnel_packets_out >= 20
     assert any(s.state == "INSTALLED" for s in last.sas)
     assert code == 200 and body["tunnel_up"] is True and body["reports_ok"] >= 1
+
+
+async def test_udp_heartbeats_say_when_the_real_charon_is_stopped(lab_factory: Any, unused_udp_port: int) -> None:
+    """The agent's UDP beats reach the controller's receiver, keyed by its agent token; a
+    SIGSTOPped charon is reported at the next beat, and a running one again after SIGCONT.
+    Reports carry the gateway's own CPU and the SA kinds the controller's failover reads."""
+    import os
+    import signal
+
+    from supergw_controller.heartbeat import HeartbeatReceiver
+    from supergw_controller.reports import tunnel_up
+
+    require_root_strongswan()
+    token = "agent-live-udp-token"
+    ctl = {"url": f"http://127.0.0.1:{unused_udp_port}", "token": token,
+           "report_interval_ms": 200, "heartbeat_interval_ms": 50}
+    r = await asyncio.to_thread(lab_factory, "au", Backend.LIBIPSEC, a={"controller": ctl})
+    rx = HeartbeatReceiver({"au-a": token.encode()})
+    rx.open("127.0.0.1", unused_udp_port)
+    agent = Agent(r.gws["a"].cfg)  # heartbeat="udp" is the default
+    beats = asyncio.create_task(agent.heartbeat_loop())
+    try:
+        await asyncio.sleep(0.5)
+        got = rx.drain()
+        assert len(got) >= 4 and not any(b.charon_down for b in got) and rx.rejected == {}
+        rep, _ = await agent.make_report(await asyncio.to_thread(agent.sampler.cpu))
+        assert rep.cpu_scope == "processes" and tunnel_up(rep) is True and rep.sa_error is None
+        pid = agent.gw.charon_pid()
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            await asyncio.sleep(0.3)
+            rx.drain()
+            await asyncio.sleep(0.2)
+            stopped = rx.drain()
+            assert stopped and all(b.charon_down for b in stopped)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        await asyncio.sleep(0.3)
+        rx.drain()
+        await asyncio.sleep(0.2)
+        again = rx.drain()
+        assert again and not any(b.charon_down for b in again)
+    finally:
+        beats.cancel()
+        await asyncio.gather(beats, return_exceptions=True)
+        await agent.aclose()
+        rx.close()
