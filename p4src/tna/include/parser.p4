@@ -1,7 +1,7 @@
 // Parsers and deparsers of the TNA pipeline.
 //
 // Differences from v1model (docs/pipeline-contract.md, "TNA"):
-// - Ingress parses the intrinsic metadata and skips the 64-bit port metadata first.
+// - Ingress parses the intrinsic metadata and skips the port metadata first.
 // - The packet_in header is built in ingress (PacketIoPunt), so nothing is bridged to
 //   egress and egress is bypassed: flood pruning is the PRE's (FloodPruning).
 // - The learning digest is packed here, in the ingress deparser, when ingress set
@@ -25,8 +25,8 @@ parser SupergwIngressParser(packet_in packet,
                             out ingress_intrinsic_metadata_t ig_intr_md) {
     state start {
         packet.extract(ig_intr_md);
-        // Nothing is resubmitted, so the 64 bits after the intrinsic header are always
-        // port metadata, which this program does not use.
+        // Nothing is resubmitted, so what follows the intrinsic header is always the
+        // port metadata (64 bits on Tofino 1, 192 on Tofino 2), unused here.
         packet.advance(PORT_METADATA_SIZE);
         transition select(ig_intr_md.ingress_port) {
             TNA_CPU_PORT: parse_packet_out;
