@@ -21,11 +21,18 @@ TOPOLOGY = TopologySpec(tag="r", index=2, hosts=2, gateways=2)
 
 
 class PingStream:
-    """`ping -i 0.01` from a host namespace; `result()` is (transmitted, received)."""
+    """`ping -i 0.01` from a host namespace for at least `seconds`; `result()` is
+    (transmitted, received).
+
+    A count, not a deadline (`-w`): at its deadline ping exits at once and counts the echo
+    still in flight as lost, which on BMv2 (a few ms per round trip) happens often enough
+    to fail a zero-loss assertion for a loss that never happened. With `-c` it waits up
+    to `-W` for the last replies."""
 
     def __init__(self, host: Endpoint, seconds: float) -> None:
+        count = str(int(seconds * 100))
         self.proc = subprocess.Popen(
-            ["ip", "netns", "exec", host.ns, "ping", "-n", "-q", "-i", "0.01", "-w", str(seconds), REMOTE_IP],
+            ["ip", "netns", "exec", host.ns, "ping", "-n", "-q", "-i", "0.01", "-c", count, "-W", "2", REMOTE_IP],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
