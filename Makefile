@@ -11,11 +11,12 @@ SWITCH_BIN := targets/ebpf/bin/supergw-switch
 # source build install into /usr or /usr/local, already on PATH.
 export PATH := $(if $(wildcard /opt/p4tools/bin),/opt/p4tools/bin:)$(PATH)
 
-.PHONY: help deps p4 constants switch run stop test unit ptf integration bench format clean
+.PHONY: help deps p4 constants switch run mininet stop test unit ptf integration bench format clean
 
 help:
 	@echo "make run          boot the whole emulated system (switch, controller, gateways; SWITCH=bmv2 on BMv2)"
 	@echo "make stop         stop what 'make run' started"
+	@echo "make mininet      'make run' as a Mininet network, then the Mininet CLI (mininet> h1 ping r1)"
 	@echo "make test         unit tests + make p4 + PTF on eBPF and BMv2 + integration tests"
 	@echo "make ptf          PTF suite only (TARGET=ebpf|bmv2; bmv2 compiles p4src first)"
 	@echo "make p4           compile p4src with p4c and diff the committed P4Info (skips without p4c)"
@@ -39,6 +40,9 @@ switch: deps
 
 run: deps switch
 	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s p4 && )$(PY) -m topologies.run up$(if $(SWITCH), --switch $(SWITCH))
+
+mininet: deps switch
+	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s p4 && )$(PY) -m topologies.mininet_run$(if $(SWITCH), --switch $(SWITCH))
 
 stop:
 	@[ -x $(PY) ] && $(PY) -m topologies.run down || true
