@@ -15,6 +15,7 @@ export PATH := $(if $(wildcard /opt/p4tools/bin),/opt/p4tools/bin:)$(PATH)
 
 help:
 	@echo "make run          boot the whole emulated system (switch, controller, gateways; SWITCH=bmv2 on BMv2)"
+	@echo "                  TOPO=two-site: two super gateways (switch + controller + N gateways each) paired over a WAN"
 	@echo "make stop         stop what 'make run' started"
 	@echo "make mininet      'make run' as a Mininet network, then the Mininet CLI (mininet> h1 ping r1)"
 	@echo "make test         unit tests + make p4 + PTF on eBPF and BMv2 + integration tests"
@@ -39,7 +40,7 @@ switch: deps
 	@$(MAKE) -s -C targets/ebpf
 
 run: deps switch
-	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s p4 && )$(PY) -m topologies.run up$(if $(SWITCH), --switch $(SWITCH))
+	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s p4 && )$(PY) -m topologies.run up$(if $(SWITCH), --switch $(SWITCH))$(if $(TOPO), --topology topologies/$(TOPO).yaml)
 
 mininet: deps switch
 	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s p4 && )$(PY) -m topologies.mininet_run$(if $(SWITCH), --switch $(SWITCH))

@@ -147,10 +147,13 @@ def gateway_config(
         "remote": {"address": str(peer_wan), "subnets": [str(remote_net)]},
         "auth": {"method": "psk", "psk": sec.psk},
         # Members initiate; peers at the remote site answer. Both ends are loaded first.
-        "initiate": side == "lan",
+        # Facing a partner super gateway, exactly one of the two sites initiates.
+        "initiate": side == "lan" and (topo.partner_site is None or topo.partner_site.initiate),
         "dpd": {"delay_s": 5, "timeout_s": 15, "action": "restart"},
         "state_dir": str(state_dir),
     }
+    if side == "lan" and topo.gateway_cpu_percent is not None:
+        cfg["cpu_quota_percent"] = topo.gateway_cpu_percent
     if side == "lan":
         cfg["controller"] = {
             "url": controller_url(topo),
@@ -181,7 +184,9 @@ def write_all(topo: Topology, run_dir: Path, sec: Secrets) -> GeneratedConfigs:
     ctl.write_text(_yaml(controller_config(topo, run_dir, token_file)))
     gws: dict[str, Path] = {}
     for g in topo.gateways:
-        for side, name in (("remote", g.peer.name), ("lan", g.name)):
+        # A partner site writes its own gateways' configs.
+        sides = (("lan", g.name),) if topo.partner_site is not None else (("remote", g.peer.name), ("lan", g.name))
+        for side, name in sides:
             path = conf_dir / f"gateway-{name}.yaml"
             path.write_text(_yaml(gateway_config(topo, g, side, sec, run_dir / "gateways", conf_dir)))
             path.chmod(0o600)

@@ -147,6 +147,14 @@ class ControllerSpec(_Strict):
     psk_bytes: int = Field(default=24, ge=8, le=64)
 
 
+class PartnerSite(_Strict):
+    """The remote side is another super gateway built beside this one (topologies/twosite.py):
+    the peers are its gateways, the remote hosts its hosts; neither is built by this site."""
+
+    wan_netns: str  # the shared WAN namespace (its bridge br0 exists before this site is built)
+    initiate: bool  # whether this site's gateways initiate the IKE SAs (exactly one site does)
+
+
 class Topology(_Strict):
     prefix: str
     switch: SwitchSpec
@@ -157,6 +165,9 @@ class Topology(_Strict):
     remote: RemoteSpec
     mgmt: MgmtSpec
     controller: ControllerSpec = Field(default_factory=ControllerSpec)
+    # cgroup CPU quota of each member gateway's charon, % of one core (None: no cap).
+    gateway_cpu_percent: float | None = Field(default=None, gt=0, le=6400)
+    partner_site: PartnerSite | None = None
 
     @field_validator("prefix")
     @classmethod
@@ -225,12 +236,19 @@ class Topology(_Strict):
         return f"{self.prefix}-m0"
 
     def namespaces(self) -> list[str]:
+        """The namespaces this topology builds (with a partner site: not the WAN nor the remote side)."""
+        if self.partner_site is not None:
+            return [self.ns(n) for n in ["sw", "mgmt", *(h.name for h in self.hosts), *(g.name for g in self.gateways)]]
         nodes = ["sw", "wan", "rlan", "mgmt"]
         nodes += [h.name for h in self.hosts]
         for g in self.gateways:
             nodes += [g.name, g.peer.name]
         nodes += [r.name for r in self.remote.hosts]
         return [self.ns(n) for n in nodes]
+
+    def wan_port(self, g: GatewaySpec) -> str:
+        """Gateway `g`'s end in the WAN namespace (site-prefixed when the WAN is shared)."""
+        return f"{self.prefix}-{g.name}" if self.partner_site is not None else g.name
 
     def peer_of(self, name: str) -> GatewaySpec:
         for g in self.gateways:

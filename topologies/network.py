@@ -106,7 +106,8 @@ def build(topo: Topology, say: Say) -> None:
         # switch's learning digest carries the host's IP from (an ND frame would not).
         for scope in ("all", "default"):
             run(["sysctl", "-q", "-w", f"net.ipv6.conf.{scope}.disable_ipv6=1"], ns)
-    sw, wan, rlan, mgmt = topo.switch_ns, topo.ns("wan"), topo.ns("rlan"), topo.ns("mgmt")
+    sw, rlan, mgmt = topo.switch_ns, topo.ns("rlan"), topo.ns("mgmt")
+    wan = topo.partner_site.wan_netns if topo.partner_site is not None else topo.ns("wan")
     say(f"namespaces: {len(topo.namespaces())} created ({topo.prefix}-*)")
 
     for h in topo.hosts:
@@ -126,11 +127,15 @@ def build(topo: Topology, say: Say) -> None:
         run(["ip", "link", "set", "lan0", "address", g.mac], gns)
         _addr(gns, "lan0", g.lan_ip, lan_len)
         _offloads_off(gns, "lan0")
-        _veth(g.name, wan, "wan0", gns)
+        _veth(topo.wan_port(g), wan, "wan0", gns)
         _addr(gns, "wan0", g.wan_ip, wan_len)
         _veth(g.name, mgmt, "mgmt0", gns)
         _addr(gns, "mgmt0", g.mgmt_ip, mgmt_len)
         _sysctls(gns, forward=True)
+        mgmt_ports.append(g.name)
+        if topo.partner_site is not None:
+            wan_ports.append(topo.wan_port(g))
+            continue  # the peer is the partner site's gateway, built by that site
         _veth(g.peer.name, wan, "wan0", pns)
         _addr(pns, "wan0", g.peer.wan_ip, wan_len)
         _veth(g.peer.name, rlan, "lan0", pns)
@@ -138,17 +143,17 @@ def build(topo: Topology, say: Say) -> None:
         _sysctls(pns, forward=True)
         wan_ports += [g.name, g.peer.name]
         rlan_ports.append(g.peer.name)
-        mgmt_ports.append(g.name)
     say(f"gateways: {', '.join(g.name for g in topo.gateways)}; peers on the WAN {topo.wan.subnet}")
 
-    for r in topo.remote.hosts:
+    for r in topo.remote.hosts if topo.partner_site is None else []:
         rns = topo.ns(r.name)
         _veth(r.name, rlan, "eth0", rns)
         _addr(rns, "eth0", r.ip, rlan_len)
         via = next(g.peer.lan_ip for g in topo.gateways if g.peer.name == r.via)
         run(["ip", "route", "replace", "default", "via", str(via)], rns)
         rlan_ports.append(r.name)
-    say(f"remote site: {', '.join(r.name for r in topo.remote.hosts)} on {topo.remote.subnet}")
+    if topo.partner_site is None:
+        say(f"remote site: {', '.join(r.name for r in topo.remote.hosts)} on {topo.remote.subnet}")
 
     _veth("sw", mgmt, "mgmt0", sw)
     _addr(sw, "mgmt0", topo.mgmt.controller_ip, mgmt_len)
@@ -158,10 +163,23 @@ def build(topo: Topology, say: Say) -> None:
     _veth(topo.mgmt_root_if, None, "root", mgmt)
     _addr_root(topo.mgmt_root_if, topo.mgmt.host_ip, mgmt_len)
     mgmt_ports.append("root")
-    _bridge(wan, wan_ports)
-    _bridge(rlan, rlan_ports)
+    if topo.partner_site is None:
+        _bridge(wan, wan_ports)
+        _bridge(rlan, rlan_ports)
+    else:
+        for port in wan_ports:  # the shared WAN's bridge
+            run(["ip", "link", "set", port, "master", "br0"], wan)
     _bridge(mgmt, mgmt_ports)
     say(f"management network {topo.mgmt.subnet}: this machine {topo.mgmt.host_ip}, controller {topo.mgmt.controller_ip}")
+
+
+def build_shared_wan(netns: str) -> None:
+    """The WAN namespace two sites share: a bridge their gateways' WAN ports join."""
+    run(["ip", "netns", "add", netns])
+    run(["ip", "link", "set", "lo", "up"], netns)
+    for scope in ("all", "default"):
+        run(["sysctl", "-q", "-w", f"net.ipv6.conf.{scope}.disable_ipv6=1"], netns)
+    _bridge(netns, [])
 
 
 def _addr_root(dev: str, ip: object, prefixlen: int) -> None:

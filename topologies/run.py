@@ -320,6 +320,10 @@ def main(argv: list[str] | None = None) -> int:
             state = None
         if state is not None and Path(state.topology).is_file():
             topo_path = Path(state.topology)
+    from topologies import twosite  # imports this module: loaded only when needed
+
+    if twosite.is_two_site(topo_path):
+        return twosite.main(args.command, topo_path, kind)
     try:
         topo = load_topology(topo_path, kind if args.command == "up" else None)
     except TopologyError as exc:

@@ -1,0 +1,98 @@
+"""The two-site file: derived sites, their configs (validated by the owners' loaders), bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from topologies.configs import Secrets, controller_config, gateway_config, validate_with_owners, write_all
+from topologies.model import DEFAULT_TOPOLOGY
+from topologies.network import switch_interfaces
+from topologies.twosite import TWO_SITE_TOPOLOGY, is_two_site, load_two_site
+
+
+def _write(tmp_path: Path, **changes: Any) -> Path:
+    data = yaml.safe_load(TWO_SITE_TOPOLOGY.read_text())
+    data.update(changes)
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_default_file_gives_two_sites_paired_by_index() -> None:
+    ts, (a, b) = load_two_site()
+    assert ts.gateways == 3 and len(a.gateways) == len(b.gateways) == 3
+    assert len(a.hosts) == len(b.hosts) == 4
+    for ga, gb in zip(a.gateways, b.gateways):
+        assert ga.peer.name == gb.name and gb.peer.name == ga.name
+        assert ga.peer.wan_ip == gb.wan_ip and gb.peer.wan_ip == ga.wan_ip
+    assert a.remote.subnet == b.lan.subnet and b.remote.subnet == a.lan.subnet
+    assert not set(a.namespaces()) & set(b.namespaces())
+    assert ts.wan.netns not in a.namespaces() + b.namespaces()
+    # gateway names are cgroup names too (sgw-gw-<name>): they must differ between sites
+    assert not {g.name for g in a.gateways} & {g.name for g in b.gateways}
+    assert all(len(a.wan_port(g)) <= 15 for g in a.gateways)
+
+
+def test_overrides_and_sizes(tmp_path: Path) -> None:
+    ts, (a, b) = load_two_site(_write(tmp_path), switch="bmv2", gateways=2, hosts=2)
+    assert ts.switch.kind == "bmv2" and a.switch.kind == b.switch.kind == "bmv2"
+    assert [g.name for g in a.gateways] == ["agw1", "agw2"] and [h.name for h in b.hosts] == ["bh1", "bh2"]
+    assert set(switch_interfaces(a).values()) == {"sw-ah1", "sw-ah2", "sw-agw1", "sw-agw2"}
+
+
+def test_configs_pass_the_owners_loaders(tmp_path: Path) -> None:
+    ts, (a, b) = load_two_site()
+    sec = Secrets.fresh(24)
+    for topo in (a, b):
+        gen = write_all(topo, tmp_path / topo.prefix, sec)
+        assert validate_with_owners(gen) == []
+        assert set(gen.gateways) == {g.name for g in topo.gateways}  # no peer configs: the partner writes its own
+    ca = gateway_config(a, a.gateways[0], "lan", sec, tmp_path, tmp_path)
+    cb = gateway_config(b, b.gateways[0], "lan", sec, tmp_path, tmp_path)
+    assert ca["initiate"] is True and cb["initiate"] is False
+    assert ca["cpu_quota_percent"] == cb["cpu_quota_percent"] == ts.gateway_cpu_percent
+    assert ca["remote"] == {"address": cb["local"]["address"], "subnets": cb["local"]["subnets"]}
+    assert ca["controller"]["url"] != cb["controller"]["url"]
+    assert [g["name"] for g in controller_config(b, tmp_path, tmp_path / "tok")["gateways"]] == ["bgw1", "bgw2", "bgw3"]
+
+
+@pytest.mark.parametrize(("changes", "needle"), [
+    ({"gateways": 5}, "gateways"),
+    ({"gateways": 0}, "gateways"),
+    ({"hosts_per_site": 0}, "hosts_per_site"),
+    ({"kind": "one-site"}, "kind"),
+    ({"gateway_cpu_percent": -5}, "gateway_cpu_percent"),
+    ({"bogus": 1}, "bogus"),
+])
+def test_bad_values_are_named(tmp_path: Path, changes: dict[str, Any], needle: str) -> None:
+    from topologies.model import TopologyError
+
+    with pytest.raises(TopologyError, match=needle):
+        load_two_site(_write(tmp_path, **changes))
+
+
+def test_bad_sites_are_refused(tmp_path: Path) -> None:
+    from topologies.model import TopologyError
+
+    data = yaml.safe_load(TWO_SITE_TOPOLOGY.read_text())
+    same = [dict(s, initiate=True) for s in data["sites"]]
+    with pytest.raises(TopologyError, match="exactly one site initiates"):
+        load_two_site(_write(tmp_path, sites=same))
+    long_prefix = [dict(data["sites"][0], prefix="sgw-long"), data["sites"][1]]
+    with pytest.raises(TopologyError, match="prefix"):
+        load_two_site(_write(tmp_path, sites=long_prefix))
+    overlap = [data["sites"][0], dict(data["sites"][1], lan=data["sites"][0]["lan"])]
+    with pytest.raises(TopologyError, match="overlap"):
+        load_two_site(_write(tmp_path, sites=overlap))
+    with pytest.raises(TopologyError, match="cannot read"):
+        load_two_site(tmp_path / "missing.yaml")
+
+
+def test_is_two_site() -> None:
+    assert is_two_site(TWO_SITE_TOPOLOGY)
+    assert not is_two_site(DEFAULT_TOPOLOGY)
+    assert not is_two_site(Path("/nonexistent.yaml"))
