@@ -286,6 +286,7 @@ class TwoSiteBringup(run.Bringup):
 
     def _pair_ping(self) -> str:
         """Every host reaches a host of the other site through both super gateways."""
+        announce_hosts(self.sites)
         out = []
         for topo, other in (self.sites, self.sites[::-1]):
             for j, src in enumerate(topo.hosts):
@@ -295,6 +296,17 @@ class TwoSiteBringup(run.Bringup):
                 rtt = detail.split("=")[-1].split("/")[1] if "rtt" in detail else "?"
                 out.append(f"{src.name}->{dst.name} {rtt} ms")
         return ", ".join(out)
+
+
+def announce_hosts(sites: list[Topology]) -> None:
+    """Each host ARPs for its IP_G once, as a booting host does: a switch learns a host from its
+    first frame, and a host that never sent one is unknown to it (traffic from the other site
+    to it is dropped until then)."""
+    probes = [subprocess.Popen(["ip", "netns", "exec", t.ns(h.name), "ping", "-n", "-q", "-c", "1", "-W", "1",
+                                str(t.lan.gateway_ip)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+              for t in sites for h in t.hosts]
+    for probe in probes:
+        probe.wait(timeout=10)
 
 
 def print_where_to_look(ts: TwoSite, sites: list[Topology], state: RunState) -> None:
