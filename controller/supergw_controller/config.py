@@ -78,10 +78,29 @@ class ElectionId(_Strict):
         return (self.high << 64) | self.low
 
 
+class SwitchTlsConfig(_Strict):
+    """P4Runtime over TLS; with `cert`/`key` also mutual TLS (the switch's
+    --grpc-server-with-client-auth)."""
+
+    cacert: Path | None = Field(default=None, description="PEM CA that signed the switch's certificate (default: system CAs)")
+    cert: Path | None = Field(default=None, description="PEM client certificate, for a switch that requires one")
+    key: Path | None = Field(default=None, description="PEM private key of `cert`")
+    server_name: str | None = Field(
+        default=None, min_length=1, description="name to check the switch's certificate against, if not the address's host"
+    )
+
+    @model_validator(mode="after")
+    def _pair(self) -> SwitchTlsConfig:
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("give both 'cert' and 'key' (a client certificate and its key), or neither")
+        return self
+
+
 class SwitchConfig(_Strict):
     address: str = Field(description="host:port of the switch's P4Runtime gRPC server")
     device_id: int = Field(ge=0, lt=2**64)
     election_id: ElectionId = Field(default_factory=ElectionId)
+    tls: SwitchTlsConfig | None = Field(default=None, description="P4Runtime over TLS (default: plaintext)")
 
     @field_validator("address")
     @classmethod
@@ -506,8 +525,18 @@ def parse_config(data: Any, base_dir: Path, source: str = "<config>") -> Config:
         }
     )
     gateways = [g.model_copy(update={"agent_token_file": _resolve(base_dir, g.agent_token_file)}) for g in cfg.gateways]
+    switch = cfg.switch
+    if switch.tls is not None:
+        paths = {k: _resolve(base_dir, getattr(switch.tls, k)) for k in ("cacert", "cert", "key")}
+        switch = switch.model_copy(update={"tls": switch.tls.model_copy(update=paths)})
     cfg = cfg.model_copy(
-        update={"pipeline": pipeline, "api": api, "gateways": gateways, "state_db": _resolve(base_dir, cfg.state_db)}
+        update={
+            "pipeline": pipeline,
+            "api": api,
+            "gateways": gateways,
+            "switch": switch,
+            "state_db": _resolve(base_dir, cfg.state_db),
+        }
     )
     missing: list[str] = []
     assert cfg.pipeline.p4info is not None
@@ -524,6 +553,11 @@ def parse_config(data: Any, base_dir: Path, source: str = "<config>") -> Config:
         for key, p in (("cert", cfg.api.tls.cert), ("key", cfg.api.tls.key)):
             if not p.is_file():
                 missing.append(f"api.tls.{key}: file not found: {p}")
+    if cfg.switch.tls is not None:
+        for key in ("cacert", "cert", "key"):
+            p = getattr(cfg.switch.tls, key)
+            if p is not None and not p.is_file():
+                missing.append(f"switch.tls.{key}: file not found: {p}")
     cfg, problems = _read_secrets(cfg)
     missing += problems
     if missing:

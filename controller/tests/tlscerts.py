@@ -49,11 +49,13 @@ def _leaf(d: Path, name: str, ca: str, ext: str) -> None:
          "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext", cwd=d)
 
 
-def make_pki(d: Path) -> Pki:
+def make_pki(d: Path, server_ips: tuple[str, ...] = ()) -> Pki:
+    """`server_ips`: addresses the server certificate is valid for besides 127.0.0.1."""
     d.mkdir(parents=True, exist_ok=True)
     _ca(d, "ca")
     _ca(d, "rogue-ca")
-    _leaf(d, "server", "ca", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+    san = ",".join(["IP:127.0.0.1", *(f"IP:{ip}" for ip in server_ips), "DNS:localhost"])
+    _leaf(d, "server", "ca", f"subjectAltName={san}\nextendedKeyUsage=serverAuth\n")
     _leaf(d, "client", "ca", "extendedKeyUsage=clientAuth\n")
     _leaf(d, "rogue", "rogue-ca", "extendedKeyUsage=clientAuth\n")
     return Pki(

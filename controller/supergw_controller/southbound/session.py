@@ -30,8 +30,11 @@ from supergw_controller.config import Config
 from supergw_controller.errors import NotPrimary, SwitchUnavailable
 from supergw_controller.southbound.entities import BucketEncoder, Op, Update
 from supergw_controller.southbound.p4names import canonical_p4info
+from supergw_controller.southbound.tls import channel_credentials, explain, probe, warn_if_plaintext
 
 log = logging.getLogger(__name__)
+# How long the channel may stay down before the session probes it and logs why.
+DOWN_REPORT_AFTER_S = 3.0
 
 _E = TypeVar("_E", bound=P4Entity)
 
@@ -71,7 +74,10 @@ class SwitchSession:
             device_id=config.switch.device_id,
             initial_election_id=config.switch.election_id.value,
             ready_handler=self._ready,
+            channel_credentials=channel_credentials(config.switch),
         )
+        self._config = config
+        warn_if_plaintext(config.switch)
         self.switch = Switch(name, config.switch.address, opts)
         # Before any lookup: names a target spells differently (Tofino's "pipe." prefix)
         # become the controller's, and a P4Info lacking any of them is refused here.
@@ -94,7 +100,33 @@ class SwitchSession:
     # -- lifecycle (finsy callbacks)
     async def run(self) -> None:
         """Run until cancelled; finsy reconnects whenever the channel drops."""
-        await self.switch.run()
+        watch = asyncio.create_task(self._say_why_down(), name="p4rt-down-reason")
+        try:
+            await self.switch.run()
+        finally:
+            watch.cancel()
+
+    async def _say_why_down(self) -> None:
+        """finsy retries an unreachable switch silently (UNAVAILABLE is logged at debug):
+        while the channel stays down, probe it and log what is wrong, once per new reason."""
+        said: str | None = None
+        while True:
+            await asyncio.sleep(DOWN_REPORT_AFTER_S)
+            if self.role is not Role.DISCONNECTED:
+                said = None
+                continue
+            try:
+                details = await probe(self._config.switch)
+            except Exception as exc:  # noqa: BLE001 - a probe failure must not end the session
+                details = f"{type(exc).__name__}: {exc}"
+            if details is not None and details != said:
+                log.warning(
+                    "no P4Runtime channel to %s: %s (%s)",
+                    self._config.switch.address,
+                    explain(details, self._config.switch),
+                    details,
+                )
+                said = details
 
     def _channel_up(self, _sw: Switch) -> None:
         if self._ever_up:

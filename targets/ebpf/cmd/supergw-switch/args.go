@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"supergw/targets/ebpf/internal/dataplane"
+	"supergw/targets/ebpf/internal/grpctls"
 )
 
 var errHelp = flag.ErrHelp
@@ -23,6 +24,7 @@ type options struct {
 	logFile     string
 	pinRoot     string
 	ignoredJSON []string
+	tls         grpctls.Options
 }
 
 // ifaceFlag collects repeated -i N@iface options.
@@ -78,6 +80,11 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "warn", "trace, debug, info, warn, error or off")
 	fs.StringVar(&o.logFile, "log-file", "", "write logs to this file instead of stderr")
 	fs.StringVar(&o.pinRoot, "pin-dir", dataplane.DefaultPinRoot, "bpffs directory; maps are pinned under <pin-dir>/<device-id>")
+	fs.BoolVar(&o.tls.SSL, "grpc-server-ssl", false, "serve P4Runtime over TLS (needs --grpc-server-cert and --grpc-server-key)")
+	fs.StringVar(&o.tls.CACert, "grpc-server-cacert", "", "PEM CA certificate that client certificates must chain to")
+	fs.StringVar(&o.tls.Cert, "grpc-server-cert", "", "PEM server certificate (chain)")
+	fs.StringVar(&o.tls.Key, "grpc-server-key", "", "PEM private key of --grpc-server-cert")
+	fs.BoolVar(&o.tls.ClientAuth, "grpc-server-with-client-auth", false, "mutual TLS: refuse clients without a certificate signed by --grpc-server-cacert")
 	fs.Bool("no-p4", false, "accepted for simple_switch_grpc compatibility (the pipeline is built in)")
 	fs.Bool("log-flush", false, "accepted for simple_switch_grpc compatibility (logs are unbuffered)")
 	fs.Bool("log-console", false, "accepted for simple_switch_grpc compatibility (logs go to stderr by default)")
@@ -114,5 +121,8 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("port %d is the CPU port (--cpu-port) and cannot be a front port", o.cpuPort)
 	}
 	o.ports = ifaces.ports
+	if err := o.tls.Validate(); err != nil {
+		return nil, err
+	}
 	return o, nil
 }

@@ -49,6 +49,37 @@ func TestParseArgsErrors(t *testing.T) {
 	}
 }
 
+func TestParseArgsTLSFlagsLikeSimpleSwitchGrpc(t *testing.T) {
+	o, err := parseArgs(strings.Fields("-i 1@a -- --grpc-server-ssl --grpc-server-cert s.crt --grpc-server-key s.key --grpc-server-cacert ca.crt --grpc-server-with-client-auth"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.tls.SSL || o.tls.Cert != "s.crt" || o.tls.Key != "s.key" || o.tls.CACert != "ca.crt" || !o.tls.ClientAuth || o.tls.Mode() != "mutual TLS" {
+		t.Fatalf("%+v", o.tls)
+	}
+	o, err = parseArgs(strings.Fields("-i 1@a"), io.Discard)
+	if err != nil || o.tls.SSL || o.tls.Mode() != "plaintext" {
+		t.Fatalf("default must be plaintext: %+v %v", o.tls, err)
+	}
+	for _, args := range []string{
+		"-i 1@a --grpc-server-cert s.crt", // cert without ssl
+		"-i 1@a --grpc-server-ssl",        // ssl without cert/key
+		"-i 1@a --grpc-server-ssl --grpc-server-cert s --grpc-server-key k --grpc-server-with-client-auth", // no CA
+	} {
+		if _, err := parseArgs(strings.Fields(args), io.Discard); err == nil {
+			t.Errorf("%q: want error", args)
+		}
+	}
+}
+
+func TestLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{"127.0.0.1:9559": true, "[::1]:9559": true, "localhost:1": true, "0.0.0.0:9559": false, "10.0.0.1:1": false, "bad": false} {
+		if loopback(addr) != want {
+			t.Errorf("%s: want %v", addr, want)
+		}
+	}
+}
+
 func TestLogLevels(t *testing.T) {
 	for _, l := range []string{"trace", "debug", "info", "warn", "error", "off"} {
 		if _, _, err := newLogger(l, ""); err != nil {

@@ -77,6 +77,15 @@ func run(o *options) error {
 		logger.Warn("ignoring BMv2 JSON argument: this target runs only the built-in supergw pipeline", "path", p)
 	}
 
+	// Credentials before anything else: a bad certificate is an error at once.
+	creds, err := o.tls.ServerCredentials(logger)
+	if err != nil {
+		return err
+	}
+	if creds == nil && !loopback(o.grpcAddr) {
+		logger.Warn("P4Runtime is plaintext on a non-loopback address: anyone who reaches it can control the switch; "+
+			"give --grpc-server-ssl with --grpc-server-with-client-auth", "addr", o.grpcAddr)
+	}
 	lis, err := net.Listen("tcp", o.grpcAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.grpcAddr, err)
@@ -106,11 +115,15 @@ func run(o *options) error {
 		srv.Run(runCtx)
 	}()
 
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	serverOpts := []grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20)}
+	if creds != nil {
+		serverOpts = append(serverOpts, grpc.Creds(creds))
+	}
+	gs := grpc.NewServer(serverOpts...)
 	p4v1.RegisterP4RuntimeServer(gs, srv)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve(lis) }()
-	logger.Info("serving P4Runtime", "addr", lis.Addr().String(), "device_id", o.deviceID, "ports", o.ports, "cpu_port", o.cpuPort)
+	logger.Info("serving P4Runtime", "addr", lis.Addr().String(), "transport", o.tls.Mode(), "device_id", o.deviceID, "ports", o.ports, "cpu_port", o.cpuPort)
 
 	var result error
 	select {
@@ -126,6 +139,19 @@ func run(o *options) error {
 		result = errors.Join(result, fmt.Errorf("close data plane: %w", err))
 	}
 	return result
+}
+
+// loopback reports whether addr ("host:port") listens on a loopback address only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // stopGRPC lets in-flight RPCs finish briefly; open StreamChannels never end on
