@@ -46,19 +46,59 @@ def load_mininet() -> ModuleType:
 
 def _classes() -> tuple[Any, Any, Any, Any]:
     load_mininet()
-    from mininet.link import Intf  # noqa: PLC0415 - only importable after load_mininet()
-    from mininet.node import Host, Node, Switch  # noqa: PLC0415
+    from mininet.link import Intf, Link  # noqa: PLC0415 - only importable after load_mininet()
+    from mininet.node import Host, Switch  # noqa: PLC0415
 
-    return Node, Host, Switch, Intf
+    return Host, Switch, Intf, Link
 
 
-_Node, _Host, _Switch, _Intf = _classes()
+_Host, _Switch, _Intf, _Link = _classes()
+
+
+def _ip_json(netns: str, *args: str) -> Any:
+    out = subprocess.run(["ip", "-n", netns, "-j", *args], capture_output=True, text=True, check=True).stdout
+    return json.loads(out or "[]")
 
 
 def netns_links(netns: str) -> list[dict[str, Any]]:
-    """`ip -j link` of a namespace: every interface but lo, in ifindex order."""
-    out = subprocess.run(["ip", "-n", netns, "-j", "link", "show"], capture_output=True, text=True, check=True).stdout
-    return sorted((link for link in json.loads(out) if link.get("ifname") != "lo"), key=lambda link: link["ifindex"])
+    """`ip -j -d link` of a namespace: every interface but lo, in ifindex order."""
+    links = _ip_json(netns, "-d", "link", "show")
+    return sorted((link for link in links if link.get("ifname") != "lo"), key=lambda link: link["ifindex"])
+
+
+def veth_pairs(namespaces: list[str]) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """The veth pairs between `namespaces`: ((netns, ifname), (peer netns, peer ifname)), each once."""
+    names: dict[tuple[str, int], str] = {}
+    peers: dict[tuple[str, str], tuple[str, int]] = {}
+    for ns in namespaces:
+        ids = {int(e["nsid"]): str(e["name"]) for e in _ip_json(ns, "netns", "list-id") if "name" in e}
+        for link in netns_links(ns):
+            names[(ns, int(link["ifindex"]))] = link["ifname"]
+            kind = link.get("linkinfo", {}).get("info_kind")
+            if kind == "veth" and "link_index" in link and "link_netnsid" in link:
+                peer_ns = ids.get(int(link["link_netnsid"]))
+                if peer_ns is not None:
+                    peers[(ns, link["ifname"])] = (peer_ns, int(link["link_index"]))
+    pairs = []
+    seen: set[tuple[str, str]] = set()
+    for end, (peer_ns, peer_index) in peers.items():
+        other = (peer_ns, names.get((peer_ns, peer_index), ""))
+        if end in seen or other[1] == "" or peers.get(other) is None:
+            continue
+        seen |= {end, other}
+        pairs.append((end, other))
+    return pairs
+
+
+class AdoptedLink(_Link):  # type: ignore[misc, valid-type]
+    """A veth pair network.py made, known to Mininet (`net`, `links`, `link h1 sw down`)."""
+
+    @classmethod
+    def makeIntfPair(cls, *args: Any, **kwargs: Any) -> None:  # noqa: N802 - Mininet's name
+        pass  # it exists
+
+    def stop(self) -> None:
+        pass  # removed with its namespaces by `make stop`
 
 
 class _InNetns:
@@ -68,6 +108,7 @@ class _InNetns:
     inNamespace: bool  # noqa: N815 - Mininet's attributes
     intfs: dict[int, Any]
     ports: dict[Any, int]
+    nameToIntf: dict[str, Any]  # noqa: N815
     _entering: bool = False
 
     def startShell(self, mnopts: str | None = None) -> None:  # noqa: N802 - Mininet's name
@@ -85,9 +126,11 @@ class _InNetns:
         return super()._popen(cmd, **params)  # type: ignore[misc]
 
     def adopt_interfaces(self) -> None:
-        """Register the namespace's interfaces (made by network.py) as this node's Mininet interfaces."""
-        for port, link in enumerate(netns_links(self.netns), start=1):
-            intf = _Intf(link["ifname"], node=self, port=port, mac=link.get("address"))
+        """Register the namespace's interfaces (made by network.py) that no link has yet."""
+        for link in netns_links(self.netns):
+            if link["ifname"] not in self.nameToIntf:
+                _Intf(link["ifname"], node=self)
+        for intf in self.intfs.values():
             intf.updateIP()
 
     def addIntf(self, intf: Any, port: int | None = None, moveIntfFn: Any = None) -> None:  # noqa: N802, N803

@@ -26,7 +26,7 @@ def build_net(topo: Topology, logs: Path) -> Any:
     # Imported here: the module needs Mininet installed, and main() says so when it is not.
     from mininet.net import Mininet  # noqa: PLC0415
 
-    from topologies.mininet_nodes import NetnsBridge, NetnsHost, SupergwSwitch  # noqa: PLC0415
+    from topologies.mininet_nodes import AdoptedLink, NetnsBridge, NetnsHost, SupergwSwitch, veth_pairs  # noqa: PLC0415
 
     net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False, autoStaticArp=False)
     net.built = True  # nothing for Mininet to build: the links exist, addresses are set
@@ -42,8 +42,11 @@ def build_net(topo: Topology, logs: Path) -> Any:
     names += [r.name for r in topo.remote.hosts]
     for name in names:
         net.addHost(name, cls=NetnsHost, netns=topo.ns(name))
-    for node in net.switches + net.hosts:
-        node.adopt_interfaces()
+    nodes = {node.netns: node for node in net.switches + net.hosts}
+    for (ns1, if1), (ns2, if2) in veth_pairs(list(nodes)):
+        net.addLink(nodes[ns1], nodes[ns2], intfName1=if1, intfName2=if2, addr1=None, addr2=None, cls=AdoptedLink)
+    for node in nodes.values():
+        node.adopt_interfaces()  # the rest: bridges, the management link to this machine
     return net
 
 
@@ -150,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         if not ok:
             run.say("DEGRADED: some stages failed (above); the CLI still opens on what runs")
         if args.no_cli:
+            run.say(f"mininet: {len(bringup.net.links)} links, {len(bringup.net.hosts)} hosts, {len(bringup.net.switches)} switches")
             answered = True
             for src, dst in ((h, r), (r, h)):
                 sent, got = ping_through(bringup.net, src, dst)

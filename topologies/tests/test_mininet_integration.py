@@ -52,6 +52,11 @@ def test_mininet_boots_and_pings_end_to_end(switch: SwitchKind) -> None:
     assert "ok  switch: Mininet node sw" in out, out
     for stage in ("gateways", "tunnels", "controller", "agents", "end-to-end ping"):
         assert f"ok  {stage}:" in out, out
+    # Every veth network.py made is a Mininet link: host, gateway (LAN, WAN, mgmt), peer (WAN,
+    # remote LAN), remote host, and the switch's management link.
+    links = len(topo.hosts) + 5 * len(topo.gateways) + len(topo.remote.hosts) + 1
+    nodes = len(topo.hosts) + 2 * len(topo.gateways) + len(topo.remote.hosts)
+    assert f"mininet: {links} links, {nodes} hosts, 4 switches" in out, out
     h, rh = topo.hosts[0].name, topo.remote.hosts[0].name
     assert f"mininet: {h} ping {rh}: 3/3 answered" in out and f"mininet: {rh} ping {h}: 3/3 answered" in out, out
     # Everything stopped: namespaces, state, the Mininet nodes' shells.
