@@ -3,7 +3,7 @@
 Used by `test_ctl_dashboard.py`, and by hand against a running system (`make run`):
 
     .venv/bin/python controller/tests/integration/dashboard_browser.py \\
-        --url http://10.255.60.2:8080 --token-file .run/config/api-token --out build/dashboard.png
+        --url http://10.255.60.2:8080 --token-file .run/config/api-token-readonly --out build/dashboard.png
 
 prints what each plot shows (series with data, markers) and writes the PNG. Needs Debian's
 `chromium`. The token reaches the page in the URL fragment (`#token=`), which the page

@@ -20,9 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-import sgwctl_harness
 from dashboard_browser import Plot, chromium, dashboard_url, parse_plots, run_chromium
-from sgwctl_harness import TOKEN, Controller, Heartbeats, Setup, TopologySpec
+from sgwctl_harness import TOKEN, Controller, Heartbeats, Setup, TopologySpec, agent_token
 from sgwctl_topo import REMOTE_IP, Endpoint
 from supergw_controller.bucket import bucket_of
 
@@ -30,12 +29,6 @@ K = 16
 TOPOLOGY = TopologySpec(tag="p", index=7, hosts=2, gateways=2)
 CPU = {"g1": 35.0, "g2": 55.0}
 RESULTS = Path(__file__).resolve().parents[3] / "build" / "test-results"
-
-
-def agent_auth(gateway: str) -> str:
-    # Controllers with per-gateway agent tokens take reports only with the gateway's own token.
-    own = getattr(sgwctl_harness, "agent_token", None)
-    return f"Bearer {own(gateway) if own else TOKEN}"
 
 
 def eth0_bytes(ep: Endpoint) -> tuple[int, int]:
@@ -77,7 +70,7 @@ class Reports:
                     }
                     try:
                         client.post(f"{self.ctl.url}/api/v1/gateways/{g.name}/report", json=body,
-                                    headers={"Authorization": agent_auth(g.name)})
+                                    headers={"Authorization": f"Bearer {agent_token(g.name)}"})
                     except httpx.HTTPError:
                         pass
                 self._stop.wait(self.interval)
