@@ -44,13 +44,18 @@ def test_overrides_and_sizes(tmp_path: Path) -> None:
     assert set(switch_interfaces(a).values()) == {"sw-ah1", "sw-ah2", "sw-agw1", "sw-agw2"}
 
 
-def test_configs_pass_the_owners_loaders(tmp_path: Path) -> None:
-    ts, (a, b) = load_two_site()
-    sec = Secrets.fresh(24)
-    for topo in (a, b):
-        gen = write_all(topo, tmp_path / topo.prefix, sec)
+@pytest.mark.parametrize("name", ["two-site.yaml", "two-site-paper.yaml"])
+def test_shipped_files_give_configs_the_owners_accept(tmp_path: Path, name: str) -> None:
+    _, sites = load_two_site(TWO_SITE_TOPOLOGY.with_name(name))
+    for topo in sites:
+        gen = write_all(topo, tmp_path / topo.prefix, Secrets.fresh(24))
         assert validate_with_owners(gen) == []
         assert set(gen.gateways) == {g.name for g in topo.gateways}  # no peer configs: the partner writes its own
+
+
+def test_configs_pair_the_sites(tmp_path: Path) -> None:
+    ts, (a, b) = load_two_site()
+    sec = Secrets.fresh(24)
     ca = gateway_config(a, a.gateways[0], "lan", sec, tmp_path, tmp_path)
     cb = gateway_config(b, b.gateways[0], "lan", sec, tmp_path, tmp_path)
     assert ca["initiate"] is True and cb["initiate"] is False
@@ -64,6 +69,7 @@ def test_configs_pass_the_owners_loaders(tmp_path: Path) -> None:
     ({"gateways": 5}, "gateways"),
     ({"gateways": 0}, "gateways"),
     ({"hosts_per_site": 0}, "hosts_per_site"),
+    ({"hosts_per_site": 33}, "hosts_per_site"),
     ({"kind": "one-site"}, "kind"),
     ({"gateway_cpu_percent": -5}, "gateway_cpu_percent"),
     ({"bogus": 1}, "bogus"),
@@ -96,3 +102,20 @@ def test_is_two_site() -> None:
     assert is_two_site(TWO_SITE_TOPOLOGY)
     assert not is_two_site(DEFAULT_TOPOLOGY)
     assert not is_two_site(Path("/nonexistent.yaml"))
+
+
+def test_paper_preset_has_the_papers_ranges() -> None:
+    ts, (a, b) = load_two_site(TWO_SITE_TOPOLOGY.with_name("two-site-paper.yaml"))
+    assert ts.gateways == 3 and ts.buckets == 256
+    for topo, net, mac in ((a, "192.168.203", "00:00:03:00:00"), (b, "192.168.204", "00:00:04:00:00")):
+        assert len(topo.hosts) == 32  # of the paper's 224 (one switch port per host)
+        assert (str(topo.hosts[0].ip), topo.hosts[0].mac) == (f"{net}.24", f"{mac}:18")
+        assert (str(topo.hosts[-1].ip), topo.hosts[-1].mac) == (f"{net}.55", f"{mac}:37")
+        assert topo.lan.vmac_base == "02:88:88:88:00:00"
+
+
+def test_hosts_may_not_reach_the_gateways_addresses(tmp_path: Path) -> None:
+    from topologies.model import TopologyError
+
+    with pytest.raises(TopologyError, match="first_host"):
+        load_two_site(_write(tmp_path, first_host=230, hosts_per_site=30))

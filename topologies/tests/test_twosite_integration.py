@@ -182,7 +182,8 @@ def test_frozen_gateway_fails_over_and_traffic_resumes(pair: Pair) -> None:
     site = pair.a
     site.until("every gateway alive", _all_alive, 30)
     h = site.topo.hosts[0]
-    victim = site.host(str(h.ip))["gateway"]
+    view = site.host(str(h.ip))
+    bucket, victim = view["bucket"], view["gateway"]
     conf = site_dir(site.topo) / "config" / f"gateway-{victim}.yaml"
     charon = components.gateway_status(conf).get("charon_pid")
     agent = next(p.pid for p in pair.state.processes if p.name == f"agent-{victim}")
@@ -199,6 +200,8 @@ def test_frozen_gateway_fails_over_and_traffic_resumes(pair: Pair) -> None:
     with subprocess.Popen(["ip", "netns", "exec", site.topo.ns(h.name), "ping", "-n", "-D", "-O", "-W", "1",
                            "-i", "0.01", "-w", "12", dst], stdout=subprocess.PIPE, text=True) as probe:
         time.sleep(1.0)
+        assert site.host(str(h.ip))["gateway"] == victim, f"bucket {bucket} of {h.name} moved before the freeze"
+        frozen_at = time.time()
         for pid in (charon, agent):
             os.kill(pid, signal.SIGSTOP)
         try:
@@ -213,6 +216,9 @@ def test_frozen_gateway_fails_over_and_traffic_resumes(pair: Pair) -> None:
     gap = _longest_gap_ms(out)
     print(f"freeze of {victim} (serving {h.name}): longest gap {gap:.0f} ms between replies "
           f"({len(stamps)} replies)")
+    moves = [e for e in site.call("/events?limit=1000") if e["kind"] == "move" and e["bucket"] == bucket and e["ts"] >= frozen_at]
+    assert any(e["src"] == victim and e["reason"] == "failover" for e in moves), \
+        f"bucket {bucket} of {h.name} was not failed over from {victim}: {moves}"
     assert stamps and stamps[-1] - stamps[0] > 5, f"traffic from {h.name} did not resume after the failover: {out[-400:]!r}"
     # Replies in the last seconds of the probe: traffic flows again on the other gateways.
     assert sum(1 for s in stamps if s > stamps[-1] - 2) > 50, f"too few replies after the failover: {out[-400:]!r}"
