@@ -175,6 +175,9 @@ def cmd_up(topo: Topology, topo_path: Path) -> int:
         STATE.unlink()
         state = None
     if state is not None and state.phase in ("up", "degraded") and _running(state):
+        if state.info.get("kind") == "two-site":
+            say(f"a two-site emulation is running ({state.topology}): `make stop` first")
+            return 1
         running = state.info.get("switch", "ebpf")
         say(f"supergw emulation already running (phase {state.phase}, switch {running}, "
             f"started {time.ctime(state.started_at)})")
