@@ -3,8 +3,10 @@ shipped defaults, real switches, controllers, strongSwan and agents.
 
 Checks dispatch (each site spreads its buckets over its gateways; a host's traffic enters the
 gateway its bucket names), a planned move with 0 loss, and a freeze failover (SIGSTOP of a
-gateway's charon and agent): its buckets move and traffic resumes. The gap is measured and
-printed, not asserted: the timing goal lives in the benchmarks.
+site A gateway's charon and agent): its buckets move and traffic resumes. The gap is measured
+and printed, not asserted: the timing goal lives in the benchmarks. The replies ride a pair the
+freeze does not touch: site B learns that its member's partner froze only through IKE DPD
+(about 20 s with the shipped DPD and retransmit settings), which this test does not wait for.
 
 Needs root, the built switch and strongSwan; run it under `flock /tmp/supergw-netns.lock`.
 """
