@@ -110,6 +110,8 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
     def __init__(self) -> None:
         self.primary = 0
         self.end_streams = threading.Event()
+        self.stale_elections = 0  # refuse this many arbitrations as PI does right after a close
+        self.arbitrations = 0
 
     def StreamChannel(  # noqa: N802
         self, requests: Iterator[p4r.StreamMessageRequest], context: grpc.ServicerContext
@@ -118,6 +120,10 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
             if self.end_streams.is_set():
                 context.abort(grpc.StatusCode.UNAVAILABLE, "switch going down")
             if req.HasField("arbitration"):
+                self.arbitrations += 1
+                if self.stale_elections > 0:
+                    self.stale_elections -= 1
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Election id already exists")
                 low = req.arbitration.election_id.low
                 self.primary = max(self.primary, low)
                 reply = p4r.StreamMessageResponse()
@@ -213,3 +219,21 @@ def _unused_address() -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_connect_primary_retries_pi_stale_election_id(switch: tuple[FakeSwitch, str]) -> None:
+    fake, addr = switch
+    fake.stale_elections = 2
+    client = P4RuntimeClient.connect_primary(addr, 7, 10, timeout=5)
+    try:
+        assert (fake.arbitrations, fake.primary) == (3, 10)
+    finally:
+        client.close()
+
+
+def test_connect_primary_raises_other_refusals_at_once(switch: tuple[FakeSwitch, str]) -> None:
+    fake, addr = switch
+    fake.primary = 20
+    with pytest.raises(P4RuntimeClientError, match="not primary for device 7 .*ALREADY_EXISTS"):
+        P4RuntimeClient.connect_primary(addr, 7, 10, timeout=30)
+    assert fake.arbitrations == 1  # a backup's refusal is final, not retried

@@ -18,6 +18,7 @@ from finsy.proto import p4r, p4r_grpc, rpc_code
 from .errors import P4RuntimeClientError, code_name, write_error
 
 LOG = logging.getLogger("supergw_p4rt")
+_STALE_ELECTION = "Election id already exists"
 
 StreamKind = Literal["arbitration", "packet", "digest", "idle_timeout_notification", "error", "other"]
 STREAM_KINDS: tuple[StreamKind, ...] = get_args(StreamKind)
@@ -107,6 +108,27 @@ class P4RuntimeClient:
             raise P4RuntimeClientError(f"no arbitration reply from device {self.device_id} at {self.addr} within {timeout:g}s")
         arbitration: p4r.MasterArbitrationUpdate = msg.arbitration
         return arbitration
+
+    @classmethod
+    def connect_primary(
+        cls, addr: str, device_id: int, election_low: int, *, timeout: float = 5.0, rpc_timeout: float = 10.0
+    ) -> P4RuntimeClient:
+        """A new session that is primary. p4lang/PI can refuse an election id for a moment
+        after the previous stream with that id closed (INVALID_ARGUMENT "Election id already
+        exists": its teardown is asynchronous), so that one refusal is retried on a fresh
+        stream until `timeout`; anything else raises at once."""
+        deadline = time.monotonic() + timeout
+        while True:
+            client = cls(addr, device_id, election_low, rpc_timeout=rpc_timeout)
+            try:
+                client.become_primary(timeout=max(0.5, deadline - time.monotonic()))
+                return client
+            except P4RuntimeClientError as err:
+                client.close()
+                if _STALE_ELECTION not in str(err) or time.monotonic() >= deadline:
+                    raise
+                LOG.info("%s still holds election id %d of a closed stream; retrying", addr, election_low)
+                time.sleep(0.1)
 
     def become_primary(self, timeout: float = 5.0) -> None:
         """Arbitrate and raise unless this session is now the primary."""
