@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import pytest
@@ -146,18 +146,18 @@ class Controller:
         return {b["bucket"]: b["gateway"] for b in self.get("/buckets")}
 
 
-class Heartbeats:
-    """Posts a heartbeat for every gateway not silenced, every `interval` s, to every controller."""
+class StandInAgent:
+    """A stand-in for gateway agents: `tick(client)` every `interval` s on a daemon thread
+    while the `with` block runs. A POST that fails is simply tried again next tick, as a
+    real agent does while its controller restarts."""
 
-    def __init__(self, controllers: list[Controller], gateways: list[str], interval: float = 0.1) -> None:
-        self.controllers = controllers
-        self.gateways = gateways
-        self.silenced: set[str] = set()
+    def __init__(self, interval: float, http_timeout: float) -> None:
         self.interval = interval
+        self._http_timeout = http_timeout
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> Heartbeats:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -165,22 +165,38 @@ class Heartbeats:
         self._stop.set()
         self._thread.join(5)
 
+    def tick(self, client: httpx.Client) -> None:
+        raise NotImplementedError
+
     def _run(self) -> None:
-        with httpx.Client(timeout=0.5) as client:
+        with httpx.Client(timeout=self._http_timeout) as client:
             while not self._stop.is_set():
-                for c in self.controllers:
-                    for g in self.gateways:
-                        if g in self.silenced:
-                            continue
-                        try:
-                            client.post(
-                                f"{c.url}/api/v1/gateways/{g}/heartbeat",
-                                json={"gateway": g, "timestamp": time.time()},
-                                headers={"Authorization": f"Bearer {agent_token(g)}"},
-                            )
-                        except httpx.HTTPError:
-                            pass  # controller restarting: the agent just tries again
+                self.tick(client)
                 self._stop.wait(self.interval)
+
+
+class Heartbeats(StandInAgent):
+    """Posts a heartbeat for every gateway not silenced, every `interval` s, to every controller."""
+
+    def __init__(self, controllers: list[Controller], gateways: list[str], interval: float = 0.1) -> None:
+        super().__init__(interval, http_timeout=0.5)
+        self.controllers = controllers
+        self.gateways = gateways
+        self.silenced: set[str] = set()
+
+    def tick(self, client: httpx.Client) -> None:
+        for c in self.controllers:
+            for g in self.gateways:
+                if g in self.silenced:
+                    continue
+                try:
+                    client.post(
+                        f"{c.url}/api/v1/gateways/{g}/heartbeat",
+                        json={"gateway": g, "timestamp": time.time()},
+                        headers={"Authorization": f"Bearer {agent_token(g)}"},
+                    )
+                except httpx.HTTPError:
+                    pass
 
 
 @dataclass

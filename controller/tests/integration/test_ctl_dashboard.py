@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from dashboard_browser import Plot, chromium, dashboard_url, parse_plots, run_chromium
-from sgwctl_harness import TOKEN, Controller, Heartbeats, Setup, TopologySpec, agent_token
+from sgwctl_harness import TOKEN, Controller, Heartbeats, Setup, StandInAgent, TopologySpec, agent_token
 from sgwctl_topo import REMOTE_IP, Endpoint
 from supergw_controller.bucket import bucket_of
 
@@ -37,43 +37,31 @@ def eth0_bytes(ep: Endpoint) -> tuple[int, int]:
     return rx, tx
 
 
-class Reports:
+class Reports(StandInAgent):
     """Stand-in agents: a report per gateway not silenced every `interval` s."""
 
     def __init__(self, ctl: Controller, gateways: list[Endpoint], silenced: set[str], interval: float = 0.5) -> None:
-        self.ctl, self.gateways, self.silenced, self.interval = ctl, gateways, silenced, interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__(interval, http_timeout=1.0)
+        self.ctl, self.gateways, self.silenced = ctl, gateways, silenced
 
-    def __enter__(self) -> Reports:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        with httpx.Client(timeout=1.0) as client:
-            while not self._stop.is_set():
-                for g in self.gateways:
-                    if g.name in self.silenced:
-                        continue
-                    rx, tx = eth0_bytes(g)
-                    body = {
-                        "gateway": g.name, "timestamp": time.time(), "backend": "libipsec",
-                        "cpu_percent": CPU[g.name], "cpu_cores": 2, "softirq_percent": 0, "charon_cpu_percent": CPU[g.name],
-                        "tunnel_bytes_in": tx, "tunnel_bytes_out": rx, "tunnel_packets_in": 0, "tunnel_packets_out": 0,
-                        # The stand-in's "tunnel" is up: a controller that trusts SA state keeps using it.
-                        "sas": [{"name": "stand-in", "state": "INSTALLED", "established_s": 1, "bytes_in": tx,
-                                 "bytes_out": rx, "packets_in": 0, "packets_out": 0}],
-                    }
-                    try:
-                        client.post(f"{self.ctl.url}/api/v1/gateways/{g.name}/report", json=body,
-                                    headers={"Authorization": f"Bearer {agent_token(g.name)}"})
-                    except httpx.HTTPError:
-                        pass
-                self._stop.wait(self.interval)
+    def tick(self, client: httpx.Client) -> None:
+        for g in self.gateways:
+            if g.name in self.silenced:
+                continue
+            rx, tx = eth0_bytes(g)
+            body = {
+                "gateway": g.name, "timestamp": time.time(), "backend": "libipsec",
+                "cpu_percent": CPU[g.name], "cpu_cores": 2, "softirq_percent": 0, "charon_cpu_percent": CPU[g.name],
+                "tunnel_bytes_in": tx, "tunnel_bytes_out": rx, "tunnel_packets_in": 0, "tunnel_packets_out": 0,
+                # The stand-in's "tunnel" is up: a controller that trusts SA state keeps using it.
+                "sas": [{"name": "stand-in", "state": "INSTALLED", "established_s": 1, "bytes_in": tx,
+                         "bytes_out": rx, "packets_in": 0, "packets_out": 0}],
+            }
+            try:
+                client.post(f"{self.ctl.url}/api/v1/gateways/{g.name}/report", json=body,
+                            headers={"Authorization": f"Bearer {agent_token(g.name)}"})
+            except httpx.HTTPError:
+                pass
 
 
 def traffic(hosts: list[Endpoint], seconds: float) -> None:
