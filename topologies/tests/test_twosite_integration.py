@@ -210,13 +210,15 @@ def test_frozen_gateway_fails_over_and_traffic_resumes(pair: Pair) -> None:
     with subprocess.Popen(["ip", "netns", "exec", site.topo.ns(h.name), "ping", "-n", "-D", "-O", "-W", "1",
                            "-i", "0.01", "-w", "14", dst], stdout=subprocess.PIPE, text=True) as probe:
         # the probe is the only load: let the rebalancer settle, then freeze whoever carries it
-        victim = ""
-        for _ in range(8):
+        # (the same gateway twice, its LAN port receiving the probe in between)
+        victim, rx0 = "", 0
+        for _ in range(10):
             time.sleep(0.5)
             now = site.host(str(h.ip))["gateway"]
-            if now == victim:
+            rx = site.lan_rx(now)
+            if now == victim and rx - rx0 >= 10:
                 break
-            victim = now
+            victim, rx0 = now, rx
         else:
             pytest.fail(f"bucket {bucket} of {h.name} kept moving: {_moves(site, bucket, 0)[:5]}")
         partner = next(g.peer.name for g in site.topo.gateways if g.name == victim)
