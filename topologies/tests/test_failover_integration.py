@@ -15,8 +15,6 @@ import json
 import math
 import os
 import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -26,25 +24,15 @@ from typing import Any
 import pytest
 
 from topologies import components
-from topologies.components import SWITCH_BIN
 from topologies.configs import controller_url
 from topologies.model import Topology, load_topology
 from topologies.network import existing_namespaces
 from topologies.processes import RunState
 from topologies.run import STATE
+from topologies.tests.emulation import EMULATION_MARKS, run_topologies
 
-REPO = Path(__file__).resolve().parents[2]
+pytestmark = EMULATION_MARKS
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces and eBPF"),
-    pytest.mark.skipif(not SWITCH_BIN.is_file(), reason="switch not built (make switch)"),
-]
-
-
-def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "topologies.run", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout, check=False)
 
 
 class Emu:
@@ -87,13 +75,13 @@ def emu() -> Iterator[Emu]:
     if STATE.exists() or existing_namespaces(topo):
         pytest.skip("an emulation is already running here (make stop first)")
     try:
-        up = _run("up")
+        up = run_topologies("up")
         assert up.returncode == 0, up.stdout + up.stderr
         state = RunState.load(STATE)
         assert state is not None
         yield Emu(topo, state)
     finally:
-        assert _run("down").returncode == 0
+        assert run_topologies("down").returncode == 0
 
 
 def _all_alive(gws: dict[str, dict[str, Any]]) -> bool:

@@ -7,31 +7,18 @@ about half a minute per switch.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from topologies import bmv2
-from topologies.components import SWITCH_BIN
 from topologies.model import SWITCH_KINDS, SwitchKind, load_topology
 from topologies.network import existing_namespaces
 from topologies.run import LOGS, STATE
+from topologies.tests.emulation import EMULATION_MARKS, run_topologies
 
-REPO = Path(__file__).resolve().parents[2]
+pytestmark = EMULATION_MARKS
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces and eBPF"),
-    pytest.mark.skipif(not SWITCH_BIN.is_file(), reason="switch not built (make switch)"),
-]
-
-
-def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "topologies.run", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout, check=False)
 
 
 @pytest.mark.parametrize("switch", SWITCH_KINDS)
@@ -43,16 +30,16 @@ def test_up_twice_then_down(switch: SwitchKind) -> None:
         pytest.skip("an emulation is already running here (make stop first)")
     other = next(k for k in SWITCH_KINDS if k != switch)
     try:
-        up = _run("up", "--switch", switch)
+        up = run_topologies("up", "--switch", switch)
         assert up.returncode == 0, up.stdout + up.stderr
         for stage in ("switch", "controller", "tunnels", "agents", "end-to-end ping"):
             assert f"ok  {stage}:" in up.stdout, up.stdout
         assert "http://" in up.stdout and "make stop" in up.stdout
-        again = _run("up", "--switch", switch)
+        again = run_topologies("up", "--switch", switch)
         assert again.returncode == 0 and "already running" in again.stdout
-        mixed = _run("up", "--switch", other)
+        mixed = run_topologies("up", "--switch", other)
         assert mixed.returncode == 1 and f"switch {switch}" in mixed.stdout and "on the other switch" in mixed.stdout
-        status = _run("status")
+        status = run_topologies("status")
         assert status.returncode == 0, status.stdout
         ping = subprocess.run(["ip", "netns", "exec", topo.ns(topo.hosts[-1].name), "ping", "-c", "2", "-W", "2",
                                str(topo.remote.hosts[-1].ip)], capture_output=True, text=True, check=False)
@@ -65,8 +52,8 @@ def test_up_twice_then_down(switch: SwitchKind) -> None:
             if log.is_file() and log.stat().st_size:
                 assert "Processing packet received on port" in log.read_text(errors="replace")
     finally:
-        down = _run("down")
+        down = run_topologies("down")
     assert down.returncode == 0
     assert existing_namespaces(topo) == []
     assert not STATE.exists()
-    assert _run("down").returncode == 0  # idempotent
+    assert run_topologies("down").returncode == 0  # idempotent

@@ -22,32 +22,21 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from topologies import components, network
-from topologies.components import SWITCH_BIN
 from topologies.configs import controller_url
 from topologies.model import Topology
 from topologies.processes import RunState
 from topologies.run import STATE
 from topologies.twosite import TWO_SITE_TOPOLOGY, load_two_site, site_dir
+from topologies.tests.emulation import EMULATION_MARKS, run_topologies
 
-REPO = Path(__file__).resolve().parents[2]
+pytestmark = EMULATION_MARKS
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces and eBPF"),
-    pytest.mark.skipif(not SWITCH_BIN.is_file(), reason="switch not built (make switch)"),
-]
-
-
-def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "topologies.run", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout, check=False)
 
 
 class Site:
@@ -107,13 +96,13 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     if STATE.exists() or any(network.existing_namespaces(t) for t in sites):
         pytest.skip("an emulation is already running here (make stop first)")
     try:
-        up = _run("up", "--topology", str(path))
+        up = run_topologies("up", "--topology", str(path))
         assert up.returncode == 0, up.stdout + up.stderr
         state = RunState.load(STATE)
         assert state is not None and state.info.get("kind") == "two-site"
         yield Pair(Site(sites[0]), Site(sites[1]), state)
     finally:
-        down = _run("down", "--topology", str(path))
+        down = run_topologies("down", "--topology", str(path))
         left = [ns for t in sites for ns in network.existing_namespaces(t)]
         assert down.returncode == 0 and not left, down.stdout + down.stderr + f"\nleft: {left}"
 
