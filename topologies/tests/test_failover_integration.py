@@ -15,7 +15,6 @@ import json
 import math
 import os
 import signal
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ from topologies.model import Topology, load_topology
 from topologies.network import existing_namespaces
 from topologies.processes import RunState
 from topologies.run import STATE
-from topologies.tests.emulation import EMULATION_MARKS, run_topologies
+from topologies.tests.emulation import EMULATION_MARKS, Gateways, run_topologies, wait_for_gateways
 
 pytestmark = EMULATION_MARKS
 
@@ -50,16 +49,8 @@ class Emu:
     def gws(self) -> dict[str, dict[str, Any]]:
         return {g["name"]: g for g in self.get("/gateways")}
 
-    def until(self, what: str, cond: Callable[[dict[str, dict[str, Any]]], bool], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        seen: Any = None
-        while time.monotonic() < deadline:
-            gws = self.gws()
-            if cond(gws):
-                return
-            seen = {n: (g["state"], g["buckets"], g.get("tunnel_up"), g.get("unhealthy")) for n, g in gws.items()}
-            time.sleep(0.2)
-        pytest.fail(f"{what}: not within {timeout:.0f}s; gateways (state, buckets, tunnel_up, unhealthy): {seen}")
+    def until(self, what: str, cond: Callable[[Gateways], bool], timeout: float) -> None:
+        wait_for_gateways(self.gws, what, cond, timeout)
 
     def gw_config(self, name: str) -> Path:
         return self.conf_dir / f"gateway-{name}.yaml"

@@ -33,7 +33,7 @@ from topologies.model import Topology
 from topologies.processes import RunState
 from topologies.run import STATE
 from topologies.twosite import TWO_SITE_TOPOLOGY, load_two_site, site_dir
-from topologies.tests.emulation import EMULATION_MARKS, run_topologies
+from topologies.tests.emulation import EMULATION_MARKS, Gateways, run_topologies, wait_for_gateways
 
 pytestmark = EMULATION_MARKS
 
@@ -59,16 +59,8 @@ class Site:
     def host(self, ip: str) -> dict[str, Any]:
         return next(h for h in self.call("/hosts") if h["ip"] == ip)
 
-    def until(self, what: str, cond: Callable[[dict[str, dict[str, Any]]], bool], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        seen: Any = None
-        while time.monotonic() < deadline:
-            gws = self.gws()
-            if cond(gws):
-                return
-            seen = {n: (g["state"], g["buckets"], g.get("tunnel_up")) for n, g in gws.items()}
-            time.sleep(0.2)
-        pytest.fail(f"{self.topo.prefix}: {what}: not within {timeout:.0f}s; gateways (state, buckets, tunnel_up): {seen}")
+    def until(self, what: str, cond: Callable[[Gateways], bool], timeout: float) -> None:
+        wait_for_gateways(self.gws, f"{self.topo.prefix}: {what}", cond, timeout)
 
     def lan_rx(self, gw: str) -> int:
         """Frames the gateway's LAN interface received (from the switch)."""
