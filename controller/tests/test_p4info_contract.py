@@ -28,27 +28,20 @@ TOP = P4SRC / "v1model" / "supergw.p4"
 INGRESS = "SupergwIngress"
 
 
-def _gen_constants() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_constants", P4SRC / "gen_constants.py")
+def _script(name: str, path: Path) -> ModuleType:
+    """A p4src tool (a script, not a package), loaded by path."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("gen_constants", module)
+    sys.modules.setdefault(name, module)
     spec.loader.exec_module(module)
     return module
 
 
-gen = _gen_constants()
-
-
-def jenkins_one_at_a_time(name: str) -> int:
-    h = 0
-    for byte in name.encode():
-        h = (h + byte) & 0xFFFFFFFF
-        h = (h + (h << 10)) & 0xFFFFFFFF
-        h ^= h >> 6
-    h = (h + (h << 3)) & 0xFFFFFFFF
-    h ^= h >> 11
-    return (h + (h << 15)) & 0xFFFFFFFF
+gen = _script("gen_constants", P4SRC / "gen_constants.py")
+# p4c's default P4Runtime IDs (prefix byte + jenkins_one_at_a_time of the name) are
+# computed in one place, the Tofino-shape P4Info generator.
+p4c_ids = _script("supergw_tna_tofino_p4info", P4SRC / "tna" / "tofino_p4info.py")
 
 
 # ------------------------------------------------------------------ P4 source model
@@ -353,7 +346,7 @@ def test_digest(info: p4i.P4Info, src: Source) -> None:
     for digest in info.digests:
         name = digest.preamble.name
         # v1model's digest() is an extern function: p4c cannot take an @id for it.
-        assert digest.preamble.id == 0x17000000 | (jenkins_one_at_a_time(name) & 0xFFFFFF)
+        assert digest.preamble.id == p4c_ids.p4c_id("digest", name)
         assert digest.type_spec.struct.name == name
         members = info.type_info.structs[name].members
         assert [(m.name, m.type_spec.bitstring.bit.bitwidth) for m in members] == [
@@ -363,7 +356,7 @@ def test_digest(info: p4i.P4Info, src: Source) -> None:
 
 def test_jenkins_matches_p4c() -> None:
     # NoAction's well-known p4c ID.
-    assert 0x01000000 | (jenkins_one_at_a_time("NoAction") & 0xFFFFFF) == 21257015
+    assert p4c_ids.p4c_id("action", "NoAction") == 21257015
 
 
 def test_no_directly_called_actions(src: Source) -> None:
