@@ -223,7 +223,29 @@ class LearningConfig(_Strict):
     )
 
 
+class RebalancePolicy(StrEnum):
+    SUPERGW = "supergw"
+    PAPER = "paper"
+
+
+class PaperPolicyConfig(_Strict):
+    """The clustering paper's Algorithm 5 (§4.3); defaults are the paper's values."""
+
+    load_window_s: float = Field(default=1.33, gt=0, description="T_L: bucket loads are measured over this window")
+    interval_s: float = Field(default=4.0, gt=0, description="T_M: one migration decision this often")
+    load_difference: float = Field(
+        default=0.10, ge=0, description="L_D: move when (max - min) load exceeds this fraction of the mean"
+    )
+    move_size: int = Field(default=4, ge=1, description="|W|: random loaded buckets moved per decision")
+    seed: int | None = Field(default=None, description="seed of the random choice (null: a fresh one per start)")
+
+
 class RebalancerConfig(_Strict):
+    policy: RebalancePolicy = Field(
+        default=RebalancePolicy.SUPERGW,
+        description="supergw: greedy moves every timing.rebalance_interval_ms; paper: the paper's random |W| moves",
+    )
+    paper: PaperPolicyConfig = Field(default_factory=PaperPolicyConfig)
     threshold: float = Field(default=1.10, gt=1.0, description="rebalance when max/mean load exceeds this")
     hysteresis: float = Field(default=0.05, ge=0, lt=1.0, description="stop once max/mean < threshold - hysteresis")
     move_budget: int = Field(default=8, ge=1, description="at most this many bucket moves per round")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -23,7 +24,7 @@ from supergw_controller import p4constants as pc
 from supergw_controller.assignment import fill_missing
 from supergw_controller.bucket import bucket_of, vmac
 from supergw_controller.bucket_stats import BucketStats
-from supergw_controller.config import Config, ConfigError, PortRoleName
+from supergw_controller.config import Config, ConfigError, PortRoleName, RebalancePolicy
 from supergw_controller.errors import Conflict, SwitchUnavailable, UnknownBucket
 from supergw_controller.events import EventRing
 from supergw_controller.failover import PortMonitor, watchdog
@@ -36,11 +37,13 @@ from supergw_controller.rebalancer import (
     GatewayState,
     Move,
     MoveReason,
+    PaperParams,
     Plan,
     RebalanceInput,
     RebalanceParams,
     hot_first,
     imbalance,
+    plan_paper,
     plan_rebalance,
 )
 from supergw_controller.reports import GatewayReport, Heartbeat
@@ -112,6 +115,9 @@ class Dispatcher:
             move_budget=config.rebalancer.move_budget,
             refill_budget=config.rebalancer.refill_budget,
         )
+        paper = config.rebalancer.paper
+        self.paper_params = PaperParams(load_difference=paper.load_difference, move_size=paper.move_size)
+        self._paper_rng = random.Random(paper.seed)
         self.session = SwitchSession(
             config, self._on_primary, self._on_role, name=session_name, on_backup=self._on_backup
         )
@@ -431,6 +437,9 @@ class Dispatcher:
         t = self.config.timing
         poll = t.counter_poll_interval_ms / 1000.0
         every = t.rebalance_interval_ms / 1000.0
+        if self.config.rebalancer.policy is RebalancePolicy.PAPER:
+            # the paper's clock: loads over T_L (counter reads that far apart), a decision every T_M
+            poll, every = self.config.rebalancer.paper.load_window_s, self.config.rebalancer.paper.interval_s
         next_round = self._clock() + every
         failing = False
         while True:
@@ -480,6 +489,8 @@ class Dispatcher:
             gateways=self.registry.rebalance_inputs(),
             pins=dict(self.pins),
         )
+        if self.config.rebalancer.policy is RebalancePolicy.PAPER:
+            return plan_paper(inp, self.paper_params, self._paper_rng, self.params)
         return plan_rebalance(inp, self.params)
 
     async def _round(self, *, dry_run: bool, mandatory_only: bool) -> RebalanceView:

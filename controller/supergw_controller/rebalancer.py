@@ -13,6 +13,7 @@ two rounds.
 from __future__ import annotations
 
 import math
+import random
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,11 +43,12 @@ class MoveReason(StrEnum):
     REBALANCE = "rebalance"
     REFILL = "refill"
     OPERATOR = "operator"
+    PAPER = "paper-rebalance"  # a load move of the paper's policy (`plan_paper`)
 
 
 _MAX_BUCKET_ID = 1 << 32  # above any bucket index, for bisecting (cost, bucket) pairs
 
-BUDGETED_REASONS = frozenset({MoveReason.REBALANCE, MoveReason.REFILL})
+BUDGETED_REASONS = frozenset({MoveReason.REBALANCE, MoveReason.REFILL, MoveReason.PAPER})
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,23 @@ class RebalanceParams:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
         if not (0.0 < self.cpu_ceiling and math.isfinite(self.cpu_ceiling)):
             raise ValueError(f"cpu_ceiling must be > 0, got {self.cpu_ceiling}")
+
+
+@dataclass(frozen=True)
+class PaperParams:
+    """The clustering paper's Algorithm 5 (§4.3 values): every T_M, when the load difference
+    between the most and the least loaded gateway exceeds L_D, |W| random flows move from
+    the first to the second. T_L (the load window) and T_M (the round period) are the
+    caller's clock; the planner only sees the rates measured over T_L."""
+
+    load_difference: float = 0.10  # L_D, as a fraction of the weight-normalised mean load
+    move_size: int = 4  # |W|
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.load_difference) and self.load_difference >= 0):
+            raise ValueError(f"load_difference must be a finite number >= 0, got {self.load_difference}")
+        if self.move_size < 1:
+            raise ValueError(f"move_size must be >= 1, got {self.move_size}")
 
 
 @dataclass(frozen=True)
@@ -398,6 +417,26 @@ class _Planner:
                 donor = max(donors, key=lambda n: ((self.counts[n] - share[n]) / self.weights[n], n))
                 self.move(idle[donor].pop(), r, MoveReason.REFILL)
 
+    def paper_moves(self, paper: PaperParams, rng: random.Random) -> None:
+        """Up to |W| random buckets carrying traffic from the most to the least loaded gateway.
+
+        The paper's hosts each own one of K = 256 virtual MACs, so its random flows are
+        random loaded buckets; picking among idle buckets too would, with K far above the
+        number of hosts, mostly move nothing and measure K instead of the policy.
+        """
+        mean = self.mean()
+        if len(self.eligible) < 2 or mean <= 0.0:
+            return
+        src = min(self.eligible, key=lambda n: (-self.norm(n), n))
+        dst = min(self.eligible, key=lambda n: (self.norm(n), n))
+        difference = (self.norm(src) - self.norm(dst)) / mean
+        if src == dst or difference <= paper.load_difference:
+            return
+        movable = [b for b, g in enumerate(self.assign)
+                   if g == src and self.cost[b] > 0.0 and b not in self.pins and b not in self.moved]
+        for b in sorted(rng.sample(movable, min(paper.move_size, len(movable)))):
+            self.move(b, dst, MoveReason.PAPER)
+
     def cpu_warnings(self) -> None:
         """Validate counters against agents' CPU: a hot gateway the counters call light."""
         mean = self.mean()
@@ -425,6 +464,37 @@ def plan_rebalance(inp: RebalanceInput, params: RebalanceParams | None = None) -
         planner.mandatory()
         planner.cpu_warnings()
         planner.load_moves()
+        planner.idle_refill()
+    return Plan(
+        moves=tuple(planner.moves),
+        load_before=load_before,
+        load_after=dict(planner.loads),
+        ratio_before=ratio_before,
+        ratio_after=planner.ratio(),
+        failover=any(m.reason is MoveReason.FAILOVER for m in planner.moves),
+        warnings=tuple(planner.warnings),
+    )
+
+
+def plan_paper(
+    inp: RebalanceInput, paper: PaperParams, rng: random.Random, costs: RebalanceParams | None = None
+) -> Plan:
+    """One round of the paper's policy (`rebalancer.policy: paper`).
+
+    Failover, drain, pin and unassigned moves and the idle refill of recovering gateways
+    are those of `plan_rebalance` (health is not a load policy); only the load moves
+    differ. Pure apart from `rng`, which the caller seeds for reproducible runs. `costs`
+    gives the bucket cost weights (packet_cost, byte_cost) as in `plan_rebalance`.
+    """
+    gws = _validate(inp)
+    planner = _Planner(inp, costs if costs is not None else RebalanceParams(), gws)
+    load_before = dict(planner.loads)
+    ratio_before = planner.ratio()
+    if not planner.eligible:
+        planner.warnings.append("no eligible gateway (all dead or drained): nothing can move")
+    else:
+        planner.mandatory()
+        planner.paper_moves(paper, rng)
         planner.idle_refill()
     return Plan(
         moves=tuple(planner.moves),
