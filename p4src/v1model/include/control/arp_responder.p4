@@ -6,17 +6,7 @@
 #ifndef SUPERGW_ARP_RESPONDER_P4
 #define SUPERGW_ARP_RESPONDER_P4
 
-// Turns the ARP request in hdr into the reply "sender_ip is at sender_mac", addressed
-// to the requester. A function, not an action: p4c would list an action in the P4Info.
-void arp_request_to_reply(inout headers_t hdr, in mac_addr_t sender_mac, in ipv4_addr_t sender_ip) {
-    hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
-    hdr.ethernet.src_addr = sender_mac;
-    hdr.arp.oper = ARP_OPER_REPLY;
-    hdr.arp.tha = hdr.arp.sha;
-    hdr.arp.tpa = hdr.arp.spa;
-    hdr.arp.sha = sender_mac;
-    hdr.arp.spa = sender_ip;
-}
+#include "../../../common/arp_reply.p4"
 
 control ArpResponder(inout headers_t hdr,
                      inout local_metadata_t meta,
