@@ -154,6 +154,8 @@ def gateway_config(
     }
     if side == "lan" and topo.gateway_cpu_percent is not None:
         cfg["cpu_quota_percent"] = topo.gateway_cpu_percent
+    if topo.esp_proposals is not None:
+        cfg["proposals"] = {"esp": list(topo.esp_proposals)}
     if side == "lan":
         cfg["controller"] = {
             "url": controller_url(topo),

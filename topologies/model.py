@@ -167,6 +167,9 @@ class Topology(_Strict):
     controller: ControllerSpec = Field(default_factory=ControllerSpec)
     # cgroup CPU quota of each member gateway's charon, % of one core (None: no cap).
     gateway_cpu_percent: float | None = Field(default=None, gt=0, le=6400)
+    # ESP proposals of every tunnel (strongSwan syntax, checked by the gateway's loader);
+    # None: the gateway's default (supergw_gateway.config.DEFAULT_ESP_PROPOSAL).
+    esp_proposals: list[str] | None = Field(default=None, min_length=1)
     partner_site: PartnerSite | None = None
 
     @field_validator("prefix")

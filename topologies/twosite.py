@@ -84,6 +84,7 @@ class TwoSite(_Strict):
     hosts_per_site: int = Field(ge=1, le=MAX_HOSTS)
     first_host: int = Field(default=11, ge=2, le=249)  # host j: LAN .(first_host + j - 1), MAC mac_base + the same
     gateway_cpu_percent: float | None = Field(default=None, gt=0, le=6400)
+    esp_proposals: list[str] | None = Field(default=None, min_length=1)  # both sites' tunnels; None: the default
     buckets: int = Field(default=256, ge=1, le=4096)
     switch: SwitchSpec
     wan: WanNet
@@ -160,6 +161,7 @@ def site_topology(ts: TwoSite, idx: int) -> Topology:
         "mgmt": {"subnet": str(s.mgmt), "host_ip": str(s.mgmt[1]), "controller_ip": str(s.mgmt[2])},
         "controller": {"api_port": s.api_port, "psk_bytes": ts.psk_bytes},
         "gateway_cpu_percent": ts.gateway_cpu_percent,
+        "esp_proposals": ts.esp_proposals,
         "partner_site": {"wan_netns": ts.wan.netns, "initiate": s.initiate},
     }
     return Topology.model_validate(data)
