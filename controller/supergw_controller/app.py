@@ -21,10 +21,9 @@ log = logging.getLogger(__name__)
 
 
 def build_dispatcher(config: Config) -> Dispatcher:
-    from supergw_controller.intent_store import IntentStore
+    from supergw_controller.stores import build_intent_store
 
-    config.state_db.parent.mkdir(parents=True, exist_ok=True)
-    return Dispatcher(config, IntentStore(config.state_db))
+    return Dispatcher(config, build_intent_store(config))
 
 
 class ListenError(RuntimeError):

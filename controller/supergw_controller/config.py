@@ -353,6 +353,48 @@ class PortMonitorConfig(_Strict):
     netns: str | None = Field(default=None, description="network namespace holding the interfaces")
 
 
+class StoreBackend(StrEnum):
+    SQLITE = "sqlite"
+    ETCD = "etcd"
+
+
+class EtcdStoreConfig(_Strict):
+    endpoints: list[str] = Field(min_length=1, description="etcd client addresses, host:port (any member will do)")
+    prefix: str = Field(default="/supergw/default", description="key prefix of this super gateway's intent")
+    timeout_s: float = Field(default=1.0, gt=0, le=30, description="deadline of every etcd call")
+
+    @field_validator("endpoints")
+    @classmethod
+    def _endpoints(cls, v: list[str]) -> list[str]:
+        from supergw_controller.etcd_kv import grpc_target
+
+        grpc_target(v)  # raises ValueError saying which endpoint is wrong
+        return v
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, v: str) -> str:
+        from supergw_controller.etcd_store import validate_prefix
+
+        return validate_prefix(v)
+
+
+class StoreConfig(_Strict):
+    """Where operator intent and the event log live: SQLite (`state_db`) or etcd (replicas)."""
+
+    backend: StoreBackend = StoreBackend.SQLITE
+    etcd: EtcdStoreConfig | None = None
+
+    @model_validator(mode="after")
+    def _etcd_given(self) -> StoreConfig:
+        if self.backend is StoreBackend.ETCD and self.etcd is None:
+            raise ValueError(
+                "backend is etcd but there is no store.etcd section: add store.etcd.endpoints"
+                ' (e.g. ["127.0.0.1:2379"]), and optionally prefix and timeout_s'
+            )
+        return self
+
+
 class Config(_Strict):
     switch: SwitchConfig
     pipeline: PipelineConfig
@@ -367,6 +409,7 @@ class Config(_Strict):
     api: ApiConfig
     port_monitor: PortMonitorConfig = Field(default_factory=PortMonitorConfig)
     state_db: Path = Field(default=Path("supergw-state.sqlite3"))
+    store: StoreConfig = Field(default_factory=StoreConfig)
 
     @field_validator("ports", mode="before")
     @classmethod

@@ -1,5 +1,9 @@
 """Operator intent (weights, drains, pins) and the move/event log, persisted in SQLite.
 
+`IntentStoreApi` is what every store offers (this one, the single-controller default, and
+`etcd_store.EtcdIntentStore` for replicated controllers); `stores.build_intent_store`
+picks one from the config.
+
 stdlib sqlite3 behind `asyncio.to_thread`: one connection, used by one worker call at a
 time (a lock serialises calls), so the event loop never blocks on disk. The event log is
 bounded: after each insert the oldest rows beyond `max_events` are deleted.
@@ -12,7 +16,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from supergw_controller.rebalancer import Move
 
@@ -45,7 +49,11 @@ _MIGRATIONS = {("events", "who"): "ALTER TABLE events ADD COLUMN who TEXT"}
 
 
 class IntentStoreError(RuntimeError):
-    """The store is not open, or the database file cannot be used."""
+    """The store is not open, or the database file (or etcd) cannot be used."""
+
+
+class FencedError(IntentStoreError):
+    """A fenced write found another leader's key (or none): this replica must not write."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,22 @@ class EventRecord:
     reason: str
     detail: str = ""
     who: str | None = None  # the operator (token name) behind an operator action
+
+
+class IntentStoreApi(Protocol):
+    async def open(self) -> None: ...
+    async def close(self) -> None: ...
+    async def load(self) -> Intent: ...
+    async def set_weight(self, gateway: str, weight: float) -> None: ...
+    async def set_drained(self, gateway: str, drained: bool) -> None: ...
+    async def pin(self, bucket: int, gateway: str) -> None: ...
+    async def unpin(self, bucket: int) -> None: ...
+    async def record_events(self, records: Sequence[EventRecord]) -> None: ...
+    async def record_event(self, ev: EventRecord) -> None: ...
+    async def record_moves(self, moves: Sequence[Move], ts: float, detail: str = "") -> None: ...
+    async def events(self, limit: int = 100, since_id: int = 0) -> list[EventRecord]:
+        """Newest first; only events with id > since_id."""
+        ...
 
 
 class IntentStore:
