@@ -73,7 +73,8 @@ def prepare(program: Path, out_dir: Path) -> Bmv2:
         raise Bmv2Unavailable("p4c is not installed, so there is no BMv2 JSON to load (see p4src/README.md)")
     version = subprocess.run([str(p4c), "--version"], capture_output=True, text=True, check=False).stdout.strip()
     out_dir.mkdir(parents=True, exist_ok=True)
-    json_path, p4info = out_dir / "supergw.json", out_dir / "supergw.p4info.txtpb"
+    # p4c names the JSON after the program.
+    json_path, p4info = out_dir / f"{program.stem}.json", out_dir / f"{program.stem}.p4info.txtpb"
     proc = subprocess.run(
         [str(p4c), "--target", "bmv2", "--arch", "v1model", "--p4runtime-files", str(p4info),
          "-o", str(out_dir), str(program)],

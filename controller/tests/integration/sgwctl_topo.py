@@ -34,12 +34,12 @@ from typing import Literal
 # simple_switch_grpc has no default CPU port: both switches get the pipeline's (defines.p4).
 from supergw_controller.p4constants import CPU_PORT
 
+# The committed P4Info, and `make p4`'s BMv2 JSON with the P4Info p4c wrote beside it.
+from topologies.configs import BMV2_BUILT_P4INFO, BMV2_JSON, P4INFO
+
 REPO = Path(__file__).resolve().parents[3]
 SWITCH_BIN = REPO / "targets" / "ebpf" / "bin" / "supergw-switch"
-P4INFO = REPO / "p4src" / "v1model" / "supergw.p4info.txtpb"
 BMV2_BIN = "simple_switch_grpc"  # looked up on PATH, like ptf-tests/run.sh does
-BMV2_JSON = REPO / "build" / "p4" / "supergw.json"  # from `make p4`
-BMV2_BUILT_P4INFO = REPO / "build" / "p4" / "supergw.p4info.txtpb"  # p4c's P4Info beside that JSON
 
 Switch = Literal["ebpf", "bmv2"]
 SWITCHES: tuple[Switch, ...] = ("ebpf", "bmv2")
