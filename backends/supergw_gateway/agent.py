@@ -8,6 +8,11 @@ timeouts. It survives controller downtime: failed POSTs are retried with backoff
 heartbeats capped at 0.5 s so they resume quickly, reports up to 5 s), and no error ends
 the loops.
 
+With a `partner` in its config (the paired gateway of a partner super gateway) the agent
+exchanges pair beacons with the partner's agent through the tunnel (`partner.py`) and says
+in every heartbeat and report whether the partner is up; without one the feature is off
+(the log and /health say so) and the partner learns of a failure only through IKE DPD.
+
 CPU is the gateway's own, never the machine's: for a UML guest its /proc/stat; in a
 namespace its cgroup's cpuacct usage when it has one, else its processes (charon with
 libipsec's userspace ESP threads, and this agent).
@@ -20,6 +25,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,10 +34,13 @@ import httpx
 from supergw_controller.reports import tunnel_up
 
 from supergw_gateway import tunnel
+from supergw_controller.heartbeat import FLAG_CHARON_DOWN, FLAG_LAN_DOWN
+
 from supergw_gateway.beacon import HeartbeatSender, process_running
 from supergw_gateway.cgroup import CpuAcct
 from supergw_gateway.config import Controller, GatewayConfig
-from supergw_gateway.errors import GatewayError
+from supergw_gateway.errors import ConfigError, GatewayError
+from supergw_gateway.partner import PartnerMonitor, link_running
 from supergw_gateway.report import (
     CpuSample,
     GatewayReport,
@@ -167,8 +176,10 @@ class ControllerLink:
     never delays a heartbeat, and an unreachable controller never slows another one."""
 
     def __init__(self, url: str, gateway: str, ctl: Controller, state: AgentState,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 flags: Callable[[], tuple[bool | None, bool | None]] = lambda: (None, None)) -> None:
         self.gateway, self.ctl, self.agg = gateway, ctl, state
+        self.flags = flags  # (charon down, partner down) for the REST heartbeat
         self.state = LinkState(url)
         base = url.rstrip("/") + "/api/v1"
         secret = ctl.secret(url)
@@ -195,7 +206,9 @@ class ControllerLink:
         while True:
             t0 = time.monotonic()
             try:
-                hb = Heartbeat(gateway=self.gateway, timestamp=time.time())
+                charon_down, partner_down = await asyncio.to_thread(self.flags)
+                hb = Heartbeat(gateway=self.gateway, timestamp=time.time(), charon_down=charon_down,
+                               partner_down=partner_down)
                 await self._post(self.hb_http, path, hb.model_dump_json())
                 self.state.heartbeats_ok += 1
                 self.agg.heartbeats_ok += 1
@@ -249,7 +262,9 @@ class Agent:
         self.sampler = Sampler(self.gw)
         self.state = AgentState()
         self.feed = ReportFeed()
-        self.links = [ControllerLink(u, cfg.name, self.ctl, self.state, transport) for u in self.ctl.endpoints]
+        self.partner = self._partner_monitor(cfg)
+        self.links = [ControllerLink(u, cfg.name, self.ctl, self.state, transport, self.rest_flags)
+                      for u in self.ctl.endpoints]
         self.heartbeat = heartbeat
         self.sender: HeartbeatSender | None = None
         if heartbeat == "udp":
@@ -261,11 +276,52 @@ class Agent:
                                        "token_file): it authenticates the reports and keys the heartbeats")
                 keyed.append((url, secret.encode()))
             self.sender = HeartbeatSender(cfg.name, keyed, self.ctl.heartbeat_interval_ms / 1000,
-                                          self.charon_running)
+                                          self.charon_running,
+                                          self.partner.down if self.partner is not None else None)
+
+    def _partner_monitor(self, cfg: GatewayConfig) -> PartnerMonitor | None:
+        p = cfg.partner
+        local = cfg.partner_local_address
+        if p is None or local is None:
+            return None
+        try:
+            key = p.secret()
+        except ConfigError as exc:
+            raise GatewayError(f"{cfg.name}: {exc}") from None
+        return PartnerMonitor(cfg.name, p.name, key, (str(local), p.port), (str(p.address), p.port),
+                              p.interval_ms / 1000, p.missed, self.own_flags, self._partner_changed,
+                              startup_grace_s=p.startup_grace_s, max_skew_s=p.max_skew_s)
+
+    def _partner_changed(self, up: bool | None) -> None:
+        if self.sender is not None:
+            self.sender.poke()
+
+    def partner_line(self) -> str:
+        """What the log and /health say about pair beacons."""
+        p = self.cfg.partner
+        if p is None or self.partner is None:
+            return ("pair beacons off (no `partner` in the config): a partner site learns of this gateway's "
+                    "failure only through IKE DPD")
+        return (f"pair beacons with {p.name}: {self.partner.local[0]} <-> {p.address} port {p.port} through the "
+                f"tunnel every {p.interval_ms} ms, partner down after {p.missed} missed")
 
     def charon_running(self) -> bool | None:
         """Whether the gateway's charon (for UML: its guest) is running, not stopped or gone."""
         return process_running(self.gw.charon_pid())
+
+    def own_flags(self) -> int:
+        """What this gateway's pair beacons say of it: charon stopped, LAN interface down."""
+        flags = 0
+        if self.charon_running() is False:
+            flags |= FLAG_CHARON_DOWN
+        lan = self.cfg.lan
+        if lan is not None and self.cfg.backend.value != "uml" and link_running(lan.device) is False:
+            flags |= FLAG_LAN_DOWN
+        return flags
+
+    def rest_flags(self) -> tuple[bool | None, bool | None]:
+        charon = self.charon_running()
+        return (None if charon is None else not charon), (self.partner.down() if self.partner is not None else None)
 
     def backend_label(self) -> str:
         st = self.gw.backend_state()
@@ -279,8 +335,9 @@ class Agent:
         except Exception as exc:  # SA state unknown: say so; a dead charon shows in the heartbeats
             log.warning("VICI unavailable: %s", exc)
             sas, sa_error = [], f"VICI: {type(exc).__name__}: {exc}"[:500]
+        partner = await asyncio.to_thread(self.partner.state) if self.partner is not None else None
         rep = build_report(self.cfg.name, self.backend_label(), prev, cur, sas, tunnel.conn_name(self.cfg),
-                           sa_error=sa_error)
+                           sa_error=sa_error, partner=partner)
         return rep, cur
 
     async def sample_loop(self) -> None:
@@ -303,18 +360,26 @@ class Agent:
         await asyncio.gather(self.sample_loop(), *(link.report_loop(self.feed) for link in self.links))
 
     async def heartbeat_loop(self) -> None:
-        if self.sender is None:
-            await asyncio.gather(*(link.heartbeat_loop() for link in self.links))
-            return
-        self.sender.start()
+        if self.partner is not None:
+            self.partner.start()
         try:
-            await asyncio.Event().wait()  # the thread beats until we are cancelled
+            if self.sender is None:
+                await asyncio.gather(*(link.heartbeat_loop() for link in self.links))
+                return
+            self.sender.start()
+            try:
+                await asyncio.Event().wait()  # the thread beats until we are cancelled
+            finally:
+                self.sender.stop()
         finally:
-            self.sender.stop()
+            if self.partner is not None:
+                await asyncio.to_thread(self.partner.stop)
 
     async def aclose(self) -> None:
         if self.sender is not None:
             self.sender.stop()
+        if self.partner is not None:
+            self.partner.stop()
         for link in self.links:
             await link.aclose()
 
@@ -328,6 +393,10 @@ class Agent:
             "heartbeats_ok": self.state.heartbeats_ok, "heartbeats_failed": self.state.heartbeats_failed,
             "heartbeat": self.heartbeat,
             "udp_heartbeats": vars(self.sender.stats).copy() if self.sender else None,
+            "partner": (self.partner.state().model_dump() | {"send_failed": self.partner.send_failed,
+                                                             "last_error": self.partner.last_error})
+            if self.partner is not None else None,
+            "pair_beacons": self.partner_line(),
             "last_error": self.state.last_error, "uptime_s": round(time.time() - self.state.started, 1),
             "controllers": [vars(link.state).copy() for link in self.links],
         }
@@ -362,8 +431,8 @@ async def run_agent(cfg: GatewayConfig, health_listen: str = "127.0.0.1:0") -> N
     agent = Agent(cfg)
     server = await agent.start_health(health_listen)
     addr = server.sockets[0].getsockname()
-    log.warning("agent %s: health on http://%s:%d/health, reporting to %s", cfg.name, addr[0], addr[1],
-                ", ".join(agent.ctl.endpoints))
+    log.warning("agent %s: health on http://%s:%d/health, reporting to %s; %s", cfg.name, addr[0], addr[1],
+                ", ".join(agent.ctl.endpoints), agent.partner_line())
     try:
         async with server:
             await asyncio.gather(agent.report_loop(), agent.heartbeat_loop())

@@ -4,7 +4,9 @@ A thread (not an asyncio task) so that VICI queries, HTTP reports and CPU sampli
 agent's event loop never delay a beat; it stops with the process, so a frozen or killed
 agent goes silent as it should. Each beat says whether charon is running: a gateway whose
 charon is stopped or gone carries no traffic even though its agent still talks, and the
-controller fails it over on that beat instead of waiting for silence.
+controller fails it over on that beat instead of waiting for silence. Likewise a beat says
+whether the gateway's partner at the partner site is down (`partner.py`); a change of
+either is sent at once (`poke`), not at the next beat.
 
 The wire format and its HMAC are the controller's (`supergw_controller.heartbeat`),
 imported, never copied.
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from supergw_controller.heartbeat import FLAG_CHARON_DOWN, encode
+from supergw_controller.heartbeat import FLAG_CHARON_DOWN, FLAG_PARTNER_DOWN, encode
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,7 @@ class SenderStats:
     sent: int = 0
     failed: int = 0
     charon_down_beats: int = 0
+    partner_down_beats: int = 0
     last_error: str | None = None
     unresolved: list[str] = field(default_factory=list)
 
@@ -67,12 +70,15 @@ class HeartbeatSender:
         keyed: Sequence[tuple[str, bytes]],
         interval_s: float,
         charon_running: Callable[[], bool | None],
+        partner_down: Callable[[], bool] | None = None,
     ) -> None:
         self.gateway, self.interval_s = gateway, interval_s
         self.targets = [(*udp_target(u), key) for u, key in keyed]
         self.charon_running = charon_running
+        self.partner_down = partner_down
         self.stats = SenderStats()
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{gateway}", daemon=True)
         self._epoch = time.time_ns()
         self._seq = 0
@@ -80,8 +86,13 @@ class HeartbeatSender:
     def start(self) -> None:
         self._thread.start()
 
+    def poke(self) -> None:
+        """Send the next beat now (a flag changed), then keep the cadence from there."""
+        self._wake.set()
+
     def stop(self, timeout: float = 2.0) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
 
@@ -92,6 +103,9 @@ class HeartbeatSender:
         if self.charon_running() is False:
             flags |= FLAG_CHARON_DOWN
             self.stats.charon_down_beats += 1
+        if self.partner_down is not None and self.partner_down():
+            flags |= FLAG_PARTNER_DOWN
+            self.stats.partner_down_beats += 1
         sent_ns = time.time_ns()
         return [encode(self.gateway, key, self._epoch, self._seq, sent_ns, flags) for key in keys]
 
@@ -138,7 +152,9 @@ class HeartbeatSender:
                 now = time.monotonic()
                 if planned < now:
                     planned = now
-                self._stop.wait(planned - now)
+                if self._wake.wait(planned - now):
+                    self._wake.clear()
+                    planned = time.monotonic()  # poked: beat now
         finally:
             for s in socks.values():
                 s.close()

@@ -206,6 +206,48 @@ class Controller(_Secret):
             raise ValueError(f"ca_file: {self.ca_file} is not a usable PEM CA bundle: {exc}") from None
 
 
+class Partner(_Strict):
+    """The paired gateway at the partner site (gateway i of the other super gateway): both
+    agents send each other an authenticated beacon every `interval_ms` from `local_address`
+    to `address`, both inside the tunnel's subnets so that the beacons ride the IPsec SA.
+    The secret (per pair, the same file content at both ends) keys the beacons' HMAC; it is
+    read from `secret_file`, never taken from a command line, never logged."""
+
+    name: str
+    address: ipaddress.IPv4Address = Field(description="the partner's LAN address (inside remote.subnets)")
+    local_address: ipaddress.IPv4Address | None = Field(
+        default=None, description="this gateway's beacon address (default: its LAN interface's; inside local.subnets)"
+    )
+    port: int = Field(default=8790, gt=0, lt=65536)
+    secret_file: Path
+    interval_ms: int = Field(default=100, ge=20, le=60000)
+    missed: int = Field(default=3, ge=1, le=100, description="down after this many intervals without a beacon")
+    startup_grace_s: float = Field(default=10.0, ge=0, le=3600,
+                                   description="before the first beacon: 'not heard yet', not 'down'")
+    max_skew_s: float = Field(default=30.0, gt=0, le=86400)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError(f"invalid partner gateway name {v!r}: lowercase letters, digits and '-', max 31 chars")
+        return v
+
+    @model_validator(mode="after")
+    def _secret(self) -> Partner:
+        try:
+            secret = read_secret(self.secret_file, "partner.secret_file")
+        except ConfigError as exc:
+            raise ValueError(str(exc).replace("agent token", "pair secret")) from None
+        if len(secret) < 16:
+            raise ValueError(f"partner.secret_file: {self.secret_file} holds {len(secret)} characters; "
+                             "a pair secret needs at least 16")
+        return self
+
+    def secret(self) -> bytes:
+        return read_secret(self.secret_file, "partner.secret_file").encode()
+
+
 class Uml(_Strict):
     mem_mb: int = Field(default=160, ge=64, le=4096)
     mgmt_subnet: ipaddress.IPv4Network = ipaddress.IPv4Network("169.254.77.0/30")
@@ -237,6 +279,7 @@ class GatewayConfig(_Strict):
     rekey: Rekey = Field(default_factory=Rekey)
     initiate: bool = True
     controller: Controller | None = None
+    partner: Partner | None = None  # None: no pair beacons (a one-site peer is plain strongSwan)
     cpu_quota_percent: float | None = Field(default=None, gt=0, le=100 * 64)
     uml: Uml = Field(default_factory=Uml)
     charon: CharonTuning = Field(default_factory=CharonTuning)
@@ -266,7 +309,32 @@ class GatewayConfig(_Strict):
             for b in self.remote.subnets:
                 if a.overlaps(b):
                     raise ValueError(f"local subnet {a} overlaps remote subnet {b}")
+        if (p := self.partner) is not None:
+            if not any(p.address in n for n in self.remote.subnets):
+                raise ValueError(f"partner.address {p.address} is not in remote.subnets "
+                                 f"{[str(n) for n in self.remote.subnets]}: its beacons would not cross the tunnel")
+            local = self.partner_local_address
+            if local is None:
+                raise ValueError("partner.local_address is required when the gateway has no 'lan' interface")
+            if not any(local in n for n in self.local.subnets):
+                raise ValueError(f"partner.local_address {local} is not in local.subnets "
+                                 f"{[str(n) for n in self.local.subnets]}: its beacons would not cross the tunnel")
+            if p.name == self.name:
+                raise ValueError(f"partner.name {p.name!r} is this gateway's own name")
         return self
+
+    @property
+    def lan(self) -> Interface | None:
+        return next((i for i in self.interfaces if i.role == "lan"), None)
+
+    @property
+    def partner_local_address(self) -> ipaddress.IPv4Address | None:
+        if self.partner is None:
+            return None
+        if self.partner.local_address is not None:
+            return self.partner.local_address
+        lan = self.lan
+        return None if lan is None else lan.address.ip
 
     @property
     def wan(self) -> ipaddress.IPv4Interface:

@@ -10,11 +10,11 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from supergw_controller.reports import GatewayReport, Heartbeat, IpsecBackend, SaState
+from supergw_controller.reports import GatewayReport, Heartbeat, IpsecBackend, PartnerState, SaState
 
 from supergw_gateway.vici_client import IkeSaStatus
 
-__all__ = ["CpuSample", "GatewayReport", "Heartbeat", "build_report", "cpu_shares", "guest_cpus", "parse_proc_stat",
+__all__ = ["CpuSample", "GatewayReport", "Heartbeat", "PartnerState", "build_report", "cpu_shares", "guest_cpus", "parse_proc_stat",
            "sa_states"]
 
 CLK_TCK = 100
@@ -90,7 +90,7 @@ def sa_states(sas: list[IkeSaStatus], conn: str) -> list[SaState]:
 
 def build_report(gateway: str, backend: str, prev: CpuSample, cur: CpuSample,
                  sas: list[IkeSaStatus], conn: str, timestamp: float | None = None,
-                 sa_error: str | None = None) -> GatewayReport:
+                 sa_error: str | None = None, partner: PartnerState | None = None) -> GatewayReport:
     cpu, soft, charon = cpu_shares(prev, cur)
     children = [c for s in sas if s.name == conn for c in s.children]
     return GatewayReport(
@@ -108,4 +108,5 @@ def build_report(gateway: str, backend: str, prev: CpuSample, cur: CpuSample,
         tunnel_packets_out=sum(c.packets_out for c in children),
         sas=sa_states(sas, conn),
         sa_error=sa_error,
+        partner=partner,
     )

@@ -135,6 +135,8 @@ class Dispatcher:
         self.heartbeat_rx = HeartbeatReceiver(_heartbeat_keys(config))
         self._heartbeat_udp = heartbeat_udp
         self._beat_tasks: set[asyncio.Task[None]] = set()
+        self._flooded_since: float | None = None  # see _watchdog_tick
+        self.silence_verdicts_deferred = 0
 
     # ------------------------------------------------------------------ lifecycle
     async def run(self) -> None:
@@ -572,7 +574,23 @@ class Dispatcher:
     async def _watchdog_tick(self) -> None:
         # Every beat that reached this host is counted before anyone is judged silent.
         transitions = self._take_heartbeats()
-        await self._transitions(transitions + self.registry.tick(self._clock()))
+        now = self._clock()
+        if self.heartbeat_rx.backlog:
+            # A flood of datagrams is still queued (the drain stops at its limit so the loop
+            # keeps turning): a good beat may wait behind them, so silence is not judged
+            # now -- for at most one dead-after, after which a flood cannot keep a silent
+            # gateway alive. Flags (charon or partner down) still count at once.
+            if self._flooded_since is None:
+                self._flooded_since = now
+                log.warning("heartbeat socket flooded (%s rejected so far): silence verdicts deferred up to %.3gs",
+                            dict(self.heartbeat_rx.rejected), self.config.timing.dead_after_s)
+            if now - self._flooded_since < self.config.timing.dead_after_s:
+                self.silence_verdicts_deferred += 1
+                await self._transitions(transitions)
+                return
+        else:
+            self._flooded_since = None
+        await self._transitions(transitions + self.registry.tick(now))
 
     def _take_heartbeats(self) -> list[Transition]:
         beats = self.heartbeat_rx.drain()
@@ -582,7 +600,7 @@ class Dispatcher:
         out: list[Transition] = []
         for b in beats:
             self._heartbeats += 1
-            t = self.registry.heartbeat(b.gateway, now, charon_down=b.charon_down)
+            t = self.registry.heartbeat(b.gateway, now, charon_down=b.charon_down, partner_down=b.partner_down)
             if t is not None:
                 out.append(t)
         return out
@@ -718,6 +736,7 @@ class Dispatcher:
             load=g.load,
             heartbeat_age_s=self.registry.heartbeat_age(name, now),
             tunnel_up=g.tunnel_up,
+            partner_up=g.partner_up,
             unhealthy=g.unhealthy_why(),
             report_age_s=self.registry.report_age(name, now),
             last_report=g.last_report,
@@ -875,7 +894,8 @@ class Dispatcher:
 
     async def accept_heartbeat(self, hb: Heartbeat) -> None:
         self._heartbeats += 1
-        t = self.registry.heartbeat(hb.gateway, self._clock())
+        t = self.registry.heartbeat(hb.gateway, self._clock(), charon_down=hb.charon_down,
+                                    partner_down=hb.partner_down)
         if t is not None:  # else answer at once: a pending failover is the watchdog's
             await self._transitions([t])
 

@@ -4,9 +4,12 @@ Pure state with an injected clock (`now`, monotonic seconds): the Dispatcher fee
 heartbeats, reports, port events and watchdog ticks, and acts on the transitions it
 returns. A gateway is *dead* when its heartbeats stopped (more than
 `missed_heartbeats x heartbeat_interval`), its port is down, its agent reports its charon
-stopped, or its last report shows no installed CHILD SA (its tunnel to the partner is
-down: traffic sent to it would be lost); a dead gateway that comes back is *recovering*
-until the rebalancer has refilled it.
+stopped, its last report shows no installed CHILD SA (its tunnel to the partner is
+down: traffic sent to it would be lost), or its agent says its partner gateway at the
+partner site is down (the pair beacons through the tunnel stopped, or the partner cannot
+carry traffic: the partner's own site fails the partner over, and traffic sent here would
+reach a gateway nobody uses); a dead gateway that comes back is *recovering* until the
+rebalancer has refilled it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class GatewayRecord:
     port_up: bool | None = None  # None: nobody watches the port
     charon_down: bool = False  # its agent's last heartbeat said charon is stopped or gone
     tunnel_up: bool | None = None  # from the last report's SAs; None: not known yet
+    partner_down: bool = False  # its agent's last heartbeat said its partner gateway is down
     last_heartbeat: float | None = None
     last_report: GatewayReport | None = None
     last_report_at: float | None = None
@@ -71,8 +75,19 @@ class GatewayRecord:
             self.port_up is not False
             and not self.charon_down
             and self.tunnel_up is not False
+            and not self.partner_down
             and self.heartbeat_ok(now, dead_after)
         )
+
+    @property
+    def partner_up(self) -> bool | None:
+        """False when its agent says the partner is down; None when no partner is configured."""
+        if self.partner_down:
+            return False
+        rep = self.last_report
+        if rep is None or rep.partner is None:
+            return None
+        return rep.partner.up is not False
 
     def unhealthy_why(self) -> str | None:
         """Why the gateway cannot carry traffic although its agent may be talking."""
@@ -82,6 +97,10 @@ class GatewayRecord:
             return "agent reports charon stopped"
         if self.tunnel_up is False:
             return "tunnel down (no installed CHILD SA)"
+        if self.partner_down:
+            rep = self.last_report
+            detail = rep.partner.why if rep is not None and rep.partner is not None and rep.partner.up is False else None
+            return "partner down" + (f" ({detail})" if detail else "")
         return None
 
 
@@ -189,13 +208,20 @@ class GatewayRegistry:
         if g.last_heartbeat is not None and g.last_heartbeat >= arrived:
             g.last_heartbeat = max(g.last_heartbeat, now)
 
-    def heartbeat(self, name: str, ts_now: float, charon_down: bool | None = None) -> Transition | None:
-        """A heartbeat of `name` at `ts_now`; `charon_down` as the agent said (None: it did not say)."""
+    def heartbeat(self, name: str, ts_now: float, charon_down: bool | None = None,
+                  partner_down: bool | None = None) -> Transition | None:
+        """A heartbeat of `name` at `ts_now`; `charon_down`/`partner_down` as the agent said
+        (None: it did not say). Only heartbeats set them: they are newer than any report."""
         g = self.get(name)
         g.last_heartbeat = ts_now if g.last_heartbeat is None else max(g.last_heartbeat, ts_now)
         if charon_down is not None:
             g.charon_down = charon_down
-        return self._settle(g, ts_now, "heartbeats resumed")
+        why = "heartbeats resumed"
+        if partner_down is not None:
+            if g.partner_down and not partner_down:
+                why = "partner up"
+            g.partner_down = partner_down
+        return self._settle(g, ts_now, why)
 
     def report(self, report: GatewayReport, now: float) -> Transition | None:
         g = self.get(report.gateway)

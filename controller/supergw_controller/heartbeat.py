@@ -11,6 +11,14 @@ Layout (network byte order)::
     magic "SGHB" | version u8 | flags u8 | name length u8 | 0 u8
     | epoch u64 | seq u64 | sent_ns u64 | name (UTF-8) | HMAC-SHA256 (32 bytes, over all before)
 
+The same layout with magic "SGPB" is the *pair beacon* that the agents of two paired gateways
+(gateway i of site A and gateway i of site B) send each other through their IPsec tunnel,
+keyed by a per-pair secret and named by the sender: a beacon that arrives proves that the
+partner's agent runs and that the SA carries traffic end to end. Flags say what the sender
+knows about itself (charon stopped, LAN interface down) and, in a heartbeat, that its
+partner is down; a pair beacon's FLAG_PARTNER_DOWN is ignored (no verdict feeds back into
+the beacons, so two gateways can never hold each other down).
+
 `epoch` is the agent's start time (ns) and `seq` counts its beats: the receiver accepts
 only a (epoch, seq) greater than the last one it accepted for that gateway, so a
 recorded datagram cannot be replayed while the controller runs. `sent_ns` (the agent's
@@ -38,6 +46,7 @@ from dataclasses import dataclass, field
 log = logging.getLogger(__name__)
 
 MAGIC = b"SGHB"
+PAIR_MAGIC = b"SGPB"
 VERSION = 1
 _HEADER = struct.Struct("!4sBBBxQQQ")
 MAC_LEN = 32
@@ -47,7 +56,13 @@ MAX_DATAGRAM = _HEADER.size + MAX_NAME + MAC_LEN
 # The agent sees its charon stopped (SIGSTOP) or gone: the gateway carries no traffic
 # although its agent still beats. The receiver treats it as dead at once.
 FLAG_CHARON_DOWN = 0x01
-_KNOWN_FLAGS = FLAG_CHARON_DOWN
+# The agent's partner gateway (the other end of its tunnel, at the partner site) sent no
+# authenticated beacon through the tunnel lately, or says it cannot carry traffic: traffic
+# sent to this gateway would be lost beyond it. The receiver treats it like a down tunnel.
+FLAG_PARTNER_DOWN = 0x02
+# The sender's LAN interface is down: it cannot deliver what arrives through its tunnel.
+FLAG_LAN_DOWN = 0x04
+_KNOWN_FLAGS = FLAG_CHARON_DOWN | FLAG_PARTNER_DOWN | FLAG_LAN_DOWN
 
 DEFAULT_MAX_SKEW_S = 30.0
 # One log line per (source, reason) per this many seconds; every rejection is counted.
@@ -75,24 +90,37 @@ class Beat:
     def charon_down(self) -> bool:
         return bool(self.flags & FLAG_CHARON_DOWN)
 
+    @property
+    def partner_down(self) -> bool:
+        return bool(self.flags & FLAG_PARTNER_DOWN)
 
-def encode(gateway: str, key: bytes, epoch: int, seq: int, sent_ns: int, flags: int = 0) -> bytes:
+    @property
+    def lan_down(self) -> bool:
+        return bool(self.flags & FLAG_LAN_DOWN)
+
+
+def encode(gateway: str, key: bytes, epoch: int, seq: int, sent_ns: int, flags: int = 0,
+           magic: bytes = MAGIC) -> bytes:
+    """One datagram: a heartbeat (`MAGIC`) or a pair beacon (`PAIR_MAGIC`)."""
     name = gateway.encode()
     if not 0 < len(name) <= MAX_NAME:
         raise ValueError(f"gateway name must be 1..{MAX_NAME} bytes, got {len(name)}")
-    body = _HEADER.pack(MAGIC, VERSION, flags, len(name), epoch, seq, sent_ns) + name
+    if magic not in (MAGIC, PAIR_MAGIC):
+        raise ValueError(f"magic must be {MAGIC!r} or {PAIR_MAGIC!r}, got {magic!r}")
+    body = _HEADER.pack(magic, VERSION, flags, len(name), epoch, seq, sent_ns) + name
     return body + hmac.new(key, body, hashlib.sha256).digest()
 
 
-def decode(data: bytes, keys: Mapping[str, bytes]) -> Beat:
-    """Parse and authenticate one datagram (no replay check: see `Freshness`)."""
+def decode(data: bytes, keys: Mapping[str, bytes], magic: bytes = MAGIC) -> Beat:
+    """Parse and authenticate one datagram of kind `magic` (no replay check: see `Freshness`)."""
+    what = "heartbeat" if magic == MAGIC else "pair beacon"
     if len(data) < _HEADER.size + 1 + MAC_LEN:
-        raise BadHeartbeat("malformed", f"{len(data)} bytes is too short for a heartbeat")
-    magic, version, flags, name_len, epoch, seq, sent_ns = _HEADER.unpack_from(data)
-    if magic != MAGIC:
-        raise BadHeartbeat("malformed", f"bad magic {magic!r} (not a supergw heartbeat)")
+        raise BadHeartbeat("malformed", f"{len(data)} bytes is too short for a {what}")
+    got, version, flags, name_len, epoch, seq, sent_ns = _HEADER.unpack_from(data)
+    if got != magic:
+        raise BadHeartbeat("malformed", f"bad magic {got!r} (not a supergw {what})")
     if version != VERSION:
-        raise BadHeartbeat("malformed", f"heartbeat version {version}, this controller speaks {VERSION}")
+        raise BadHeartbeat("malformed", f"{what} version {version}, this side speaks {VERSION}")
     if len(data) != _HEADER.size + name_len + MAC_LEN or name_len == 0:
         raise BadHeartbeat("malformed", f"length {len(data)} does not match name length {name_len}")
     raw = data[_HEADER.size : _HEADER.size + name_len]
@@ -102,12 +130,14 @@ def decode(data: bytes, keys: Mapping[str, bytes]) -> Beat:
         raise BadHeartbeat("malformed", "gateway name is not UTF-8") from None
     key = keys.get(name)
     if key is None:
-        raise BadHeartbeat("unknown_gateway", f"gateway {name!r} is not configured (or has no agent secret)", name)
+        known = "is not configured (or has no agent secret)" if magic == MAGIC else "is not this gateway's partner"
+        raise BadHeartbeat("unknown_gateway", f"gateway {name!r} {known}", name)
     body, mac = data[: -MAC_LEN], data[-MAC_LEN:]
     if not hmac.compare_digest(mac, hmac.new(key, body, hashlib.sha256).digest()):
+        secret = "this gateway's agent secret" if magic == MAGIC else "the pair's secret"
         raise BadHeartbeat(
             "bad_mac",
-            f"bad HMAC for gateway {name!r}: the agent's key is not this gateway's agent secret (or the datagram was forged)",
+            f"bad HMAC for gateway {name!r}: the sender's key is not {secret} (or the datagram was forged)",
             name,
         )
     if flags & ~_KNOWN_FLAGS:
@@ -165,6 +195,9 @@ class HeartbeatReceiver:
         self.sock: socket.socket | None = None
         self.accepted = 0
         self.rejected: dict[str, int] = {}
+        # The last drain() stopped at its limit with datagrams still queued (a flood): a
+        # verdict of silence now could miss a good beat behind the forged ones.
+        self.backlog = False
 
     def open(self, host: str, port: int) -> socket.socket:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -199,6 +232,7 @@ class HeartbeatReceiver:
         """Everything queued, but at most `max_datagrams` (more than the socket buffer holds
         at once), so a flood of forged datagrams cannot hold the event loop forever."""
         out: list[Beat] = []
+        self.backlog = False
         if self.sock is None:
             return out
         for _ in range(max_datagrams):
@@ -212,6 +246,7 @@ class HeartbeatReceiver:
             beat = self.accept(data, f"{addr[0]}:{addr[1]}")
             if beat is not None:
                 out.append(beat)
+        self.backlog = True
         return out
 
     def _log(self, source: str, exc: BadHeartbeat) -> None:

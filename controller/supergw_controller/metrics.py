@@ -61,6 +61,11 @@ def _gateway_families(gateways: Sequence[GatewayView]) -> Iterator[Metric]:
         "1 if the gateway's last report shows an installed CHILD SA (0: it gets no traffic)",
         labels=["gateway"],
     )
+    partner = GaugeMetricFamily(
+        "supergw_gateway_partner_up",
+        "1 if the gateway's partner at the partner site is up (pair beacons through the tunnel; 0: it gets no traffic)",
+        labels=["gateway"],
+    )
     for g in gateways:
         up.add_metric([g.name], 1.0 if g.alive else 0.0)
         drained.add_metric([g.name], 1.0 if g.drained else 0.0)
@@ -73,7 +78,9 @@ def _gateway_families(gateways: Sequence[GatewayView]) -> Iterator[Metric]:
             hb.add_metric([g.name], g.heartbeat_age_s)
         if g.tunnel_up is not None:
             tunnel.add_metric([g.name], 1.0 if g.tunnel_up else 0.0)
-    yield from (up, drained, load, weight, nbuckets, cpu, hb, tunnel)
+        if g.partner_up is not None:
+            partner.add_metric([g.name], 1.0 if g.partner_up else 0.0)
+    yield from (up, drained, load, weight, nbuckets, cpu, hb, tunnel, partner)
 
 
 def _bucket_families(buckets: Sequence[BucketView]) -> Iterator[Metric]:

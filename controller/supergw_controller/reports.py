@@ -2,7 +2,8 @@
 
 Agents POST a `GatewayReport` every T_L (``timing.report_interval_ms``, default 500 ms)
 and send a heartbeat every ``timing.heartbeat_interval_ms`` (default 100 ms; UDP, see
-`heartbeat.py`, or the REST `Heartbeat`). These models are the request schemas of the
+`heartbeat.py`, or the REST `Heartbeat`). A heartbeat says whether charon runs and whether
+the gateway's partner at the partner site is up; the report says the same with detail. These models are the request schemas of the
 REST API, so they are also the OpenAPI contract. `tunnel_up` is the one reading of a
 report's SAs that both the agent's /health and the controller's failover use.
 """
@@ -40,6 +41,25 @@ class SaState(BaseModel):
     packets_out: int = Field(ge=0)
 
 
+class PartnerState(BaseModel):
+    """What a gateway's agent knows of its partner (gateway i of the partner site) from the
+    authenticated pair beacons the two agents exchange through their tunnel."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64, description="the partner gateway's name")
+    up: bool | None = Field(
+        description="True: beacons arrive and the partner can carry traffic; False: down (see why); "
+        "None: no beacon yet since the agent started (within its start-up grace)"
+    )
+    why: str | None = Field(default=None, max_length=256, description="why the partner counts as down")
+    last_beacon_age_s: float | None = Field(default=None, ge=0, description="None: never heard from")
+    beacons_sent: int = Field(default=0, ge=0)
+    beacons_received: int = Field(default=0, ge=0)
+    beacons_rejected: dict[str, int] = Field(default_factory=dict, max_length=16,
+                                             description="rejected datagrams by reason (bad_mac, replayed, stale, ...)")
+
+
 class GatewayReport(BaseModel):
     """Load report of one gateway; counters are cumulative (the controller takes deltas)."""
 
@@ -69,6 +89,9 @@ class GatewayReport(BaseModel):
     sa_error: str | None = Field(
         default=None, max_length=512, description="set when the agent could not read its SAs: `sas` means nothing"
     )
+    partner: PartnerState | None = Field(
+        default=None, description="its partner gateway's liveness (pair beacons); None: no partner configured"
+    )
 
 
 class Heartbeat(BaseModel):
@@ -78,6 +101,8 @@ class Heartbeat(BaseModel):
 
     gateway: str = Field(min_length=1, max_length=64)
     timestamp: float = Field(ge=0)
+    charon_down: bool | None = Field(default=None, description="as the UDP heartbeat's flag; None: not said")
+    partner_down: bool | None = Field(default=None, description="as the UDP heartbeat's flag; None: not said")
 
 
 # A CHILD SA in these states has its ESP SAs installed (REKEYING: the old one still

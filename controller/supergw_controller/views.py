@@ -25,7 +25,10 @@ class GatewayView(_View):
     heartbeat_age_s: float | None  # None = never heard from
     # False: its last report showed no installed CHILD SA, so it gets no traffic; None: not known yet
     tunnel_up: bool | None = None
-    unhealthy: str | None = None  # why it is dead although its agent talks (port, charon, tunnel)
+    # False: its partner gateway at the partner site is down (pair beacons through the tunnel
+    # stopped, or the partner cannot carry traffic); None: its agent has no partner configured
+    partner_up: bool | None = None
+    unhealthy: str | None = None  # why it is dead although its agent talks (port, charon, tunnel, partner)
     report_age_s: float | None
     last_report: GatewayReport | None
 
