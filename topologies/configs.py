@@ -44,6 +44,7 @@ class Secrets:
     psk: str
     readonly_token: str = ""  # operator "viewer", role read-only
     agent_seed: str = ""  # each gateway's agent token is derived from it (see agent_token)
+    pair_seed: str = ""  # each pair's beacon secret is derived from it (see pair_secret); shared by both sites
 
     @classmethod
     def fresh(cls, psk_bytes: int) -> Secrets:
@@ -52,11 +53,17 @@ class Secrets:
             psk=secrets.token_urlsafe(psk_bytes),
             readonly_token=secrets.token_urlsafe(24),
             agent_seed=secrets.token_urlsafe(32),
+            pair_seed=secrets.token_urlsafe(32),
         )
 
     def agent_token(self, gateway: str) -> str:
         """Gateway `gateway`'s own agent token: one per gateway, none derivable from another."""
         digest = hmac.new(self.agent_seed.encode(), gateway.encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+    def pair_secret(self, a: str, b: str) -> str:
+        """The beacon secret of the pair (a, b), the same whichever end asks; none derivable from another."""
+        digest = hmac.new(self.pair_seed.encode(), "\0".join(sorted((a, b))).encode(), hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
@@ -68,13 +75,17 @@ def agent_token_file(conf_dir: Path, gateway: str) -> Path:
     return conf_dir / f"agent-{gateway}.token"
 
 
+def pair_secret_file(conf_dir: Path, gateway: str) -> Path:
+    return conf_dir / f"pair-{gateway}.secret"
+
+
 def readonly_token_file(conf_dir: Path) -> Path:
     return conf_dir / "api-token-readonly"
 
 
 def controller_config(topo: Topology, run_dir: Path, token_file: Path) -> dict[str, Any]:
     ifaces = switch_interfaces(topo)
-    host_ports = {h.port for h in topo.hosts}
+    host_ports = topo.host_ports
     ports: dict[int, Any] = {
         port: {"role": "host" if port in host_ports else "gateway", "interface": ifname}
         for port, ifname in ifaces.items()
@@ -163,6 +174,16 @@ def gateway_config(
             "report_interval_ms": REPORT_MS,
             "heartbeat_interval_ms": HEARTBEAT_MS,
         }
+    if side == "lan" and topo.partner_site is not None:
+        # Facing a partner super gateway: pair beacons through the tunnel, at the heartbeat
+        # cadence, so that the partner site stops using the partner of a failed gateway.
+        cfg["partner"] = {
+            "name": g.peer.name,
+            "address": str(g.peer.lan_ip),
+            "secret_file": str(pair_secret_file(conf_dir, name)),
+            "interval_ms": HEARTBEAT_MS,
+            "missed": MISSED_HEARTBEATS,
+        }
     return cfg
 
 
@@ -182,6 +203,10 @@ def write_all(topo: Topology, run_dir: Path, sec: Secrets) -> GeneratedConfigs:
     _write_secret(readonly_token_file(conf_dir), sec.readonly_token)
     for g in topo.gateways:
         _write_secret(agent_token_file(conf_dir, g.name), sec.agent_token(g.name))
+        if topo.partner_site is not None:
+            if not sec.pair_seed:
+                raise ValueError("Secrets.pair_seed is empty: both sites need the same pair seed")
+            _write_secret(pair_secret_file(conf_dir, g.name), sec.pair_secret(g.name, g.peer.name))
     ctl = conf_dir / "controller.yaml"
     ctl.write_text(_yaml(controller_config(topo, run_dir, token_file)))
     gws: dict[str, Path] = {}

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from topologies import bmv2, components, network, processes, run
+from topologies import bmv2, components, network, processes, run, simhosts
 from topologies.components import ComponentError
 from topologies.configs import REPO, GeneratedConfigs, Secrets, controller_url, validate_with_owners, write_all
 from topologies.model import Mac, SwitchKind, SwitchSpec, Topology, TopologyError
@@ -35,8 +35,8 @@ from topologies.run import LOGS, RUN_DIR, STATE, say
 TWO_SITE_TOPOLOGY = Path(__file__).resolve().parent / "two-site.yaml"
 AGENT_PORT = run.AGENT_PORT
 MAX_GATEWAYS = 4
-# One switch port per host, and the eBPF switch floods to at most 32 ports (RESOURCE_EXHAUSTED
-# beyond): the paper's 224 hosts per side need several hosts per port (not done).
+# One switch port per namespace host, and the eBPF switch floods to at most 32 ports
+# (RESOURCE_EXHAUSTED beyond): many hosts per side are `simulated_hosts`, all on one port.
 MAX_HOSTS = 32
 _SITE_RE = re.compile(r"^[a-z]$")
 # A shared-WAN port is "<prefix>-<gateway>" (Topology.wan_port): 6 + 1 + 8 fits Linux's 15.
@@ -78,6 +78,15 @@ class WanNet(_Strict):
     subnet: ipaddress.IPv4Network
 
 
+class SimulatedHosts(_Strict):
+    """Each site's simulated hosts: one supergw-hostsim on one switch port (topologies/hostsim).
+    Host k of a site has LAN .(first_host + k) and MAC mac_base + the same, like the namespace hosts."""
+
+    count: int = Field(ge=1, le=250)
+    first_host: int = Field(ge=2, le=250)
+    port: int = Field(default=200, ge=1, le=510)
+
+
 class TwoSite(_Strict):
     kind: Literal["two-site"]
     gateways: int = Field(ge=1, le=MAX_GATEWAYS)
@@ -90,6 +99,7 @@ class TwoSite(_Strict):
     wan: WanNet
     sites: list[SiteSpec] = Field(min_length=2, max_length=2)
     psk_bytes: int = Field(default=24, ge=8, le=64)
+    simulated_hosts: SimulatedHosts | None = None
 
     @model_validator(mode="after")
     def _checks(self) -> TwoSite:
@@ -104,6 +114,17 @@ class TwoSite(_Strict):
         if self.first_host + self.hosts_per_site - 1 > 250:
             errors.append(f"hosts .{self.first_host}-.{self.first_host + self.hosts_per_site - 1} run into the "
                           "gateways' LAN addresses (.251-.254): lower first_host or hosts_per_site")
+        if (sim := self.simulated_hosts) is not None:
+            last = sim.first_host + sim.count - 1
+            if last > 250:
+                errors.append(f"simulated hosts .{sim.first_host}-.{last} run into the gateways' LAN addresses "
+                              "(.251-.254): lower simulated_hosts.first_host or count")
+            if sim.first_host <= self.first_host + self.hosts_per_site - 1 and self.first_host <= last:
+                errors.append(f"simulated hosts .{sim.first_host}-.{last} overlap the namespace hosts "
+                              f".{self.first_host}-.{self.first_host + self.hosts_per_site - 1}")
+            if sim.port <= self.hosts_per_site or sim.port > 250:
+                errors.append(f"simulated_hosts.port {sim.port} is a namespace host's or a gateway's port "
+                              f"(hosts 1-{self.hosts_per_site}, gateways 251-254)")
         if self.wan.subnet.num_addresses < 32:
             errors.append(f"wan.subnet {self.wan.subnet} is too small (needs .11-.24)")
         if errors:
@@ -164,6 +185,9 @@ def site_topology(ts: TwoSite, idx: int) -> Topology:
         "esp_proposals": ts.esp_proposals,
         "partner_site": {"wan_netns": ts.wan.netns, "initiate": s.initiate},
     }
+    if (sim := ts.simulated_hosts) is not None:
+        data["simulated_hosts"] = {"count": sim.count, "port": sim.port, "first_ip": str(s.lan[sim.first_host]),
+                                   "first_mac": _mac_plus(s.mac_base, sim.first_host)}
     return Topology.model_validate(data)
 
 
@@ -220,11 +244,12 @@ class TwoSiteBringup(run.Bringup):
         network.build_shared_wan(ts.wan.netns)
         for topo in sites:
             network.build(topo, say)
-        base = Secrets.fresh(ts.psk_bytes)  # one PSK for the pairs; each site its own API tokens
+        base = Secrets.fresh(ts.psk_bytes)  # one PSK and pair seed for the pairs; each site its own API tokens
         gens: dict[str, GeneratedConfigs] = {}
         problems: list[str] = []
         for topo in sites:
-            sec = base if topo is sites[0] else dataclasses.replace(Secrets.fresh(ts.psk_bytes), psk=base.psk)
+            sec = base if topo is sites[0] else dataclasses.replace(Secrets.fresh(ts.psk_bytes), psk=base.psk,
+                                                                      pair_seed=base.pair_seed)
             gen = write_all(topo, site_dir(topo), sec)
             gens[topo.prefix] = gen
             self.state.info.update({f"{topo.prefix}.controller_config": str(gen.controller),
@@ -246,6 +271,8 @@ class TwoSiteBringup(run.Bringup):
                        for t, ok in zip(sites, switches)]
         if gateways_ok and all(controllers):
             self._stage("agents", lambda: self._site_agents(gens))
+            if ts.simulated_hosts is not None:
+                self._stage("simulated hosts", self._simulated_hosts)
             self._stage("end-to-end ping", self._pair_ping)
         else:
             self.record("agents", False, "skipped: needs both controllers and the gateways")
@@ -295,6 +322,10 @@ class TwoSiteBringup(run.Bringup):
                                              f"{topo.prefix}'s gateways reporting to its controller"))
         return "; ".join(out)
 
+    def _simulated_hosts(self) -> str:
+        clients = [simhosts.start(t, RUN_DIR, site_logs(t), self.add) for t in self.sites]
+        return "; ".join(f"{t.prefix}: {simhosts.check_ready(t, c)}" for t, c in zip(self.sites, clients))
+
     def _pair_ping(self) -> str:
         """Every host reaches a host of the other site through both super gateways."""
         announce_hosts(self.sites)
@@ -335,6 +366,10 @@ def print_where_to_look(ts: TwoSite, sites: list[Topology], state: RunState) -> 
     print(f"  host shell   ip netns exec {a.ns(a.hosts[0].name)} bash     (try: ping {b.hosts[0].ip})")
     print(f"  pairs        {', '.join(f'{g.name}<->{g.peer.name}' for g in a.gateways)} over {ts.wan.netns} "
           f"{ts.wan.subnet}; gateway CPU cap {ts.gateway_cpu_percent or 'none'} % of a core")
+    if ts.simulated_hosts is not None:
+        socks = " ".join(str(simhosts.socket_path(RUN_DIR, t).relative_to(REPO)) for t in sites)
+        print(f"  sim. hosts   {ts.simulated_hosts.count} per site (supergw-hostsim, switch port {ts.simulated_hosts.port}); "
+              f"counters: .venv/bin/python -m topologies.hostsim_client {socks} --hosts")
     print("  stop         make stop")
 
 
@@ -444,6 +479,9 @@ def cmd_status(ts: TwoSite, sites: list[Topology]) -> int:
     for key, value in state.info.items():
         if key.startswith("stage."):
             print(f"  {key[6:]:<22} {value}")
+    if ts.simulated_hosts is not None:
+        for topo in sites:
+            print(f"  {simhosts.status_line(topo, RUN_DIR)}")
     print(json.dumps({"namespaces": present}))
     return 0 if state.phase == "up" and all(processes.alive(p) for p in state.processes) else 1
 

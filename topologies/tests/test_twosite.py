@@ -41,7 +41,7 @@ def test_overrides_and_sizes(tmp_path: Path) -> None:
     ts, (a, b) = load_two_site(_write(tmp_path), switch="bmv2", gateways=2, hosts=2)
     assert ts.switch.kind == "bmv2" and a.switch.kind == b.switch.kind == "bmv2"
     assert [g.name for g in a.gateways] == ["agw1", "agw2"] and [h.name for h in b.hosts] == ["bh1", "bh2"]
-    assert set(switch_interfaces(a).values()) == {"sw-ah1", "sw-ah2", "sw-agw1", "sw-agw2"}
+    assert set(switch_interfaces(a).values()) == {"sw-ah1", "sw-ah2", "sw-agw1", "sw-agw2", "sw-hsim"}
 
 
 @pytest.mark.parametrize("name", ["two-site.yaml", "two-site-paper.yaml"])
@@ -108,10 +108,28 @@ def test_paper_preset_has_the_papers_ranges() -> None:
     ts, (a, b) = load_two_site(TWO_SITE_TOPOLOGY.with_name("two-site-paper.yaml"))
     assert ts.gateways == 3 and ts.buckets == 256
     for topo, net, mac in ((a, "192.168.203", "00:00:03:00:00"), (b, "192.168.204", "00:00:04:00:00")):
-        assert len(topo.hosts) == 32  # of the paper's 224 (one switch port per host)
-        assert (str(topo.hosts[0].ip), topo.hosts[0].mac) == (f"{net}.24", f"{mac}:18")
-        assert (str(topo.hosts[-1].ip), topo.hosts[-1].mac) == (f"{net}.55", f"{mac}:37")
+        sim = topo.simulated_hosts
+        assert sim is not None and sim.count == 224 and sim.port in topo.host_ports
+        assert (str(sim.ips()[0]), sim.macs()[0]) == (f"{net}.24", f"{mac}:18")
+        assert (str(sim.ips()[-1]), sim.macs()[-1]) == (f"{net}.247", f"{mac}:f7")
+        assert len(topo.hosts) == 4 and str(topo.hosts[0].ip) == f"{net}.11"  # namespace hosts for ping demos
         assert topo.lan.vmac_base == "02:88:88:88:00:00"
+        assert f"{topo.prefix}-hsim" in topo.namespaces()
+
+
+@pytest.mark.parametrize(("sim", "message"), [
+    ({"count": 200, "first_host": 100, "port": 200}, "gateways' LAN addresses"),
+    ({"count": 16, "first_host": 12, "port": 200}, "overlap the namespace hosts"),
+    ({"count": 16, "first_host": 100, "port": 2}, "simulated_hosts.port"),
+    ({"count": 16, "first_host": 100, "port": 252}, "simulated_hosts.port"),
+    ({"count": 0, "first_host": 100, "port": 200}, "simulated_hosts.count"),
+    ({"count": 16, "first_host": 100, "port": 200, "macs": 3}, "simulated_hosts.macs"),
+])
+def test_bad_simulated_hosts_are_refused_with_the_key(tmp_path: Path, sim: dict[str, int], message: str) -> None:
+    from topologies.model import TopologyError
+
+    with pytest.raises(TopologyError, match=message):
+        load_two_site(_write(tmp_path, simulated_hosts=sim))
 
 
 def test_hosts_may_not_reach_the_gateways_addresses(tmp_path: Path) -> None:
@@ -119,3 +137,35 @@ def test_hosts_may_not_reach_the_gateways_addresses(tmp_path: Path) -> None:
 
     with pytest.raises(TopologyError, match="first_host"):
         load_two_site(_write(tmp_path, first_host=230, hosts_per_site=30))
+
+
+def test_paired_gateways_get_pair_beacons_with_one_secret_per_pair(tmp_path: Path) -> None:
+    import dataclasses
+
+    from supergw_gateway.config import load_config
+
+    _, (a, b) = load_two_site()
+    base = Secrets.fresh(24)
+    gens = [write_all(a, tmp_path / "a", base),
+            write_all(b, tmp_path / "b", dataclasses.replace(Secrets.fresh(24), psk=base.psk, pair_seed=base.pair_seed))]
+    secrets_seen = set()
+    for ga, gb in zip(a.gateways, b.gateways):
+        ca, cb = load_config(gens[0].gateways[ga.name]), load_config(gens[1].gateways[gb.name])
+        assert ca.partner is not None and cb.partner is not None
+        assert (ca.partner.name, cb.partner.name) == (gb.name, ga.name)
+        assert (ca.partner.address, cb.partner.address) == (gb.lan_ip, ga.lan_ip)
+        assert (ca.partner_local_address, cb.partner_local_address) == (ga.lan_ip, gb.lan_ip)
+        assert ca.partner.secret() == cb.partner.secret()  # both ends of the pair
+        assert ca.partner.secret_file.stat().st_mode & 0o077 == 0
+        assert ca.partner.secret().decode() not in gens[0].gateways[ga.name].read_text()  # a file, not inline
+        secrets_seen.add(ca.partner.secret())
+    assert len(secrets_seen) == len(a.gateways)  # one per pair
+
+
+def test_one_site_peers_have_no_pair_beacons(tmp_path: Path) -> None:
+    from supergw_gateway.config import load_config
+
+    from topologies.model import load_topology
+
+    gen = write_all(load_topology(DEFAULT_TOPOLOGY), tmp_path, Secrets.fresh(24))
+    assert all(load_config(p).partner is None for p in gen.gateways.values())
