@@ -17,7 +17,7 @@ P4_INPUTS  := $(wildcard p4src/common/*.p4 p4src/v1model/*.p4 p4src/v1model/incl
 # source build install into /usr or /usr/local, already on PATH.
 export PATH := $(if $(wildcard /opt/p4tools/bin),/opt/p4tools/bin:)$(PATH)
 
-.PHONY: help deps p4 constants switch run mininet stop test unit ptf integration bench format clean
+.PHONY: help deps p4 constants switch hostsim run mininet stop test unit ptf integration bench format clean
 
 help:
 	@echo "make run          boot the whole emulated system (switch, controller, gateways; SWITCH=bmv2 on BMv2)"
@@ -50,10 +50,14 @@ constants: deps
 switch: deps
 	@$(MAKE) -s -C targets/ebpf
 
-run: deps switch
+# The simulated hosts and traffic generator of the two-site emulation (topologies/hostsim).
+hostsim: deps
+	@$(MAKE) -s -C topologies/hostsim
+
+run: deps switch hostsim
 	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s $(P4_JSON) && )$(PY) -m topologies.run up$(if $(SWITCH), --switch $(SWITCH))$(if $(TOPO), --topology topologies/$(TOPO).yaml)
 
-mininet: deps switch
+mininet: deps switch hostsim
 	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s $(P4_JSON) && )$(PY) -m topologies.mininet_run$(if $(SWITCH), --switch $(SWITCH))
 
 stop:
@@ -67,7 +71,7 @@ test: deps switch
 	 $(MAKE) -s ptf TARGET=ebpf || rc=1; \
 	 $(MAKE) -s ptf TARGET=bmv2 || rc=1; \
 	 $(MAKE) -s integration || rc=1; \
-	 $(PY) .ci/summarize-junit $(RESULTS) --expect commands go mypy python-unit p4 ptf ptf-bmv2 python-integration || rc=1; \
+	 $(PY) .ci/summarize-junit $(RESULTS) --expect commands go go-hostsim mypy python-unit p4 ptf ptf-bmv2 python-integration || rc=1; \
 	 exit $$rc
 
 unit: deps
@@ -79,6 +83,8 @@ unit: deps
 	 $(PY) p4src/gen_constants.py --check || rc=1; \
 	 echo "== unit: Go (eBPF target)"; \
 	 $(MAKE) -s -C targets/ebpf test JUNIT=$(CURDIR)/$(RESULTS)/go.xml || rc=1; \
+	 echo "== unit: Go (simulated hosts)"; \
+	 $(MAKE) -s -C topologies/hostsim test JUNIT=$(CURDIR)/$(RESULTS)/go-hostsim.xml || rc=1; \
 	 echo "== unit: Python types (mypy --strict)"; \
 	 MYPYPATH=controller:backends:ptf-tests/lib $(PY) -m mypy --strict --ignore-missing-imports --junit-xml $(RESULTS)/mypy.xml \
 	   controller/supergw_controller backends/supergw_gateway ptf-tests/lib topologies bench || rc=1; \
@@ -92,18 +98,19 @@ ptf: deps switch $(if $(filter bmv2,$(TARGET)),$(P4_JSON))
 	@ptf-tests/run.sh --target $(TARGET) --xunit $(CURDIR)/$(RESULTS)/ptf$(if $(filter bmv2,$(TARGET)),-bmv2)
 
 # The BMv2 variants load $(P4_JSON); they skip, saying so, when p4c is not installed.
-integration: deps switch $(P4_JSON)
+integration: deps switch hostsim $(P4_JSON)
 	@mkdir -p $(RESULTS)
 	@echo "== integration: real switch, controller and strongSwan in namespaces"
 	@$(PY) -m pytest -q -m integration --junitxml=$(RESULTS)/python-integration.xml controller backends topologies
 
-bench: deps switch
+bench: deps switch hostsim
 	@$(PY) -m bench
 
 format:
-	@gofmt -w targets/ebpf
+	@gofmt -w targets/ebpf topologies/hostsim
 	@clang-format -i targets/ebpf/bpf/*.[ch] 2>/dev/null || true
 
 clean:
 	@$(MAKE) -s -C targets/ebpf clean
+	@$(MAKE) -s -C topologies/hostsim clean
 	@rm -rf build

@@ -145,6 +145,30 @@ class MgmtSpec(_Strict):
 class ControllerSpec(_Strict):
     api_port: int = Field(default=8080, gt=0, lt=65536)
     psk_bytes: int = Field(default=24, ge=8, le=64)
+    # > 1: that many controller replicas, each with an etcd member in its own namespace on
+    # the management network (topologies/ha.py; `make run HA=1` sets 3).
+    replicas: int = Field(default=1, ge=1, le=5)
+
+    def replica_names(self) -> list[str]:
+        return [f"c{i}" for i in range(1, self.replicas + 1)] if self.replicas > 1 else []
+
+
+class SimulatedHostsSpec(_Strict):
+    """Hosts emulated by one supergw-hostsim on one switch port (topologies/hostsim/README.md):
+    host k has first_ip + k and first_mac + k; the program runs in namespace `<prefix>-hsim` on
+    `hsim0`, whose peer is the switch's `sw-hsim`."""
+
+    count: int = Field(ge=1, le=4096)
+    port: int = Field(ge=0, lt=2**16)
+    first_ip: ipaddress.IPv4Address
+    first_mac: Mac
+
+    def ips(self) -> list[ipaddress.IPv4Address]:
+        return [self.first_ip + k for k in range(self.count)]
+
+    def macs(self) -> list[str]:
+        base = int(self.first_mac.replace(":", ""), 16)
+        return [":".join(f"{base + k:012x}"[i:i + 2] for i in range(0, 12, 2)) for k in range(self.count)]
 
 
 class PartnerSite(_Strict):
@@ -171,6 +195,7 @@ class Topology(_Strict):
     # None: the gateway's default (supergw_gateway.config.DEFAULT_ESP_PROPOSAL).
     esp_proposals: list[str] | None = Field(default=None, min_length=1)
     partner_site: PartnerSite | None = None
+    simulated_hosts: SimulatedHostsSpec | None = None
 
     @field_validator("prefix")
     @classmethod
@@ -184,11 +209,14 @@ class Topology(_Strict):
         errors: list[str] = []
         names = [h.name for h in self.hosts] + [g.name for g in self.gateways]
         names += [g.peer.name for g in self.gateways] + [r.name for r in self.remote.hosts]
-        names += ["sw", "wan", "rlan", "mgmt"]
+        names += ["sw", "wan", "rlan", "mgmt", "hsim", *self.controller.replica_names()]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             errors.append(f"names used twice (or reserved sw/wan/rlan/mgmt): {dup}")
         ports = [h.port for h in self.hosts] + [g.port for g in self.gateways]
+        sim = self.simulated_hosts
+        if sim is not None:
+            ports.append(sim.port)
         if len(set(ports)) != len(ports):
             errors.append(f"switch ports used twice: {sorted(p for p in set(ports) if ports.count(p) > 1)}")
         if self.switch.cpu_port in ports:
@@ -198,9 +226,19 @@ class Topology(_Strict):
             if wide:
                 errors.append(f"switch.kind bmv2: ports {wide} do not fit v1model's 9-bit ports (0-{BMV2_MAX_PORT})")
         macs = [h.mac for h in self.hosts] + [g.mac for g in self.gateways] + [self.lan.vmac_base]
+        lan_ips = [h.ip for h in self.hosts] + [g.lan_ip for g in self.gateways] + [self.lan.gateway_ip]
+        if sim is not None:
+            sim_ips, sim_macs = sim.ips(), sim.macs()
+            if sim_ips[-1] not in self.lan.subnet or sim_ips[-1] == self.lan.subnet.broadcast_address:
+                errors.append(f"simulated_hosts: {sim.first_ip} + {sim.count} runs past the LAN subnet {self.lan.subnet}")
+            if int(sim.first_mac.replace(":", ""), 16) + sim.count > 2**48:
+                errors.append("simulated_hosts: first_mac + count overflows 48 bits")
+            if set(sim_ips) & set(lan_ips) or set(sim_macs) & set(macs):
+                errors.append("simulated_hosts: its IP or MAC range overlaps a host, a gateway or IP_G")
+            macs += sim_macs
+            lan_ips.append(sim.first_ip)
         if len(set(macs)) != len(macs):
             errors.append("MAC addresses used twice")
-        lan_ips = [h.ip for h in self.hosts] + [g.lan_ip for g in self.gateways] + [self.lan.gateway_ip]
         for ip in lan_ips:
             if ip not in self.lan.subnet:
                 errors.append(f"{ip} is outside the LAN subnet {self.lan.subnet}")
@@ -219,6 +257,13 @@ class Topology(_Strict):
                 errors.append(f"remote host {r.name}: via {r.via!r} is not a peer gateway")
             if r.ip not in self.remote.subnet:
                 errors.append(f"remote host {r.name}: {r.ip} is outside {self.remote.subnet}")
+        if self.controller.replicas > 1:
+            if self.partner_site is not None:
+                errors.append("controller.replicas > 1 is for the one-site topology only")
+            taken = {self.mgmt.host_ip, self.mgmt.controller_ip, *(g.mgmt_ip for g in self.gateways)}
+            for name, ip in self.replica_ips().items():
+                if ip not in self.mgmt.subnet or ip in taken:
+                    errors.append(f"controller replica {name}: its address {ip} is outside {self.mgmt.subnet} or taken")
         if self.lan.subnet.overlaps(self.remote.subnet):
             errors.append("lan.subnet overlaps remote.subnet")
         if errors:
@@ -238,16 +283,30 @@ class Topology(_Strict):
         """The machine's end of the management link (root namespace)."""
         return f"{self.prefix}-m0"
 
+    def replica_ips(self) -> dict[str, ipaddress.IPv4Address]:
+        """Controller replica name -> its management address (.31, .32, ...); empty with one controller."""
+        base = self.mgmt.subnet.network_address + 30
+        return {name: base + i for i, name in enumerate(self.controller.replica_names(), start=1)}
+
     def namespaces(self) -> list[str]:
         """The namespaces this topology builds (with a partner site: not the WAN nor the remote side)."""
+        sim = ["hsim"] if self.simulated_hosts is not None else []
         if self.partner_site is not None:
-            return [self.ns(n) for n in ["sw", "mgmt", *(h.name for h in self.hosts), *(g.name for g in self.gateways)]]
-        nodes = ["sw", "wan", "rlan", "mgmt"]
+            return [self.ns(n) for n in ["sw", "mgmt", *(h.name for h in self.hosts), *(g.name for g in self.gateways), *sim]]
+        nodes = ["sw", "wan", "rlan", "mgmt", *sim, *self.controller.replica_names()]
         nodes += [h.name for h in self.hosts]
         for g in self.gateways:
             nodes += [g.name, g.peer.name]
         nodes += [r.name for r in self.remote.hosts]
         return [self.ns(n) for n in nodes]
+
+    @property
+    def host_ports(self) -> set[int]:
+        """Switch ports with the HOST role: the namespace hosts' and the simulated hosts' port."""
+        ports = {h.port for h in self.hosts}
+        if self.simulated_hosts is not None:
+            ports.add(self.simulated_hosts.port)
+        return ports
 
     def wan_port(self, g: GatewaySpec) -> str:
         """Gateway `g`'s end in the WAN namespace (site-prefixed when the WAN is shared)."""

@@ -20,6 +20,9 @@ Say = Callable[[str], None]
 # TX checksum offload on a veth leaves checksums for the receiving NIC to fill in;
 # frames redirected by XDP/tc bypass that, so hosts and gateways compute them in software.
 _OFFLOADS_OFF = ("tx", "off", "tso", "off", "gso", "off")
+# supergw-hostsim's veth: its end in `<prefix>-hsim`, and the switch's end (model.SimulatedHostsSpec).
+SIM_IF = "hsim0"
+SIM_SWITCH_IF = "sw-hsim"
 
 
 class NetworkError(RuntimeError):
@@ -81,6 +84,8 @@ def switch_interfaces(topo: Topology) -> dict[int, str]:
     """P4 port number -> interface name inside the switch namespace."""
     ports = {h.port: f"sw-{h.name}" for h in topo.hosts}
     ports.update({g.port: f"sw-{g.name}" for g in topo.gateways})
+    if topo.simulated_hosts is not None:
+        ports[topo.simulated_hosts.port] = SIM_SWITCH_IF
     return dict(sorted(ports.items()))
 
 
@@ -118,6 +123,15 @@ def build(topo: Topology, say: Say) -> None:
         run(["ip", "route", "replace", "default", "via", str(topo.lan.gateway_ip)], hns)
         _offloads_off(hns, "eth0")
     say(f"LAN hosts: {', '.join(h.name for h in topo.hosts)} on {topo.lan.subnet}, default via {topo.lan.gateway_ip}")
+    if (sim := topo.simulated_hosts) is not None:
+        # supergw-hostsim's port: the kernel of its namespace stays silent on it (no address, no
+        # ARP, no IPv6), so every frame the switch sees comes from a simulated host.
+        sns = topo.ns("hsim")
+        _veth(SIM_SWITCH_IF, sw, SIM_IF, sns)
+        run(["ip", "link", "set", SIM_IF, "arp", "off"], sns)
+        _offloads_off(sns, SIM_IF)
+        say(f"simulated hosts: {sim.count} ({sim.first_ip}.., {sim.first_mac}..) on switch port {sim.port} "
+            f"({sns}/{SIM_IF})")
 
     wan_len, rlan_len, mgmt_len = topo.wan.subnet.prefixlen, topo.remote.subnet.prefixlen, topo.mgmt.subnet.prefixlen
     wan_ports, rlan_ports, mgmt_ports = [], [], []

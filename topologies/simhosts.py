@@ -1,0 +1,70 @@
+"""A site's simulated hosts: supergw-hostsim started in `<prefix>-hsim` on its switch port, checked
+(every simulated host resolved IP_G to a virtual MAC of the site), and its counters for `status`.
+The program and its control API: topologies/hostsim/README.md; the client: hostsim_client.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from topologies import network, processes
+from topologies.components import ComponentError, wait_until
+from topologies.configs import REPO
+from topologies.hostsim_client import HOSTSIM_BIN, HostsimClient, HostsimError, HostsimProcess
+from topologies.model import Topology
+from topologies.processes import ProcRecord
+
+READY_TIMEOUT_S = 20.0
+
+
+def socket_path(run_dir: Path, topo: Topology) -> Path:
+    """The control socket of site `topo`'s hostsim: .run/<prefix>/hostsim.sock."""
+    return run_dir / topo.prefix / "hostsim.sock"
+
+
+def argv(topo: Topology, sock: Path) -> list[str]:
+    sim = topo.simulated_hosts
+    if sim is None:
+        raise ValueError(f"{topo.prefix} has no simulated_hosts")
+    return HostsimProcess.argv(network.SIM_IF, sock, str(topo.lan.gateway_ip), str(sim.first_ip), sim.first_mac,
+                               sim.count, topo.lan.subnet.prefixlen)
+
+
+def start(topo: Topology, run_dir: Path, logs: Path, track: Callable[[ProcRecord], None]) -> HostsimClient:
+    """Start the site's hostsim; `track` records it before the wait (so `make stop` finds it)."""
+    if not HOSTSIM_BIN.is_file():
+        raise ComponentError(f"simulated hosts: {HOSTSIM_BIN.relative_to(REPO)} is missing (build it with `make hostsim`)")
+    sock = socket_path(run_dir, topo)
+    sock.parent.mkdir(parents=True, exist_ok=True)
+    sock.unlink(missing_ok=True)
+    rec = processes.start("hostsim", argv(topo, sock), logs / "hostsim.log", netns=topo.ns("hsim"), cwd=REPO)
+    track(rec)
+    wait_until(lambda: (sock.exists(), f"{sock} not there yet"), 5, "hostsim control socket", rec)
+    return HostsimClient(sock)
+
+
+def check_ready(topo: Topology, client: HostsimClient) -> str:
+    """Every simulated host resolved IP_G, to a virtual MAC of this site (the switch's ARP answer)."""
+    client.wait_ready(READY_TIMEOUT_S)
+    hosts = client.stats(hosts=True)["hosts"]
+    vbase = int(topo.lan.vmac_base.replace(":", ""), 16)
+    wrong = [h["ip"] for h in hosts if not 0 <= int(str(h["gateway_mac"]).replace(":", ""), 16) - vbase < topo.lan.buckets]
+    if wrong:
+        raise ComponentError(f"simulated hosts {', '.join(wrong[:5])} resolved IP_G to a MAC outside the site's "
+                             f"virtual MACs {topo.lan.vmac_base} + 0..{topo.lan.buckets - 1}")
+    vmacs = {h["gateway_mac"] for h in hosts}
+    return f"{len(hosts)} hosts resolved IP_G ({len(vmacs)} virtual MACs), socket {client.path}"
+
+
+def status_line(topo: Topology, run_dir: Path) -> str:
+    """One line of the site's hostsim totals for `status`."""
+    sock = socket_path(run_dir, topo)
+    try:
+        st = HostsimClient(sock, timeout=2).stats()
+        ready = HostsimClient(sock, timeout=2).status()
+    except HostsimError as exc:
+        return f"simulated hosts {topo.prefix}: {exc}"
+    t = st["totals"]
+    return (f"simulated hosts {topo.prefix}: {ready['resolved']}/{ready['hosts']} resolved IP_G; tx {t['tx_packets']} pkts "
+            f"rx {t['rx_packets']} pkts; test lost {t['lost']}; per host: "
+            f"python -m topologies.hostsim_client {sock} --hosts")
