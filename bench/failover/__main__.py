@@ -14,6 +14,9 @@ link up), and the time until it holds its weighted share of buckets again is the
 time (the system is idle apart from the probe). A soak then loads the machine (two busy
 loops and 1200-byte pings every 2 ms from every host through the tunnels) and counts
 failovers nobody caused. Writes bench/results/failover.{json,md,png}.
+
+`python -m bench.failover --two-site [--trials 5]`: the same failures on the two-site
+emulation, with a flow in each direction (two_site.py; bench/results/failover-two-site.*).
 """
 
 from __future__ import annotations
@@ -265,6 +268,11 @@ def load_state() -> tuple[Topology, RunState] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--two-site" in argv:  # both directions on the two-site emulation: two_site.py
+        from bench.failover import two_site
+
+        return two_site.main([a for a in argv if a != "--two-site"])
     ap = argparse.ArgumentParser(prog="python -m bench.failover", description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=5, help="trials per kind of failure (default 5)")
     ap.add_argument("--soak-s", type=float, default=180.0, help="soak duration in seconds (default 180)")

@@ -1,21 +1,312 @@
-"""Failover on the two-site emulation (both directions): real agents, real tunnels, shipped defaults.
+"""Failover on the two-site emulation, both directions: real agents, real tunnels, shipped defaults.
 
-`measure(trials)` is the interface bench/scaling calls; `python -m bench.failover --two-site`
-writes bench/results/failover-two-site.{json,md,png}.
+`measure(trials)` is what bench/scaling calls; `python -m bench.failover --two-site
+[--trials 5]` writes bench/results/failover-two-site.{json,md,png}. Root; run it under
+`flock /tmp/supergw-netns.lock`. It uses the running two-site emulation when one is up and
+otherwise boots `topologies/two-site.yaml` (and stops it again afterwards).
+
+Each trial fails gateway i of site A (i = trial number modulo N) -- freeze (SIGSTOP of its
+charon and agent, link up), kill (SIGKILL of both) or link (its LAN interface down) -- while
+two flows cross its pair, one each way, each returning over another pair:
+
+    A -> B:  host a1 pings host b1;  a1's bucket pinned to agw_i at site A,  b1's to bgw_j at B
+    B -> A:  host b2 pings host a2;  b2's bucket pinned to bgw_i at site B,  a2's to agw_j at A
+
+so the longest gap between two replies of the A -> B flow is the time until site A stops
+using agw_i, and that of the B -> A flow the time until site B stops using its partner bgw_i
+(pair beacons through the tunnel). Pins make the flows independent of the rebalancer; a pin
+to a dead gateway is failed over like any bucket, and the pins are removed after each trial.
+Then the victim is restored (SIGCONT; `supergw-gateway up` and a new agent; link up) and
+both sites must show every gateway alive with its partner up before the next trial.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from topologies.twosite import TWO_SITE_TOPOLOGY
+from bench.failover.__main__ import GOAL_MS, Api, BenchError, max_gap_ms, sh
+from bench.report import Metric, Series, write_report
+from topologies import components, processes
+from topologies.configs import HEARTBEAT_MS, MISSED_HEARTBEATS, REPO, controller_url
+from topologies.model import Topology
+from topologies.processes import RunState
+from topologies.run import AGENT_PORT, STATE
+from topologies.twosite import TWO_SITE_TOPOLOGY, load_two_site, site_dir, site_logs
 
 KINDS = ("freeze", "kill", "link")
+DIRECTIONS = ("a_to_b", "b_to_a")
+PING_INTERVAL_S = 0.01
+PROBE_PINGS = 500  # 5 s: 1 s before the failure, 4 s after
+
+__all__ = ["KINDS", "BenchError", "Trial", "measure", "run_trials", "summarize"]
 
 
-class BenchError(RuntimeError):
-    """The emulation could not be booted, probed or restored; the message says what to do."""
+@dataclass
+class Trial:
+    kind: str
+    victim: str
+    partner: str
+    gap_a_to_b_ms: float
+    gap_b_to_a_ms: float
+    lost_a_to_b: int
+    lost_b_to_a: int
+    detect_a_ms: float | None  # failure -> site A's "gateway dead" event for the victim
+    detect_b_ms: float | None  # failure -> site B's "gateway dead" event for the partner
+    why_b: str  # site B's reason
+    restore_s: float | None  # restored -> both sites all alive, partners up
+
+
+class Site:
+    def __init__(self, topo: Topology) -> None:
+        self.topo = topo
+        conf = site_dir(topo) / "config"
+        self.conf_dir = conf
+        self.api = Api(controller_url(topo), (conf / "api-token").read_text().strip())
+
+    def post(self, path: str, body: dict[str, Any] | None, method: str = "POST") -> Any:
+        import json
+        import urllib.request
+
+        req = urllib.request.Request(self.api.url + path, method=method,
+                                     data=json.dumps(body).encode() if body is not None else None,
+                                     headers={"Authorization": f"Bearer {self.api.token}",
+                                              "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return json.loads(resp.read())
+
+    def gateways(self) -> dict[str, dict[str, Any]]:
+        return {g["name"]: g for g in self.api.get("/gateways")}
+
+    def bucket_of(self, ip: str) -> int | None:
+        return next((int(h["bucket"]) for h in self.api.get("/hosts") if h.get("ip") == ip), None)
+
+    def dead_event(self, gw: str, after: float) -> tuple[float, str] | None:
+        for ev in self.api.get("/events?limit=1000"):
+            if ev.get("kind") == "gateway" and ev.get("reason") == "dead" and ev.get("src") == gw and ev["ts"] >= after:
+                return float(ev["ts"]), str(ev.get("detail") or "")
+        return None
+
+    def gw_config(self, name: str) -> Path:
+        return self.conf_dir / f"gateway-{name}.yaml"
+
+
+class TwoSites:
+    def __init__(self, sites: list[Topology], state: RunState) -> None:
+        self.a, self.b = Site(sites[0]), Site(sites[1])
+        self.state = state
+        n, hosts = len(sites[0].gateways), min(len(sites[0].hosts), len(sites[1].hosts))
+        if n < 2 or hosts < 2:
+            raise BenchError(f"two-site failover needs >= 2 gateways and >= 2 hosts per site (has {n} and {hosts}): "
+                             "each flow returns over another pair")
+
+    def wait_healthy(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            views = {s.topo.prefix: s.gateways() for s in (self.a, self.b)}
+            last = {p: {n: (g["state"], g["buckets"], g.get("tunnel_up"), g.get("partner_up")) for n, g in v.items()}
+                    for p, v in views.items()}
+            if all(g["state"] == "alive" and g.get("tunnel_up") is not False and g.get("partner_up") is not False
+                   for v in views.values() for g in v.values()):
+                return
+            time.sleep(0.3)
+        raise BenchError(f"gateways not all alive with their partners up after {timeout:.0f}s: {last}")
+
+    def learned_bucket(self, site: Site, host_index: int) -> int:
+        h = site.topo.hosts[host_index]
+        b = site.bucket_of(str(h.ip))
+        if b is None:  # a host the switch forgot (aged out): one frame makes it known again
+            sh("ip", "netns", "exec", site.topo.ns(h.name), "ping", "-n", "-q", "-c", "1", "-W", "1",
+               str(site.topo.lan.gateway_ip), check=False)
+            time.sleep(0.5)
+            b = site.bucket_of(str(h.ip))
+        if b is None:
+            raise BenchError(f"{site.topo.prefix}: the controller has not learned host {h.name} ({h.ip})")
+        return b
+
+    @contextmanager
+    def pinned(self, pins: list[tuple[Site, int, str]]) -> Iterator[None]:
+        done: list[tuple[Site, int]] = []
+        try:
+            for site, bucket, gw in pins:
+                site.post(f"/buckets/{bucket}/pin", {"gateway": gw})
+                done.append((site, bucket))
+            yield
+        finally:
+            for site, bucket in done:
+                try:
+                    site.post(f"/buckets/{bucket}/pin", None, method="DELETE")
+                except OSError as exc:
+                    print(f"  warning: could not unpin bucket {bucket} at {site.topo.prefix}: {exc}", flush=True)
+
+    def pids(self, gw: str) -> list[int]:
+        charon = components.gateway_status(self.a.gw_config(gw)).get("charon_pid")
+        if not isinstance(charon, int):
+            raise BenchError(f"{gw}: no charon running")
+        agent = next((p for p in self.state.processes if p.name == f"agent-{gw}" and processes.alive(p)), None)
+        if agent is None:
+            raise BenchError(f"{gw}: its agent is not running")
+        return [charon, agent.pid]
+
+    def inject(self, kind: str, gw: str, pids: list[int]) -> None:
+        if kind == "link":
+            sh("ip", "netns", "exec", self.a.topo.ns(gw), "ip", "link", "set", "lan0", "down")
+            return
+        sig = signal.SIGSTOP if kind == "freeze" else signal.SIGKILL
+        for pid in pids:
+            os.kill(pid, sig)
+
+    def restore(self, kind: str, gw: str, pids: list[int]) -> None:
+        topo = self.a.topo
+        if kind == "link":
+            sh("ip", "netns", "exec", topo.ns(gw), "ip", "link", "set", "lan0", "up")
+        elif kind == "freeze":
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        else:
+            logs = site_logs(topo)
+            config = self.a.gw_config(gw)
+            components.gateway_up(gw, config, logs)
+            member = next(g for g in topo.gateways if g.name == gw)
+            charon = components.charon_record(gw, config, logs)
+            agent = components.start_agent(gw, topo.ns(gw), config, f"{member.mgmt_ip}:{AGENT_PORT}", logs)
+            keep = [p for p in self.state.processes if p.name not in (f"charon-{gw}", f"agent-{gw}")]
+            self.state.processes = keep + [r for r in (charon, agent) if r is not None]
+            self.state.save(STATE)
+
+    def trial(self, kind: str, round_: int) -> Trial:
+        self.wait_healthy()
+        a, b = self.a, self.b
+        n = len(a.topo.gateways)
+        i, j = round_ % n, (round_ + 1) % n
+        victim, other = a.topo.gateways[i].name, a.topo.gateways[j].name
+        partner, b_other = b.topo.gateways[i].name, b.topo.gateways[j].name
+        a1, a2, b1, b2 = (self.learned_bucket(a, 0), self.learned_bucket(a, 1),
+                          self.learned_bucket(b, 0), self.learned_bucket(b, 1))
+        if a1 == a2 or b1 == b2:
+            raise BenchError(f"hosts 1 and 2 share a bucket at a site (A {a1}/{a2}, B {b1}/{b2}): "
+                             "the two flows cannot be separated")
+        pids = self.pids(victim)
+        ah1, ah2 = a.topo.hosts[0], a.topo.hosts[1]
+        bh1, bh2 = b.topo.hosts[0], b.topo.hosts[1]
+        with self.pinned([(a, a1, victim), (a, a2, other), (b, b2, partner), (b, b1, b_other)]):
+            time.sleep(0.3)  # the pin moves are written before the probes start
+            probes = {
+                "a_to_b": self._probe(a.topo.ns(ah1.name), str(bh1.ip)),
+                "b_to_a": self._probe(b.topo.ns(bh2.name), str(ah2.ip)),
+            }
+            outs: dict[str, str] = {}
+            try:
+                time.sleep(1.0)
+                t_inject = time.time()
+                self.inject(kind, victim, pids)
+                for d, p in probes.items():
+                    outs[d], _ = p.communicate(timeout=20)
+            finally:
+                for p in probes.values():
+                    if p.poll() is None:
+                        p.kill()
+                        p.wait()
+            gaps = {d: max_gap_ms(outs[d]) for d in DIRECTIONS}
+            dead_a, dead_b = a.dead_event(victim, t_inject), b.dead_event(partner, t_inject)
+            t_restore = time.monotonic()
+            self.restore(kind, victim, pids)
+        restore_s: float | None
+        try:
+            self.wait_healthy()
+            restore_s = round(time.monotonic() - t_restore, 2)
+        except BenchError as exc:
+            print(f"  {exc}", flush=True)
+            restore_s = None
+        t = Trial(kind, victim, partner, round(gaps["a_to_b"][0], 1), round(gaps["b_to_a"][0], 1),
+                  gaps["a_to_b"][1], gaps["b_to_a"][1],
+                  None if dead_a is None else round(1000 * (dead_a[0] - t_inject), 1),
+                  None if dead_b is None else round(1000 * (dead_b[0] - t_inject), 1),
+                  "" if dead_b is None else dead_b[1], restore_s)
+        print(f"  {kind:6s} {victim}/{partner}: gap A->B {t.gap_a_to_b_ms:.0f} ms, B->A {t.gap_b_to_a_ms:.0f} ms; "
+              f"dead at A after {t.detect_a_ms} ms, at B after {t.detect_b_ms} ms ({t.why_b or 'no event'}); "
+              f"healthy again after {restore_s} s", flush=True)
+        if restore_s is None:
+            raise BenchError(f"after the {kind} of {victim} the sites did not recover (see above)")
+        return t
+
+    @staticmethod
+    def _probe(netns: str, dst: str) -> subprocess.Popen[str]:
+        # -c, not -w: with a deadline ping quits at the first error, and a gateway whose charon
+        # died answers "net unreachable" until its hosts are failed over.
+        return subprocess.Popen(["ip", "netns", "exec", netns, "ping", "-n", "-D", "-i", str(PING_INTERVAL_S), "-W", "1",
+                                 "-c", str(PROBE_PINGS), dst], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _running_two_site() -> RunState | None:
+    state = RunState.load(STATE)
+    if state is None or state.phase != "up" or state.info.get("kind") != "two-site":
+        return None
+    return state
+
+
+@contextmanager
+def _emulation(topology: Path) -> Iterator[tuple[list[Topology], RunState]]:
+    """The running two-site emulation, or one booted from `topology` (and stopped afterwards)."""
+    state = _running_two_site()
+    if state is not None:
+        _, sites = load_two_site(Path(state.topology))
+        yield sites, state
+        return
+    if RunState.load(STATE) is not None:
+        raise BenchError(f"another emulation is running ({STATE}); `make stop` first, or boot the two-site one")
+    if os.geteuid() != 0:
+        raise BenchError("the two-site failover benchmark needs root (namespaces, signals to charon)")
+    print(f"== two-site emulation not up: booting {topology}", flush=True)
+    cmd = [sys.executable, "-m", "topologies.run"]
+    try:
+        up = subprocess.run([*cmd, "up", "--topology", str(topology)], cwd=REPO, capture_output=True, text=True)
+        state = _running_two_site()
+        if up.returncode != 0 or state is None:
+            raise BenchError(f"the two-site emulation did not come up:\n{(up.stdout + up.stderr)[-2000:]}")
+        _, sites = load_two_site(topology)
+        yield sites, state
+    finally:
+        subprocess.run([*cmd, "down", "--topology", str(topology)], cwd=REPO, capture_output=True, text=True)
+
+
+def run_trials(trials: int = 5, kinds: Sequence[str] = KINDS, topology: Path = TWO_SITE_TOPOLOGY) -> list[Trial]:
+    """Every trial of every kind (see the module doc)."""
+    bad = [k for k in kinds if k not in KINDS]
+    if bad or trials < 1:
+        raise BenchError(f"kinds must be among {KINDS} and trials >= 1 (got {list(kinds)}, {trials})")
+    out: list[Trial] = []
+    with _emulation(topology) as (sites, state):
+        emu = TwoSites(sites, state)
+        for kind in kinds:
+            print(f"== two-site {kind}: {trials} trials", flush=True)
+            out += [emu.trial(kind, i) for i in range(trials)]
+    return out
+
+
+def summarize(trials: Sequence[Trial]) -> dict[str, float]:
+    """The keys `measure` returns, from trials."""
+    out: dict[str, float] = {}
+    for kind in dict.fromkeys(t.kind for t in trials):
+        ts = [t for t in trials if t.kind == kind]
+        a_to_b = statistics.median(t.gap_a_to_b_ms for t in ts)
+        b_to_a = statistics.median(t.gap_b_to_a_ms for t in ts)
+        out[f"failover_{kind}_ms"] = round(max(a_to_b, b_to_a), 1)
+        out[f"failover_{kind}_a_to_b_ms"] = round(a_to_b, 1)
+        out[f"failover_{kind}_b_to_a_ms"] = round(b_to_a, 1)
+        out[f"failover_{kind}_max_ms"] = max(max(t.gap_a_to_b_ms, t.gap_b_to_a_ms) for t in ts)
+    return out
 
 
 def measure(trials: int = 5, kinds: Sequence[str] = KINDS, topology: Path = TWO_SITE_TOPOLOGY) -> dict[str, float]:
@@ -29,4 +320,60 @@ def measure(trials: int = 5, kinds: Sequence[str] = KINDS, topology: Path = TWO_
     resp. site B), `failover_<kind>_max_ms` (worst trial, either direction).
     Raises `BenchError` (bench.failover.two_site) when the emulation cannot be booted or probed.
     """
-    raise NotImplementedError("two-site failover measurement: being written (H2)")
+    return summarize(run_trials(trials, kinds, topology))
+
+
+def write(trials: Sequence[Trial], n_trials: int) -> None:
+    summary = summarize(trials)
+    metrics: dict[str, Metric] = {}
+    for kind in dict.fromkeys(t.kind for t in trials):
+        k = f"failover_{kind}"
+        metrics[f"{k}_ms"] = Metric(summary[f"{k}_ms"], "ms", goal=GOAL_MS, higher_is_better=False,
+                                    note="median, the worse of the two directions")
+        for d, label in (("a_to_b", "A -> B flow (enters the victim at site A)"),
+                         ("b_to_a", "B -> A flow (enters the victim's partner at site B)")):
+            metrics[f"{k}_{d}_ms"] = Metric(summary[f"{k}_{d}_ms"], "ms", goal=GOAL_MS, higher_is_better=False,
+                                            note=f"median, {label}")
+        metrics[f"{k}_max_ms"] = Metric(summary[f"{k}_max_ms"], "ms", goal=GOAL_MS, higher_is_better=False,
+                                        note="worst trial, either direction")
+        detects = [t.detect_b_ms for t in trials if t.kind == kind and t.detect_b_ms is not None]
+        metrics[f"{k}_partner_detect_ms"] = Metric(
+            statistics.median(detects) if detects else None, "ms",
+            note="median, failure -> site B's 'gateway dead' event for the partner")
+    series = [Series(f"{kind} {d.replace('_to_', '->').upper()}",
+                     x=[i + 1 for i in range(sum(1 for t in trials if t.kind == kind))],
+                     y=[getattr(t, f"gap_{d}_ms") for t in trials if t.kind == kind],
+                     xlabel="trial", ylabel="longest gap (ms)")
+              for kind in dict.fromkeys(t.kind for t in trials) for d in DIRECTIONS]
+    method = (
+        "Two-site emulation (`make run TOPO=two-site`: two eBPF switches, two controllers, N strongSwan gateway "
+        "pairs with kernel-libipsec, real agents), shipped defaults: UDP heartbeats every "
+        f"{HEARTBEAT_MS} ms, dead after {MISSED_HEARTBEATS} missed; pair beacons between the agents of each pair "
+        f"through their tunnel at the same cadence, partner down after {MISSED_HEARTBEATS} missed (or when the "
+        "partner says its charon or LAN is down); port monitor on. Per trial gateway i of site A is frozen (SIGSTOP "
+        "charon + agent, link up), killed (SIGKILL both) or unplugged (its LAN interface down) while two flows cross "
+        "its pair, one each way (`ping -D -i 0.01`, 500 pings, failure after 1 s), each returning over another pair "
+        "(host buckets pinned for the trial): the A -> B flow's longest gap between replies is the time until site A "
+        "stops using the victim, the B -> A flow's the time until site B stops using the victim's partner. "
+        f"{n_trials} trials per kind, i rotating over the pairs; the victim is restored and both sites are healthy "
+        "again before the next trial. The machine (2 cores) is shared with other work."
+    )
+    paths = write_report("failover-two-site", metrics, [vars(t) for t in trials], series,
+                         title="Gateway failover on the two-site emulation, both directions (shipped defaults)",
+                         method=method)
+    print(f"wrote {paths.json}, {paths.markdown}, {paths.png}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.failover --two-site", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trials", type=int, default=5, help="trials per kind of failure (default 5)")
+    ap.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated subset of {','.join(KINDS)}")
+    ap.add_argument("--topology", type=Path, default=TWO_SITE_TOPOLOGY, help="two-site file to boot if none is up")
+    args = ap.parse_args(argv)
+    try:
+        trials = run_trials(args.trials, [k for k in args.kinds.split(",") if k], args.topology)
+    except BenchError as exc:
+        print(f"bench.failover --two-site: {exc}", file=sys.stderr)
+        return 1
+    write(trials, args.trials)
+    return 0
