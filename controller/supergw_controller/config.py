@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import yaml
 from pydantic import (
@@ -630,6 +631,9 @@ def parse_config(data: Any, base_dir: Path, source: str = "<config>") -> Config:
     return cfg
 
 
+_Holder = TypeVar("_Holder", "OperatorToken", "GatewayConfig")
+
+
 def _read_secrets(cfg: Config) -> tuple[Config, list[str]]:
     """Read every secret file once (so a later read cannot fail or change mid-run) and
     refuse a secret shared by two principals: it would let one act as the other."""
@@ -641,32 +645,31 @@ def _read_secrets(cfg: Config) -> tuple[Config, list[str]]:
             problems.append(f"{who}: the same secret as {owners[secret]}; every token must be different")
         owners.setdefault(secret, who)
 
-    tokens: list[OperatorToken] = []
-    for i, t in enumerate(cfg.api.tokens):
-        try:
-            secret = t.secret()
-        except ConfigError as exc:
-            problems.append(f"api.tokens[{i}].token_file: {str(exc).split(': ', 1)[1]}")
-            tokens.append(t)
-            continue
-        claim(secret, f"api.tokens[{i}] ({t.name})")
-        tokens.append(t.model_copy(update={"token": SecretStr(secret)}))
+    def read_each(
+        items: Sequence[_Holder], key: str, secret_key: str, read: Callable[[_Holder], str | None], suffix: str
+    ) -> list[_Holder]:
+        """items with each one's secret read into `secret_key`; a bad file is a problem named
+        `<key>[i].<secret_key>_file`, a secret another principal has is one too."""
+        out: list[_Holder] = []
+        for i, item in enumerate(items):
+            try:
+                secret = read(item)
+            except ConfigError as exc:
+                problems.append(f"{key}[{i}].{secret_key}_file: {str(exc).split(': ', 1)[1]}")
+                out.append(item)
+                continue
+            if secret is not None:
+                claim(secret, f"{key}[{i}] ({item.name}){suffix}")
+                item = item.model_copy(update={secret_key: SecretStr(secret)})
+            out.append(item)
+        return out
+
+    tokens = read_each(cfg.api.tokens, "api.tokens", "token", OperatorToken.secret, "")
     if cfg.api.token is not None:
         claim(cfg.api.token.get_secret_value(), "api.token")
     elif cfg.api.token_file is not None and cfg.api.token_file.is_file():
         claim(cfg.api.token_file.read_text().strip(), "api.token_file")
-    gateways: list[GatewayConfig] = []
-    for i, g in enumerate(cfg.gateways):
-        try:
-            agent_secret = g.agent_secret()
-        except ConfigError as exc:
-            problems.append(f"gateways[{i}].agent_token_file: {str(exc).split(': ', 1)[1]}")
-            gateways.append(g)
-            continue
-        if agent_secret is not None:
-            claim(agent_secret, f"gateways[{i}] ({g.name}) agent token")
-            g = g.model_copy(update={"agent_token": SecretStr(agent_secret)})
-        gateways.append(g)
+    gateways = read_each(cfg.gateways, "gateways", "agent_token", GatewayConfig.agent_secret, " agent token")
     api = cfg.api.model_copy(update={"tokens": tokens})
     return cfg.model_copy(update={"api": api, "gateways": gateways}), problems
 
