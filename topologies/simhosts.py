@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from supergw_controller import bucket
+
 from topologies import network, processes
 from topologies.components import ComponentError, wait_until
 from topologies.configs import REPO
@@ -43,15 +45,20 @@ def start(topo: Topology, run_dir: Path, logs: Path, track: Callable[[ProcRecord
     return HostsimClient(sock)
 
 
+def expected_gateway_mac(topo: Topology, host_mac: str) -> str:
+    """The switch answers a host's ARP for IP_G with vmac(bucket(host MAC)) (controller/bucket.py)."""
+    return str(bucket.vmac(topo.lan.vmac_base, bucket.bucket_of(host_mac, topo.lan.buckets)))
+
+
 def check_ready(topo: Topology, client: HostsimClient) -> str:
-    """Every simulated host resolved IP_G, to a virtual MAC of this site (the switch's ARP answer)."""
+    """Every simulated host resolved IP_G, each to its own bucket's virtual MAC (the switch's ARP answer)."""
     client.wait_ready(READY_TIMEOUT_S)
     hosts = client.stats(hosts=True)["hosts"]
-    vbase = int(topo.lan.vmac_base.replace(":", ""), 16)
-    wrong = [h["ip"] for h in hosts if not 0 <= int(str(h["gateway_mac"]).replace(":", ""), 16) - vbase < topo.lan.buckets]
+    wrong = [f"{h['ip']} got {h['gateway_mac']}, not {expected_gateway_mac(topo, h['mac'])}" for h in hosts
+             if h["gateway_mac"] != expected_gateway_mac(topo, h["mac"])]
     if wrong:
-        raise ComponentError(f"simulated hosts {', '.join(wrong[:5])} resolved IP_G to a MAC outside the site's "
-                             f"virtual MACs {topo.lan.vmac_base} + 0..{topo.lan.buckets - 1}")
+        raise ComponentError(f"simulated hosts resolved IP_G to another MAC than their bucket's virtual MAC: "
+                             f"{'; '.join(wrong[:3])}")
     vmacs = {h["gateway_mac"] for h in hosts}
     return f"{len(hosts)} hosts resolved IP_G ({len(vmacs)} virtual MACs), socket {client.path}"
 

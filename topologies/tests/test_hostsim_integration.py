@@ -1,0 +1,95 @@
+"""The simulated hosts in the two-site emulation (issue 8, item 1): N = 2 pairs, 16 simulated hosts
+per site (one supergw-hostsim per site on one switch port), real switches, controllers and IPsec
+gateways. Every simulated host resolved IP_G to its own bucket's virtual MAC; a short
+bidirectional run through the tunnels at a low rate loses nothing, and the per-host counters add
+up to the totals.
+
+Needs root, the built switch and hostsim (make switch hostsim) and strongSwan; run it under
+`flock /tmp/supergw-netns.lock`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from topologies import network, simhosts
+from topologies.hostsim_client import HOSTSIM_BIN, HostsimClient, run_loss
+from topologies.model import Topology
+from topologies.run import RUN_DIR, STATE
+from topologies.tests.emulation import EMULATION_MARKS, run_topologies
+from topologies.twosite import TWO_SITE_TOPOLOGY, load_two_site
+
+pytestmark = [*EMULATION_MARKS,
+              pytest.mark.skipif(not HOSTSIM_BIN.is_file(), reason="hostsim not built (make hostsim)")]
+
+SIM_HOSTS = 16
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[Topology, HostsimClient]]]:
+    data = yaml.safe_load(TWO_SITE_TOPOLOGY.read_text())
+    data.update({"gateways": 2, "hosts_per_site": 1,
+                 "simulated_hosts": {"count": SIM_HOSTS, "first_host": 100, "port": 200}})
+    path = tmp_path_factory.mktemp("hostsim") / "two-site-sim.yaml"
+    path.write_text(yaml.safe_dump(data))
+    _, topos = load_two_site(path)
+    if STATE.exists() or any(network.existing_namespaces(t) for t in topos):
+        pytest.skip("an emulation is already running here (make stop first)")
+    try:
+        up = run_topologies("up", "--topology", str(path))
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "simulated hosts" in up.stdout and "hostsim_client" in up.stdout, up.stdout
+        yield [(t, HostsimClient(simhosts.socket_path(RUN_DIR, t))) for t in topos]
+        status = run_topologies("status", "--topology", str(path))
+        assert f"{SIM_HOSTS}/{SIM_HOSTS} resolved IP_G" in status.stdout, status.stdout
+    finally:
+        down = run_topologies("down", "--topology", str(path))
+        left = [ns for t in topos for ns in network.existing_namespaces(t)]
+        assert down.returncode == 0 and not left, down.stdout + down.stderr + f"\nleft: {left}"
+
+
+def test_every_simulated_host_resolved_ip_g_to_its_buckets_vmac(sites: list[tuple[Topology, HostsimClient]]) -> None:
+    for topo, client in sites:
+        hello = client.hello()
+        assert hello["hosts"] == SIM_HOSTS and hello["gateway_ip"] == str(topo.lan.gateway_ip)
+        hosts = client.stats(hosts=True)["hosts"]
+        assert [h["ip"] for h in hosts] == [str(ip) for ip in topo.simulated_hosts.ips()]  # type: ignore[union-attr]
+        for h in hosts:
+            assert h["gateway_mac"] == simhosts.expected_gateway_mac(topo, h["mac"]), h
+        assert len({h["gateway_mac"] for h in hosts}) > 1, "16 hosts all in one bucket: the dispatch is not per host"
+
+
+def _sum(hosts: list[dict[str, Any]], key: str) -> int:
+    return sum(int(h[key]) for h in hosts)
+
+
+def test_bidirectional_run_through_the_gateways_loses_nothing(sites: list[tuple[Topology, HostsimClient]]) -> None:
+    (ta, a), (tb, b) = sites
+    for c in (a, b):
+        c.reset()
+    to_b = [str(ip) for ip in tb.simulated_hosts.ips()]  # type: ignore[union-attr]
+    to_a = [str(ip) for ip in ta.simulated_hosts.ips()]  # type: ignore[union-attr]
+    a.start(rate_pps=200, frame_bytes=64, duration_s=3, destinations=to_b)
+    b.start(rate_pps=200, frame_bytes=1408, duration_s=3, destinations=to_a)
+    for c in (a, b):
+        run = c.wait_run_done(timeout=10)
+        assert run["state"] == "done" and run["send_errors"] == 0 and run["sent"] >= 550, run
+    time.sleep(0.5)  # frames still in the tunnels
+    sa, sb = a.stats(hosts=True, flows=True), b.stats(hosts=True, flows=True)
+    for what, tx, rx in (("A -> B", sa, sb), ("B -> A", sb, sa)):
+        loss = run_loss(tx, rx)
+        assert loss.sent >= 550 and loss.lost == 0, f"{what}: {loss}"
+        flows = [f for f in rx["flows_rx"] if f["run"] == tx["run"]["id"]]
+        assert len(flows) == SIM_HOSTS and all(f["received"] > 0 and f["lost"] == 0 for f in flows), flows
+        assert rx["totals"]["latency_us"]["max"] > 0 and rx["totals"]["malformed"] == 0
+    for st in (sa, sb):
+        hosts, t = st["hosts"], st["totals"]
+        for key in ("tx_packets", "tx_bytes", "rx_packets", "rx_bytes"):
+            assert _sum(hosts, key) == t[key], key
+        assert all(h["tx_packets"] > 0 and h["rx_packets"] > 0 for h in hosts), hosts
+        assert t["tx_packets"] >= t["test_tx_packets"] and t["rx_packets"] >= t["test_rx_packets"]
