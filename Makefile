@@ -22,6 +22,7 @@ export PATH := $(if $(wildcard /opt/p4tools/bin),/opt/p4tools/bin:)$(PATH)
 help:
 	@echo "make run          boot the whole emulated system (switch, controller, gateways; SWITCH=bmv2 on BMv2)"
 	@echo "                  TOPO=two-site: two super gateways (switch + controller + N gateways each) paired over a WAN"
+	@echo "                  HA=1: three controller replicas on a three-member etcd cluster (leader election, takeover)"
 	@echo "make stop         stop what 'make run' started"
 	@echo "make mininet      'make run' as a Mininet network, then the Mininet CLI (mininet> h1 ping r1)"
 	@echo "make test         unit tests + make p4 + PTF on eBPF and BMv2 + integration tests"
@@ -55,7 +56,7 @@ hostsim: deps
 	@$(MAKE) -s -C topologies/hostsim
 
 run: deps switch hostsim
-	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s $(P4_JSON) && )$(PY) -m topologies.run up$(if $(SWITCH), --switch $(SWITCH))$(if $(TOPO), --topology topologies/$(TOPO).yaml)
+	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s $(P4_JSON) && )$(PY) -m topologies.run up$(if $(SWITCH), --switch $(SWITCH))$(if $(TOPO), --topology topologies/$(TOPO).yaml)$(if $(filter-out 0,$(HA)), --replicas 3)
 
 mininet: deps switch hostsim
 	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s $(P4_JSON) && )$(PY) -m topologies.mininet_run$(if $(SWITCH), --switch $(SWITCH))

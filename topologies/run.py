@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from topologies import bmv2, components, network, processes
+from topologies import bmv2, components, ha, network, processes
 from topologies.components import ComponentError
 from topologies.configs import BMV2_JSON, REPO, GeneratedConfigs, Secrets, controller_url, validate_with_owners, write_all
 from topologies.model import DEFAULT_TOPOLOGY, SWITCH_KINDS, SwitchKind, Topology, TopologyError, load_topology
@@ -41,8 +41,10 @@ class Bringup:
 
     def __init__(self, topo: Topology, topo_path: Path) -> None:
         self.topo = topo
-        self.state = RunState(topology=str(topo_path), started_at=time.time(), info={"switch": topo.switch.kind})
+        info = {"switch": topo.switch.kind, "replicas": str(topo.controller.replicas)}
+        self.state = RunState(topology=str(topo_path), started_at=time.time(), info=info)
         self.results: list[tuple[str, bool, str]] = []
+        self.replica_configs: dict[str, Path] = {}  # controller replica -> its config (topologies/ha.py)
 
     def record(self, stage: str, ok: bool, detail: str) -> None:
         self.results.append((stage, ok, detail))
@@ -61,8 +63,11 @@ class Bringup:
         say(f"building topology {topo.prefix}: {len(topo.hosts)} hosts, {len(topo.gateways)} gateways")
         network.build(topo, say)
         gen = write_all(topo, RUN_DIR, Secrets.fresh(topo.controller.psk_bytes))
+        if ha.enabled(topo):
+            ha.build_network(topo, say)
+            gen, self.replica_configs = ha.write_configs(topo, gen)
         self.state.info.update({"controller_config": str(gen.controller), "token_file": str(gen.token_file)})
-        problems = validate_with_owners(gen)
+        problems = list(dict.fromkeys(validate_with_owners(gen) + ha.validate(self.replica_configs)))
         self.record("configs", not problems, "; ".join(problems) or f"written to {gen.controller.parent}")
         if problems:
             return False  # never start components on configs their owners reject
@@ -103,6 +108,9 @@ class Bringup:
         return f"{what}, pid {rec.pid} in {self.topo.switch_ns}, P4Runtime on {self.topo.switch.grpc_addr}"
 
     def _controller(self, gen: GeneratedConfigs) -> str:
+        if ha.enabled(self.topo):
+            etcd = ha.start_etcd_cluster(self.topo, RUN_DIR, LOGS, self.add)
+            return f"etcd {etcd}; " + ha.start_replicas(self.topo, self.replica_configs, LOGS, self.add)
         rec = components.start_controller(self.topo, gen, LOGS, self.add)
         return f"pid {rec.pid}, API {controller_url(self.topo)}"
 
@@ -142,6 +150,8 @@ class Bringup:
             if dead:
                 raise ComponentError(f"{', '.join(dead)} exited; see {LOGS}/agent-*.log:\n"
                                      + components.log_tail(Path(agents[0].log), 6))
+            if ha.enabled(self.topo):
+                return ha.gateways_alive_everywhere(self.topo, token, names)
             return components.gateways_alive(url, token, names)
 
         return components.wait_until(check, 20, "gateways reporting to the controller")
@@ -219,7 +229,7 @@ def cmd_up(topo: Topology, topo_path: Path) -> int:
 
 
 def print_where_to_look(topo: Topology, state: RunState) -> None:
-    url = controller_url(topo)
+    url = ha.api_url(topo, topo.controller.replica_names()[0]) if ha.enabled(topo) else controller_url(topo)
     token_file = state.info.get("token_file", str(RUN_DIR / "config" / "api-token"))
     h, r = topo.hosts[0], topo.remote.hosts[0]
     lines = [
@@ -235,6 +245,7 @@ def print_where_to_look(topo: Topology, state: RunState) -> None:
         f"  namespaces   {', '.join(topo.namespaces())}",
         f"  switch       P4Runtime {topo.switch.grpc_addr} inside {topo.switch_ns} (device id {topo.switch.device_id})",
         *switch_lines(topo),
+        *(ha.where_lines(topo, LOGS) if ha.enabled(topo) else []),
         "  stop         make stop",
     ]
     for line in lines:
@@ -271,7 +282,7 @@ def cmd_down(topo: Topology, quiet: bool = False) -> int:
         except (ComponentError, OSError, subprocess.TimeoutExpired) as exc:
             if not quiet:
                 say(f"{config.stem}: `supergw-gateway down` failed: {exc}")
-    removed = network.teardown(topo)
+    removed = network.teardown(topo) + ha.teardown_leftovers(topo)
     pins = components.pin_dir(topo)
     if pins.exists():
         shutil.rmtree(pins, ignore_errors=True)
@@ -313,9 +324,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topology", type=Path, default=DEFAULT_TOPOLOGY, help="topology YAML (default: %(default)s)")
     parser.add_argument("--switch", choices=SWITCH_KINDS, default=None,
                         help="up: the switch to run, overriding the topology's switch.kind (default: ebpf)")
+    parser.add_argument("--replicas", type=int, default=None, metavar="N",
+                        help="up: N controller replicas on etcd, overriding controller.replicas (make run HA=1: 3)")
     args = parser.parse_args(argv)
     kind: SwitchKind | None = args.switch
     topo_path = args.topology
+    replicas: int | None = args.replicas if args.command == "up" else None
     if args.command != "up" and topo_path == DEFAULT_TOPOLOGY:
         try:
             state = RunState.load(STATE)
@@ -323,12 +337,17 @@ def main(argv: list[str] | None = None) -> int:
             state = None
         if state is not None and Path(state.topology).is_file():
             topo_path = Path(state.topology)
+        if state is not None and state.info.get("replicas", "1").isdigit():
+            replicas = int(state.info["replicas"])
     from topologies import twosite  # imports this module: loaded only when needed
 
     if twosite.is_two_site(topo_path):
+        if args.replicas is not None:
+            print("--replicas (make run HA=1) is for the one-site topology only", file=sys.stderr)
+            return 2
         return twosite.main(args.command, topo_path, kind)
     try:
-        topo = load_topology(topo_path, kind if args.command == "up" else None)
+        topo = ha.prepare(load_topology(topo_path, kind if args.command == "up" else None), replicas)
     except TopologyError as exc:
         print(exc, file=sys.stderr)
         return 2
