@@ -521,6 +521,30 @@ class Config(_Strict):
             raise ConfigError(f"gateway {name!r} has no agent_token/agent_token_file (heartbeat is off)")
         return secret
 
+    def secret_files(self) -> list[Path]:
+        """Every file a token is read from: operator tokens, the legacy token, agent tokens."""
+        files = [t.token_file for t in self.api.tokens] + [self.api.token_file]
+        files += [g.agent_token_file for g in self.gateways]
+        return [f for f in files if f is not None]
+
+    def with_secrets_reread(self) -> Config:
+        """This config with every token file read again (a rotated token takes effect without a
+        restart). ConfigError naming every problem when one cannot be used: then nothing changes."""
+        tokens = [t.model_copy(update={"token": None}) if t.token_file else t for t in self.api.tokens]
+        gateways = [g.model_copy(update={"agent_token": None}) if g.agent_token_file else g for g in self.gateways]
+        fresh = self.model_copy(update={"api": self.api.model_copy(update={"tokens": tokens}), "gateways": gateways})
+        try:
+            cfg, problems = _read_secrets(fresh)
+        except OSError as exc:  # the legacy token_file, which _read_secrets reads unguarded
+            raise ConfigError(f"api.token_file: cannot read {self.api.token_file}: {exc.strerror or exc}") from None
+        try:
+            cfg.api.operator_tokens()  # the legacy token_file is read on use: check it now
+        except ConfigError as exc:
+            problems.append(str(exc))
+        if problems:
+            raise ConfigError("token files:\n  " + "\n  ".join(problems))
+        return cfg
+
 
 def _loc(loc: tuple[int | str, ...]) -> str:
     out = ""

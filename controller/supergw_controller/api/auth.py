@@ -6,19 +6,30 @@ Three kinds of caller, each with its own bearer token from the config:
 - the agent of one gateway: POST its own report and heartbeat, nothing else.
 A missing or unknown token is 401; a known token outside its rights is 403 naming the
 right it lacks. Secrets are compared in constant time and never leave this module.
+
+Token files are watched: when one changes (inode, mtime or size), every file is read again
+and the new tokens replace the old ones in one step, so a rotated token works (and the old
+one stops) without a restart. A file that cannot be used leaves the last good tokens in
+force and logs why, once per change.
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
+import os
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Protocol
 
 from fastapi import HTTPException, status
 
-from supergw_controller.config import Role
+from supergw_controller.config import ConfigError, Role
+
+log = logging.getLogger(__name__)
 
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="supergw"'}
 
@@ -61,32 +72,82 @@ class _AuthConfig(Protocol):
     def api(self) -> _ApiTokens: ...
     @property
     def gateways(self) -> Sequence[_GatewaySecret]: ...
+    def secret_files(self) -> list[Path]: ...
+    def with_secrets_reread(self) -> _AuthConfig: ...
+
+
+Entries = tuple[tuple[bytes, Principal], ...]
+# What identifies one version of a file: (device, inode, mtime ns, size), or why stat failed.
+Stamp = tuple[int, int, int, int] | str
+
+
+def _stamp(path: Path) -> Stamp:
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _entries(pairs: Iterable[tuple[str, Principal]]) -> Entries:
+    out: list[tuple[bytes, Principal]] = []
+    for secret, principal in pairs:
+        key = secret.encode()
+        if any(hmac.compare_digest(key, k) for k, _ in out):
+            raise ValueError(f"{principal.who}: its token is also another principal's token")
+        out.append((key, principal))
+    return tuple(out)
+
+
+def _principals(config: _AuthConfig) -> list[tuple[str, Principal]]:
+    pairs = [(secret, Principal(name, role=role)) for name, role, secret in config.api.operator_tokens()]
+    for gw in config.gateways:
+        secret = gw.agent_secret()
+        if secret is not None:
+            pairs.append((secret, Principal(gw.name, gateway=gw.name)))
+    return pairs
 
 
 class Authenticator:
-    """Maps a bearer token to its principal. Built once from the config."""
+    """Maps a bearer token to its principal. From the config, it follows the token files."""
 
-    def __init__(self, entries: Iterable[tuple[str, Principal]]) -> None:
-        self._entries: list[tuple[bytes, Principal]] = []
-        for secret, principal in entries:
-            key = secret.encode()
-            if any(hmac.compare_digest(key, k) for k, _ in self._entries):
-                raise ValueError(f"{principal.who}: its token is also another principal's token")
-            self._entries.append((key, principal))
+    def __init__(self, entries: Iterable[tuple[str, Principal]], config: _AuthConfig | None = None) -> None:
+        self._entries = _entries(entries)
+        self._config = config
+        self._files = tuple(config.secret_files()) if config is not None else ()
+        self._stamps = tuple(_stamp(f) for f in self._files)
+        self._reloading = threading.Lock()
 
     @classmethod
     def from_config(cls, config: _AuthConfig) -> Authenticator:
-        entries = [(secret, Principal(name, role=role)) for name, role, secret in config.api.operator_tokens()]
-        for gw in config.gateways:
-            secret = gw.agent_secret()
-            if secret is not None:
-                entries.append((secret, Principal(gw.name, gateway=gw.name)))
-        return cls(entries)
+        return cls(_principals(config), config)
+
+    def _current(self) -> Entries:
+        """The tokens in force, after re-reading the token files if one changed."""
+        if not self._files or tuple(_stamp(f) for f in self._files) == self._stamps:
+            return self._entries
+        with self._reloading:
+            # Stamped before reading: a write that lands during the read changes the stamp again.
+            stamps = tuple(_stamp(f) for f in self._files)
+            if stamps != self._stamps and self._config is not None:
+                self._stamps = stamps  # one attempt (and one error) per change, not per request
+                try:
+                    config = self._config.with_secrets_reread()
+                    entries = _entries(_principals(config))
+                except (ConfigError, ValueError) as exc:
+                    log.error(
+                        "API tokens NOT reloaded, the tokens read before stay in force: %s "
+                        "(fix the file; it is read again when it changes)", exc,
+                    )
+                else:
+                    self._config, self._entries = config, entries
+                    log.warning("API tokens reloaded from %d token file(s)", len(self._files))
+        return self._entries
 
     def lookup(self, token: str) -> Principal | None:
         given = token.encode()
         found = None
-        for key, principal in self._entries:  # no early exit: the time does not tell which entry matched
+        for key, principal in self._current():  # no early exit: the time does not tell which entry matched
             if hmac.compare_digest(given, key):
                 found = principal
         return found
