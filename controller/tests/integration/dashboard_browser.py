@@ -120,6 +120,50 @@ def parse_plots(dom: str) -> tuple[dict[str, Plot], str]:
     return p.plots, p.error.strip()
 
 
+class _EventParser(HTMLParser):
+    """The recent-events table: its header cells, then one list of cell texts per row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.header: list[str] = []
+        self.rows: list[list[str]] = []
+        self._table = False
+        self._cell: list[str] | None = None
+        self._in_body = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "div" and a.get("id") == "events":
+            self._table = True
+        elif self._table and tag == "tbody":
+            self._in_body = True
+        elif self._table and tag == "tr" and self._in_body:
+            self.rows.append([])
+        elif self._table and tag in ("th", "td"):
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("th", "td") and self._cell is not None:
+            text = "".join(self._cell).strip()
+            (self.rows[-1] if self._in_body else self.header).append(text)
+            self._cell = None
+        elif tag == "tbody":
+            self._in_body = False
+        elif tag == "table" and self._table:
+            self._table = False
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def parse_events(dom: str) -> list[dict[str, str]]:
+    """The rows of the page's recent-events table, each as {column header: cell text}."""
+    p = _EventParser()
+    p.feed(dom)
+    return [dict(zip(p.header, row)) for row in p.rows]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--url", required=True, help="controller base URL, e.g. http://10.255.60.2:8080")

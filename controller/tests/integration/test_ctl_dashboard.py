@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from dashboard_browser import Plot, chromium, dashboard_url, parse_plots, run_chromium
+from dashboard_browser import Plot, chromium, dashboard_url, parse_events, parse_plots, run_chromium
 from sgwctl_harness import TOKEN, Controller, Heartbeats, Setup, StandInAgent, TopologySpec, agent_token
 from sgwctl_topo import REMOTE_IP, Endpoint
 from supergw_controller.bucket import bucket_of
@@ -160,10 +160,28 @@ def test_history_rejects_bad_queries(run: Run) -> None:
     assert all(s["ts"] > newest for s in later), later  # only samples taken since (one a second)
 
 
-@pytest.mark.skipif(chromium() is None, reason="chromium not installed (apt-get install chromium)")
-def test_dashboard_plots_have_data_in_chromium(run: Run, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def dom(run: Run) -> str:
+    """The dashboard's DOM after its scripts ran in headless Chromium."""
+    if chromium() is None:
+        pytest.skip("chromium not installed (apt-get install chromium)")
+    return run_chromium(dashboard_url(run.ctl.url, TOKEN))
+
+
+def test_dashboard_events_show_who(dom: str) -> None:
+    events = parse_events(dom)
+    assert events and all("who" in e for e in events), events
+    # K = 16: the failover and the return add at most ~2K events, so the move is among the 50 shown.
+    # The operator's move went through the API with the config's legacy token, named 'admin'.
+    moves = [e for e in events if e["kind"] == "operator" and e["reason"] == "move"]
+    assert moves and all(e["who"] == "admin" for e in moves), events
+    # The failover is the core's own doing: no caller.
+    assert any(e["reason"] == "failover" and e["who"] == "–" for e in events), events
+
+
+def test_dashboard_plots_have_data_in_chromium(run: Run, dom: str, tmp_path: Path) -> None:
     url = dashboard_url(run.ctl.url, TOKEN)
-    plots, error = parse_plots(run_chromium(url))
+    plots, error = parse_plots(dom)
     assert error == "", error
     assert set(plots) == {"plot-throughput", "plot-cpu", "plot-buckets"}, plots
     buckets: Plot = plots["plot-buckets"]
