@@ -133,7 +133,18 @@ async def serve(config: Config, announce: Callable[[str], None] = print) -> None
     except BaseException:
         sock.close()
         raise
-    app = AgentArrivals(create_app(dispatcher, config, auth=auth), dispatcher, auth, API_PREFIX)
+    replica = None
+    core: Any = dispatcher
+    if config.ha is not None:
+        from supergw_controller.ha.gate import LeaderGate
+        from supergw_controller.ha.node import HaCollector, build_replica
+
+        replica = build_replica(config, dispatcher)
+        core = LeaderGate(dispatcher, replica)
+    api_app = create_app(core, config, auth=auth)
+    if replica is not None:
+        api_app.state.api.metrics.registry.register(HaCollector(replica))
+    app = AgentArrivals(api_app, dispatcher, auth, API_PREFIX)
     tls = config.api.tls
     server = _api_server_class()(
         uvicorn.Config(
@@ -150,29 +161,42 @@ async def serve(config: Config, announce: Callable[[str], None] = print) -> None
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
 
-    core = asyncio.create_task(dispatcher.run(), name="core")
+    core_task = asyncio.create_task(dispatcher.run(), name="core")
+    tasks = {core_task}
+    replica_task = None if replica is None else asyncio.create_task(replica.run(), name="ha-replica")
+    if replica_task is not None:
+        tasks.add(replica_task)
     api = asyncio.create_task(server.serve(sockets=[sock]), name="api")
     stopper = asyncio.create_task(stop.wait(), name="stop")
     base = f"{config.api.scheme}://{config.api.listen}"
     announce(
         f"supergw-controller: switch {config.switch.address} (device {config.switch.device_id}, "
-        f"election id {config.switch.election_id.high}:{config.switch.election_id.low})\n"
-        f"  REST API   {base}{API_PREFIX}   (OpenAPI: {base}/docs)\n"
+        + (
+            f"election id {config.switch.election_id.high}:{config.switch.election_id.low})\n"
+            if config.ha is None
+            else f"replica {config.ha.replica}: election id from the etcd term)\n"
+        )
+        + f"  REST API   {base}{API_PREFIX}   (OpenAPI: {base}/docs)\n"
         f"  metrics    {base}/metrics\n"
         f"  dashboard  {base}/dashboard/"
     )
     try:
-        done, _ = await asyncio.wait({core, api, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({*tasks, api, stopper}, return_when=asyncio.FIRST_COMPLETED)
         for t in done:
             if t is not stopper and not t.cancelled() and t.exception() is not None:
                 raise t.exception()  # type: ignore[misc]
     finally:
         server.should_exit = True
-        for t in (core, stopper):
+        if replica_task is not None:
+            # A leader resigns (gives up primary, deletes its key) while its stream is still up.
+            replica_task.cancel()
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                await asyncio.wait_for(replica_task, timeout=3)
+        for t in (*tasks, stopper):
             t.cancel()
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
             await asyncio.wait_for(api, timeout=5)
-        for t in (core, stopper):
+        for t in (*tasks, stopper):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         sock.close()

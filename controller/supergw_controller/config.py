@@ -396,6 +396,29 @@ class StoreConfig(_Strict):
         return self
 
 
+class HaConfig(_Strict):
+    """Replicated controllers (issue 9): leadership from etcd, see supergw_controller/ha/."""
+
+    replica: str = Field(
+        min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="this replica's name, unique"
+    )
+    lease_ttl_s: int = Field(default=2, ge=1, le=60, description="etcd lease of the leader key (whole seconds)")
+    fence_margin_s: float = Field(
+        default=0.5, ge=0, description="the leader stops writing this long before its lease could expire"
+    )
+    api_url: str | None = Field(
+        default=None, description="this replica's REST API as others should reach it (default: scheme://api.listen)"
+    )
+
+    @model_validator(mode="after")
+    def _margin(self) -> HaConfig:
+        if self.fence_margin_s >= self.lease_ttl_s:
+            raise ValueError(
+                f"fence_margin_s {self.fence_margin_s} must be below lease_ttl_s {self.lease_ttl_s}"
+            )
+        return self
+
+
 class Config(_Strict):
     switch: SwitchConfig
     pipeline: PipelineConfig
@@ -411,6 +434,7 @@ class Config(_Strict):
     port_monitor: PortMonitorConfig = Field(default_factory=PortMonitorConfig)
     state_db: Path = Field(default=Path("supergw-state.sqlite3"))
     store: StoreConfig = Field(default_factory=StoreConfig)
+    ha: HaConfig | None = Field(default=None, description="run as one of several replicas (needs store.backend etcd)")
 
     @field_validator("ports", mode="before")
     @classmethod
@@ -461,6 +485,11 @@ class Config(_Strict):
     @model_validator(mode="after")
     def _cross_checks(self) -> Config:
         errors: list[str] = []
+        if self.ha is not None and self.store.backend is not StoreBackend.ETCD:
+            errors.append(
+                "ha: replicas need the shared etcd store: set store.backend: etcd and store.etcd.endpoints"
+                f" (store.backend is {self.store.backend.value})"
+            )
         gw_ports = {p for p, pc in self.ports.items() if pc.role is PortRoleName.GATEWAY}
         names: dict[str, int] = {}
         ports_used: dict[int, int] = {}

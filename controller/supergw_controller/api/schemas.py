@@ -22,3 +22,19 @@ class Health(BaseModel):
     role: str | None = None
     connected: bool | None = None
     detail: str | None = None
+
+
+class HaHealth(BaseModel):
+    replica: str
+    role: str  # "leader" | "backup"
+    term: int
+    election_id: str  # "none" on a backup
+    leader: str | None
+    leader_api: str | None
+    takeovers: int
+
+
+class ReplicaHealth(Health):
+    """`/healthz` of a controller that runs as one of several replicas (`ha:` in the config)."""
+
+    ha: HaHealth

@@ -3,23 +3,32 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from fastapi import APIRouter, Response
 
 from supergw_controller.api.deps import State
-from supergw_controller.api.schemas import Health
+from supergw_controller.api.schemas import HaHealth, Health, ReplicaHealth
 from supergw_controller.errors import CoreError
+from supergw_controller.ha.view import HaAware
 from supergw_controller.metrics import CONTENT_TYPE, Snapshot
 
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/healthz", response_model=Health, summary="Liveness: 200 while the process answers")
+@router.get(
+    "/healthz",
+    response_model=Health | ReplicaHealth,
+    summary="Liveness: 200 while the process answers; a replica adds its HA role and the leader",
+)
 async def healthz(state: State) -> Health:
     try:
         s = await state.core.status()
     except CoreError as exc:
         return Health(status="degraded", detail=str(exc))
+    if isinstance(state.core, HaAware):
+        ha = HaHealth(**dataclasses.asdict(state.core.ha_status()))
+        return ReplicaHealth(status="ok", role=s.role, connected=s.connected, ha=ha)
     return Health(status="ok", role=s.role, connected=s.connected)
 
 

@@ -1,0 +1,10 @@
+"""Replicated controllers: leadership from etcd, fencing, fast takeover (issue 9).
+
+- `term`: the P4Runtime election id of an etcd term (the leader key's create_revision).
+- `fence`: the local "lease valid until" deadline every write path checks.
+- `arbitration`: finsy arbitration that never bids on its own: a backup holds a stream
+  without an election id; only the etcd leader claims primary, with its term's id.
+- `leadership`: the etcd side: campaign, keep-alive, watch, resign, revoke a dead leader.
+- `replica`: ties them to the core (`Dispatcher`): the replica's state machine.
+- `gate`: what the REST layer sees on a backup (admin writes refused, naming the leader).
+"""

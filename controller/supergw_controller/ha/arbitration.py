@@ -1,0 +1,129 @@
+"""finsy arbitration for a replica: no bids of its own, only the etcd leader's claim.
+
+finsy's `Arbitrator` always sends an election id and, when the switch reports that the
+primary left (NOT_FOUND), bids for primary with the old primary's id. P4Runtime (and the
+eBPF target's arbiter, and PI) promote the highest connected id when the primary goes:
+a backup with any election id could become primary without etcd's say. So a backup
+replica here sends its MasterArbitrationUpdate *without* an election id (P4Runtime 1.4:
+such a client is a backup forever; it may read and it hears every arbitration update),
+and only `claim(eid)`, called by the etcd leader with its term's id, bids. It never
+lowers its id on a conflict and never adopts another's: a failed claim stays backup.
+
+`on_primary_change(present, primary_id)` reports what the switch says about the primary
+(the switch tells every stream when the primary changes): a backup learns within
+milliseconds that the leader's stream is gone. `check_write` runs on every Write and
+SetForwardingPipelineConfig request (the fence), the last point before it leaves.
+
+Installed on a finsy `Switch` by `install()`: finsy has no hook for a custom
+arbitrator, so this replaces its private `_arbitrator` (finsy 0.30, pinned); `install`
+checks the attribute exists so an upgrade that renames it fails loudly at start.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from finsy import Switch
+from finsy.grpcutil import GRPCStatusCode
+from finsy.p4arbitrator import Arbitrator
+from finsy.p4client import P4RpcStatus
+from finsy.proto import U128, p4r
+
+from supergw_controller.ha.term import format_id
+
+log = logging.getLogger(__name__)
+
+PrimaryChange = Callable[[bool, int], None]
+
+
+class ClaimRefused(RuntimeError):
+    """The switch did not make us primary with our term's election id."""
+
+
+class ReplicaArbitrator(Arbitrator):
+    def __init__(self, on_primary_change: PrimaryChange, check_write: Callable[[], None]) -> None:
+        super().__init__(0)
+        self._on_change = on_primary_change
+        self._check_write = check_write
+        self.primary_present = False
+
+    # -- what the replica calls
+    async def claim(self, switch: Switch, eid: int) -> None:
+        """Bid for primary with `eid` on the open stream; the answer arrives as an update."""
+        if switch._p4client is None:  # noqa: SLF001 - see module docstring
+            raise ClaimRefused("no P4Runtime channel to the switch")
+        self.election_id = eid
+        await self._send(switch)
+
+    async def release(self, switch: Switch) -> None:
+        """Give up primary: the same stream, without an election id (a backup for good)."""
+        self.election_id = 0
+        await self._send(switch)
+
+    # -- finsy's Arbitrator interface
+    async def handshake(self, switch: Switch, *, conflict: bool = False) -> None:
+        if conflict:
+            # Two streams with one id: only a replica of the same term could do that.
+            raise ClaimRefused(f"election id {format_id(self.election_id)} is already used by another stream")
+        response = await self._arbitration_request(switch)
+        self._apply(switch, response, initial=True)
+
+    async def _arbitration_request(self, switch: Switch) -> Any:
+        await self._send(switch)
+        response = await self._receive(switch)
+        if response is None:
+            raise ClaimRefused(f"election id {format_id(self.election_id)} is already used by another stream")
+        return response
+
+    async def update(self, switch: Switch, msg: p4r.MasterArbitrationUpdate) -> None:
+        self._apply(switch, msg, initial=False)
+
+    def _apply(self, switch: Switch, msg: p4r.MasterArbitrationUpdate, *, initial: bool) -> None:
+        code = P4RpcStatus.from_status(msg.status).code
+        primary_id = U128.decode(msg.election_id) if msg.HasField("election_id") else 0
+        self.primary_id = primary_id
+        was = self.is_primary
+        mine = self.election_id != 0 and code == GRPCStatusCode.OK
+        if code not in (GRPCStatusCode.OK, GRPCStatusCode.ALREADY_EXISTS, GRPCStatusCode.NOT_FOUND):
+            raise ClaimRefused(f"unexpected arbitration status {code.name}: {msg.status.message}")
+        self.is_primary = mine
+        present = code in (GRPCStatusCode.OK, GRPCStatusCode.ALREADY_EXISTS)
+        changed = present != self.primary_present
+        self.primary_present = present
+        if not initial:
+            if mine and not was:
+                switch._become_primary()  # type: ignore[no-untyped-call]  # noqa: SLF001 - finsy's own transition
+            elif was and not mine:
+                switch._become_backup()  # type: ignore[no-untyped-call]  # noqa: SLF001
+        if changed or initial:
+            self._on_change(present, primary_id)
+
+    def reset(self) -> None:
+        # The stream closed: whatever we were, we reconnect as a backup without an id.
+        super().reset()
+        self.election_id = 0
+        self.primary_present = False
+
+    def complete_request(self, msg: Any) -> None:
+        if isinstance(msg, (p4r.SetForwardingPipelineConfigRequest, p4r.WriteRequest)):
+            self._check_write()
+            if self.election_id:
+                msg.election_id.CopyFrom(U128.encode(self.election_id))
+
+    async def _send(self, switch: Switch) -> None:
+        assert switch._p4client is not None  # noqa: SLF001
+        arb = p4r.MasterArbitrationUpdate(device_id=switch.device_id)
+        if self.election_id:
+            arb.election_id.CopyFrom(U128.encode(self.election_id))
+        await switch._p4client.send(p4r.StreamMessageRequest(arbitration=arb))  # noqa: SLF001
+
+
+def install(switch: Switch, arbitrator: ReplicaArbitrator) -> None:
+    """Make `switch` (not running yet) arbitrate with `arbitrator`."""
+    if not isinstance(getattr(switch, "_arbitrator", None), Arbitrator):
+        raise RuntimeError("finsy.Switch has no _arbitrator: this finsy version is not supported for HA")
+    if switch._p4client is not None:  # noqa: SLF001
+        raise RuntimeError("install the arbitrator before the switch runs")
+    switch._arbitrator = arbitrator  # noqa: SLF001

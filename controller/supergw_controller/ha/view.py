@@ -1,0 +1,31 @@
+"""A replica's HA state as the REST layer and metrics show it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+
+@dataclass
+class HaView:
+    replica: str
+    role: str  # "leader" | "backup"
+    term: int
+    election_id: str
+    leader: str | None
+    leader_api: str | None
+    takeovers: int
+
+
+@runtime_checkable
+class HaAware(Protocol):
+    """A core that knows its replica's HA state (`/healthz` shows it)."""
+
+    def ha_status(self) -> HaView: ...
+
+
+def leader_label(view: HaView | None) -> str:
+    """`replica (api)` of the leader, for error messages."""
+    if view is None or view.leader is None:
+        return "unknown (no leader elected right now)"
+    return f"{view.leader} ({view.leader_api})" if view.leader_api else view.leader
