@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import random
 from bisect import bisect_left, bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -453,27 +453,12 @@ class _Planner:
 
 def plan_rebalance(inp: RebalanceInput, params: RebalanceParams | None = None) -> Plan:
     """Plan the moves of one round. Pure and deterministic; see REBALANCER-API.md."""
-    params = params if params is not None else RebalanceParams()
-    gws = _validate(inp)
-    planner = _Planner(inp, params, gws)
-    load_before = dict(planner.loads)
-    ratio_before = planner.ratio()
-    if not planner.eligible:
-        planner.warnings.append("no eligible gateway (all dead or drained): nothing can move")
-    else:
-        planner.mandatory()
+
+    def load_moves(planner: _Planner) -> None:
         planner.cpu_warnings()
         planner.load_moves()
-        planner.idle_refill()
-    return Plan(
-        moves=tuple(planner.moves),
-        load_before=load_before,
-        load_after=dict(planner.loads),
-        ratio_before=ratio_before,
-        ratio_after=planner.ratio(),
-        failover=any(m.reason is MoveReason.FAILOVER for m in planner.moves),
-        warnings=tuple(planner.warnings),
-    )
+
+    return _plan(inp, params if params is not None else RebalanceParams(), load_moves)
 
 
 def plan_paper(
@@ -486,15 +471,20 @@ def plan_paper(
     differ. Pure apart from `rng`, which the caller seeds for reproducible runs. `costs`
     gives the bucket cost weights (packet_cost, byte_cost) as in `plan_rebalance`.
     """
+    return _plan(inp, costs if costs is not None else RebalanceParams(), lambda p: p.paper_moves(paper, rng))
+
+
+def _plan(inp: RebalanceInput, params: RebalanceParams, load_moves: Callable[[_Planner], None]) -> Plan:
+    """One round: the mandatory moves, then the policy's `load_moves`, then the idle refill."""
     gws = _validate(inp)
-    planner = _Planner(inp, costs if costs is not None else RebalanceParams(), gws)
+    planner = _Planner(inp, params, gws)
     load_before = dict(planner.loads)
     ratio_before = planner.ratio()
     if not planner.eligible:
         planner.warnings.append("no eligible gateway (all dead or drained): nothing can move")
     else:
         planner.mandatory()
-        planner.paper_moves(paper, rng)
+        load_moves(planner)
         planner.idle_refill()
     return Plan(
         moves=tuple(planner.moves),
