@@ -44,9 +44,9 @@ def files(tmp_path: Path) -> dict[str, Path]:
     return out
 
 
-@pytest.fixture
-def client(files: dict[str, Path], tmp_path: Path) -> TestClient:
-    data: dict[str, Any] = {
+def config_data() -> dict[str, Any]:
+    """gw1's agent and both operators read their tokens from the files of `files`."""
+    return {
         "switch": {"address": "127.0.0.1:9559", "device_id": 1},
         "pipeline": {"p4info": str(P4INFO)},
         "gateway_ip": "10.0.0.1",
@@ -64,7 +64,11 @@ def client(files: dict[str, Path], tmp_path: Path) -> TestClient:
             ]
         },
     }
-    cfg = parse_config(data, tmp_path, "test")
+
+
+@pytest.fixture
+def client(files: dict[str, Path], tmp_path: Path) -> TestClient:
+    cfg = parse_config(config_data(), tmp_path, "test")
     return TestClient(create_app(FakeCore(cfg), cfg))
 
 
@@ -141,18 +145,8 @@ def test_bad_file_keeps_the_last_good_tokens(
 
 
 def test_with_secrets_reread_names_every_problem(files: dict[str, Path], tmp_path: Path) -> None:
-    data: dict[str, Any] = {
-        "switch": {"address": "127.0.0.1:9559", "device_id": 1},
-        "pipeline": {"p4info": str(P4INFO)},
-        "gateway_ip": "10.0.0.1",
-        "buckets": 64,
-        "vmac_base": "02:5e:00:00:00:00",
-        "ports": {1: "host", 11: "gateway"},
-        "gateways": [{"name": "gw1", "port": 11, "mac": "02:00:00:00:01:01", "agent_token_file": "gw1.token"}],
-        "api": {"tokens": [{"name": "alice", "role": "admin", "token_file": "admin.token"}]},
-    }
-    cfg = parse_config(data, tmp_path, "test")
-    assert [p.name for p in cfg.secret_files()] == ["admin.token", "gw1.token"]
+    cfg = parse_config(config_data(), tmp_path, "test")
+    assert [p.name for p in cfg.secret_files()] == ["admin.token", "viewer.token", "gw1.token"]
     files["admin"].unlink()
     files["gw1"].write_text("short\n")
     with pytest.raises(ConfigError) as err:
