@@ -313,6 +313,8 @@ def cmd_status(topo: Topology) -> int:
     for key, value in state.info.items():
         if key.startswith("stage."):
             print(f"  {key[6:]:<16} {value}")
+    for line in ha.where_lines(topo, LOGS) if ha.enabled(topo) else []:
+        print(line)
     print(json.dumps({"namespaces": network.existing_namespaces(topo)}))
     return 0 if state.phase == "up" and all(processes.alive(p) for p in state.processes) else 1
 
