@@ -19,11 +19,13 @@ it still believes it leads.
 
 The event log stays bounded like the SQLite one: each append also deletes the events
 older than the newest `max_events`, in the same transaction. Appends take the next ids by
-compare-and-swap on P/event-seq (only the leader writes, so a retry is rare).
+compare-and-swap on P/event-seq; appends of one process are serialised, so a retry
+only follows another process's write (only the leader writes: rare).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -89,6 +91,7 @@ class EtcdIntentStore:
         self._max_events = max_events
         self._kv: EtcdKV | None = None
         self._fence: Fence | None = None
+        self._append = asyncio.Lock()  # this process's appends take ids one after another
 
     @property
     def path(self) -> str:
@@ -201,6 +204,10 @@ class EtcdIntentStore:
     async def record_events(self, records: Sequence[EventRecord]) -> None:
         if not records:
             return
+        async with self._append:
+            await self._append_events(records)
+
+    async def _append_events(self, records: Sequence[EventRecord]) -> None:
         seq_key = self._key("event-seq")
         for _ in range(_SEQ_RETRIES):
             seq = await self._read(seq_key)

@@ -98,6 +98,24 @@ async def test_event_log_is_ordered_and_bounded(any_store: IntentStoreApi) -> No
         await s.events(limit=0)
 
 
+async def test_concurrent_appends_get_distinct_ids(any_store: IntentStoreApi) -> None:
+    await asyncio.gather(*(any_store.record_event(ev(i)) for i in range(1, 5)), any_store.record_events([ev(5), ev(6)]))
+    got = await any_store.events()
+    assert [e.id for e in got] == [6, 5, 4, 3, 2]  # bound 5
+    assert len({e.reason for e in got}) == 5
+
+
+async def test_two_stores_on_one_prefix_append_without_losing_events(etcd_server: EtcdServer) -> None:
+    a = EtcdIntentStore([etcd_server.endpoint], PREFIX)
+    b = EtcdIntentStore([etcd_server.endpoint], PREFIX)
+    await a.open()
+    await b.open()
+    await asyncio.gather(*(s.record_event(ev(i)) for i in range(1, 4) for s in (a, b)))
+    assert [e.id for e in await a.events()] == [6, 5, 4, 3, 2, 1]  # compare-and-swap on event-seq
+    await a.close()
+    await b.close()
+
+
 async def test_intent_and_events_survive_a_new_store_and_an_etcd_crash(
     store: EtcdIntentStore, etcd_server: EtcdServer
 ) -> None:
