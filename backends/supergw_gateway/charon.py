@@ -9,9 +9,10 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from supergw_gateway.config import CharonTuning
 from supergw_gateway.errors import GatewayError
 
 log = logging.getLogger(__name__)
@@ -30,14 +31,9 @@ class CharonSettings:
     vici_uri: str
     log_path: Path
     libipsec: bool
+    tuning: CharonTuning = field(default_factory=CharonTuning)
     retransmit_tries: int = 3
     retransmit_timeout_s: float = 2.0
-    threads: int = 16
-    cookie_threshold: int = 10
-    block_threshold: int = 5
-    reuse_ikesa: bool = True
-    dos_protection: bool = True
-    log_level: int = 1
 
 
 def render_strongswan_conf(s: CharonSettings) -> str:
@@ -51,11 +47,11 @@ def render_strongswan_conf(s: CharonSettings) -> str:
 charon-systemd {{
   load_modular = no
   load = {_BASE_PLUGINS} {kernel}
-  threads = {s.threads}
-  cookie_threshold = {s.cookie_threshold}
-  block_threshold = {s.block_threshold}
-  reuse_ikesa = {"yes" if s.reuse_ikesa else "no"}
-  dos_protection = {"yes" if s.dos_protection else "no"}
+  threads = {s.tuning.threads}
+  cookie_threshold = {s.tuning.cookie_threshold}
+  block_threshold = {s.tuning.block_threshold}
+  reuse_ikesa = {"yes" if s.tuning.reuse_ikesa else "no"}
+  dos_protection = {"yes" if s.tuning.dos_protection else "no"}
   install_routes = yes
   install_virtual_ip = no
   retransmit_tries = {s.retransmit_tries}
@@ -77,7 +73,7 @@ charon-systemd {{
       path = {s.log_path}
       time_format = %T
       ike_name = yes
-      default = {s.log_level}
+      default = {s.tuning.log_level}
       flush_line = yes
     }}
   }}
@@ -105,12 +101,7 @@ class CharonProcess:
     netns: str
     run_dir: Path
     libipsec: bool
-    threads: int = 16
-    cookie_threshold: int = 10
-    block_threshold: int = 5
-    reuse_ikesa: bool = True
-    dos_protection: bool = True
-    log_level: int = 1
+    tuning: CharonTuning = field(default_factory=CharonTuning)
 
     @property
     def conf_path(self) -> Path:
@@ -155,9 +146,7 @@ class CharonProcess:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.vici_path.unlink(missing_ok=True)
         settings = CharonSettings(vici_uri=f"unix://{self.vici_path}", log_path=self.log_path, libipsec=self.libipsec,
-                                  threads=self.threads, cookie_threshold=self.cookie_threshold,
-                                  block_threshold=self.block_threshold, reuse_ikesa=self.reuse_ikesa,
-                                  dos_protection=self.dos_protection, log_level=self.log_level)
+                                  tuning=self.tuning)
         self.conf_path.write_text(render_strongswan_conf(settings))
         env = {**os.environ, "STRONGSWAN_CONF": str(self.conf_path)}
         with open(self.run_dir / "charon.stdout", "ab") as out:

@@ -113,11 +113,8 @@ class Gateway:
             if esp is Backend.XFRM and not det.kernel_esp:
                 raise GatewayError(f"{self.cfg.name}: backend xfrm requested but {det.detail}; "
                                    "use backend libipsec, auto or uml")
-            t = self.cfg.charon
             self._charon = CharonProcess(self.cfg.netns, self.cfg.run_dir, libipsec=esp is Backend.LIBIPSEC,
-                                         threads=t.threads, cookie_threshold=t.cookie_threshold,
-                                         block_threshold=t.block_threshold, reuse_ikesa=t.reuse_ikesa,
-                                         dos_protection=t.dos_protection, log_level=t.log_level)
+                                         tuning=self.cfg.charon)
             if esp is Backend.LIBIPSEC:
                 self._warn_udp_buffers()
             self.progress(f"{self.cfg.name}: starting charon ({esp.value}) in {self.cfg.netns}")

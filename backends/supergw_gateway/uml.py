@@ -132,9 +132,7 @@ class UmlGuest:
         self._mgmt_link()
         settings = CharonSettings(
             vici_uri=f"tcp://{self.addrs.guest_ip}:{VICI_PORT}", log_path=Path("/run/gw/charon.log"), libipsec=False,
-            threads=self.cfg.charon.threads, cookie_threshold=self.cfg.charon.cookie_threshold,
-            block_threshold=self.cfg.charon.block_threshold, reuse_ikesa=self.cfg.charon.reuse_ikesa,
-            dos_protection=self.cfg.charon.dos_protection, log_level=self.cfg.charon.log_level,
+            tuning=self.cfg.charon,
         )
         (self.run_dir / "strongswan.conf").write_text(render_strongswan_conf(settings))
         init = self.run_dir / "guest-init.sh"

@@ -20,6 +20,15 @@ def test_strongswan_conf_backends() -> None:
         assert not line.strip().endswith("{") or "." not in line
 
 
+def test_strongswan_conf_takes_the_configs_tuning(gw_dict: dict[str, Any]) -> None:
+    gw_dict["charon"] = {"threads": 32, "cookie_threshold": 0, "block_threshold": 7, "reuse_ikesa": False,
+                         "dos_protection": False, "log_level": 2}
+    conf = render_strongswan_conf(CharonSettings("unix:///v", Path("/l"), libipsec=True, tuning=parse_config(gw_dict).charon))
+    for line in ("threads = 32", "cookie_threshold = 0", "block_threshold = 7", "reuse_ikesa = no",
+                 "dos_protection = no", "default = 2"):
+        assert f"  {line}\n" in conf, line
+
+
 @pytest.mark.skipif(not UML_MODULES.exists(), reason="user-mode-linux is not installed")
 def test_guest_init(gw_dict: dict[str, Any]) -> None:
     gw_dict["backend"] = "uml"
