@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from test_api import (
+from test_api import (  # noqa: F401 (client, core: the same pytest fixtures)
     AGENT_TOKENS,
     AUTH,
     READER,
@@ -21,6 +21,8 @@ from test_api import (
     FakeCore,
     agent,
     call,
+    client,
+    core,
     make_config,
     report_body,
 )
@@ -32,16 +34,6 @@ from supergw_controller.config import Role
 READS = [r for r in ROUTES if r[0] == "GET"]
 AGENT_ROUTES = [r for r in ROUTES if r[1].endswith(("/report", "/heartbeat"))]
 ADMIN_ROUTES = [r for r in ROUTES if r not in READS and r not in AGENT_ROUTES]
-
-
-@pytest.fixture
-def core() -> FakeCore:
-    return FakeCore(make_config())
-
-
-@pytest.fixture
-def client(core: FakeCore) -> TestClient:
-    return TestClient(create_app(core, core.config))
 
 
 def untouched(core: FakeCore) -> bool:
