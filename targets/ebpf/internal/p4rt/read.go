@@ -99,23 +99,16 @@ func (s *Server) readTableEntries(req *p4v1.TableEntry) ([]*p4v1.Entity, error) 
 		if req.GetTimeSinceLastHit() != nil && !ti.notifyIdle {
 			return nil, errf(codes.InvalidArgument, "table '%s' does not support idle timeout: do not set time_since_last_hit when reading it (wildcard reads included)", ti.name())
 		}
-		filter, err := s.canonicalMatch(ti, req.GetMatch(), false)
+		found, err := s.matching(tid, ti, req.GetMatch())
 		if err != nil {
 			return nil, err
 		}
-		entries := s.tables[tid]
-		for _, ms := range slices.Sorted(maps.Keys(entries)) {
-			se := entries[ms]
-			if !matches(se.key, filter) {
-				continue
-			}
+		for _, se := range found {
 			te := proto.Clone(se.te).(*p4v1.TableEntry)
 			if req.GetCounterData() != nil && ti.directCounter != 0 {
-				c, err := s.bind.directCounter(tid, se.key)
-				if err != nil {
-					return nil, dpError("read direct counter of '"+ti.name()+"'", err)
+				if te.CounterData, err = s.directCounterData(tid, ti, se.key); err != nil {
+					return nil, err
 				}
-				te.CounterData = &p4v1.CounterData{PacketCount: int64(c.Packets), ByteCount: int64(c.Bytes)}
 			}
 			if req.GetTimeSinceLastHit() != nil {
 				d, err := s.bind.idle(tid, se.key)
@@ -128,6 +121,31 @@ func (s *Server) readTableEntries(req *p4v1.TableEntry) ([]*p4v1.Entity, error) 
 		}
 	}
 	return out, nil
+}
+
+// matching returns the entries of table tid that match the (possibly partial)
+// match, in the order of their canonical keys.
+func (s *Server) matching(tid uint32, ti *tableInfo, match []*p4v1.FieldMatch) ([]*storedEntry, error) {
+	filter, err := s.canonicalMatch(ti, match, false)
+	if err != nil {
+		return nil, err
+	}
+	entries := s.tables[tid]
+	var out []*storedEntry
+	for _, ms := range slices.Sorted(maps.Keys(entries)) {
+		if se := entries[ms]; matches(se.key, filter) {
+			out = append(out, se)
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) directCounterData(tid uint32, ti *tableInfo, key entryKey) (*p4v1.CounterData, error) {
+	c, err := s.bind.directCounter(tid, key)
+	if err != nil {
+		return nil, dpError("read direct counter of '"+ti.name()+"'", err)
+	}
+	return &p4v1.CounterData{PacketCount: int64(c.Packets), ByteCount: int64(c.Bytes)}, nil
 }
 
 func matches(key, filter entryKey) bool {
@@ -205,23 +223,18 @@ func (s *Server) readDirectCounters(req *p4v1.DirectCounterEntry) ([]*p4v1.Entit
 	var out []*p4v1.Entity
 	for _, tid := range tids {
 		ti := s.sch.tables[tid]
-		filter, err := s.canonicalMatch(ti, te.GetMatch(), false)
+		found, err := s.matching(tid, ti, te.GetMatch())
 		if err != nil {
 			return nil, err
 		}
-		entries := s.tables[tid]
-		for _, ms := range slices.Sorted(maps.Keys(entries)) {
-			se := entries[ms]
-			if !matches(se.key, filter) {
-				continue
-			}
-			c, err := s.bind.directCounter(tid, se.key)
+		for _, se := range found {
+			data, err := s.directCounterData(tid, ti, se.key)
 			if err != nil {
-				return nil, dpError("read direct counter of '"+ti.name()+"'", err)
+				return nil, err
 			}
 			out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{
 				TableEntry: &p4v1.TableEntry{TableId: tid, Match: proto.Clone(se.te).(*p4v1.TableEntry).GetMatch()},
-				Data:       &p4v1.CounterData{PacketCount: int64(c.Packets), ByteCount: int64(c.Bytes)},
+				Data:       data,
 			}}})
 		}
 	}
