@@ -53,7 +53,7 @@ var (
 	remote = netip.MustParseAddr("192.168.204.24")
 )
 
-func newSim(t *testing.T, count int) (*Sim, *memLink) {
+func newSim(t testing.TB, count int) (*Sim, *memLink) {
 	t.Helper()
 	l := &memLink{}
 	s, err := New(Config{GatewayIP: gwIP, FirstIP: netip.MustParseAddr("192.168.203.24"),
