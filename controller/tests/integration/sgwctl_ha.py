@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from sgwctl_harness import Controller, Setup
+from sgwctl_harness import TOKEN, Controller, Setup
 
 
 class EtcdLink:
@@ -156,3 +156,45 @@ def wait_one_leader(replicas: list[Replica], timeout: float, *, not_: Replica | 
         time.sleep(0.05)
     said = {r.name: r.health() for r in replicas}
     raise TimeoutError(f"no single leader after {timeout}s: {said}")
+
+
+class Writer:
+    """Asks every replica, round robin, to move one bucket back and forth; records each answer."""
+
+    def __init__(self, replicas: list[Replica], bucket: int, gateways: tuple[str, ...] = ("g1", "g2")) -> None:
+        self.replicas = replicas
+        self.gateways = gateways
+        self.bucket = bucket
+        self.log: list[tuple[str, float, float, int, str]] = []  # replica, sent, answered, status, body
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        i = 0
+        with httpx.Client(timeout=3) as client:
+            while not self._stop.is_set():
+                r = self.replicas[i % len(self.replicas)]
+                target = self.gateways[(i // len(self.replicas)) % len(self.gateways)]
+                i += 1
+                t0 = time.time()
+                try:
+                    resp = client.post(
+                        f"{r.controller.url}/api/v1/buckets/{self.bucket}/move",
+                        json={"gateway": target},
+                        headers={"Authorization": f"Bearer {TOKEN}"},
+                    )
+                    self.log.append((r.name, t0, time.time(), resp.status_code, resp.text[:300]))
+                except httpx.HTTPError as exc:
+                    self.log.append((r.name, t0, time.time(), 0, str(exc)))
+                self._stop.wait(0.02)
+
+    def accepted(self, name: str) -> list[tuple[float, float]]:
+        return [(s, a) for n, s, a, code, _ in self.log if n == name and code == 200]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +21,7 @@ from finsy.p4schema import P4Schema
 from finsy.proto import U128, p4r, p4r_grpc
 
 from etcd_server import EtcdServer
-from sgwctl_ha import Replica, make_replicas, wait_one_leader
+from sgwctl_ha import Replica, Writer, make_replicas, wait_one_leader
 from sgwctl_harness import TOKEN, Heartbeats, Setup, TopologySpec, agent_token
 from sgwctl_topo import REMOTE_IP
 from topologies.configs import P4INFO
@@ -193,54 +192,13 @@ def test_leader_kill_one_new_leader_writes_and_the_stale_one_is_refused(setup: S
     assert store_said != "accepted", "the store accepted a stale leader's write"
 
 
-class _Writer:
-    """Asks every replica, round robin, to move one bucket back and forth; records each answer."""
-
-    def __init__(self, replicas: list[Replica], bucket: int) -> None:
-        self.replicas = replicas
-        self.bucket = bucket
-        self.log: list[tuple[str, float, float, int, str]] = []  # replica, sent, answered, status, body
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> _Writer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        i = 0
-        with httpx.Client(timeout=3) as client:
-            while not self._stop.is_set():
-                r = self.replicas[i % len(self.replicas)]
-                target = GATEWAYS[(i // len(self.replicas)) % 2]
-                i += 1
-                t0 = time.time()
-                try:
-                    resp = client.post(
-                        f"{r.controller.url}/api/v1/buckets/{self.bucket}/move",
-                        json={"gateway": target},
-                        headers={"Authorization": f"Bearer {TOKEN}"},
-                    )
-                    self.log.append((r.name, t0, time.time(), resp.status_code, resp.text[:300]))
-                except httpx.HTTPError as exc:
-                    self.log.append((r.name, t0, time.time(), 0, str(exc)))
-                self._stop.wait(0.02)
-
-    def accepted(self, name: str) -> list[tuple[float, float]]:
-        return [(s, a) for n, s, a, code, _ in self.log if n == name and code == 200]
-
-
 @pytest.mark.not_on("bmv2", "one partition is enough to prove the fencing; BMv2 adds minutes, not coverage")
 def test_partitioned_leader_steps_down_before_a_new_leader_writes(setup: Setup, etcd_server: EtcdServer) -> None:
     reps = _replicas(setup, etcd_server, ["ha-x", "ha-y", "ha-z"], 18767)
     try:
         with Heartbeats([r.controller for r in reps], GATEWAYS):
             old = _start(reps)
-            with _Writer(reps, bucket=3) as w:
+            with Writer(reps, bucket=3) as w:
                 time.sleep(1.0)
                 cut_at = time.time()
                 old.link.cut()  # etcd is gone for the leader; its switch stream is not
