@@ -57,17 +57,11 @@ func TestAttachOnVeths(t *testing.T) {
 		return nil
 	})
 
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(e.SetPortRole(portH1, role(t, "HOST")))
-	must(e.SetPortRole(portG1, role(t, "GATEWAY")))
-	must(e.SetDispatchConfig(DispatchConfig{Configured: true, GatewayIP: ipG, VMACBase: vmacBase, BucketMask: kBuckets - 1}))
-	must(e.SetBucket(bucketOf(t, macH1), portG1, macGW1))
-	must(e.SetFloodGroup(uint16(p4const(t, "HOST_FLOOD_GROUP")), []uint16{portH1}))
+	must(t, e.SetPortRole(portH1, role(t, "HOST")))
+	must(t, e.SetPortRole(portG1, role(t, "GATEWAY")))
+	must(t, e.SetDispatchConfig(DispatchConfig{Configured: true, GatewayIP: ipG, VMACBase: vmacBase, BucketMask: kBuckets - 1}))
+	must(t, e.SetBucket(bucketOf(t, macH1), portG1, macGW1))
+	must(t, e.SetFloodGroup(uint16(p4const(t, "HOST_FLOOD_GROUP")), []uint16{portH1}))
 
 	hostSock := openPacketSocket(t, hostNS, "sgw-dp-h0")
 	gwSock := openPacketSocket(t, gwNS, "sgw-dp-g0")
@@ -111,7 +105,7 @@ func TestAttachOnVeths(t *testing.T) {
 
 	// Packet-out: the frame leaves the port unchanged.
 	out := pad(ethFrame(macGW1, macH2, 0x88b5, []byte("packet-out")))
-	must(e.Transmit(portG1, out))
+	must(t, e.Transmit(portG1, out))
 	if got := recvMatching(t, gwSock, func(f []byte) bool { return bytes.Contains(f, []byte("packet-out")) }); !bytes.Equal(got, out) {
 		t.Errorf("packet-out arrived as %x, want %x", got, out)
 	}
@@ -124,7 +118,7 @@ func TestAttachOnVeths(t *testing.T) {
 
 	// Close: no pins, no programs on the ports, event channel closed.
 	closed = true
-	must(e.Close())
+	must(t, e.Close())
 	if _, err := os.Stat(pinDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("pin directory %s still there after Close: %v", pinDir, err)
 	}

@@ -114,27 +114,21 @@ func (r *rig) pipeline(t testing.TB, configure bool) *EBPF {
 			t.Errorf("close: %v", err)
 		}
 	})
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(e.SetPortRole(portH1, role(t, "HOST")))
-	must(e.SetPortRole(portH2, role(t, "HOST")))
-	must(e.SetPortRole(portG1, role(t, "GATEWAY")))
-	must(e.SetPortRole(portG2, role(t, "GATEWAY")))
+	must(t, e.SetPortRole(portH1, role(t, "HOST")))
+	must(t, e.SetPortRole(portH2, role(t, "HOST")))
+	must(t, e.SetPortRole(portG1, role(t, "GATEWAY")))
+	must(t, e.SetPortRole(portG2, role(t, "GATEWAY")))
 	if configure {
-		must(e.SetDispatchConfig(DispatchConfig{Configured: true, GatewayIP: ipG, VMACBase: vmacBase, BucketMask: kBuckets - 1}))
+		must(t, e.SetDispatchConfig(DispatchConfig{Configured: true, GatewayIP: ipG, VMACBase: vmacBase, BucketMask: kBuckets - 1}))
 	}
-	must(e.SetFloodGroup(uint16(p4const(t, "HOST_FLOOD_GROUP")), []uint16{portH1, portH2}))
-	must(e.SetBucket(bucketOf(t, macH1), portG1, macGW1))
-	must(e.SetL2(macH1, portH1, role(t, "HOST")))
-	must(e.SetL2(macH2, portH2, role(t, "HOST")))
-	must(e.SetL2(macGW2, portG2, role(t, "GATEWAY")))
-	must(e.SetLearned(macH1, portH1))
-	must(e.SetLearned(macH2, portH2))
-	must(e.SetHostIP(ipH1, macH1))
+	must(t, e.SetFloodGroup(uint16(p4const(t, "HOST_FLOOD_GROUP")), []uint16{portH1, portH2}))
+	must(t, e.SetBucket(bucketOf(t, macH1), portG1, macGW1))
+	must(t, e.SetL2(macH1, portH1, role(t, "HOST")))
+	must(t, e.SetL2(macH2, portH2, role(t, "HOST")))
+	must(t, e.SetL2(macGW2, portG2, role(t, "GATEWAY")))
+	must(t, e.SetLearned(macH1, portH1))
+	must(t, e.SetLearned(macH2, portH2))
+	must(t, e.SetHostIP(ipH1, macH1))
 	return e
 }
 
@@ -547,5 +541,13 @@ func TestCloseWithUnreadEvents(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("Close blocked with unread events")
+	}
+}
+
+// must stops the test at once when a setup step fails: the rest would only fail confusingly.
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

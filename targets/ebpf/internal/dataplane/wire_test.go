@@ -39,16 +39,10 @@ func TestTruncatedIPv4OnTheWire(t *testing.T) {
 			t.Errorf("close: %v", err)
 		}
 	})
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(e.SetPortRole(portH1, role(t, "HOST")))
-	must(e.SetPortRole(portG1, role(t, "GATEWAY")))
-	must(e.SetDispatchConfig(DispatchConfig{Configured: true, GatewayIP: ipG, VMACBase: vmacBase, BucketMask: kBuckets - 1}))
-	must(e.SetBucket(bucketOf(t, macH3), portG1, macGW1))
+	must(t, e.SetPortRole(portH1, role(t, "HOST")))
+	must(t, e.SetPortRole(portG1, role(t, "GATEWAY")))
+	must(t, e.SetDispatchConfig(DispatchConfig{Configured: true, GatewayIP: ipG, VMACBase: vmacBase, BucketMask: kBuckets - 1}))
+	must(t, e.SetBucket(bucketOf(t, macH3), portG1, macGW1))
 
 	hostSock := openPacketSocket(t, hostNS, "sgw-hd-h0")
 	gwSock := openPacketSocket(t, gwNS, "sgw-hd-g0")
