@@ -89,6 +89,10 @@ class HostsimClient:
     def stats(self, hosts: bool = False, flows: bool = False) -> dict[str, Any]:
         return self.call("stats", hosts=hosts, flows=flows)
 
+    def metrics(self) -> str:
+        """The counters in the Prometheus text format."""
+        return str(self.call("metrics")["text"])
+
     def reset(self) -> None:
         self.call("reset")
 
@@ -214,10 +218,14 @@ def main(argv: list[str] | None = None) -> int:
                                      description="print a supergw-hostsim's counters")
     parser.add_argument("socket", type=Path, nargs="+", help="control socket(s), e.g. .run/sgw-a/hostsim.sock")
     parser.add_argument("--hosts", action="store_true", help="one line per simulated host")
+    parser.add_argument("--prometheus", action="store_true", help="the counters in the Prometheus text format")
     args = parser.parse_args(argv)
     try:
         for path in args.socket:
-            _print_stats(HostsimClient(path), args.hosts)
+            if args.prometheus:
+                print(HostsimClient(path).metrics(), end="")
+            else:
+                _print_stats(HostsimClient(path), args.hosts)
     except HostsimError as exc:
         print(exc, file=sys.stderr)
         return 1

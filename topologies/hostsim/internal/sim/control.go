@@ -268,14 +268,16 @@ func (srv *Server) handle(line []byte) (map[string]any, error) {
 			out["flows_tx"], out["flows_rx"] = st.FlowsTx, st.FlowsRx
 		}
 		return out, nil
+	case "metrics":
+		return map[string]any{"text": s.Prometheus()}, nil
 	case "reset":
 		return map[string]any{}, s.Reset()
 	case "quit":
 		srv.once.Do(func() { close(srv.Quit) })
 		return map[string]any{"quit": true}, nil
 	case "":
-		return nil, errors.New(`no "cmd": one of hello, status, resolve, start, stop, stats, reset, quit`)
+		return nil, errors.New(`no "cmd": one of hello, status, resolve, start, stop, stats, metrics, reset, quit`)
 	default:
-		return nil, fmt.Errorf("unknown cmd %q: one of hello, status, resolve, start, stop, stats, reset, quit", req.Cmd)
+		return nil, fmt.Errorf("unknown cmd %q: one of hello, status, resolve, start, stop, stats, metrics, reset, quit", req.Cmd)
 	}
 }

@@ -448,6 +448,22 @@ func TestControlAPIRefusesBadRequestsWithAReason(t *testing.T) {
 	}
 }
 
+func TestPrometheusTextHasEveryHost(t *testing.T) {
+	s, _ := newSim(t, 3)
+	resolveAll(t, s)
+	text := s.Prometheus()
+	for _, want := range []string{
+		"# TYPE supergw_hostsim_host_rx_packets_total counter",
+		`supergw_hostsim_host_rx_packets_total{host="192.168.203.26",mac="00:00:03:00:00:1a"} 1`,
+		`supergw_hostsim_host_resolved{host="192.168.203.24",mac="00:00:03:00:00:18"} 1`,
+		"# TYPE supergw_hostsim_max_gap_seconds gauge",
+	} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("metrics lack %q:\n%s", want, text)
+		}
+	}
+}
+
 func TestConfigIsChecked(t *testing.T) {
 	base := Config{GatewayIP: gwIP, FirstIP: netip.MustParseAddr("192.168.203.24"), FirstMAC: net.HardwareAddr{0, 0, 3, 0, 0, 0x18},
 		Count: 224, PrefixLen: 24}
