@@ -61,3 +61,66 @@ def test_a_backup_refuses_admin_writes_naming_the_leader() -> None:
     assert asyncio.run(gate.buckets()) == "buckets"
     leader = LeaderGate(_Core(), _Replica(leading=True))  # type: ignore[arg-type]
     assert asyncio.run(leader.move(3, "gw2")) == "move"
+
+
+class _Client:
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    async def send(self, msg: Any) -> None:
+        self.sent.append(msg)
+
+
+class _Switch:
+    device_id = 9
+
+    def __init__(self) -> None:
+        self._p4client = _Client()
+        self.transitions: list[str] = []
+
+    def _become_primary(self) -> None:
+        self.transitions.append("primary")
+
+    def _become_backup(self) -> None:
+        self.transitions.append("backup")
+
+
+def _update(code: int, eid: int) -> Any:
+    from finsy.proto import U128, p4r
+
+    msg = p4r.MasterArbitrationUpdate(device_id=9, election_id=U128.encode(eid))
+    msg.status.code = code
+    return msg
+
+
+def test_the_replica_arbitrator_never_bids_on_its_own() -> None:
+    from finsy.proto import p4r
+
+    from supergw_controller.ha.arbitration import ReplicaArbitrator
+    from supergw_controller.ha.fence import Fenced, LeaseFence
+    from supergw_controller.ha.term import election_id
+
+    seen: list[tuple[bool, int]] = []
+    fence = LeaseFence(2.0, 0.5)
+    arb = ReplicaArbitrator(lambda present, eid: seen.append((present, eid)), fence.check)
+    sw = _Switch()
+    old, new = election_id(3), election_id(9)
+    asyncio.run(arb.update(sw, _update(6, old)))  # ALREADY_EXISTS: someone else is primary
+    asyncio.run(arb.update(sw, _update(5, old)))  # NOT_FOUND: the primary left
+    assert sw._p4client.sent == [], "a backup sends nothing when the primary leaves (finsy would bid)"
+    assert seen == [(True, old), (False, old)] and not arb.is_primary
+    req = p4r.WriteRequest(device_id=9)
+    with pytest.raises(Fenced):
+        arb.complete_request(req)  # not the leader: every write refused before it leaves
+    asyncio.run(arb.claim(sw, new))
+    (claim,) = sw._p4client.sent
+    assert claim.arbitration.election_id.low == 9
+    asyncio.run(arb.update(sw, _update(0, new)))  # OK: we are primary
+    assert sw.transitions == ["primary"] and arb.is_primary
+    fence.grant(9, sent_at=__import__("time").monotonic())
+    arb.complete_request(req)
+    assert req.election_id.low == 9
+    asyncio.run(arb.release(sw))
+    assert not sw._p4client.sent[-1].arbitration.HasField("election_id"), "released: no id at all"
+    asyncio.run(arb.update(sw, _update(5, new)))
+    assert sw.transitions == ["primary", "backup"]

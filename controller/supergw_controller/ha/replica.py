@@ -96,6 +96,7 @@ class Replica:
         self._seen_primary_id = 0  # the primary the switch last told us about
         self._no_primary_id = 0  # the switch has no primary: the id of the one that left
         self._claimed = False
+        self._bg: set[asyncio.Task[None]] = set()
         switch.ee.on(SwitchEvent.CHANNEL_UP, self._on_channel_up)
         switch.ee.on(SwitchEvent.CHANNEL_DOWN, self._on_channel_down)
         switch.ee.on(SwitchEvent.BECOME_BACKUP, self._on_become_backup)
@@ -170,6 +171,13 @@ class Replica:
                     if self.leading and not self.fence.valid():
                         await self._step_down("the etcd lease could not be confirmed in time (etcd unreachable)")
                     await self._sleep(min(self._poll_s, 0.2))
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - one bad round must not end the replica
+                    log.exception("replica %s: leadership round failed", self.name)
+                    if self.leading:
+                        await self._step_down(f"{type(exc).__name__}: {exc}")
+                    await self._sleep(self._poll_s)
         finally:
             watch.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -231,11 +239,18 @@ class Replica:
         self._core.note("ha", "leader", f"replica {self.name} leads: term {info.term}, election id {format_id(eid)}")
         if self._store is not None:
             self._store.set_fence(self._lead.key.decode(), info.term)
+        await self._take_switch()
+
+    async def _take_switch(self) -> None:
+        """Reload the operator intent, then claim primary with our term's id (retried by
+        `_lead_once` until it succeeds or the leadership ends)."""
         await self._core.reload_intent()
         self.fence.check()  # the reload may have taken long
-        await self.arbitrator.claim(self._switch, eid)
+        await self.arbitrator.claim(self._switch, election_id(self.term))
         self._claimed = True
-        asyncio.get_running_loop().create_task(self._announce_ready(info.term))
+        task = asyncio.get_running_loop().create_task(self._announce_ready(self.term))
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)
 
     async def _announce_ready(self, term: int) -> None:
         await self._core.primary_ready.wait()
@@ -250,6 +265,8 @@ class Replica:
         if not self.fence.valid():
             await self._step_down("the etcd lease could not be confirmed in time (etcd unreachable)")
             return
+        if not self._claimed:
+            await self._take_switch()
         budget = max(0.01, self.fence.remaining())
         sent = self._clock()
         try:
