@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from typing import Any, Literal
 
 HOSTSIM_BIN = Path(__file__).resolve().parent / "hostsim" / "bin" / "supergw-hostsim"
 API_VERSION = 1
+MAX_SOCKET_PATH = 107  # sockaddr_un's sun_path less its terminating NUL
 Mode = Literal["pairs", "mesh"]
 
 
@@ -173,6 +175,9 @@ class HostsimProcess:
               timeout: float = 5.0) -> HostsimProcess:
         if not binary.exists():
             raise HostsimError(f"{binary} is missing: build it with `make hostsim`")
+        if len(os.fsencode(socket)) > MAX_SOCKET_PATH:
+            raise HostsimError(f"{socket}: longer than a unix socket address holds ({MAX_SOCKET_PATH} bytes): "
+                               "use a shorter path")
         socket.unlink(missing_ok=True)
         socket.parent.mkdir(parents=True, exist_ok=True)
         log.parent.mkdir(parents=True, exist_ok=True)

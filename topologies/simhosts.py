@@ -12,7 +12,7 @@ from supergw_controller import bucket
 from topologies import network, processes
 from topologies.components import ComponentError, wait_until
 from topologies.configs import REPO
-from topologies.hostsim_client import HOSTSIM_BIN, HostsimClient, HostsimError, HostsimProcess
+from topologies.hostsim_client import HOSTSIM_BIN, MAX_SOCKET_PATH, HostsimClient, HostsimError, HostsimProcess
 from topologies.model import Topology
 from topologies.processes import ProcRecord
 
@@ -37,6 +37,9 @@ def start(topo: Topology, run_dir: Path, logs: Path, track: Callable[[ProcRecord
     if not HOSTSIM_BIN.is_file():
         raise ComponentError(f"simulated hosts: {HOSTSIM_BIN.relative_to(REPO)} is missing (build it with `make hostsim`)")
     sock = socket_path(run_dir, topo)
+    if len(str(sock).encode()) > MAX_SOCKET_PATH:
+        raise ComponentError(f"simulated hosts: the control socket path {sock} is longer than a unix socket address "
+                             f"holds ({MAX_SOCKET_PATH} bytes): run from a checkout with a shorter path")
     sock.parent.mkdir(parents=True, exist_ok=True)
     sock.unlink(missing_ok=True)
     rec = processes.start("hostsim", argv(topo, sock), logs / "hostsim.log", netns=topo.ns("hsim"), cwd=REPO)

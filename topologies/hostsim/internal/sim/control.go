@@ -147,6 +147,9 @@ type request struct {
 	RunSpec
 }
 
+// maxSocketPath is sockaddr_un's sun_path less its terminating NUL.
+const maxSocketPath = 107
+
 // Server answers the control API on a unix socket.
 type Server struct {
 	sim *Sim
@@ -160,6 +163,9 @@ type Server struct {
 
 // Listen opens the socket at path (an old socket file is replaced).
 func Listen(s *Sim, path string) (*Server, error) {
+	if len(path) > maxSocketPath {
+		return nil, fmt.Errorf("control socket path %s is %d bytes, longer than a unix socket address holds (%d): use a shorter path", path, len(path), maxSocketPath)
+	}
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		_ = os.Remove(path)
 	}

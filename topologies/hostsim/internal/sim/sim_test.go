@@ -464,6 +464,14 @@ func TestPrometheusTextHasEveryHost(t *testing.T) {
 	}
 }
 
+func TestATooLongSocketPathIsRefusedWithTheReason(t *testing.T) {
+	s, _ := newSim(t, 1)
+	_, err := Listen(s, "/tmp/"+strings.Repeat("x", 120))
+	if err == nil || !strings.Contains(err.Error(), "longer than a unix socket address holds") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 func TestConfigIsChecked(t *testing.T) {
 	base := Config{GatewayIP: gwIP, FirstIP: netip.MustParseAddr("192.168.203.24"), FirstMAC: net.HardwareAddr{0, 0, 3, 0, 0, 0x18},
 		Count: 224, PrefixLen: 24}
