@@ -195,11 +195,11 @@ func (e *benchEnv) live() (Result, error) {
 		return Result{}, fmt.Errorf("load traffic generator: %w", err)
 	}
 	defer objs.Close()
-	gen, err := ifindex("sgw-dp-bgen")
+	gen, err := dataplane.Ifindex("sgw-dp-bgen")
 	if err != nil {
 		return Result{}, err
 	}
-	sink, err := ifindex("sgw-dp-bsnk")
+	sink, err := dataplane.Ifindex("sgw-dp-bsnk")
 	if err != nil {
 		return Result{}, err
 	}
@@ -244,22 +244,6 @@ func (e *benchEnv) live() (Result, error) {
 		e.dumpStats()
 	}
 	return rate("live", e.o, uint64(e.o.packets), txAfter.Packets-txBefore.Packets, elapsed), nil
-}
-
-func ifindex(name string) (int, error) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq(name)
-	if err != nil {
-		return 0, err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr); err != nil {
-		return 0, fmt.Errorf("ifindex of %s: %w", name, err)
-	}
-	return int(ifr.Uint32()), nil
 }
 
 func (e *benchEnv) close() {

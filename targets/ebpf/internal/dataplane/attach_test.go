@@ -168,7 +168,7 @@ func openPacketSocket(t *testing.T, ns *netns, ifname string) int {
 	t.Helper()
 	var fd int
 	ns.do(t, func() error {
-		idx, err := ifindexByName(ifname)
+		idx, err := Ifindex(ifname)
 		if err != nil {
 			return err
 		}

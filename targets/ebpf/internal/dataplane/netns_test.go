@@ -75,33 +75,10 @@ func (ns *netns) ifindex(t testing.TB, name string) int {
 	var idx int
 	ns.do(t, func() error {
 		var err error
-		idx, err = ifindexByName(name)
+		idx, err = Ifindex(name)
 		return err
 	})
 	return idx
-}
-
-func ifindexByName(name string) (int, error) {
-	raw, err := os.ReadFile("/sys/class/net/" + name + "/ifindex")
-	if err == nil {
-		var idx int
-		_, err = fmt.Sscanf(string(raw), "%d", &idx)
-		return idx, err
-	}
-	// /sys shows the namespace that mounted it, not the thread's: ask the kernel.
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq(name)
-	if err != nil {
-		return 0, err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr); err != nil {
-		return 0, fmt.Errorf("ifindex of %s: %w", name, err)
-	}
-	return int(ifr.Uint32()), nil
 }
 
 // do runs fn on an OS thread that has entered the namespace. Sockets, links
