@@ -17,13 +17,13 @@ import pytest
 from supergw_controller import p4constants as pc
 from supergw_controller.config import ConfigError
 from supergw_controller.dispatcher import Dispatcher
-from supergw_controller.errors import NotPrimary, SwitchUnavailable
+from supergw_controller.errors import SwitchUnavailable
 from supergw_controller.learning import ARP_REQUEST, HostTable
 from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.entities import Op, Update
-from supergw_controller.southbound.session import Role
 
 from test_core_units import make_config
+from test_dispatcher import Clock, RecordingSession, clock  # noqa: F401 (clock: the pytest fixture)
 
 MAC = "02:00:00:00:00:01"
 MAC2 = "02:00:00:00:00:02"
@@ -172,28 +172,20 @@ def test_config_learning_ip_wait(tmp_path: Path) -> None:
 # -- the Dispatcher's side: digests, sweep, ARP misses
 
 
-class StreamSession:
-    """Records writes and stream messages; `fail` makes writes fail like a lost switch."""
+class StreamSession(RecordingSession):
+    """Also records stream messages, and no empty batch; `fail` makes writes fail like a lost switch."""
 
     def __init__(self) -> None:
-        self.role = Role.PRIMARY
-        self.batches: list[list[Update]] = []
+        super().__init__()
         self.sent: list[Any] = []
-        self.errors = 0
-        self.reconnects = 0
-        self.cookie = None
         self.fail = False
-
-    def require_primary(self) -> None:
-        if self.role is not Role.PRIMARY:
-            raise NotPrimary("backup")
 
     async def write(self, updates: Sequence[Update], *, idempotent: bool = True) -> None:
         self.require_primary()
         if self.fail:
             raise SwitchUnavailable("switch gone")
         if updates:
-            self.batches.append(list(updates))
+            await super().write(updates, idempotent=idempotent)
 
     async def send(self, msgs: Sequence[Any]) -> None:
         self.sent.extend(msgs)
@@ -204,21 +196,8 @@ class Digest(list[dict[str, int]]):
         return "ack"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def digest(mac: str, port: int, ip: str | None) -> Digest:
     return Digest([{"src_mac": ent.mac_int(mac), "port": port, "src_ip": ent.ip_int(ip) if ip else 0}])
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 @pytest.fixture
