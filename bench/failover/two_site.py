@@ -7,14 +7,16 @@ otherwise boots `topologies/two-site.yaml` (and stops it again afterwards).
 
 Each trial fails gateway i of site A (i = trial number modulo N) -- freeze (SIGSTOP of its
 charon and agent, link up), kill (SIGKILL of both) or link (its LAN interface down) -- while
-two flows cross its pair, one each way, each returning over another pair:
+two flows cross its pair, one each way, each returning over another pair (a host's bucket is
+the one its ARP cache's virtual MAC for IP_G names: what the switch dispatches on):
 
     A -> B:  host a1 pings host b1;  a1's bucket pinned to agw_i at site A,  b1's to bgw_j at B
     B -> A:  host b2 pings host a2;  b2's bucket pinned to bgw_i at site B,  a2's to agw_j at A
 
-so the longest gap between two replies of the A -> B flow is the time until site A stops
-using agw_i, and that of the B -> A flow the time until site B stops using its partner bgw_i
-(pair beacons through the tunnel). Pins make the flows independent of the rebalancer; a pin
+Each flow is seen entering its gateway's LAN port before the failure (or the trial stops and
+says so). The longest gap between two replies of the A -> B flow is the time until site A
+stops using agw_i, that of the B -> A flow the time until site B stops using its partner
+bgw_i (pair beacons through the tunnel). Pins make the flows independent of the rebalancer; a pin
 to a dead gateway is failed over like any bucket, and the pins are removed after each trial.
 Then the victim is restored (SIGCONT; `supergw-gateway up` and a new agent; link up) and
 both sites must show every gateway alive with its partner up before the next trial.
@@ -23,12 +25,14 @@ both sites must show every gateway alive with its partner up before the next tri
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +41,7 @@ from typing import Any
 
 from bench.failover.__main__ import GOAL_MS, Api, BenchError, max_gap_ms, sh
 from bench.report import Metric, Series, write_report
+from supergw_controller.bucket import bucket_of_vmac
 from topologies import components, processes
 from topologies.configs import HEARTBEAT_MS, MISSED_HEARTBEATS, REPO, controller_url
 from topologies.model import Topology
@@ -75,9 +80,6 @@ class Site:
         self.api = Api(controller_url(topo), (conf / "api-token").read_text().strip())
 
     def post(self, path: str, body: dict[str, Any] | None, method: str = "POST") -> Any:
-        import json
-        import urllib.request
-
         req = urllib.request.Request(self.api.url + path, method=method,
                                      data=json.dumps(body).encode() if body is not None else None,
                                      headers={"Authorization": f"Bearer {self.api.token}",
@@ -87,9 +89,6 @@ class Site:
 
     def gateways(self) -> dict[str, dict[str, Any]]:
         return {g["name"]: g for g in self.api.get("/gateways")}
-
-    def bucket_of(self, ip: str) -> int | None:
-        return next((int(h["bucket"]) for h in self.api.get("/hosts") if h.get("ip") == ip), None)
 
     def dead_event(self, gw: str, after: float) -> tuple[float, str] | None:
         for ev in self.api.get("/events?limit=1000"):
@@ -123,17 +122,21 @@ class TwoSites:
             time.sleep(0.3)
         raise BenchError(f"gateways not all alive with their partners up after {timeout:.0f}s: {last}")
 
-    def learned_bucket(self, site: Site, host_index: int) -> int:
+    def host_bucket(self, site: Site, host_index: int) -> int:
+        """The bucket a host's frames address: the virtual MAC its ARP cache holds for IP_G (what
+        the switch dispatches on), resolved afresh if the host has none."""
         h = site.topo.hosts[host_index]
-        b = site.bucket_of(str(h.ip))
-        if b is None:  # a host the switch forgot (aged out): one frame makes it known again
-            sh("ip", "netns", "exec", site.topo.ns(h.name), "ping", "-n", "-q", "-c", "1", "-W", "1",
-               str(site.topo.lan.gateway_ip), check=False)
-            time.sleep(0.5)
-            b = site.bucket_of(str(h.ip))
-        if b is None:
-            raise BenchError(f"{site.topo.prefix}: the controller has not learned host {h.name} ({h.ip})")
-        return b
+        ns, gw_ip = site.topo.ns(h.name), str(site.topo.lan.gateway_ip)
+        for _ in range(2):
+            neigh = json.loads(sh("ip", "netns", "exec", ns, "ip", "-j", "neigh", "show", gw_ip).stdout or "[]")
+            mac = next((n.get("lladdr") for n in neigh if n.get("lladdr") and "FAILED" not in n.get("state", [])), None)
+            if mac is not None:
+                b = bucket_of_vmac(str(mac), site.topo.lan.vmac_base, site.topo.lan.buckets)
+                if b is None:
+                    raise BenchError(f"{h.name} resolved IP_G {gw_ip} to {mac}, not a virtual MAC of its site")
+                return b
+            sh("ip", "netns", "exec", ns, "ping", "-n", "-q", "-c", "1", "-W", "1", gw_ip, check=False)
+        raise BenchError(f"{h.name} ({ns}) cannot resolve IP_G {gw_ip}: is its switch up?")
 
     @contextmanager
     def pinned(self, pins: list[tuple[Site, int, str]]) -> Iterator[None]:
@@ -192,8 +195,8 @@ class TwoSites:
         i, j = round_ % n, (round_ + 1) % n
         victim, other = a.topo.gateways[i].name, a.topo.gateways[j].name
         partner, b_other = b.topo.gateways[i].name, b.topo.gateways[j].name
-        a1, a2, b1, b2 = (self.learned_bucket(a, 0), self.learned_bucket(a, 1),
-                          self.learned_bucket(b, 0), self.learned_bucket(b, 1))
+        a1, a2, b1, b2 = (self.host_bucket(a, 0), self.host_bucket(a, 1),
+                          self.host_bucket(b, 0), self.host_bucket(b, 1))
         if a1 == a2 or b1 == b2:
             raise BenchError(f"hosts 1 and 2 share a bucket at a site (A {a1}/{a2}, B {b1}/{b2}): "
                              "the two flows cannot be separated")
@@ -208,7 +211,14 @@ class TwoSites:
             }
             outs: dict[str, str] = {}
             try:
+                rx0 = (self.lan_rx(a, victim), self.lan_rx(b, partner))
                 time.sleep(1.0)
+                rx1 = (self.lan_rx(a, victim), self.lan_rx(b, partner))
+                entering = {"a_to_b": (ah1.name, victim, rx1[0] - rx0[0]), "b_to_a": (bh2.name, partner, rx1[1] - rx0[1])}
+                wrong = [f"{h}'s pings: {n} frames entered {g} in 1 s" for h, g, n in entering.values() if n < 50]
+                if wrong:
+                    raise BenchError("a flow does not enter the victim's pair although its bucket is pinned "
+                                     f"there ({'; '.join(wrong)})")
                 t_inject = time.time()
                 self.inject(kind, victim, pids)
                 for d, p in probes.items():
@@ -240,6 +250,12 @@ class TwoSites:
         if restore_s is None:
             raise BenchError(f"after the {kind} of {victim} the sites did not recover (see above)")
         return t
+
+    @staticmethod
+    def lan_rx(site: Site, gw: str) -> int:
+        """Frames the gateway's LAN interface received from its switch."""
+        return int(sh("ip", "netns", "exec", site.topo.ns(gw), "cat", "/sys/class/net/lan0/statistics/rx_packets")
+                   .stdout.strip())
 
     @staticmethod
     def _probe(netns: str, dst: str) -> subprocess.Popen[str]:
