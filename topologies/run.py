@@ -194,9 +194,14 @@ def cmd_up(topo: Topology, topo_path: Path) -> int:
         other = running != topo.switch.kind
         if other:
             topo = topo.model_copy(update={"switch": topo.switch.model_copy(update={"kind": running})})
+        replicas = int(state.info.get("replicas", "1"))
+        other_replicas = replicas != topo.controller.replicas
+        if other_replicas:
+            say(f"it runs {replicas} controller replica(s), not {topo.controller.replicas}")
+            topo = ha.prepare(topo, replicas)
         print_where_to_look(topo, state)
         say(f"`make stop` first to start afresh{' on the other switch' if other else ''}")
-        return 1 if other else 0
+        return 1 if other or other_replicas else 0
     if state is not None or network.existing_namespaces(topo):
         say("leftovers of an earlier run found: cleaning up first")
         cmd_down(topo, quiet=True)

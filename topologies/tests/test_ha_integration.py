@@ -73,6 +73,12 @@ def test_ha_up_one_leader_takeover_down() -> None:
         assert re.search(r"replicas +c1 http://\S+ \((leader|backup)\)", up.stdout), up.stdout
         assert "etcd         members c1" in up.stdout and "who leads" in up.stdout
 
+        again = run_topologies("up", "--replicas", str(ha.HA_REPLICAS))
+        assert again.returncode == 0 and "already running" in again.stdout, again.stdout
+        single = run_topologies("up")
+        assert single.returncode == 1 and "it runs 3 controller replica(s), not 1" in single.stdout, single.stdout
+        assert "replicas     c1" in single.stdout  # where to look describes what runs
+
         names = TOPO.controller.replica_names()
         leader = the_leader(names, 10)
         assert etcd_leader_key()["replica"] == leader
