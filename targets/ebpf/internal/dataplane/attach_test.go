@@ -20,15 +20,7 @@ import (
 func TestAttachOnVeths(t *testing.T) {
 	requireRoot(t)
 	sw, hostNS, gwNS := newNetns(t, "sw"), newNetns(t, "h"), newNetns(t, "g")
-	for _, ns := range []*netns{sw, hostNS, gwNS} {
-		run(t, "ip", "netns", "exec", ns.name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
-	}
-	sw.ip(t, "link", "add", "sgw-dp-s1", "type", "veth", "peer", "name", "sgw-dp-h0", "netns", hostNS.name)
-	sw.ip(t, "link", "add", "sgw-dp-s3", "type", "veth", "peer", "name", "sgw-dp-g0", "netns", gwNS.name)
-	sw.ip(t, "link", "set", "sgw-dp-s1", "up")
-	sw.ip(t, "link", "set", "sgw-dp-s3", "up")
-	hostNS.ip(t, "link", "set", "sgw-dp-h0", "up")
-	gwNS.ip(t, "link", "set", "sgw-dp-g0", "up")
+	wireSwitch(t, "sgw-dp", sw, hostNS, gwNS)
 
 	deviceID := uint64(900 + os.Getpid()%100)
 	var e *EBPF

@@ -116,3 +116,19 @@ func (ns *netns) try(fn func() error) error {
 	runtime.UnlockOSThread()
 	return fnErr
 }
+
+// wireSwitch turns IPv6 off in the three namespaces and links them with two
+// veth pairs, up: <prefix>-s1 (sw) to <prefix>-h0 (host) and <prefix>-s3 (sw)
+// to <prefix>-g0 (gw).
+func wireSwitch(t testing.TB, prefix string, sw, hostNS, gwNS *netns) {
+	t.Helper()
+	for _, ns := range []*netns{sw, hostNS, gwNS} {
+		run(t, "ip", "netns", "exec", ns.name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+	}
+	sw.ip(t, "link", "add", prefix+"-s1", "type", "veth", "peer", "name", prefix+"-h0", "netns", hostNS.name)
+	sw.ip(t, "link", "add", prefix+"-s3", "type", "veth", "peer", "name", prefix+"-g0", "netns", gwNS.name)
+	sw.ip(t, "link", "set", prefix+"-s1", "up")
+	sw.ip(t, "link", "set", prefix+"-s3", "up")
+	hostNS.ip(t, "link", "set", prefix+"-h0", "up")
+	gwNS.ip(t, "link", "set", prefix+"-g0", "up")
+}

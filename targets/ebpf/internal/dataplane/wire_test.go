@@ -17,15 +17,7 @@ import (
 func TestTruncatedIPv4OnTheWire(t *testing.T) {
 	requireRoot(t)
 	sw, hostNS, gwNS := newNetnsPrefix(t, "sgw-hd", "wsw"), newNetnsPrefix(t, "sgw-hd", "wh"), newNetnsPrefix(t, "sgw-hd", "wg")
-	for _, ns := range []*netns{sw, hostNS, gwNS} {
-		run(t, "ip", "netns", "exec", ns.name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
-	}
-	sw.ip(t, "link", "add", "sgw-hd-s1", "type", "veth", "peer", "name", "sgw-hd-h0", "netns", hostNS.name)
-	sw.ip(t, "link", "add", "sgw-hd-s3", "type", "veth", "peer", "name", "sgw-hd-g0", "netns", gwNS.name)
-	sw.ip(t, "link", "set", "sgw-hd-s1", "up")
-	sw.ip(t, "link", "set", "sgw-hd-s3", "up")
-	hostNS.ip(t, "link", "set", "sgw-hd-h0", "up")
-	gwNS.ip(t, "link", "set", "sgw-hd-g0", "up")
+	wireSwitch(t, "sgw-hd", sw, hostNS, gwNS)
 
 	var e *EBPF
 	sw.do(t, func() error {
