@@ -16,11 +16,14 @@ agents posting heartbeats to every replica every heartbeat interval.
   buckets (failover...)" log line), gateway death detection (3 x 100 ms) included.
 - **takeover_loss**: packets lost by a probe (ping every 10 ms from a host to the remote
   site through the switch and a gateway) that runs across all kills.
-- **split_brain_writes** (over the partitions): an operator client asks every replica in
-  turn, every 20 ms, to move one bucket (alternating gateways, so each accepted request is a
+- **split_brain_writes** (over the partitions): an operator client asks every replica, every
+  20 ms each, to move one bucket (alternating gateways, so each request a leader accepts is a
   switch write). The leader's relay to etcd is then blackholed (its switch stream stays).
-  A write counts as split brain when the old leader's accepted request was answered after
-  the new leader's first accepted request was sent, i.e. the two could overlap.
+  Every replica records, per term it led, when the switch accepted its writes (sent before
+  the first, answered after the last: `/healthz` `ha.writes`). Split brain = a pair of terms
+  whose windows overlap (the older term's last write answered after the newer term's first
+  was sent); each such pair counts as one (at least one write). A trial proves something
+  only when both leaders wrote (`accepted_old`, `accepted_new` > 0 in the rows).
   `stepdown_s` is from the cut to the old leader's step-down.
 
 Writes bench/results/ha.{json,md,png}.
@@ -51,7 +54,7 @@ from sgwctl_ha import Replica, make_replicas, wait_one_leader  # noqa: E402
 from sgwctl_harness import TOKEN, Heartbeats, Setup, skip_reason  # noqa: E402
 from sgwctl_topo import REMOTE_IP, Endpoint, Topology  # noqa: E402
 from supergw_controller.config import TimingConfig  # noqa: E402
-from sgwctl_ha import Writer  # noqa: E402
+from sgwctl_ha import Writer, overlaps, write_windows  # noqa: E402
 
 GOAL_TAKEOVER_S = 1.0
 GATEWAYS = ["g1", "g2"]
@@ -81,8 +84,10 @@ class Partition:
     new: str
     accepted_old: int
     accepted_new: int
-    split_brain: int
+    split_brain: int  # term pairs (old, new) whose accepted switch writes could overlap
     stepdown_s: float | None
+    http_accepted_old: int
+    http_accepted_new: int
 
 
 class Probe:
@@ -173,19 +178,28 @@ def run_partitions(reps: list[Replica], n: int) -> list[Partition]:
         for r in reps:
             if r is not old:
                 _wait_backup(r, old.name)
+        old_term = _term(old)
         with Writer(reps, bucket=5) as w:
             time.sleep(0.5)
             cut_at = time.time()
             old.link.cut()
             new = wait_one_leader(reps, 30, not_=old)
-            time.sleep(0.5)
+            time.sleep(1.0)
         old.link.heal()
+        new_term = _term(new)
         stepped = old.controller.log_time_of("stepping down", after=cut_at)
-        mine, theirs = w.accepted(old.name), w.accepted(new.name)
-        first_new = min((s for s, _ in theirs), default=float("inf"))
-        split = sum(1 for _, answered in mine if answered >= first_new)
+        windows = write_windows(reps)
+        pairs = [p for p in overlaps(windows) if new_term in p]
         p = Partition(
-            i, old.name, new.name, len(mine), len(theirs), split, None if stepped is None else stepped - cut_at
+            i,
+            old.name,
+            new.name,
+            int(windows[old_term][1]["writes"]) if old_term in windows else 0,
+            int(windows[new_term][1]["writes"]) if new_term in windows else 0,
+            len(pairs),
+            None if stepped is None else stepped - cut_at,
+            len(w.accepted(old.name)),
+            len(w.accepted(new.name)),
         )
         say(f"partition {i}: {p}")
         out.append(p)
@@ -244,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     takeover = _median([k.takeover_s for k in kills])
     failover = _median([k.failover_s for k in kills])
     split = sum(p.split_brain for p in parts)
+    proving = sum(1 for p in parts if p.accepted_old and p.accepted_new)
     stepdown = _median([p.stepdown_s for p in parts])
     metrics = {
         "takeover_s": Metric(
@@ -253,7 +268,9 @@ def main(argv: list[str] | None = None) -> int:
             float(sent - got), "packets", note=f"of {sent} probe packets (10 ms) across all kills"
         ),
         "split_brain_writes": Metric(
-            float(split), "writes", note=f"over {len(parts)} leader partitions from etcd"
+            float(split),
+            "writes",
+            note=f"over {len(parts)} leader partitions from etcd ({proving} with writes of both leaders)",
         ),
         "failover_s": Metric(failover, "s", higher_is_better=False, note="kill -> new leader's failover write (median)"),
         "stepdown_s": Metric(

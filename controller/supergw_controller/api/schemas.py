@@ -24,6 +24,13 @@ class Health(BaseModel):
     detail: str | None = None
 
 
+class HaWriteWindow(BaseModel):
+    term: int
+    writes: int
+    first_sent: float
+    last_answered: float
+
+
 class HaHealth(BaseModel):
     replica: str
     role: str  # "leader" | "backup"
@@ -32,6 +39,7 @@ class HaHealth(BaseModel):
     leader: str | None
     leader_api: str | None
     takeovers: int
+    writes: list[HaWriteWindow] = []  # switch writes accepted, per term this replica led
 
 
 class ReplicaHealth(Health):

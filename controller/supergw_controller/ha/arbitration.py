@@ -22,6 +22,7 @@ checks the attribute exists so an upgrade that renames it fails loudly at start.
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +32,7 @@ from finsy.p4arbitrator import Arbitrator
 from finsy.p4client import P4RpcStatus
 from finsy.proto import U128, p4r
 
-from supergw_controller.ha.term import format_id
+from supergw_controller.ha.term import format_id, term_of
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +44,15 @@ class ClaimRefused(RuntimeError):
 
 
 class ReplicaArbitrator(Arbitrator):
-    def __init__(self, on_primary_change: PrimaryChange, check_write: Callable[[], None]) -> None:
+    def __init__(self, on_primary_change: PrimaryChange, check_write: Callable[[], None], replica: str = "") -> None:
         super().__init__(0)
         self._on_change = on_primary_change
         self._check_write = check_write
+        # PI (BMv2) takes a missing election id for id 0 and refuses a second stream with
+        # it: a backup then falls back to a small id of its own (far below every term's id).
+        self._backup_base = 1 + zlib.crc32(replica.encode())
+        self.backup_id = 0  # the id this stream holds as a backup (0: none)
+        self.claimed_id = 0  # the term id we bid with, while we do
         self.primary_present = False
 
     # -- what the replica calls
@@ -54,56 +60,64 @@ class ReplicaArbitrator(Arbitrator):
         """Bid for primary with `eid` on the open stream; the answer arrives as an update."""
         if switch._p4client is None:  # noqa: SLF001 - see module docstring
             raise ClaimRefused("no P4Runtime channel to the switch")
-        self.election_id = eid
+        self.election_id = self.claimed_id = eid
         await self._send(switch)
 
     async def release(self, switch: Switch) -> None:
-        """Give up primary: the same stream, without an election id (a backup for good)."""
-        self.election_id = 0
+        """Give up primary: the same stream, back to its backup id (none, or PI's fallback)."""
+        self.claimed_id = 0
+        self.election_id = self.backup_id
         await self._send(switch)
 
     # -- finsy's Arbitrator interface
     async def handshake(self, switch: Switch, *, conflict: bool = False) -> None:
         if conflict:
-            # Two streams with one id: only a replica of the same term could do that.
-            raise ClaimRefused(f"election id {format_id(self.election_id)} is already used by another stream")
-        response = await self._arbitration_request(switch)
-        self._apply(switch, response, initial=True)
+            if self.claimed_id:
+                # Two streams with one term id: only a replica of the same term could do that.
+                raise ClaimRefused(f"election id {format_id(self.election_id)} is already used by another stream")
+            self._next_backup_id()
+        for _ in range(8):
+            await self._send(switch)
+            response = await self._receive(switch)
+            if response is not None:
+                self._apply(switch, response, initial=True)
+                return
+            self._next_backup_id()
+        raise ClaimRefused(f"the switch refused every backup election id up to {format_id(self.election_id)}")
 
-    async def _arbitration_request(self, switch: Switch) -> Any:
-        await self._send(switch)
-        response = await self._receive(switch)
-        if response is None:
-            raise ClaimRefused(f"election id {format_id(self.election_id)} is already used by another stream")
-        return response
+    def _next_backup_id(self) -> None:
+        self.backup_id = self.election_id = self._backup_base if self.backup_id == 0 else self.backup_id + 1
+        log.info("the switch refused a second stream without election id: backup id %s", format_id(self.backup_id))
 
     async def update(self, switch: Switch, msg: p4r.MasterArbitrationUpdate) -> None:
         self._apply(switch, msg, initial=False)
 
     def _apply(self, switch: Switch, msg: p4r.MasterArbitrationUpdate, *, initial: bool) -> None:
         code = P4RpcStatus.from_status(msg.status).code
+        if code not in (GRPCStatusCode.OK, GRPCStatusCode.ALREADY_EXISTS, GRPCStatusCode.NOT_FOUND):
+            raise ClaimRefused(f"unexpected arbitration status {code.name}: {msg.status.message}")
         primary_id = U128.decode(msg.election_id) if msg.HasField("election_id") else 0
         self.primary_id = primary_id
         was = self.is_primary
-        mine = self.election_id != 0 and code == GRPCStatusCode.OK
-        if code not in (GRPCStatusCode.OK, GRPCStatusCode.ALREADY_EXISTS, GRPCStatusCode.NOT_FOUND):
-            raise ClaimRefused(f"unexpected arbitration status {code.name}: {msg.status.message}")
+        # Only a term id is a primary that counts: PI promotes a backup's fallback id when
+        # the primary leaves; that backup is fenced (not the etcd leader) and stays passive.
+        leader_present = code != GRPCStatusCode.NOT_FOUND and term_of(primary_id) is not None
+        mine = code == GRPCStatusCode.OK and self.claimed_id != 0 and primary_id == self.claimed_id
         self.is_primary = mine
-        present = code in (GRPCStatusCode.OK, GRPCStatusCode.ALREADY_EXISTS)
-        changed = present != self.primary_present
-        self.primary_present = present
+        changed = leader_present != self.primary_present
+        self.primary_present = leader_present
         if not initial:
             if mine and not was:
                 switch._become_primary()  # type: ignore[no-untyped-call]  # noqa: SLF001 - finsy's own transition
             elif was and not mine:
                 switch._become_backup()  # type: ignore[no-untyped-call]  # noqa: SLF001
         if changed or initial:
-            self._on_change(present, primary_id)
+            self._on_change(leader_present, primary_id)
 
     def reset(self) -> None:
         # The stream closed: whatever we were, we reconnect as a backup without an id.
         super().reset()
-        self.election_id = 0
+        self.election_id = self.backup_id = self.claimed_id = 0
         self.primary_present = False
 
     def complete_request(self, msg: Any) -> None:

@@ -58,7 +58,9 @@ class LeaderGate:
 
     # -- reads and agents: as the core answers them
     async def status(self) -> StatusView:
-        return await self._core.status()
+        # A replica's election id is its term's (none on a backup), not switch.election_id.
+        s = await self._core.status()
+        return s.model_copy(update={"election_id": self._replica.view().election_id})
 
     async def gateways(self) -> list[GatewayView]:
         return await self._core.gateways()

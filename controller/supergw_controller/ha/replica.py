@@ -31,15 +31,15 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
-from finsy import Switch, SwitchEvent
+from finsy import P4ClientError, Switch, SwitchEvent
 
 from supergw_controller.ha.arbitration import ReplicaArbitrator, install
 from supergw_controller.ha.fence import LeaseFence
 from supergw_controller.ha.leadership import EtcdError, LeaderInfo, Leadership
 from supergw_controller.ha.term import election_id, format_id
-from supergw_controller.ha.view import HaView
+from supergw_controller.ha.view import HaView, WriteWindow
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class Replica:
         self._keepalive_s = keepalive_s
         self._poll_s = poll_s
         self._clock = clock
-        self.arbitrator = ReplicaArbitrator(self._primary_change, fence.check)
+        self.arbitrator = ReplicaArbitrator(self._primary_change, fence.check, replica)
         install(switch, self.arbitrator)
         self.leader: LeaderInfo | None = None
         self.term = 0
@@ -97,6 +97,8 @@ class Replica:
         self._no_primary_id = 0  # the switch has no primary: the id of the one that left
         self._claimed = False
         self._bg: set[asyncio.Task[None]] = set()
+        self._windows: dict[int, WriteWindow] = {}
+        self._wrap_writes(switch)
         switch.ee.on(SwitchEvent.CHANNEL_UP, self._on_channel_up)
         switch.ee.on(SwitchEvent.CHANNEL_DOWN, self._on_channel_down)
         switch.ee.on(SwitchEvent.BECOME_BACKUP, self._on_become_backup)
@@ -115,7 +117,36 @@ class Replica:
             leader=self.leader.replica if self.leader else None,
             leader_api=self.leader.api if self.leader else None,
             takeovers=self.takeovers,
+            writes=sorted(self._windows.values(), key=lambda w: w.term),
         )
+
+    # ------------------------------------------------------------------ write record
+    def _wrap_writes(self, switch: Switch) -> None:
+        """Record, per term, when the switch accepted this replica's writes: the evidence
+        the partition test and bench/ha compare across replicas (`view().writes`)."""
+        inner = switch.write
+
+        async def write(*args: Any, **kw: Any) -> None:
+            term, sent = self.term, time.time()
+            try:
+                await inner(*args, **kw)
+            except P4ClientError as exc:
+                if exc.details:  # per-update results: the switch took the request
+                    self._wrote(term, sent)
+                raise
+            self._wrote(term, sent)
+
+        switch.write = write  # type: ignore[method-assign]
+
+    def _wrote(self, term: int, sent: float) -> None:
+        done = time.time()
+        w = self._windows.get(term)
+        if w is None:
+            self._windows[term] = WriteWindow(term, 1, sent, done)
+            for old in sorted(self._windows)[:-8]:
+                del self._windows[old]
+        else:
+            w.writes, w.last_answered = w.writes + 1, max(w.last_answered, done)
 
     # ------------------------------------------------------------------ switch events
     def _primary_change(self, present: bool, primary_id: int) -> None:
@@ -307,8 +338,9 @@ class Replica:
         self.leader = None
 
     async def _release_primary(self) -> None:
-        """Give up primary on the switch now: an arbitration update without election id."""
-        self.arbitrator.election_id = 0
+        """Give up primary on the switch now: an arbitration update with our backup id (none)."""
+        self.arbitrator.claimed_id = 0
+        self.arbitrator.election_id = self.arbitrator.backup_id
         if self._switch._p4client is None:  # noqa: SLF001 - no stream, nothing to give up
             return
         try:

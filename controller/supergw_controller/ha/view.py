@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
+
+
+@dataclass
+class WriteWindow:
+    """The switch writes one term of this replica had accepted (wall clock, seconds):
+    `first_sent` just before the first left, `last_answered` just after the last was
+    answered OK (or with per-update results: the switch applied it)."""
+
+    term: int
+    writes: int
+    first_sent: float
+    last_answered: float
 
 
 @dataclass
@@ -15,6 +27,7 @@ class HaView:
     leader: str | None
     leader_api: str | None
     takeovers: int
+    writes: list[WriteWindow] = field(default_factory=list)  # the last terms this replica led
 
 
 @runtime_checkable

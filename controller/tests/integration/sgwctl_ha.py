@@ -159,30 +159,32 @@ def wait_one_leader(replicas: list[Replica], timeout: float, *, not_: Replica | 
 
 
 class Writer:
-    """Asks every replica, round robin, to move one bucket back and forth; records each answer."""
+    """Asks every replica (one thread each), every 20 ms, to move one bucket back and forth
+    between gateways, so every request a leader accepts is a switch write; records each answer."""
 
     def __init__(self, replicas: list[Replica], bucket: int, gateways: tuple[str, ...] = ("g1", "g2")) -> None:
         self.replicas = replicas
-        self.gateways = gateways
         self.bucket = bucket
+        self.gateways = gateways
         self.log: list[tuple[str, float, float, int, str]] = []  # replica, sent, answered, status, body
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._threads = [threading.Thread(target=self._run, args=(r,), daemon=True) for r in replicas]
 
     def __enter__(self) -> Writer:
-        self._thread.start()
+        for t in self._threads:
+            t.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(10)
+        for t in self._threads:
+            t.join(10)
 
-    def _run(self) -> None:
+    def _run(self, r: Replica) -> None:
         i = 0
         with httpx.Client(timeout=3) as client:
             while not self._stop.is_set():
-                r = self.replicas[i % len(self.replicas)]
-                target = self.gateways[(i // len(self.replicas)) % len(self.gateways)]
+                target = self.gateways[i % len(self.gateways)]
                 i += 1
                 t0 = time.time()
                 try:
@@ -198,3 +200,25 @@ class Writer:
 
     def accepted(self, name: str) -> list[tuple[float, float]]:
         return [(s, a) for n, s, a, code, _ in self.log if n == name and code == 200]
+
+
+def write_windows(replicas: list[Replica]) -> dict[int, tuple[str, dict[str, Any]]]:
+    """term -> (replica, its accepted-write window) from every replica's /healthz."""
+    out: dict[int, tuple[str, dict[str, Any]]] = {}
+    for r in replicas:
+        for w in r.ha().get("writes", []):
+            assert int(w["term"]) not in out, f"two replicas wrote in term {w['term']}"
+            out[int(w["term"])] = (r.name, w)
+    return out
+
+
+def overlaps(windows: dict[int, tuple[str, dict[str, Any]]]) -> list[tuple[int, int]]:
+    """Pairs of terms (older, newer) whose accepted switch writes could overlap in time:
+    the older term's last write answered after the newer term's first write was sent."""
+    terms = sorted(t for t in windows if t > 0)
+    out = []
+    for i, older in enumerate(terms):
+        for newer in terms[i + 1 :]:
+            if windows[older][1]["last_answered"] >= windows[newer][1]["first_sent"]:
+                out.append((older, newer))
+    return out

@@ -21,7 +21,7 @@ from finsy.p4schema import P4Schema
 from finsy.proto import U128, p4r, p4r_grpc
 
 from etcd_server import EtcdServer
-from sgwctl_ha import Replica, Writer, make_replicas, wait_one_leader
+from sgwctl_ha import Replica, Writer, make_replicas, overlaps, wait_one_leader, write_windows
 from sgwctl_harness import TOKEN, Heartbeats, Setup, TopologySpec, agent_token
 from sgwctl_topo import REMOTE_IP
 from topologies.configs import P4INFO
@@ -207,13 +207,18 @@ def test_partitioned_leader_steps_down_before_a_new_leader_writes(setup: Setup, 
             old.link.heal()
             stepped = old.controller.log_time_of("stepping down", after=cut_at)
             old_log = old.controller.log_tail(200_000)
+            windows = write_windows(reps)
     finally:
         _close(reps)
     mine, theirs = w.accepted(old.name), w.accepted(new.name)
     assert mine and theirs, f"both leaders must have written: {len(mine)} / {len(theirs)}"
+    by_replica = {name: term for term, (name, _) in windows.items()}
+    assert old.name in by_replica and new.name in by_replica, f"switch writes of both leaders recorded: {windows}"
+    old_term, new_term = by_replica[old.name], by_replica[new.name]
+    assert new_term > old_term
+    assert overlaps(windows) == [], f"switch writes of two terms overlap: {windows}"
     assert stepped is not None, f"the partitioned leader never stepped down:\n{old_log[-3000:]}"
-    first_new = min(s for s, _ in theirs)
-    assert max(a for _, a in mine) < first_new, "the old leader's accepted writes overlap the new leader's"
+    first_new = windows[new_term][1]["first_sent"]
     assert stepped < first_new, "the old leader stepped down only after the new leader wrote"
     refused = [body for n, s, _, code, body in w.log if n == old.name and s > stepped and code == 503]
     assert refused, "after stepping down, the old leader refuses writes"
