@@ -98,9 +98,11 @@ ptf: deps switch $(if $(filter bmv2,$(TARGET)),$(P4_JSON))
 	@echo "== ptf: TARGET=$(TARGET)"
 	@ptf-tests/run.sh --target $(TARGET) --xunit $(CURDIR)/$(RESULTS)/ptf$(if $(filter bmv2,$(TARGET)),-bmv2)
 
-# The BMv2 variants load $(P4_JSON); they skip, saying so, when p4c is not installed.
-integration: deps switch hostsim $(P4_JSON)
+# The BMv2 variants load $(P4_JSON) and skip, saying so, without it: a P4 program that does
+# not compile (make p4 fails for it) must not stop the eBPF variants.
+integration: deps switch hostsim
 	@mkdir -p $(RESULTS)
+	@$(MAKE) -s $(P4_JSON) || echo "== integration: $(P4_JSON) did not build (output above): the BMv2 variants skip"
 	@echo "== integration: real switch, controller and strongSwan in namespaces"
 	@$(PY) -m pytest -q -m integration --junitxml=$(RESULTS)/python-integration.xml controller backends topologies
 
