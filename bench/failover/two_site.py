@@ -339,7 +339,7 @@ def measure(trials: int = 5, kinds: Sequence[str] = KINDS, topology: Path = TWO_
     return summarize(run_trials(trials, kinds, topology))
 
 
-def write(trials: Sequence[Trial], n_trials: int) -> None:
+def write(trials: Sequence[Trial], n_trials: int, topology: str = "topologies/two-site.yaml") -> None:
     summary = summarize(trials)
     metrics: dict[str, Metric] = {}
     for kind in dict.fromkeys(t.kind for t in trials):
@@ -372,7 +372,7 @@ def write(trials: Sequence[Trial], n_trials: int) -> None:
         "(host buckets pinned for the trial): the A -> B flow's longest gap between replies is the time until site A "
         "stops using the victim, the B -> A flow's the time until site B stops using the victim's partner. "
         f"{n_trials} trials per kind, i rotating over the pairs; the victim is restored and both sites are healthy "
-        "again before the next trial. The machine (2 cores) is shared with other work."
+        f"again before the next trial. Topology: {topology}. The machine (2 cores) is shared with other work."
     )
     paths = write_report("failover-two-site", metrics, [vars(t) for t in trials], series,
                          title="Gateway failover on the two-site emulation, both directions (shipped defaults)",
@@ -391,5 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         print(f"bench.failover --two-site: {exc}", file=sys.stderr)
         return 1
-    write(trials, args.trials)
+    ts, _ = load_two_site(args.topology)
+    write(trials, args.trials, f"{args.topology.name} (N = {ts.gateways} pairs, {ts.hosts_per_site} namespace hosts per "
+                               f"site, gateway CPU cap {ts.gateway_cpu_percent} % of a core"
+                               f"{'' if ts.simulated_hosts is None else f', {ts.simulated_hosts.count} simulated hosts'})")
     return 0
