@@ -249,7 +249,11 @@ class RebalancerConfig(_Strict):
     paper: PaperPolicyConfig = Field(default_factory=PaperPolicyConfig)
     threshold: float = Field(default=1.10, gt=1.0, description="rebalance when max/mean load exceeds this")
     hysteresis: float = Field(default=0.05, ge=0, lt=1.0, description="stop once max/mean < threshold - hysteresis")
-    move_budget: int = Field(default=8, ge=1, description="at most this many bucket moves per round")
+    move_budget: int = Field(
+        default=64,
+        ge=1,
+        description="bucket moves per round at most (8 per 2 s round need 38 s to spread 224 busy buckets over 3)",
+    )
     refill_budget: int = Field(default=4, ge=1, description="buckets given back to a recovered gateway per round")
 
 

@@ -306,10 +306,16 @@ class _Planner:
 
     def _destinations(self, src: str, refills: dict[str, int]) -> list[str]:
         p = self.params
+        # The ceiling keeps load off a gateway hot for reasons the counters miss. When the
+        # source is at the ceiling too (every gateway busy, as at 90 % of cluster capacity),
+        # it would block every move and leave the heaviest gateway overloaded: the counters
+        # decide then (measured by bench/scaling, Fig. 5).
+        src_cpu = self.gws[src].reported_cpu
+        ceiling = p.cpu_ceiling if src_cpu is None or src_cpu < p.cpu_ceiling else math.inf
         out = []
         for n in self.eligible:
             g = self.gws[n]
-            if n == src or (g.reported_cpu is not None and g.reported_cpu >= p.cpu_ceiling):
+            if n == src or (g.reported_cpu is not None and g.reported_cpu >= ceiling):
                 continue
             if g.state is GatewayState.RECOVERING and refills.get(n, 0) >= p.refill_budget:
                 continue

@@ -169,3 +169,20 @@ def test_dispatcher_plans_with_the_configured_policy(tmp_path: Path) -> None:
 def test_bad_policy_config_names_the_key(tmp_path: Path, rebalancer: Any, expected: str) -> None:
     with pytest.raises(ConfigError, match=expected.replace(".", r"\.")):
         parse_config(config(tmp_path, rebalancer), tmp_path)
+
+
+def test_ceiling_does_not_block_moves_when_the_source_is_as_hot() -> None:
+    # 90 % of cluster capacity: every gateway reports cpu above the ceiling, the counters
+    # show g1 far heavier; the shipped policy still moves load off g1
+    from supergw_controller.rebalancer import plan_rebalance
+
+    hot = [GatewayInput("g1", reported_cpu=1.0), GatewayInput("g2", reported_cpu=0.95), GatewayInput("g3", reported_cpu=0.93)]
+    inp = RebalanceInput(k=64, rates={b: BucketRate(pps=10.0) for b in range(48)},
+                         assignment={b: ("g1" if b < 32 else "g2" if b < 40 else "g3") for b in range(64)}, gateways=hot)
+    plan = plan_rebalance(inp, PPS_ONLY)
+    assert plan.moves and all(m.src == "g1" for m in plan.moves)
+    assert plan.ratio_after <= 1.05
+    # a cool source still keeps its load off a hot destination
+    cool = [GatewayInput("g1", reported_cpu=0.5), GatewayInput("g2", reported_cpu=0.95), GatewayInput("g3", reported_cpu=0.2)]
+    plan = plan_rebalance(RebalanceInput(k=64, rates=inp.rates, assignment=inp.assignment, gateways=cool), PPS_ONLY)
+    assert plan.moves and {m.dst for m in plan.moves} == {"g3"}
