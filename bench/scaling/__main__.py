@@ -35,7 +35,7 @@ from bench.scaling import plots
 from bench.scaling.analysis import ZERO_LOSS, Snapshot, cpu_spread, redistribution_s, zero_loss_rate
 from bench.scaling.emulation import BenchError, Emulation, ProbeResult, say, write_topology
 from topologies.hostsim_client import HostsimError
-from topologies.twosite import TWO_SITE_TOPOLOGY
+from topologies.twosite import TWO_SITE_TOPOLOGY, load_two_site
 
 BASE_TOPOLOGY = TWO_SITE_TOPOLOGY.with_name("two-site-paper.yaml")
 DEFAULT_SUITE = "aes128gcm16-x25519"  # supergw_gateway.config.DEFAULT_ESP_PROPOSAL, what users get
@@ -61,6 +61,7 @@ class Settings:
     failover_trials: int
     base: Path
     buckets: int
+    buckets_why: str
 
 
 @dataclass
@@ -91,13 +92,18 @@ def note_load(results: Results, when: str) -> None:
 
 
 def search(emu: Emulation, s: Settings, res: Results, suite: str, frame: int, n: int) -> None:
-    known = res.rate(suite, frame, 1)
+    known = res.rate(suite, frame, 1) or next((res.rate(x, frame, 1) for x in SUITE_LABEL if res.rate(x, frame, 1)), None)
     start = max(200.0, 0.6 * n * known) if known else 500.0
     best: dict[str, ProbeResult] = {}
     shortfall: list[str] = []
 
     def probe(rate: float) -> float:
         r = emu.probe(rate, frame, s.probe_s)
+        if r.loss > ZERO_LOSS:
+            # a rate fails only when a second probe loses frames too: the machine is shared
+            say(f"  N={n} {frame} B {SUITE_LABEL[suite]}: {rate:8.0f} pps/dir lost {100 * r.loss:.4f} %: once more")
+            again = emu.probe(rate, frame, s.probe_s)
+            r = again if again.loss < r.loss else r
         ok = r.loss <= ZERO_LOSS
         say(f"  N={n} {frame} B {SUITE_LABEL[suite]}: {rate:8.0f} pps/dir -> loss {100 * r.loss:.4f} % "
             f"({'ok' if ok else 'loss'}), machine {r.machine_cpu:.0f} % of a core")
@@ -283,9 +289,9 @@ def one_boot(s: Settings, res: Results, suite: str, n: int) -> None:
             if s.soak_s > 0:
                 soak(emu, s, res, SOAK_LOAD * t3)
             fig5_run(emu, s, res, "supergw", FIG5_LOAD * t3)
-            # not shipped: what the move budget (8 per 2 s round) costs, measured in the same boot
-            emu.set_policy({"move_budget": 64})
-            fig5_run(emu, s, res, "supergw-budget64", FIG5_LOAD * t3)
+            # the default before bench/scaling measured it (8 moves per 2 s round), in the same boot
+            emu.set_policy({"move_budget": 8})
+            fig5_run(emu, s, res, "supergw-budget8", FIG5_LOAD * t3)
             emu.set_policy({"policy": "paper", "paper": {"seed": 1}})
             say("controllers restarted with rebalancer.policy: paper (T_L 1.33 s, T_M 4 s, L_D 10 %, |W| 4)")
             fig5_run(emu, s, res, "paper", FIG5_LOAD * t3)
@@ -315,8 +321,11 @@ def method_text(s: Settings, res: Results) -> str:
         f"bidirectional: each site's hosts send UDP to the other site's at the same rate; rates are per direction, "
         f"frames as in RFC 2544 (with FCS). Zero loss = at most {100 * ZERO_LOSS:.2f} % of the frames sent in a "
         f"{s.probe_s:.0f} s probe lost (both directions, sender's count against the receiver's); the search doubles "
-        f"from an estimate until a probe loses frames, then bisects to {100 * s.resolution:.0f} % (at most "
-        f"{s.max_probes} probes); a probe the generator could not offer counts as failed. CPU cap: every gateway's "
+        f"from an estimate until a rate loses frames, then bisects to {100 * s.resolution:.0f} % (at most "
+        f"{s.max_probes} rates); a rate fails only when a second probe at that rate loses frames too (the machine "
+        f"is shared with other work), and a probe the generator could not offer counts as failed. Before the "
+        f"searches of a boot, load runs until the shipped rebalancer has spread the simulated hosts over the "
+        f"gateways (max/mean <= 1.10 at both sites; hosts per gateway are in the rows). {s.buckets_why}. CPU cap: every gateway's "
         f"charon is limited to {s.cpu_percent:g} % of one core by its cgroup (gateway_cpu_percent), so 2 x 4 "
         f"gateways take at most {8 * s.cpu_percent:g} % of this 2-core machine and the generators, switches, "
         f"controllers and agents the rest. Budget measured at the N = 4 peak: {'; '.join(budget) or 'not measured'}. "
@@ -348,10 +357,10 @@ def report(s: Settings, res: Results) -> None:
                                          note="shipped policy" if "supergw" in res.redistribution else "not measured")
     metrics["redistribution_paper_policy_s"] = Metric(pp, "s", note="paper: ~180 s" if "paper" in res.redistribution
                                                       else "not measured")
-    metrics["redistribution_budget64_s"] = Metric(
-        res.redistribution.get("supergw-budget64"), "s",
-        note="not shipped: rebalancer.move_budget 64 instead of 8" if "supergw-budget64" in res.redistribution
-        else "not measured")
+    metrics["redistribution_budget8_s"] = Metric(
+        res.redistribution.get("supergw-budget8"), "s",
+        note="shipped policy with rebalancer.move_budget 8 (the default until this benchmark) instead of 64"
+        if "supergw-budget8" in res.redistribution else "not measured")
     for kind in ("freeze", "kill", "link"):
         key = f"failover_{kind}_ms"
         metrics[key] = Metric(res.failover.get(key), "ms", goal=500.0, higher_is_better=False,
@@ -389,6 +398,31 @@ def report(s: Settings, res: Results) -> None:
     say(f"wrote {paths.json}, {paths.markdown}, {paths.png}")
 
 
+def choose_buckets(base: Path, asked: int | None) -> tuple[int, str]:
+    """K for the run and why: the preset's, unless the pipeline's bucket hash (the controller's
+    `bucket_of`, the one Python copy of it) puts its simulated hosts into fewer than half as
+    many buckets as hosts; then 4096, the largest K."""
+    from supergw_controller.bucket import bucket_of
+
+    ts, sites = load_two_site(base)
+    sim = getattr(sites[0], "simulated_hosts", None)
+    if sim is None:
+        raise SystemExit(f"{base}: no simulated_hosts, nothing to offer load with")
+    macs = list(sim.macs())
+
+    def spread(k: int) -> int:
+        return len({bucket_of(m, k) for m in macs})
+
+    if asked is not None:
+        return asked, f"K = {asked} (asked for): the {len(macs)} simulated hosts per site use {spread(asked)} buckets"
+    if spread(ts.buckets) >= len(macs) / 2:
+        return ts.buckets, (f"K = {ts.buckets} (the preset's): the {len(macs)} simulated hosts per site use "
+                            f"{spread(ts.buckets)} buckets")
+    return 4096, (f"K = 4096, not the preset's {ts.buckets}: the bucket hash maps the {len(macs)} consecutive "
+                  f"simulated MACs per site onto {spread(ts.buckets)} of {ts.buckets} buckets but {spread(4096)} "
+                  f"of 4096")
+
+
 def parse(argv: list[str] | None) -> Settings:
     p = argparse.ArgumentParser(prog="python -m bench.scaling", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -398,7 +432,8 @@ def parse(argv: list[str] | None) -> Settings:
     p.add_argument("--soak-s", type=float, default=None, help="soak length (default 600; --quick 30; 0 skips it)")
     p.add_argument("--failover-trials", type=int, default=None, help="trials per failure kind (default 5; 0 skips)")
     p.add_argument("--topology", type=Path, default=BASE_TOPOLOGY, help="two-site file to start from")
-    p.add_argument("--buckets", type=int, default=4096, help="K (default 4096: see the method)")
+    p.add_argument("--buckets", type=int, default=None,
+                   help="K (default: the preset's, or 4096 when the hash crowds its hosts into few buckets)")
     p.add_argument("--suites", nargs="+", choices=list(SUITE_LABEL.values()), help="ESP suites (default both; --quick gcm)")
     p.add_argument("--frames", type=int, nargs="+", choices=[BIG_FRAME, SMALL_FRAME], help="frame sizes (default both)")
     a = p.parse_args(argv)
@@ -407,21 +442,23 @@ def parse(argv: list[str] | None) -> Settings:
     ns = a.gateways or ([1, 3] if a.quick else [1, 2, 3, 4])
     if any(not 1 <= n <= 4 for n in ns):
         p.error("--gateways: N is 1..4")
+    buckets, why = choose_buckets(a.topology, a.buckets)
     return Settings(
         ns=sorted(set(ns)),
         frames=a.frames or ([BIG_FRAME] if a.quick else [BIG_FRAME, SMALL_FRAME]),
         suites=[k for k, v in SUITE_LABEL.items() if v in a.suites] if a.suites
         else ([DEFAULT_SUITE] if a.quick else [DEFAULT_SUITE, OTHER_SUITE]),
         cpu_percent=a.cpu_percent,
-        probe_s=2.0 if a.quick else 4.0,
-        resolution=0.10 if a.quick else 0.03,
-        max_probes=6 if a.quick else 11,
+        probe_s=2.0 if a.quick else 3.0,
+        resolution=0.10 if a.quick else 0.05,
+        max_probes=6 if a.quick else 9,
         fig5_s=25.0 if a.quick else 60.0,
         paper_s=40.0 if a.quick else 300.0,
         soak_s=a.soak_s if a.soak_s is not None else (30.0 if a.quick else 600.0),
         failover_trials=a.failover_trials if a.failover_trials is not None else (1 if a.quick else 5),
         base=a.topology,
-        buckets=a.buckets,
+        buckets=buckets,
+        buckets_why=why,
     )
 
 

@@ -32,7 +32,7 @@ def draw(path: Path, fig4: Sequence[Mapping[str, Any]], fig5: Mapping[str, Seque
                             and int(r["n"]) == n), 0.0) for s in suites]
             xs = [j + (i - (len(ns) - 1) / 2) * width for j in range(len(suites))]
             bars = ax.bar(xs, values, width, label=f"N = {n}")
-            ax.bar_label(bars, fmt="%.0f", fontsize=7)
+            ax.bar_label(bars, fmt="%.3g", fontsize=7)
         ax.set_xticks(range(len(suites)), suites)
         ax.set_ylabel("zero-loss throughput, Mb/s per direction")
         ax.set_title(f"Fig. 4 analogue: {frame}-byte frames")
@@ -42,10 +42,12 @@ def draw(path: Path, fig4: Sequence[Mapping[str, Any]], fig5: Mapping[str, Seque
     for col, policy in enumerate(policies):
         ax = axes[1][col]
         rows = fig5.get(policy, [])
+        if not rows:
+            ax.text(0.5, 0.5, "not measured", ha="center", transform=ax.transAxes)
         ts = [float(r["t_s"]) for r in rows]
         ax.bar(ts, [float(r["delivered_mbps"]) for r in rows], width=0.8, color="lightsteelblue",
                label="delivered, Mb/s per direction")
-        ax.set_xlabel("seconds since the load started (every bucket on gateway 1)")
+        ax.set_xlabel("seconds since the load started (every flow on gateway 1)")
         ax.set_ylabel("throughput, Mb/s per direction")
         right = ax.twinx()
         right.plot(ts, [float(r["loss_percent"]) for r in rows], color="black", linestyle="--", label="loss %")
