@@ -24,6 +24,7 @@ help:
 	@echo "                  TOPO=two-site: two super gateways (switch + controller + N gateways each) paired over a WAN"
 	@echo "                  HA=1: three controller replicas on a three-member etcd cluster (leader election, takeover)"
 	@echo "make stop         stop what 'make run' started"
+	@echo "make hostsim      build topologies/hostsim (simulated hosts and traffic generator of the two-site emulation)"
 	@echo "make mininet      'make run' as a Mininet network, then the Mininet CLI (mininet> h1 ping r1)"
 	@echo "make test         unit tests + make p4 + PTF on eBPF and BMv2 + integration tests"
 	@echo "make ptf          PTF suite only (TARGET=ebpf|bmv2; bmv2 compiles p4src first)"
