@@ -1,9 +1,10 @@
 """Bucket math of the dispatcher: the one Python implementation of `bucket(mac)` and `vmac(b)`.
 
-The data plane computes ``bucket(mac) = crc16_arc(mac) & (K - 1)`` (v1model
-``hash(HashAlgorithm.crc16, 0, {mac}, 65536)`` on BMv2, the same CRC in eBPF), and
-answers ARP for the gateway IP with ``vmac(bucket(mac)) = vmac_base | bucket``.
-`p4src/vectors/bucket-crc16.json` (computed by real BMv2) pins all of it; see
+The data plane computes ``bucket(mac) = crc32(mac) & (K - 1)`` with the standard CRC-32
+(IEEE 802.3, as ``zlib.crc32``: v1model ``hash(HashAlgorithm.crc32, 0, {mac}, 65536)`` on
+BMv2, TNA's ``HashAlgorithm_t.CRC32``, the same CRC in eBPF), and answers ARP for the
+gateway IP with ``vmac(bucket(mac)) = vmac_base | bucket``.
+`p4src/vectors/bucket-crc32.json` (computed by real BMv2) pins all of it; see
 docs/pipeline-contract.md for the definitions.
 
 MACs are accepted as ``"aa:bb:cc:dd:ee:ff"`` (case-insensitive) or as 6 raw bytes and
@@ -11,6 +12,8 @@ returned as lower-case colon strings.
 """
 
 from __future__ import annotations
+
+import zlib
 
 from supergw_controller.p4constants import MAX_BUCKETS
 
@@ -20,25 +23,9 @@ _VMAC_BUCKET_BITS = 16
 _VMAC_BUCKET_MASK = (1 << _VMAC_BUCKET_BITS) - 1
 
 
-def _crc16_arc_table() -> tuple[int, ...]:
-    table: list[int] = []
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-        table.append(crc)
-    return tuple(table)
-
-
-_CRC16_ARC_TABLE = _crc16_arc_table()
-
-
-def crc16_arc(data: bytes) -> int:
-    """CRC-16/ARC (poly 0x8005 reflected, init 0, no final xor) of ``data``."""
-    crc = 0
-    for byte in data:
-        crc = (crc >> 8) ^ _CRC16_ARC_TABLE[(crc ^ byte) & 0xFF]
-    return crc
+def crc32(data: bytes) -> int:
+    """CRC-32/ISO-HDLC (IEEE 802.3: poly 0x04C11DB7 reflected, init and final xor 0xFFFFFFFF)."""
+    return zlib.crc32(data)
 
 
 def mac_to_bytes(mac: MacLike) -> bytes:
@@ -89,7 +76,7 @@ def bucket_mask(k: int) -> int:
 
 def bucket_of(mac: MacLike, k: int) -> int:
     """The bucket the data plane puts ``mac`` in when it runs with ``k`` buckets."""
-    return crc16_arc(mac_to_bytes(mac)) & bucket_mask(k)
+    return crc32(mac_to_bytes(mac)) & bucket_mask(k)
 
 
 def check_vmac_base(base: MacLike) -> int:

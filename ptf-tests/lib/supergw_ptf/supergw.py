@@ -45,7 +45,7 @@ PortRole = c.PortRole
 DropReason = c.DropReason
 PuntReason = c.PuntReason
 
-VECTORS_FILE = Path(__file__).resolve().parents[3] / "p4src" / "vectors" / "bucket-crc16.json"
+VECTORS_FILE = Path(__file__).resolve().parents[3] / "p4src" / "vectors" / "bucket-crc32.json"
 
 
 @dataclass(frozen=True)
@@ -53,16 +53,17 @@ class BucketVector:
     """One MAC with the buckets real BMv2 computed for it."""
 
     mac: str
+    bucket_k64: int
     bucket_k256: int
     bucket_k4096: int
 
     def bucket(self, k: int) -> int:
-        return {256: self.bucket_k256, 4096: self.bucket_k4096}[k]
+        return {64: self.bucket_k64, 256: self.bucket_k256, 4096: self.bucket_k4096}[k]
 
 
 def bucket_vectors() -> list[BucketVector]:
     data = json.loads(VECTORS_FILE.read_text(encoding="utf-8"))
-    return [BucketVector(v["mac"], v["bucket_k256"], v["bucket_k4096"]) for v in data["vectors"]]
+    return [BucketVector(v["mac"], v["bucket_k64"], v["bucket_k256"], v["bucket_k4096"]) for v in data["vectors"]]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@
 #include "p4constants.h"
 #include "supergw_maps.h"
 #include "supergw_pkt.h"
-#include "supergw_crc16.h"
+#include "supergw_crc32.h"
 
 #ifndef SGW_LEARN_REFRESH_NS
 #define SGW_LEARN_REFRESH_NS 1000000000ULL /* refresh a learned entry's hit time at most once per second */
@@ -125,11 +125,11 @@ static __always_inline int sgw_punt(struct __sk_buff *skb, struct sgw_md *md, __
 	return TC_ACT_SHOT;
 }
 
-/* vmac(bucket(mac)) = vmac_base | (crc16_arc(mac) & bucket_mask). */
+/* vmac(bucket(mac)) = vmac_base | (crc32(mac) & bucket_mask). */
 static __always_inline void sgw_vmac_of(const struct sgw_dispatch_config *cfg, const __u8 mac[6],
 					__u8 out[6])
 {
-	__u16 b = sgw_crc16_mac(mac) & cfg->bucket_mask;
+	__u16 b = (__u16)(sgw_crc32_mac(mac) & cfg->bucket_mask);
 
 	out[0] = cfg->vmac_base[0];
 	out[1] = cfg->vmac_base[1];

@@ -1,11 +1,12 @@
 // Run-time dispatch settings (gateway IP, vmac block, K) and the bucket hash.
 //
-// The hash: Hash<bit<16>>(HashAlgorithm_t.CRC16) is bf-p4c's "crc_16", which bf-utils'
-// dynamic_hash defines as polynomial 0x8005, reflected (input and output), init 0,
-// final xor 0: that is CRC-16/ARC, the function BMv2 computes for v1model's
-// HashAlgorithm.crc16 (p4src/vectors/bucket-crc16.json). The field list { host_mac } is
-// fed in wire order (first octet first), as BMv2 does. p4src/tna/tests/ checks these
-// parameters against the vectors and the controller's bucket function.
+// The hash: Hash<bit<32>>(HashAlgorithm_t.CRC32) is bf-p4c's "crc_32", which bf-utils'
+// dynamic_hash defines as polynomial 0x04C11DB7, reflected (input and output), init
+// 0xFFFFFFFF, final xor 0xFFFFFFFF: the standard CRC-32 (IEEE 802.3), the function BMv2
+// computes for v1model's HashAlgorithm.crc32 (p4src/vectors/bucket-crc32.json). The field
+// list { host_mac } is fed in wire order (first octet first), as BMv2 does; the bucket is
+// the low bits of the 32-bit result. p4src/tna/tests/ checks these parameters against the
+// vectors and the controller's bucket function.
 //
 // TNA differences, same results for every defined configuration (vmac_base with its low
 // 16 bits zero, bucket_mask = K - 1; docs/pipeline-contract.md):
@@ -17,9 +18,9 @@
 #define SUPERGW_DISPATCH_CONFIG_P4
 
 control DispatchConfig(inout local_metadata_t meta) {
-    Hash<bit<16>>(HashAlgorithm_t.CRC16) bucket_hash;
+    Hash<bit<32>>(HashAlgorithm_t.CRC32) bucket_hash;
     mac_addr_t host_mac;
-    bit<16> host_crc;
+    bit<32> host_crc;
     bit<32> dst_high_diff;
     bucket_t dst_over_mask;
 
@@ -58,7 +59,7 @@ control DispatchConfig(inout local_metadata_t meta) {
                 host_mac = meta.lookup.eth_dst;
             }
             host_crc = bucket_hash.get({ host_mac });
-            meta.host_vmac = meta.vmac_base[47:16] ++ (host_crc & meta.bucket_mask);
+            meta.host_vmac = meta.vmac_base[47:16] ++ (host_crc[15:0] & meta.bucket_mask);
 
             meta.dst_bucket = meta.lookup.eth_dst[15:0] & meta.bucket_mask;
             dst_high_diff = meta.lookup.eth_dst[47:16] ^ meta.vmac_base[47:16];

@@ -44,9 +44,9 @@ control DispatchConfig(inout local_metadata_t meta) {
             if (meta.port_role == PORT_ROLE_GATEWAY) {
                 host_mac = meta.lookup.eth_dst;
             }
-            // v1model: result = base + (crc16 mod max); crc16 is CRC-16/ARC on BMv2
-            // (p4src/vectors/bucket-crc16.json).
-            hash(host_crc, HashAlgorithm.crc16, 16w0, { host_mac }, 32w65536);
+            // v1model: result = base + (crc32 mod max), so host_crc is the low 16 bits of
+            // the standard CRC-32 (IEEE 802.3) on BMv2 (p4src/vectors/bucket-crc32.json).
+            hash(host_crc, HashAlgorithm.crc32, 16w0, { host_mac }, 32w65536);
             meta.host_vmac = meta.vmac_base | (mac_addr_t)(host_crc & meta.bucket_mask);
 
             meta.dst_bucket = meta.lookup.eth_dst[15:0] & meta.bucket_mask;

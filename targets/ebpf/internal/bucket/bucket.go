@@ -1,24 +1,17 @@
 // Package bucket is the Go copy of the pipeline's bucket math
-// (docs/pipeline-contract.md, "Terms"): bucket(mac) = crc16_arc(mac) & (K-1),
-// vmac(b) = vmac_base | b. Tested against p4src/vectors/bucket-crc16.json.
+// (docs/pipeline-contract.md, "Terms"): bucket(mac) = crc32(mac) & (K-1),
+// vmac(b) = vmac_base | b. Tested against p4src/vectors/bucket-crc32.json.
 package bucket
 
-import "fmt"
+import (
+	"fmt"
+	"hash/crc32"
+)
 
-// CRC16ARC is CRC-16/ARC: poly 0x8005 reflected (0xA001), init 0, no final xor.
-func CRC16ARC(data []byte) uint16 {
-	var crc uint16
-	for _, b := range data {
-		crc ^= uint16(b)
-		for range 8 {
-			if crc&1 != 0 {
-				crc = crc>>1 ^ 0xA001
-			} else {
-				crc >>= 1
-			}
-		}
-	}
-	return crc
+// CRC32 is the standard CRC-32 (IEEE 802.3: poly 0x04C11DB7 reflected, init and final
+// xor 0xFFFFFFFF), what BMv2's HashAlgorithm.crc32 and Tofino's CRC32 compute.
+func CRC32(data []byte) uint32 {
+	return crc32.ChecksumIEEE(data)
 }
 
 // Of returns the bucket of mac for k buckets; k must be a power of two.
@@ -26,7 +19,7 @@ func Of(mac [6]byte, k int) (uint16, error) {
 	if k <= 0 || k > 1<<16 || k&(k-1) != 0 {
 		return 0, fmt.Errorf("bucket count %d: must be a power of two in [1, 65536]", k)
 	}
-	return CRC16ARC(mac[:]) & uint16(k-1), nil
+	return uint16(CRC32(mac[:]) & uint32(k-1)), nil
 }
 
 // VMAC returns vmac_base | b; base must have its low 16 bits zero.

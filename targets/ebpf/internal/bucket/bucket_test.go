@@ -9,11 +9,12 @@ import (
 )
 
 // VectorsPath is the BMv2-computed vector file, relative to this package.
-var vectorsPath = filepath.Join("..", "..", "..", "..", "p4src", "vectors", "bucket-crc16.json")
+var vectorsPath = filepath.Join("..", "..", "..", "..", "p4src", "vectors", "bucket-crc32.json")
 
 type vector struct {
 	MAC         string `json:"mac"`
-	CRC16       uint16 `json:"crc16"`
+	CRC32       uint32 `json:"crc32"`
+	BucketK64   uint16 `json:"bucket_k64"`
 	BucketK256  uint16 `json:"bucket_k256"`
 	BucketK4096 uint16 `json:"bucket_k4096"`
 }
@@ -43,13 +44,13 @@ func TestVectors(t *testing.T) {
 			t.Fatalf("vector mac %q: %v", v.MAC, err)
 		}
 		mac := [6]byte(hw)
-		if got := CRC16ARC(mac[:]); got != v.CRC16 {
-			t.Errorf("crc16(%s) = %d, want %d", v.MAC, got, v.CRC16)
+		if got := CRC32(mac[:]); got != v.CRC32 {
+			t.Errorf("crc32(%s) = %d, want %d", v.MAC, got, v.CRC32)
 		}
 		for _, c := range []struct {
 			k    int
 			want uint16
-		}{{256, v.BucketK256}, {4096, v.BucketK4096}} {
+		}{{64, v.BucketK64}, {256, v.BucketK256}, {4096, v.BucketK4096}} {
 			got, err := Of(mac, c.k)
 			if err != nil || got != c.want {
 				t.Errorf("Of(%s, %d) = %d, %v; want %d", v.MAC, c.k, got, err, c.want)
@@ -59,9 +60,9 @@ func TestVectors(t *testing.T) {
 }
 
 func TestCheckValue(t *testing.T) {
-	// The catalogue check value of CRC-16/ARC.
-	if got := CRC16ARC([]byte("123456789")); got != 0xBB3D {
-		t.Fatalf("crc16_arc(123456789) = %#x, want 0xbb3d", got)
+	// The catalogue check value of CRC-32/ISO-HDLC (IEEE 802.3).
+	if got := CRC32([]byte("123456789")); got != 0xCBF43926 {
+		t.Fatalf("crc32(123456789) = %#x, want 0xcbf43926", got)
 	}
 }
 

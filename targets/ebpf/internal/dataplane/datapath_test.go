@@ -431,12 +431,12 @@ func TestRuntFrameRejectedByKernel(t *testing.T) {
 	}
 }
 
-// The eBPF CRC-16/ARC against every BMv2 vector, observed through the vmac of
-// the switch's ARP answer for IP_G, for K = 256 and K = 4096.
+// The eBPF CRC-32 against every BMv2 vector, observed through the vmac of
+// the switch's ARP answer for IP_G, for K = 64, 256 and 4096.
 func TestBucketVectorsInDatapath(t *testing.T) {
 	r := newRig(t)
 	vectors := loadVectors(t)
-	for _, k := range []int{256, 4096} {
+	for _, k := range []int{64, 256, 4096} {
 		t.Run(fmt.Sprintf("K=%d", k), func(t *testing.T) {
 			e := r.pipeline(t, true)
 			if err := e.SetDispatchConfig(DispatchConfig{Configured: true, GatewayIP: ipG, VMACBase: vmacBase, BucketMask: uint16(k - 1)}); err != nil {
@@ -444,10 +444,7 @@ func TestBucketVectorsInDatapath(t *testing.T) {
 			}
 			for _, v := range vectors {
 				m := mac(v.MAC)
-				want := v.BucketK256
-				if k == 4096 {
-					want = v.BucketK4096
-				}
+				want := map[int]uint16{64: v.BucketK64, 256: v.BucketK256, 4096: v.BucketK4096}[k]
 				res := r.runOn(t, e, r.ifindex[portH1], arpRequest(m, ipH1, ipG))
 				if res.verdict != tcActRedirect || len(res.out) < 12 {
 					t.Fatalf("%s: verdict %d, out %x", v.MAC, res.verdict, res.out)

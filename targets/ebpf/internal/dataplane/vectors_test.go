@@ -9,14 +9,15 @@ import (
 
 type crcVector struct {
 	MAC         string `json:"mac"`
-	CRC16       uint16 `json:"crc16"`
+	CRC32       uint32 `json:"crc32"`
+	BucketK64   uint16 `json:"bucket_k64"`
 	BucketK256  uint16 `json:"bucket_k256"`
 	BucketK4096 uint16 `json:"bucket_k4096"`
 }
 
 func loadVectors(t *testing.T) []crcVector {
 	t.Helper()
-	path := filepath.Join("..", "..", "..", "..", "p4src", "vectors", "bucket-crc16.json")
+	path := filepath.Join("..", "..", "..", "..", "p4src", "vectors", "bucket-crc32.json")
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("read vectors: %v", err)
