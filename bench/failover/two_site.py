@@ -251,6 +251,31 @@ class TwoSites:
             raise BenchError(f"after the {kind} of {victim} the sites did not recover (see above)")
         return t
 
+    def soak(self, seconds: float) -> dict[str, Any]:
+        """Every host pings a host of the other site with 1200-byte pings every 2 ms (through every
+        pair, both ways) while two busy loops load the machine; counts the gateways either site
+        declared dead meanwhile (nobody failed anything: each is spurious) and why."""
+        self.wait_healthy()
+        t0 = time.time()
+        load: list[subprocess.Popen[bytes]] = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(2)]
+        for src, dst in ((self.a, self.b), (self.b, self.a)):
+            for k, h in enumerate(src.topo.hosts):
+                peer = dst.topo.hosts[k % len(dst.topo.hosts)]
+                load.append(subprocess.Popen(
+                    ["ip", "netns", "exec", src.topo.ns(h.name), "ping", "-q", "-n", "-i", "0.002", "-s", "1200",
+                     "-w", str(int(seconds)), str(peer.ip)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        try:
+            time.sleep(seconds)
+        finally:
+            for p in load:
+                p.kill()
+                p.wait()
+        dead = [(s.topo.prefix, ev) for s in (self.a, self.b) for ev in s.api.get("/events?limit=1000")
+                if ev.get("kind") == "gateway" and ev.get("reason") == "dead" and ev["ts"] >= t0]
+        return {"seconds": seconds, "dead_events": len(dead),
+                "partner_down_events": sum(1 for _, ev in dead if str(ev.get("detail", "")).startswith("partner down")),
+                "detail": [f"{p}: {ev['src']}: {ev.get('detail')}" for p, ev in dead][:10]}
+
     @staticmethod
     def lan_rx(site: Site, gw: str) -> int:
         """Frames the gateway's LAN interface received from its switch."""
@@ -297,18 +322,25 @@ def _emulation(topology: Path) -> Iterator[tuple[list[Topology], RunState]]:
         subprocess.run([*cmd, "down", "--topology", str(topology)], cwd=REPO, capture_output=True, text=True)
 
 
-def run_trials(trials: int = 5, kinds: Sequence[str] = KINDS, topology: Path = TWO_SITE_TOPOLOGY) -> list[Trial]:
-    """Every trial of every kind (see the module doc)."""
+def run_trials(trials: int = 5, kinds: Sequence[str] = KINDS, topology: Path = TWO_SITE_TOPOLOGY,
+               soak_s: float = 0.0) -> tuple[list[Trial], dict[str, Any] | None]:
+    """Every trial of every kind (see the module doc), then a soak of `soak_s` seconds (0: none)."""
     bad = [k for k in kinds if k not in KINDS]
-    if bad or trials < 1:
-        raise BenchError(f"kinds must be among {KINDS} and trials >= 1 (got {list(kinds)}, {trials})")
+    if bad or trials < 1 or soak_s < 0:
+        raise BenchError(f"kinds must be among {KINDS}, trials >= 1 and soak >= 0 (got {list(kinds)}, {trials}, "
+                         f"{soak_s})")
     out: list[Trial] = []
+    soak: dict[str, Any] | None = None
     with _emulation(topology) as (sites, state):
         emu = TwoSites(sites, state)
         for kind in kinds:
             print(f"== two-site {kind}: {trials} trials", flush=True)
             out += [emu.trial(kind, i) for i in range(trials)]
-    return out
+        if soak_s > 0:
+            print(f"== two-site soak: {soak_s:.0f} s under load", flush=True)
+            soak = emu.soak(soak_s)
+            print(f"  {soak}", flush=True)
+    return out, soak
 
 
 def summarize(trials: Sequence[Trial]) -> dict[str, float]:
@@ -336,12 +368,18 @@ def measure(trials: int = 5, kinds: Sequence[str] = KINDS, topology: Path = TWO_
     resp. site B), `failover_<kind>_max_ms` (worst trial, either direction).
     Raises `BenchError` (bench.failover.two_site) when the emulation cannot be booted or probed.
     """
-    return summarize(run_trials(trials, kinds, topology))
+    return summarize(run_trials(trials, kinds, topology)[0])
 
 
-def write(trials: Sequence[Trial], n_trials: int, topology: str = "topologies/two-site.yaml") -> None:
+def write(trials: Sequence[Trial], n_trials: int, topology: str = "topologies/two-site.yaml",
+          soak: dict[str, Any] | None = None) -> None:
     summary = summarize(trials)
     metrics: dict[str, Metric] = {}
+    if soak is not None:
+        metrics["spurious_failovers_soak_two_site"] = Metric(
+            soak["dead_events"], "failovers",
+            note=f"goal 0; {soak['seconds']:.0f} s, 1200 B pings every 2 ms from every host to the other site and two "
+                 f"busy loops; {soak['partner_down_events']} of them 'partner down'; {soak['detail']}")
     for kind in dict.fromkeys(t.kind for t in trials):
         k = f"failover_{kind}"
         metrics[f"{k}_ms"] = Metric(summary[f"{k}_ms"], "ms", goal=GOAL_MS, higher_is_better=False,
@@ -385,14 +423,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=5, help="trials per kind of failure (default 5)")
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated subset of {','.join(KINDS)}")
     ap.add_argument("--topology", type=Path, default=TWO_SITE_TOPOLOGY, help="two-site file to boot if none is up")
+    ap.add_argument("--soak-s", type=float, default=60.0, help="soak under load afterwards, seconds (0: none; default 60)")
     args = ap.parse_args(argv)
     try:
-        trials = run_trials(args.trials, [k for k in args.kinds.split(",") if k], args.topology)
+        trials, soak = run_trials(args.trials, [k for k in args.kinds.split(",") if k], args.topology, args.soak_s)
     except BenchError as exc:
         print(f"bench.failover --two-site: {exc}", file=sys.stderr)
         return 1
     ts, _ = load_two_site(args.topology)
     write(trials, args.trials, f"{args.topology.name} (N = {ts.gateways} pairs, {ts.hosts_per_site} namespace hosts per "
                                f"site, gateway CPU cap {ts.gateway_cpu_percent} % of a core"
-                               f"{'' if ts.simulated_hosts is None else f', {ts.simulated_hosts.count} simulated hosts'})")
+                               f"{'' if ts.simulated_hosts is None else f', {ts.simulated_hosts.count} simulated hosts'})",
+          soak)
     return 0
