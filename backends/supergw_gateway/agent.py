@@ -282,7 +282,7 @@ class Agent:
     def _partner_monitor(self, cfg: GatewayConfig) -> PartnerMonitor | None:
         p = cfg.partner
         local = cfg.partner_local_address
-        if p is None or local is None:
+        if p is None or local is None or cfg.backend.value == "uml":
             return None
         try:
             key = p.secret()
@@ -299,6 +299,9 @@ class Agent:
     def partner_line(self) -> str:
         """What the log and /health say about pair beacons."""
         p = self.cfg.partner
+        if p is not None and self.cfg.backend.value == "uml":
+            return ("pair beacons off: with the UML backend the LAN address is the guest's, not this agent's "
+                    "(not supported yet); a partner site learns of this gateway's failure only through IKE DPD")
         if p is None or self.partner is None:
             return ("pair beacons off (no `partner` in the config): a partner site learns of this gateway's "
                     "failure only through IKE DPD")

@@ -282,3 +282,11 @@ def test_agent_with_partner_reports_it(gw_dict: dict[str, Any], tmp_path: Path) 
     _, body = agent.health()
     assert isinstance(body["partner"], dict) and body["partner"]["name"] == "bgw1"
     assert "s3cret" not in str(body)
+
+
+def test_uml_backend_turns_pair_beacons_off_and_says_why(gw_dict: dict[str, Any], tmp_path: Path) -> None:
+    gw_dict["controller"] = {"url": "http://127.0.0.1:9", "token": "agent-test-token"}
+    gw_dict["partner"] = {"name": "bgw1", "address": "10.2.0.251", "secret_file": str(_secret(tmp_path))}
+    gw_dict["backend"] = "uml"
+    agent = Agent(parse_config(gw_dict))
+    assert agent.partner is None and "UML backend" in agent.partner_line()
