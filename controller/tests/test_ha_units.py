@@ -124,3 +124,33 @@ def test_the_replica_arbitrator_never_bids_on_its_own() -> None:
     assert not sw._p4client.sent[-1].arbitration.HasField("election_id"), "released: no id at all"
     asyncio.run(arb.update(sw, _update(5, new)))
     assert sw.transitions == ["primary", "backup"]
+
+
+def test_the_fenced_store_writes_only_while_the_lease_is_confirmed(tmp_path: Path) -> None:
+    from supergw_controller.ha.fence import Fenced, LeaseFence
+    from supergw_controller.ha.fenced_store import FencedStore
+    from supergw_controller.intent_store import EventRecord, IntentStore
+
+    now = [10.0]
+    fence = LeaseFence(2.0, 0.5, clock=lambda: now[0])
+    store = FencedStore(IntentStore(tmp_path / "s.sqlite3"), fence)
+    ev = EventRecord(id=None, ts=1.0, kind="gateway", bucket=None, src="gw1", dst=None, reason="dead", detail="", who=None)
+
+    async def main() -> tuple[int, int, float]:
+        await store.open()
+        try:
+            with pytest.raises(Fenced):
+                await store.set_weight("gw1", 2.0)  # a backup: refused
+            await store.record_event(ev)  # a backup's event: dropped (the leader records it)
+            fence.grant(5, sent_at=10.0)
+            await store.set_weight("gw1", 3.0)
+            await store.record_event(ev)
+            now[0] = 11.6  # the lease was last confirmed 1.6 s ago: past TTL - margin
+            with pytest.raises(Fenced, match="etcd unreachable"):
+                await store.pin(1, "gw1")
+            intent = await store.load()
+            return len(await store.events()), len(intent.pins), intent.weights["gw1"]
+        finally:
+            await store.close()
+
+    assert asyncio.run(main()) == (1, 0, 3.0)

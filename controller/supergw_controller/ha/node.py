@@ -30,7 +30,11 @@ class _CoreAdapter:
         # replica started: the store is the truth (applied like Dispatcher._load_intent).
         if self._store is None:
             return
+        await self._store.open()  # a no-op when open; opens a store etcd refused at start
         intent = await self._store.load()
+        # The core drops a store it could not open at start (single-controller behaviour);
+        # a leader must write its intent and events to etcd, so it gets it back here.
+        self._d._store = self._store  # noqa: SLF001
         known = set(self._d.registry.names())
         self._d.registry.apply_intent(
             {n: w for n, w in intent.weights.items() if n in known}, {n for n in intent.drained if n in known}
