@@ -428,7 +428,7 @@ def parse(argv: list[str] | None) -> Settings:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="development run: N = 1 and 3, 1408 B, default suite, short")
     p.add_argument("--gateways", type=int, nargs="+", metavar="N", help="cluster sizes (default 1 2 3 4)")
-    p.add_argument("--cpu-percent", type=float, default=10.0, help="cgroup cap of each gateway, %% of a core")
+    p.add_argument("--cpu-percent", type=float, default=8.0, help="cgroup cap of each gateway, %% of a core")
     p.add_argument("--soak-s", type=float, default=None, help="soak length (default 600; --quick 30; 0 skips it)")
     p.add_argument("--failover-trials", type=int, default=None, help="trials per failure kind (default 5; 0 skips)")
     p.add_argument("--topology", type=Path, default=BASE_TOPOLOGY, help="two-site file to start from")
