@@ -223,3 +223,30 @@ def test_partitioned_leader_steps_down_before_a_new_leader_writes(setup: Setup, 
     refused = [body for n, s, _, code, body in w.log if n == old.name and s > stepped and code == 503]
     assert refused, "after stepping down, the old leader refuses writes"
     assert "etcd" in old_log[old_log.find("stepping down") :][:300], old_log[-2000:]
+
+
+@pytest.mark.not_on("bmv2", "the freeze is the same on both switches; one is enough")
+def test_frozen_leader_is_replaced_and_never_writes_after_it_thaws(setup: Setup, etcd_server: EtcdServer) -> None:
+    reps = _replicas(setup, etcd_server, ["ha-f", "ha-g"], 18770)
+    try:
+        with Heartbeats([r.controller for r in reps], GATEWAYS):
+            old = _start(reps)
+            assert old.controller.proc is not None
+            with Writer(reps, bucket=7) as w:
+                time.sleep(1.0)
+                frozen_at = time.time()
+                old.controller.proc.send_signal(signal.SIGSTOP)  # stream and lease look alive; nothing answers
+                try:
+                    new = wait_one_leader([r for r in reps if r is not old], 30)
+                finally:
+                    old.controller.proc.send_signal(signal.SIGCONT)
+                time.sleep(2.0)  # the thawed replica runs its pending work, then steps down
+            stepped = old.controller.log_time_of("stepping down", after=frozen_at)
+            windows = write_windows(reps)
+            old_health = old.ha()
+    finally:
+        _close(reps)
+    assert w.accepted(new.name), "the new leader wrote"
+    assert overlaps(windows) == [], f"switch writes of two terms overlap: {windows}"
+    assert stepped is not None, "the thawed leader must step down"
+    assert old_health["role"] == "backup" and old_health["leader"] == new.name, old_health
