@@ -14,6 +14,8 @@ agents posting heartbeats to every replica every heartbeat interval.
   also goes silent (its heartbeats stop), so the new leader has a failover to do:
   **failover_s** is from the kill to the new leader's failover write (its "moved N
   buckets (failover...)" log line), gateway death detection (3 x 100 ms) included.
+  **takeover_rewrites**: the switch updates the new leaders' reconciles wrote (they read
+  the switch back and write only what differs: 0 when nothing was wrong).
 - **takeover_loss**: packets lost by a probe (ping every 10 ms from a host to the remote
   site through the switch and a gateway) that runs across all kills.
 - **split_brain_writes** (over the partitions): an operator client asks every replica, every
@@ -75,6 +77,7 @@ class Kill:
     new_term: int
     takeover_s: float | None
     failover_s: float | None
+    reconcile_updates: int | None  # what the new leader wrote when it took over (0: nothing was wrong)
 
 
 @dataclass
@@ -155,6 +158,10 @@ def run_kills(reps: list[Replica], beats: Heartbeats, n: int) -> list[Kill]:
         while moved is None and time.monotonic() < deadline:
             moved = new.controller.log_time_of("buckets (failover", after=killed_at)
             time.sleep(0.05)
+        m = None
+        for line in new.controller.log_tail(400_000).splitlines():
+            if 'msg="reconciled:' in line:
+                m = re.search(r"reconciled: (\d+) updates", line)
         k = Kill(
             i,
             old.name,
@@ -163,6 +170,7 @@ def run_kills(reps: list[Replica], beats: Heartbeats, n: int) -> list[Kill]:
             _term(new),
             None if ready is None else ready - killed_at,
             None if moved is None else moved - killed_at,
+            None if m is None else int(m.group(1)),
         )
         say(f"kill {i}: {k}")
         out.append(k)
@@ -271,6 +279,11 @@ def main(argv: list[str] | None = None) -> int:
             float(split),
             "writes",
             note=f"over {len(parts)} leader partitions from etcd ({proving} with writes of both leaders)",
+        ),
+        "takeover_rewrites": Metric(
+            float(sum(k.reconcile_updates or 0 for k in kills)),
+            "updates",
+            note="switch updates the new leaders' reconciles wrote (0: the bucket map read back was right)",
         ),
         "failover_s": Metric(failover, "s", higher_is_better=False, note="kill -> new leader's failover write (median)"),
         "stepdown_s": Metric(

@@ -30,7 +30,7 @@ from supergw_controller.etcd_store import EtcdIntentStore
 from supergw_controller.ha.term import election_id
 from supergw_controller.intent_store import FencedError
 from supergw_controller.southbound import entities as ent
-from test_ctl_restart import PingStream
+from test_ctl_restart import PingStream, reconcile_line
 
 TOPOLOGY = TopologySpec(tag="ha", index=12, hosts=2, gateways=2)
 GATEWAYS = ["g1", "g2"]
@@ -144,6 +144,7 @@ def test_leader_kill_one_new_leader_writes_and_the_stale_one_is_refused(setup: S
             new_term = int(new.ha()["term"])
             sent, got = stream.result()
             after_takeover = new.controller.bucket_of_gateway()
+            takeover_reconcile = reconcile_line(new.controller)
             # Fast path taken: a backup saw the switch lose its primary and revoked the lease.
             revoked = [r.name for r in survivors if "revoking its lease" in r.controller.log_tail(200_000)]
             # The new leader fails a gateway over.
@@ -184,6 +185,7 @@ def test_leader_kill_one_new_leader_writes_and_the_stale_one_is_refused(setup: S
     assert other_ha["role"] == "backup" and other_ha["leader"] == new.name
     assert revoked, "no backup revoked the dead leader's lease on the switch's word"
     assert after_takeover == before, "a takeover must not rewrite buckets that are right"
+    assert "reconciled: 0 updates, settings unchanged" in takeover_reconcile, takeover_reconcile
     assert "g1" not in after_failover.values(), f"the new leader did not fail g1 over: {after_failover}"
     assert any(e["reason"] == "failover" and e["src"] == "g1" for e in events), events[:5]
     assert sent >= 200 and got == sent, f"lost {sent - got} of {sent} packets across the leader kill"
