@@ -27,7 +27,9 @@ import yaml
 from sgwctl_topo import (
     BMV2_JSON,
     P4INFO,
+    REMOTE_IP,
     SWITCHES,
+    Endpoint,
     Switch,
     Topology,
     python,
@@ -36,6 +38,7 @@ from sgwctl_topo import (
     switch_missing,
     wait_tcp,
 )
+from supergw_controller.bucket import bucket_of
 
 TOKEN = "integration-test-token"
 
@@ -297,3 +300,16 @@ def vmac_of(base: str, bucket: int) -> str:
 def neighbour_mac(ep: Any, ip: str) -> str | None:
     out = ep.exec("ip", "neigh", "show", ip, "dev", "eth0").stdout.split()
     return out[out.index("lladdr") + 1] if "lladdr" in out else None
+
+
+def owner(ctl: Controller, host: Endpoint, buckets: int) -> str:
+    """The gateway the controller says carries `host`'s bucket."""
+    return str(ctl.get(f"/buckets/{bucket_of(host.mac, buckets)}")["gateway"])
+
+
+def pings_seen_by(setup: Setup, host: Endpoint, count: int = 10) -> dict[str, int]:
+    """Ping the remote IP from `host`; return rx packet deltas per gateway namespace."""
+    before = {g.name: g.rx_packets() for g in setup.topo.gateways()}
+    sent, got = host.ping(REMOTE_IP, count=count, interval=0.02)
+    assert (sent, got) == (count, count), f"{host.name}: {got}/{sent} pings answered"
+    return {g.name: g.rx_packets() - before[g.name] for g in setup.topo.gateways()}

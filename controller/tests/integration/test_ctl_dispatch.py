@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sgwctl_harness import Controller, Heartbeats, Setup, TopologySpec, neighbour_mac, vmac_of
+from sgwctl_harness import Controller, Heartbeats, Setup, TopologySpec, neighbour_mac, owner, pings_seen_by, vmac_of
 from sgwctl_topo import REMOTE_IP, Endpoint
 from supergw_controller.bucket import bucket_of
 
@@ -33,18 +33,6 @@ def ctl(setup: Setup) -> Iterator[Controller]:
     c.stop()
 
 
-def owner(ctl: Controller, host: Endpoint) -> str:
-    return str(ctl.get(f"/buckets/{bucket_of(host.mac, K)}")["gateway"])
-
-
-def pings_seen_by(setup: Setup, host: Endpoint, count: int = 10) -> dict[str, int]:
-    """Ping the remote IP from `host`; return rx packet deltas per gateway namespace."""
-    before = {g.name: g.rx_packets() for g in setup.topo.gateways()}
-    sent, got = host.ping(REMOTE_IP, count=count, interval=0.02)
-    assert (sent, got) == (count, count), f"{host.name}: {got}/{sent} pings answered"
-    return {g.name: g.rx_packets() - before[g.name] for g in setup.topo.gateways()}
-
-
 def test_hosts_get_their_vmac_and_reach_the_remote_site(setup: Setup, ctl: Controller) -> None:
     for h in setup.topo.hosts():
         sent, got = h.ping(REMOTE_IP, count=3, interval=0.1)
@@ -57,13 +45,13 @@ def test_controller_learned_hosts_with_ips(setup: Setup, ctl: Controller) -> Non
     for h in setup.topo.hosts():
         assert hosts[h.mac]["port"] == h.port
         assert hosts[h.mac]["ip"] == h.ip
-        assert hosts[h.mac]["gateway"] == owner(ctl, h)
+        assert hosts[h.mac]["gateway"] == owner(ctl, h, K)
 
 
 def test_traffic_goes_to_the_gateway_owning_the_bucket(setup: Setup, ctl: Controller) -> None:
     for h in setup.topo.hosts():
         seen = pings_seen_by(setup, h)
-        own = owner(ctl, h)
+        own = owner(ctl, h, K)
         assert seen[own] >= 10, seen
         assert all(v < 3 for g, v in seen.items() if g != own), seen
 
@@ -71,9 +59,9 @@ def test_traffic_goes_to_the_gateway_owning_the_bucket(setup: Setup, ctl: Contro
 def test_operator_move_redirects_traffic(setup: Setup, ctl: Controller) -> None:
     h = setup.topo.endpoints["h1"]
     b = bucket_of(h.mac, K)
-    other = "g2" if owner(ctl, h) == "g1" else "g1"
+    other = "g2" if owner(ctl, h, K) == "g1" else "g1"
     ctl.post(f"/buckets/{b}/move", json={"gateway": other})
-    assert owner(ctl, h) == other
+    assert owner(ctl, h, K) == other
     seen = pings_seen_by(setup, h)
     assert seen[other] >= 10, seen
     ev = ctl.get("/events", params={"limit": 5})
@@ -99,12 +87,12 @@ def test_load_skew_is_rebalanced(setup: Setup, ctl: Controller) -> None:
     moved = [m for m in plan["moves"] if m["reason"] in ("rebalance", "refill")]
     assert len(moved) == 1 and moved[0]["bucket"] in (b1, b2) and moved[0]["dst"] == "g2", plan
     assert plan["ratio_after"] < 1.2
-    assert {owner(ctl, h1), owner(ctl, h2)} == {"g1", "g2"}
+    assert {owner(ctl, h1, K), owner(ctl, h2, K)} == {"g1", "g2"}
 
 
 def test_silenced_heartbeats_fail_the_gateway_over(setup: Setup, ctl: Controller) -> None:
     h = setup.topo.endpoints["h1"]
-    victim = owner(ctl, h)
+    victim = owner(ctl, h, K)
     survivor = "g2" if victim == "g1" else "g1"
     hb: Heartbeats = ctl.heartbeats  # type: ignore[attr-defined]
     t0 = time.monotonic()

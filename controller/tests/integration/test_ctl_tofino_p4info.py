@@ -20,8 +20,7 @@ import pytest
 from finsy.proto import p4i, p4r, p4r_grpc
 from google.protobuf import text_format
 
-from sgwctl_harness import Controller, Heartbeats, Setup, TopologySpec, neighbour_mac, vmac_of
-from sgwctl_topo import REMOTE_IP, Endpoint
+from sgwctl_harness import Controller, Heartbeats, Setup, TopologySpec, neighbour_mac, owner, pings_seen_by, vmac_of
 from supergw_controller import p4constants as pc
 from supergw_controller.bucket import bucket_of
 
@@ -58,17 +57,6 @@ def _switch_p4info(setup: Setup) -> p4i.P4Info:
     return info
 
 
-def _gateway_rx(setup: Setup, host: Endpoint) -> dict[str, int]:
-    before = {g.name: g.rx_packets() for g in setup.topo.gateways()}
-    sent, got = host.ping(REMOTE_IP, count=10, interval=0.02)
-    assert (sent, got) == (10, 10), f"{host.name}: {got}/{sent} pings answered"
-    return {g.name: g.rx_packets() - before[g.name] for g in setup.topo.gateways()}
-
-
-def _owner(ctl: Controller, host: Endpoint) -> str:
-    return str(ctl.get(f"/buckets/{bucket_of(host.mac, K)}")["gateway"])
-
-
 def test_the_switch_holds_the_tofino_ids_under_the_controllers_names(setup: Setup, ctl: Controller) -> None:
     raw = p4i.P4Info()
     text_format.Parse(TOFINO.read_text(), raw)
@@ -81,9 +69,9 @@ def test_the_switch_holds_the_tofino_ids_under_the_controllers_names(setup: Setu
 
 def test_arp_learning_and_dispatch(setup: Setup, ctl: Controller) -> None:
     for h in setup.topo.hosts():
-        seen = _gateway_rx(setup, h)
+        seen = pings_seen_by(setup, h)
         assert neighbour_mac(h, setup.topo.gateway_ip) == vmac_of(VMAC_BASE, bucket_of(h.mac, K))
-        own = _owner(ctl, h)
+        own = owner(ctl, h, K)
         assert seen[own] >= 10, seen
     hosts = {h["mac"]: h for h in ctl.get("/hosts")}
     for h in setup.topo.hosts():
@@ -93,14 +81,14 @@ def test_arp_learning_and_dispatch(setup: Setup, ctl: Controller) -> None:
 def test_bucket_move_and_load(setup: Setup, ctl: Controller) -> None:
     h = setup.topo.endpoints["h1"]
     b = bucket_of(h.mac, K)
-    other = "g2" if _owner(ctl, h) == "g1" else "g1"
+    other = "g2" if owner(ctl, h, K) == "g1" else "g1"
     ctl.post(f"/buckets/{b}/move", json={"gateway": other})
-    assert _owner(ctl, h) == other
-    assert _gateway_rx(setup, h)[other] >= 10
+    assert owner(ctl, h, K) == other
+    assert pings_seen_by(setup, h)[other] >= 10
     # bucket_counter (a direct counter read by its Tofino ID) shows the traffic; the
     # controller polls it every 0.5 s.
     before = int(ctl.get(f"/buckets/{b}")["packets"])
-    assert _gateway_rx(setup, h)[other] >= 10
+    assert pings_seen_by(setup, h)[other] >= 10
     deadline = time.monotonic() + 5
     while int(ctl.get(f"/buckets/{b}")["packets"]) < before + 10:
         assert time.monotonic() < deadline, f"bucket {b}: counter did not grow past {before} + 10"
