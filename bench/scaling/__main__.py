@@ -208,6 +208,7 @@ def warm_up(emu: Emulation, rate: float, limit_s: float = 60.0) -> None:
 
 def fig5_run(emu: Emulation, s: Settings, res: Results, policy: str, rate: float) -> None:
     seconds = s.paper_s if policy == "paper" else s.fig5_s
+    res.site_a = list(emu.sites[0].gateways)  # the CPU lines of the figure, as the paper's left cluster
     time.sleep(3)  # the controllers' rates fall to zero: the moves below are of idle buckets
     hot = emu.flows_to(1)
     say(f"Fig. 5, policy {policy}: every flow ({hot} buckets) on gateway 1 at both sites; offering {rate:.0f} pps/dir "
@@ -271,8 +272,6 @@ def one_boot(s: Settings, res: Results, suite: str, n: int) -> None:
     emu = Emulation(topology)
     emu.up()
     try:
-        if not res.site_a:
-            res.site_a = list(emu.sites[0].gateways)
         note_load(res, f"N={n} {SUITE_LABEL[suite]} booted")
         emu.probe(200.0, BIG_FRAME, 2.0)  # hosts learned by both switches, flows seen
         t1 = res.rate(suite, BIG_FRAME, 1)
@@ -329,7 +328,7 @@ def method_text(s: Settings, res: Results) -> str:
         f"charon is limited to {s.cpu_percent:g} % of one core by its cgroup (gateway_cpu_percent), so 2 x 4 "
         f"gateways take at most {8 * s.cpu_percent:g} % of this 2-core machine and the generators, switches, "
         f"controllers and agents the rest. Budget measured at the N = 4 peak: {'; '.join(budget) or 'not measured'}. "
-        f"Fig. 5: N = 3, every bucket of both sites moved to gateway 1 (REST operator moves, system idle), then "
+        f"Fig. 5: N = 3, every bucket carrying a simulated host (every flow) of both sites moved to gateway 1 (REST operator moves, system idle), then "
         f"{100 * FIG5_LOAD:.0f} % of T(3) (1408 B, default suite) offered in both directions; a snapshot every second "
         f"(loss from the receivers' sequence holes, CPU per gateway from its cgroup's processes); "
         f"redistribution_s = end of the first second after which loss stays zero and max/mean gateway CPU <= 1.10 at "
