@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -95,3 +96,23 @@ def test_a_relapse_restarts_the_clock_and_a_short_tail_is_not_settled() -> None:
 
 def test_already_balanced_from_the_first_second() -> None:
     assert redistribution_s([snap(t, 0.0, (30, 30, 30)) for t in (1, 2, 3)]) == 1.0
+
+
+def test_k_spreads_the_simulated_hosts_or_is_the_largest(tmp_path: Path) -> None:
+    import yaml
+    from supergw_controller.bucket import bucket_of
+
+    from bench.scaling.__main__ import BASE_TOPOLOGY, choose_buckets
+    from topologies.twosite import load_two_site
+
+    k, why = choose_buckets(BASE_TOPOLOGY, None)
+    macs = list(load_two_site(BASE_TOPOLOGY)[1][0].simulated_hosts.macs())  # type: ignore[union-attr]
+    assert len({bucket_of(m, k) for m in macs}) >= len(macs) / 2 or k == 4096
+    assert f"K = {k}" in why
+    assert choose_buckets(BASE_TOPOLOGY, 64)[0] == 64
+    data = yaml.safe_load(BASE_TOPOLOGY.read_text())
+    data.pop("simulated_hosts")
+    bare = tmp_path / "bare.yaml"
+    bare.write_text(yaml.safe_dump(data))
+    with pytest.raises(SystemExit, match="no simulated_hosts"):
+        choose_buckets(bare, None)
