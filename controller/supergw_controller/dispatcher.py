@@ -16,7 +16,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from finsy import P4DigestEntry, P4MulticastGroupEntry, P4TableEntry, Switch
 
@@ -30,6 +30,7 @@ from supergw_controller.events import EventRing
 from supergw_controller.failover import PortMonitor, watchdog
 from supergw_controller.gateways import GatewayRegistry, Transition
 from supergw_controller.heartbeat import HeartbeatReceiver
+from supergw_controller.intent_store import EventRecord, IntentStoreApi
 from supergw_controller.history import GatewayNow, History, HistoryView
 from supergw_controller.learning import ARP_REQUEST, HostTable, arp_reply, parse_arp
 from supergw_controller.rebalancer import (
@@ -67,25 +68,11 @@ log = logging.getLogger(__name__)
 _ELIGIBLE = (GatewayState.ALIVE, GatewayState.RECOVERING)
 
 
-class IntentStoreLike(Protocol):
-    """What the core uses of part B's `intent_store.IntentStore`."""
-
-    async def open(self) -> None: ...
-    async def close(self) -> None: ...
-    async def load(self) -> Any: ...
-    async def set_weight(self, gateway: str, weight: float) -> None: ...
-    async def set_drained(self, gateway: str, drained: bool) -> None: ...
-    async def pin(self, bucket: int, gateway: str) -> None: ...
-    async def unpin(self, bucket: int) -> None: ...
-    async def record_event(self, ev: Any) -> None: ...
-    async def record_moves(self, moves: Sequence[Move], ts: float) -> None: ...
-
-
 class Dispatcher:
     def __init__(
         self,
         config: Config,
-        store: IntentStoreLike | None = None,
+        store: IntentStoreApi | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
         wallclock: Callable[[], float] = time.time,
@@ -655,8 +642,6 @@ class Dispatcher:
         if self._store is None:
             return
         try:
-            from supergw_controller.intent_store import EventRecord
-
             await self._store.record_event(
                 EventRecord(
                     id=None,
@@ -786,7 +771,7 @@ class Dispatcher:
     async def events(self, limit: int = 100, since_id: int = 0) -> list[EventView]:
         if self._store is not None:
             try:
-                recs = await self._store.events(limit=limit, since_id=since_id)  # type: ignore[attr-defined]
+                recs = await self._store.events(limit=limit, since_id=since_id)
                 return [
                     EventView(
                         id=r.id,

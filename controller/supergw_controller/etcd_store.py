@@ -32,8 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from supergw_controller.etcd_kv import KV, Compare, Delete, EtcdError, EtcdKV, Get, Op, Put, prefix_end
-from supergw_controller.intent_store import EventRecord, FencedError, Intent, IntentStoreError
-from supergw_controller.rebalancer import Move
+from supergw_controller.intent_store import EventRecord, EventShortcuts, FencedError, Intent, IntentStoreError
 
 _ID_WIDTH = 20
 _SEQ_RETRIES = 8
@@ -77,7 +76,7 @@ def _event(event_id: int, raw: bytes) -> EventRecord:
     )
 
 
-class EtcdIntentStore:
+class EtcdIntentStore(EventShortcuts):
     def __init__(self, endpoints: Sequence[str], prefix: str, timeout_s: float = 1.0, max_events: int = 10_000) -> None:
         if max_events < 1:
             raise ValueError(f"max_events must be >= 1, got {max_events}")
@@ -224,14 +223,6 @@ class EtcdIntentStore:
         raise IntentStoreError(
             f"intent store {self.path}: {_SEQ_RETRIES} event appends in a row lost the race for {seq_key.decode()}:"
             " is another controller writing to the same prefix without a fence?"
-        )
-
-    async def record_event(self, ev: EventRecord) -> None:
-        await self.record_events([ev])
-
-    async def record_moves(self, moves: Sequence[Move], ts: float, detail: str = "") -> None:
-        await self.record_events(
-            [EventRecord(None, ts, "move", m.bucket, m.src, m.dst, str(m.reason), detail) for m in moves]
         )
 
     async def events(self, limit: int = 100, since_id: int = 0) -> list[EventRecord]:

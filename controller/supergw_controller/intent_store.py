@@ -92,7 +92,22 @@ class IntentStoreApi(Protocol):
         ...
 
 
-class IntentStore:
+class EventShortcuts:
+    """`record_event` and `record_moves`, both written in terms of a store's `record_events`."""
+
+    async def record_events(self, records: Sequence[EventRecord]) -> None:
+        raise NotImplementedError
+
+    async def record_event(self, ev: EventRecord) -> None:
+        await self.record_events([ev])
+
+    async def record_moves(self, moves: Sequence[Move], ts: float, detail: str = "") -> None:
+        await self.record_events(
+            [EventRecord(None, ts, "move", m.bucket, m.src, m.dst, str(m.reason), detail) for m in moves]
+        )
+
+
+class IntentStore(EventShortcuts):
     def __init__(self, path: str | Path, max_events: int = 10_000) -> None:
         if max_events < 1:
             raise ValueError(f"max_events must be >= 1, got {max_events}")
@@ -203,14 +218,6 @@ class IntentStore:
                 db.execute("DELETE FROM events WHERE id <= (SELECT MAX(id) FROM events) - ?", (keep,))
 
         await self._run(_insert)
-
-    async def record_event(self, ev: EventRecord) -> None:
-        await self.record_events([ev])
-
-    async def record_moves(self, moves: Sequence[Move], ts: float, detail: str = "") -> None:
-        await self.record_events(
-            [EventRecord(None, ts, "move", m.bucket, m.src, m.dst, str(m.reason), detail) for m in moves]
-        )
 
     async def events(self, limit: int = 100, since_id: int = 0) -> list[EventRecord]:
         """Newest first; only events with id > since_id."""

@@ -12,13 +12,12 @@ import logging
 from collections.abc import Sequence
 
 from supergw_controller.ha.fence import Fenced, LeaseFence
-from supergw_controller.intent_store import EventRecord, Intent, IntentStoreApi
-from supergw_controller.rebalancer import Move
+from supergw_controller.intent_store import EventRecord, EventShortcuts, Intent, IntentStoreApi
 
 log = logging.getLogger(__name__)
 
 
-class FencedStore:
+class FencedStore(EventShortcuts):
     def __init__(self, inner: IntentStoreApi, fence: LeaseFence) -> None:
         self.inner = inner
         self._fence = fence
@@ -62,11 +61,3 @@ class FencedStore:
     async def record_events(self, records: Sequence[EventRecord]) -> None:
         if self._may_log(f"{len(records)} events"):
             await self.inner.record_events(records)
-
-    async def record_event(self, ev: EventRecord) -> None:
-        if self._may_log(f"event {ev.kind}/{ev.reason}"):
-            await self.inner.record_event(ev)
-
-    async def record_moves(self, moves: Sequence[Move], ts: float, detail: str = "") -> None:
-        if self._may_log(f"{len(moves)} moves"):
-            await self.inner.record_moves(moves, ts, detail)
