@@ -54,6 +54,22 @@ class BenchError(RuntimeError):
     pass
 
 
+def busy_pings(flows: list[tuple[str, str]], seconds: float) -> None:
+    """For `seconds`: 1200-byte pings every 2 ms for each (namespace, destination) while two
+    busy loops load the machine (the soaks' load: a loaded machine must not fake a death)."""
+    load: list[subprocess.Popen[bytes]] = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(2)]
+    for ns, dst in flows:
+        load.append(subprocess.Popen(
+            ["ip", "netns", "exec", ns, "ping", "-q", "-n", "-i", "0.002", "-s", "1200", "-w", str(int(seconds)), dst],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    try:
+        time.sleep(seconds)
+    finally:
+        for p in load:
+            p.kill()
+            p.wait()
+
+
 @dataclass
 class Trial:
     kind: str
@@ -236,21 +252,8 @@ class Emulation:
         self.wait_healthy()
         before = self.failovers()
         t0 = time.time()
-        load: list[subprocess.Popen[bytes]] = [
-            subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(2)
-        ]
         remotes = [str(r.ip) for r in self.topo.remote.hosts]
-        for i, h in enumerate(self.topo.hosts):
-            load.append(subprocess.Popen(
-                ["ip", "netns", "exec", self.topo.ns(h.name), "ping", "-q", "-n", "-i", "0.002", "-s", "1200",
-                 "-w", str(int(seconds)), remotes[i % len(remotes)]],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        try:
-            time.sleep(seconds)
-        finally:
-            for p in load:
-                p.kill()
-                p.wait()
+        busy_pings([(self.topo.ns(h.name), remotes[i % len(remotes)]) for i, h in enumerate(self.topo.hosts)], seconds)
         after = self.failovers()
         dead = [ev for ev in self.api.get("/events?limit=500")
                 if ev.get("kind") == "gateway" and ev.get("reason") == "dead" and ev["ts"] >= t0]

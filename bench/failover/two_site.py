@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.failover.__main__ import GOAL_MS, Api, BenchError, max_gap_ms, sh
+from bench.failover.__main__ import GOAL_MS, Api, BenchError, busy_pings, max_gap_ms, sh
 from bench.report import Metric, Series, write_report
 from supergw_controller.bucket import bucket_of_vmac
 from topologies import components, processes
@@ -257,19 +257,8 @@ class TwoSites:
         declared dead meanwhile (nobody failed anything: each is spurious) and why."""
         self.wait_healthy()
         t0 = time.time()
-        load: list[subprocess.Popen[bytes]] = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(2)]
-        for src, dst in ((self.a, self.b), (self.b, self.a)):
-            for k, h in enumerate(src.topo.hosts):
-                peer = dst.topo.hosts[k % len(dst.topo.hosts)]
-                load.append(subprocess.Popen(
-                    ["ip", "netns", "exec", src.topo.ns(h.name), "ping", "-q", "-n", "-i", "0.002", "-s", "1200",
-                     "-w", str(int(seconds)), str(peer.ip)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        try:
-            time.sleep(seconds)
-        finally:
-            for p in load:
-                p.kill()
-                p.wait()
+        busy_pings([(src.topo.ns(h.name), str(dst.topo.hosts[k % len(dst.topo.hosts)].ip))
+                    for src, dst in ((self.a, self.b), (self.b, self.a)) for k, h in enumerate(src.topo.hosts)], seconds)
         dead = [(s.topo.prefix, ev) for s in (self.a, self.b) for ev in s.api.get("/events?limit=1000")
                 if ev.get("kind") == "gateway" and ev.get("reason") == "dead" and ev["ts"] >= t0]
         return {"seconds": seconds, "dead_events": len(dead),

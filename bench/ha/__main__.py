@@ -128,6 +128,15 @@ def _wait_backup(r: Replica, leader: str, timeout: float = 30) -> None:
     raise TimeoutError(f"{r.name} not a backup of {leader} after {timeout}s: {r.health()}")
 
 
+def _settled_leader(reps: list[Replica]) -> Replica:
+    """The one leader, once every other replica follows it as a backup."""
+    leader = wait_one_leader(reps, 30)
+    for r in reps:
+        if r is not leader:
+            _wait_backup(r, leader.name)
+    return leader
+
+
 def _wait_alive(r: Replica, gateway: str, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -141,10 +150,7 @@ def _wait_alive(r: Replica, gateway: str, timeout: float = 30) -> None:
 def run_kills(reps: list[Replica], beats: Heartbeats, n: int) -> list[Kill]:
     out = []
     for i in range(n):
-        old = wait_one_leader(reps, 30)
-        for r in reps:
-            if r is not old:
-                _wait_backup(r, old.name)
+        old = _settled_leader(reps)
         _wait_alive(old, "g1")
         time.sleep(0.5)
         old_term = _term(old)
@@ -182,10 +188,7 @@ def run_kills(reps: list[Replica], beats: Heartbeats, n: int) -> list[Kill]:
 def run_partitions(reps: list[Replica], n: int) -> list[Partition]:
     out = []
     for i in range(n):
-        old = wait_one_leader(reps, 30)
-        for r in reps:
-            if r is not old:
-                _wait_backup(r, old.name)
+        old = _settled_leader(reps)
         old_term = _term(old)
         with Writer(reps, bucket=5) as w:
             time.sleep(0.5)
