@@ -68,8 +68,8 @@ stop:
 test: deps switch
 	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
 	@rc=0; \
-	 $(MAKE) -s unit || rc=1; \
 	 $(MAKE) -s p4 || rc=1; \
+	 $(MAKE) -s unit || rc=1; \
 	 $(MAKE) -s ptf TARGET=ebpf || rc=1; \
 	 $(MAKE) -s ptf TARGET=bmv2 || rc=1; \
 	 $(MAKE) -s integration || rc=1; \
