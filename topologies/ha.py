@@ -142,7 +142,7 @@ def write_configs(topo: Topology, gen: GeneratedConfigs) -> tuple[GeneratedConfi
     base = yaml.safe_load(gen.controller.read_text())
     paths: dict[str, Path] = {}
     for name in topo.controller.replica_names():
-        path = gen.controller.with_name(f"controller-{name}.yaml")
+        path = config_path(gen.controller, name)
         path.write_text(_yaml(replica_config(topo, base, name)))
         paths[name] = path
     gen.controller.unlink()
@@ -156,6 +156,11 @@ def write_configs(topo: Topology, gen: GeneratedConfigs) -> tuple[GeneratedConfi
             path.write_text(_yaml(data))
     first = paths[topo.controller.replica_names()[0]]
     return dataclasses.replace(gen, controller=first), paths
+
+
+def config_path(generated: Path, name: str) -> Path:
+    """Replica `name`'s config, next to `generated` (any controller config `up` wrote)."""
+    return generated.with_name(f"controller-{name}.yaml")
 
 
 def validate(paths: dict[str, Path]) -> list[str]:
@@ -260,6 +265,14 @@ def one_leader(topo: Topology) -> tuple[bool, str]:
     return len(leaders) == 1, ", ".join(f"{n} {role}" for n, role in r.items())
 
 
+def start_replica(topo: Topology, name: str, path: Path, logs: Path) -> ProcRecord:
+    """Replica `name`'s controller in its namespace (by `up`, and by bench/ha after a kill)."""
+    from topologies.components import CONTROLLER_BIN
+
+    return processes.start(f"controller-{name}", [str(CONTROLLER_BIN), "--config", str(path)],
+                           logs / f"controller-{name}.log", netns=topo.ns(name))
+
+
 def start_replicas(topo: Topology, paths: dict[str, Path], logs: Path, track: Track) -> str:
     from topologies.components import CONTROLLER_BIN, ComponentError, http_answers, probe_in_netns, wait_until
 
@@ -267,8 +280,7 @@ def start_replicas(topo: Topology, paths: dict[str, Path], logs: Path, track: Tr
         raise ComponentError(f"controller: {CONTROLLER_BIN} is missing (pip install -e controller)")
     recs = []
     for name, path in paths.items():
-        rec = processes.start(f"controller-{name}", [str(CONTROLLER_BIN), "--config", str(path)],
-                              logs / f"controller-{name}.log", netns=topo.ns(name))
+        rec = start_replica(topo, name, path, logs)
         track(rec)
         recs.append((name, rec))
     for name, rec in recs:
@@ -278,6 +290,27 @@ def start_replicas(topo: Topology, paths: dict[str, Path], logs: Path, track: Tr
                30, "pipeline pushed by the leading controller")
     detail = wait_until(lambda: one_leader(topo), 20, "exactly one leading controller")
     return f"{len(recs)} replicas: {detail}"
+
+
+# --- partitions ------------------------------------------------------------------------
+
+_ETCD_DROP = ["-p", "tcp", "-m", "multiport", "--ports", f"{CLIENT_PORT},{PEER_PORT}", "-j", "DROP"]
+
+
+def cut_etcd(topo: Topology, name: str) -> None:
+    """Partition replica `name` from etcd: its namespace drops every etcd packet (client and
+    peer ports, both ways: its controller loses every member, its member the other members)
+    while P4Runtime, the REST API and heartbeats still flow. Connections stay open, as in a
+    network partition, so calls time out rather than fail fast."""
+    for chain in ("INPUT", "OUTPUT"):
+        run(["iptables", "-I", chain, *_ETCD_DROP], topo.ns(name))
+
+
+def heal_etcd(topo: Topology, name: str) -> None:
+    """Undo `cut_etcd` (every copy of its rules, so a repeated cut heals too)."""
+    for chain in ("INPUT", "OUTPUT"):
+        while run(["iptables", "-D", chain, *_ETCD_DROP], topo.ns(name), check=False).returncode == 0:
+            pass
 
 
 def gateways_alive_everywhere(topo: Topology, token: str, names: set[str]) -> tuple[bool, str]:
