@@ -59,8 +59,11 @@ def test_replica_configs_validate_and_point_at_the_cluster(tmp_path: Path) -> No
 def test_etcd_members_form_one_cluster(tmp_path: Path) -> None:
     topo = ha.prepare(load_topology(), 3)
     argv = ha.etcd_argv(topo, "c3", tmp_path)
-    flags = dict(zip(argv[1::2], argv[2::2], strict=True))
+    switches = {a for a in argv[1:] if a.startswith("--") and "=" in a}  # boolean flags: --flag=value
+    pairs = [a for a in argv[1:] if a not in switches]
+    flags = dict(zip(pairs[0::2], pairs[1::2], strict=True)) | dict(a.split("=", 1) for a in switches)
     assert argv[0] == "etcd" and flags["--name"] == "c3"
+    assert flags["--pre-vote"] == "true"
     assert flags["--listen-client-urls"] == "http://10.255.60.33:2379"
     assert flags["--initial-cluster"] == (
         "c1=http://10.255.60.31:2380,c2=http://10.255.60.32:2380,c3=http://10.255.60.33:2380"
