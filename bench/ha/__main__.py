@@ -62,14 +62,13 @@ from bench.failover.__main__ import PING_INTERVAL_S, PROBE_PINGS, BenchError, ma
 from bench.ha.analysis import median, ping_summary, plan_probe, rewritten
 from bench.ha.emulation import HaEmulation, Writer
 from bench.report import Metric, Series, write_report
+from supergw_controller.ha.view import overlaps
 from topologies import ha
 from topologies.configs import REPO
 from topologies.model import Topology, load_topology
 from topologies.processes import RunState
 from topologies.run import STATE
 
-sys.path.insert(0, str(REPO / "controller" / "tests" / "integration"))
-from sgwctl_ha import overlaps  # noqa: E402  (the split-brain rule the partition test applies)
 
 GOAL_TAKEOVER_S = 1.0
 MOVED_BUCKET = 5

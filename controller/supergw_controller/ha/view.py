@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass
@@ -16,6 +17,20 @@ class WriteWindow:
     writes: int
     first_sent: float
     last_answered: float
+
+
+def overlaps(windows: Mapping[int, tuple[str, Mapping[str, Any]]]) -> list[tuple[int, int]]:
+    """Pairs of terms (older, newer) whose accepted switch writes could overlap in time:
+    the older term's last write answered after the newer term's first write was sent.
+    `windows` maps a term to (replica, its `/healthz` `ha.writes` entry). The split-brain
+    rule of the partition test and bench/ha."""
+    terms = sorted(t for t in windows if t > 0)
+    out = []
+    for i, older in enumerate(terms):
+        for newer in terms[i + 1 :]:
+            if windows[older][1]["last_answered"] >= windows[newer][1]["first_sent"]:
+                out.append((older, newer))
+    return out
 
 
 @dataclass

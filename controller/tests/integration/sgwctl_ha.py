@@ -210,15 +210,3 @@ def write_windows(replicas: list[Replica]) -> dict[int, tuple[str, dict[str, Any
             assert int(w["term"]) not in out, f"two replicas wrote in term {w['term']}"
             out[int(w["term"])] = (r.name, w)
     return out
-
-
-def overlaps(windows: dict[int, tuple[str, dict[str, Any]]]) -> list[tuple[int, int]]:
-    """Pairs of terms (older, newer) whose accepted switch writes could overlap in time:
-    the older term's last write answered after the newer term's first write was sent."""
-    terms = sorted(t for t in windows if t > 0)
-    out = []
-    for i, older in enumerate(terms):
-        for newer in terms[i + 1 :]:
-            if windows[older][1]["last_answered"] >= windows[newer][1]["first_sent"]:
-                out.append((older, newer))
-    return out

@@ -21,7 +21,8 @@ from finsy.p4schema import P4Schema
 from finsy.proto import U128, p4r, p4r_grpc
 
 from etcd_server import EtcdServer
-from sgwctl_ha import Replica, Writer, make_replicas, overlaps, wait_one_leader, write_windows
+from sgwctl_ha import Replica, Writer, make_replicas, wait_one_leader, write_windows
+from supergw_controller.ha.view import overlaps
 from sgwctl_harness import TOKEN, Heartbeats, Setup, TopologySpec, agent_token
 from sgwctl_topo import REMOTE_IP
 from topologies.configs import P4INFO
