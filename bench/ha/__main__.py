@@ -60,7 +60,7 @@ from typing import Any
 
 from bench.failover.__main__ import PING_INTERVAL_S, PROBE_PINGS, BenchError, max_gap_ms
 from bench.ha.analysis import median, ping_summary, plan_probe, rewritten
-from bench.ha.emulation import HaEmulation, Writer
+from bench.ha.emulation import HaEmulation
 from bench.report import Metric, Series, write_report
 from supergw_controller.ha.view import overlaps
 from topologies import ha
@@ -178,7 +178,7 @@ def partition_trial(emu: HaEmulation, i: int, seen: set[tuple[int, int]]) -> Par
     old = emu.stable_leader()
     old_term = emu.term(old)
     try:
-        with Writer(emu, MOVED_BUCKET) as w:
+        with emu.move_writer(MOVED_BUCKET) as w:
             time.sleep(0.5)
             cut_at = time.time()
             emu.cut(old)
@@ -203,7 +203,7 @@ def partition_trial(emu: HaEmulation, i: int, seen: set[tuple[int, int]]) -> Par
         None if stepped is None else round(stepped - cut_at, 3),
         round(rejoin, 2),
         f"{settled} (term {emu.term(settled)})",
-        w.accepted(old), w.accepted(new),
+        len(w.accepted(old)), len(w.accepted(new)),
     )  # fmt: skip
     say(f"partition {i}: {p}")
     return p

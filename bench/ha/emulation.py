@@ -9,19 +9,18 @@ counting rewritten buckets) live in `analysis.py`.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from bench.failover.__main__ import Api, BenchError, Emulation
 from bench.ha.analysis import log_time
+from supergw_controller.ha import view as ha_view
 from topologies import ha
+from topologies.ha_load import MoveWriter
 from topologies.model import Topology
 from topologies.processes import ProcRecord, RunState
 from topologies.run import LOGS
@@ -140,15 +139,17 @@ class HaEmulation:
             time.sleep(0.05)
         return None
 
-    def windows(self) -> dict[int, tuple[str, dict[str, Any]]]:
+    def windows(self) -> dict[int, tuple[str, Mapping[str, Any]]]:
         """term -> (replica, its accepted-write window) from every replica's `/healthz`."""
-        out: dict[int, tuple[str, dict[str, Any]]] = {}
-        for name, v in self.views().items():
-            for w in v.get("writes", []):
-                if int(w["term"]) in out:
-                    raise BenchError(f"two replicas wrote in term {w['term']}: {out[int(w['term'])][0]} and {name}")
-                out[int(w["term"])] = (name, w)
-        return out
+        try:
+            return ha_view.write_windows(self.views())
+        except ValueError as exc:
+            raise BenchError(str(exc)) from exc
+
+    def move_writer(self, bucket: int) -> MoveWriter:
+        """Operator moves of `bucket` between the first two gateways, against every replica."""
+        return MoveWriter({n: ha.api_url(self.topo, n) for n in self.names}, self.token, bucket,
+                          [g.name for g in self.topo.gateways[:2]])
 
     # --- the switch as the leader sees it --------------------------------------------
     def buckets(self, name: str) -> dict[int, str | None]:
@@ -176,48 +177,3 @@ class HaEmulation:
 
     def heal(self, name: str) -> None:
         ha.heal_etcd(self.topo, name)
-
-
-class Writer:
-    """Asks every replica (one thread each), every 20 ms, to move `bucket` back and forth
-    between two gateways, so every request a leader accepts is a switch write; records each
-    answer as (replica, sent, answered, HTTP status)."""
-
-    def __init__(self, emu: HaEmulation, bucket: int) -> None:
-        self.emu, self.bucket = emu, bucket
-        self.gateways = [g.name for g in emu.topo.gateways[:2]]
-        self.log: list[tuple[str, float, float, int]] = []
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, args=(n,), daemon=True) for n in emu.names]
-
-    def __enter__(self) -> Writer:
-        for t in self._threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(10)
-
-    def _run(self, name: str) -> None:
-        url = f"{ha.api_url(self.emu.topo, name)}/api/v1/buckets/{self.bucket}/move"
-        headers = {"Authorization": f"Bearer {self.emu.token}", "Content-Type": "application/json"}
-        i = 0
-        while not self._stop.is_set():
-            body = json.dumps({"gateway": self.gateways[i % 2]}).encode()
-            i += 1
-            t0, code = time.time(), 0
-            req = urllib.request.Request(url, data=body, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(req, timeout=3) as resp:
-                    code = resp.status
-            except urllib.error.HTTPError as exc:
-                code = exc.code
-            except (urllib.error.URLError, OSError):
-                code = 0
-            self.log.append((name, t0, time.time(), code))
-            self._stop.wait(0.02)
-
-    def accepted(self, name: str) -> int:
-        return sum(1 for n, _, _, code in self.log if n == name and code == 200)

@@ -33,6 +33,19 @@ def overlaps(windows: Mapping[int, tuple[str, Mapping[str, Any]]]) -> list[tuple
     return out
 
 
+def write_windows(views: Mapping[str, Mapping[str, Any]]) -> dict[int, tuple[str, Mapping[str, Any]]]:
+    """term -> (replica, its accepted-write window), from each replica's `/healthz` `ha`
+    object. Two replicas naming the same term is itself a split brain: ValueError."""
+    out: dict[int, tuple[str, Mapping[str, Any]]] = {}
+    for name, view in views.items():
+        for w in view.get("writes", []):
+            term = int(w["term"])
+            if term in out:
+                raise ValueError(f"two replicas wrote in term {term}: {out[term][0]} and {name}")
+            out[term] = (name, w)
+    return out
+
+
 @dataclass
 class HaView:
     replica: str

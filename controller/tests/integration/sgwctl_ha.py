@@ -9,6 +9,7 @@ broken connections and relays new ones again.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 import selectors
 import socket
 import threading
@@ -19,6 +20,8 @@ from typing import Any
 import httpx
 
 from sgwctl_harness import TOKEN, Controller, Setup
+from supergw_controller.ha import view as ha_view
+from topologies.ha_load import MoveWriter
 
 
 class EtcdLink:
@@ -158,55 +161,11 @@ def wait_one_leader(replicas: list[Replica], timeout: float, *, not_: Replica | 
     raise TimeoutError(f"no single leader after {timeout}s: {said}")
 
 
-class Writer:
-    """Asks every replica (one thread each), every 20 ms, to move one bucket back and forth
-    between gateways, so every request a leader accepts is a switch write; records each answer."""
-
-    def __init__(self, replicas: list[Replica], bucket: int, gateways: tuple[str, ...] = ("g1", "g2")) -> None:
-        self.replicas = replicas
-        self.bucket = bucket
-        self.gateways = gateways
-        self.log: list[tuple[str, float, float, int, str]] = []  # replica, sent, answered, status, body
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, args=(r,), daemon=True) for r in replicas]
-
-    def __enter__(self) -> Writer:
-        for t in self._threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(10)
-
-    def _run(self, r: Replica) -> None:
-        i = 0
-        with httpx.Client(timeout=3) as client:
-            while not self._stop.is_set():
-                target = self.gateways[i % len(self.gateways)]
-                i += 1
-                t0 = time.time()
-                try:
-                    resp = client.post(
-                        f"{r.controller.url}/api/v1/buckets/{self.bucket}/move",
-                        json={"gateway": target},
-                        headers={"Authorization": f"Bearer {TOKEN}"},
-                    )
-                    self.log.append((r.name, t0, time.time(), resp.status_code, resp.text[:300]))
-                except httpx.HTTPError as exc:
-                    self.log.append((r.name, t0, time.time(), 0, str(exc)))
-                self._stop.wait(0.02)
-
-    def accepted(self, name: str) -> list[tuple[float, float]]:
-        return [(s, a) for n, s, a, code, _ in self.log if n == name and code == 200]
-
-
-def write_windows(replicas: list[Replica]) -> dict[int, tuple[str, dict[str, Any]]]:
+def write_windows(replicas: list[Replica]) -> dict[int, tuple[str, Mapping[str, Any]]]:
     """term -> (replica, its accepted-write window) from every replica's /healthz."""
-    out: dict[int, tuple[str, dict[str, Any]]] = {}
-    for r in replicas:
-        for w in r.ha().get("writes", []):
-            assert int(w["term"]) not in out, f"two replicas wrote in term {w['term']}"
-            out[int(w["term"])] = (r.name, w)
-    return out
+    return ha_view.write_windows({r.name: r.ha() for r in replicas})
+
+
+def move_writer(replicas: list[Replica], bucket: int, gateways: tuple[str, ...] = ("g1", "g2")) -> MoveWriter:
+    """Operator moves of `bucket` against every replica at once (see topologies.ha_load)."""
+    return MoveWriter({r.name: r.controller.url for r in replicas}, TOKEN, bucket, gateways)

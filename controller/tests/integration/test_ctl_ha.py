@@ -21,7 +21,7 @@ from finsy.p4schema import P4Schema
 from finsy.proto import U128, p4r, p4r_grpc
 
 from etcd_server import EtcdServer
-from sgwctl_ha import Replica, Writer, make_replicas, wait_one_leader, write_windows
+from sgwctl_ha import Replica, make_replicas, move_writer, wait_one_leader, write_windows
 from supergw_controller.ha.view import overlaps
 from sgwctl_harness import TOKEN, Heartbeats, Setup, TopologySpec, agent_token
 from sgwctl_topo import REMOTE_IP
@@ -201,7 +201,7 @@ def test_partitioned_leader_steps_down_before_a_new_leader_writes(setup: Setup, 
     try:
         with Heartbeats([r.controller for r in reps], GATEWAYS):
             old = _start(reps)
-            with Writer(reps, bucket=3) as w:
+            with move_writer(reps, bucket=3) as w:
                 time.sleep(1.0)
                 cut_at = time.time()
                 old.link.cut()  # etcd is gone for the leader; its switch stream is not
@@ -235,7 +235,7 @@ def test_frozen_leader_is_replaced_and_never_writes_after_it_thaws(setup: Setup,
         with Heartbeats([r.controller for r in reps], GATEWAYS):
             old = _start(reps)
             assert old.controller.proc is not None
-            with Writer(reps, bucket=7) as w:
+            with move_writer(reps, bucket=7) as w:
                 time.sleep(1.0)
                 frozen_at = time.time()
                 old.controller.proc.send_signal(signal.SIGSTOP)  # stream and lease look alive; nothing answers
