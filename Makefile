@@ -88,10 +88,10 @@ unit: deps
 	 echo "== unit: Go (simulated hosts)"; \
 	 $(MAKE) -s -C topologies/hostsim test JUNIT=$(CURDIR)/$(RESULTS)/go-hostsim.xml || rc=1; \
 	 echo "== unit: Python types (mypy --strict)"; \
-	 MYPYPATH=controller:backends:ptf-tests/lib $(PY) -m mypy --strict --ignore-missing-imports --junit-xml $(RESULTS)/mypy.xml \
-	   controller/supergw_controller backends/supergw_gateway ptf-tests/lib topologies bench p4src/vectors || rc=1; \
+	 MYPYPATH=proto:controller:backends:ptf-tests/lib $(PY) -m mypy --strict --ignore-missing-imports --junit-xml $(RESULTS)/mypy.xml \
+	   proto/supergw_proto controller/supergw_controller backends/supergw_gateway ptf-tests/lib topologies bench p4src/vectors || rc=1; \
 	 echo "== unit: Python"; \
-	 $(PY) -m pytest -q -m "not integration" --junitxml=$(RESULTS)/python-unit.xml controller backends p4src ptf-tests/unit topologies bench .ci/tests || rc=1; \
+	 $(PY) -m pytest -q -m "not integration" --junitxml=$(RESULTS)/python-unit.xml proto controller backends p4src ptf-tests/unit topologies bench .ci/tests || rc=1; \
 	 exit $$rc
 
 ptf: deps switch $(if $(filter bmv2,$(TARGET)),$(P4_JSON))

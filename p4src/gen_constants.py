@@ -5,7 +5,7 @@ Inputs (the single sources of truth):
   p4src/common/defines.p4, p4src/common/size.p4  -- `const` and `#define` values
   p4src/v1model/supergw.p4info.txtpb             -- P4Runtime names and IDs
 Outputs (committed, never edited by hand):
-  controller/supergw_controller/p4constants.py
+  proto/supergw_proto/p4constants.py
   targets/ebpf/internal/p4constants/p4constants.go
   targets/ebpf/bpf/p4constants.h
   targets/ebpf/internal/pipeline/supergw.p4info.txtpb  (copy for go:embed)
@@ -30,7 +30,7 @@ from google.protobuf import text_format
 DEFINES = Path("p4src/common/defines.p4")
 SIZES = Path("p4src/common/size.p4")
 P4INFO = Path("p4src/v1model/supergw.p4info.txtpb")
-OUT_PY = Path("controller/supergw_controller/p4constants.py")
+OUT_PY = Path("proto/supergw_proto/p4constants.py")
 OUT_GO = Path("targets/ebpf/internal/p4constants/p4constants.go")
 OUT_C = Path("targets/ebpf/bpf/p4constants.h")
 OUT_P4INFO = Path("targets/ebpf/internal/pipeline/supergw.p4info.txtpb")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from supergw_controller import bucket
+from supergw_proto import bucket
 
 from topologies import network, processes
 from topologies.components import ComponentError, wait_until

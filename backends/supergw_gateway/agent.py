@@ -31,10 +31,10 @@ from pathlib import Path
 
 import httpx
 
-from supergw_controller.reports import tunnel_up
+from supergw_proto.reports import tunnel_up
 
 from supergw_gateway import tunnel
-from supergw_controller.heartbeat import FLAG_CHARON_DOWN, FLAG_LAN_DOWN
+from supergw_proto.beats import FLAG_CHARON_DOWN, FLAG_LAN_DOWN
 
 from supergw_gateway.beacon import HeartbeatSender, process_running
 from supergw_gateway.cgroup import CpuAcct

@@ -8,8 +8,7 @@ controller fails it over on that beat instead of waiting for silence. Likewise a
 whether the gateway's partner at the partner site is down (`partner.py`); a change of
 either is sent at once (`poke`), not at the next beat.
 
-The wire format and its HMAC are the controller's (`supergw_controller.heartbeat`),
-imported, never copied.
+The wire format and its HMAC are `supergw_proto.beats`, imported, never copied.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from supergw_controller.heartbeat import FLAG_CHARON_DOWN, FLAG_PARTNER_DOWN, encode
+from supergw_proto.beats import FLAG_CHARON_DOWN, FLAG_PARTNER_DOWN, encode
 
 log = logging.getLogger(__name__)
 

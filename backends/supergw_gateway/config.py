@@ -9,10 +9,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from supergw_gateway.errors import ConfigError
+from supergw_proto.strict import StrictModel, read_yaml_mapping, validate
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
 IFNAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
@@ -27,11 +27,7 @@ class Backend(str, Enum):
     UML = "uml"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Interface(_Strict):
+class Interface(StrictModel):
     """A NIC of the gateway. `device` is the interface in the gateway's namespace."""
 
     role: Literal["lan", "wan"]
@@ -47,12 +43,12 @@ class Interface(_Strict):
         return v
 
 
-class Route(_Strict):
+class Route(StrictModel):
     destination: ipaddress.IPv4Network
     via: ipaddress.IPv4Address
 
 
-class Endpoint(_Strict):
+class Endpoint(StrictModel):
     """One side of the site-to-site tunnel."""
 
     address: ipaddress.IPv4Address
@@ -60,12 +56,12 @@ class Endpoint(_Strict):
     id: str | None = None
 
 
-class PskAuth(_Strict):
+class PskAuth(StrictModel):
     method: Literal["psk"]
     psk: str = Field(min_length=8)
 
 
-class X509Auth(_Strict):
+class X509Auth(StrictModel):
     """Certificates in PEM, e.g. made by `supergw-gateway pki`."""
 
     method: Literal["x509"]
@@ -84,7 +80,7 @@ class X509Auth(_Strict):
 Auth = Annotated[PskAuth | X509Auth, Field(discriminator="method")]
 
 
-class Proposals(_Strict):
+class Proposals(StrictModel):
     ike: list[str] = Field(default_factory=lambda: [DEFAULT_IKE_PROPOSAL], min_length=1)
     esp: list[str] = Field(default_factory=lambda: [DEFAULT_ESP_PROPOSAL], min_length=1)
 
@@ -97,13 +93,13 @@ class Proposals(_Strict):
         return v
 
 
-class Dpd(_Strict):
+class Dpd(StrictModel):
     delay_s: int = Field(default=10, ge=0, le=3600)
     timeout_s: int = Field(default=30, ge=1, le=3600)
     action: Literal["clear", "trap", "restart"] = "restart"
 
 
-class Rekey(_Strict):
+class Rekey(StrictModel):
     ike_rekey_s: int = Field(default=14400, ge=10)
     child_rekey_s: int = Field(default=3600, ge=10)
     child_rekey_bytes: int = Field(default=0, ge=0)
@@ -125,7 +121,7 @@ def read_secret(path: Path, where: str) -> str:
     return secret
 
 
-class _Secret(_Strict):
+class _Secret(StrictModel):
     """`token` inline or `token_file` (first line): this gateway's agent token at a controller."""
 
     token: SecretStr | None = Field(default=None, min_length=8)
@@ -206,7 +202,7 @@ class Controller(_Secret):
             raise ValueError(f"ca_file: {self.ca_file} is not a usable PEM CA bundle: {exc}") from None
 
 
-class Partner(_Strict):
+class Partner(StrictModel):
     """The paired gateway at the partner site (gateway i of the other super gateway): both
     agents send each other an authenticated beacon every `interval_ms` from `local_address`
     to `address`, both inside the tunnel's subnets so that the beacons ride the IPsec SA.
@@ -248,13 +244,13 @@ class Partner(_Strict):
         return read_secret(self.secret_file, "partner.secret_file").encode()
 
 
-class Uml(_Strict):
+class Uml(StrictModel):
     mem_mb: int = Field(default=160, ge=64, le=4096)
     mgmt_subnet: ipaddress.IPv4Network = ipaddress.IPv4Network("169.254.77.0/30")
     boot_timeout_s: float = Field(default=60.0, gt=0)
 
 
-class CharonTuning(_Strict):
+class CharonTuning(StrictModel):
     """Daemon limits; the defaults are strongSwan's (DoS protection for half-open IKE SAs)."""
 
     threads: int = Field(default=16, ge=4, le=256)
@@ -265,7 +261,7 @@ class CharonTuning(_Strict):
     log_level: int = Field(default=1, ge=-1, le=4)
 
 
-class GatewayConfig(_Strict):
+class GatewayConfig(StrictModel):
     name: str
     namespace: str | None = None
     backend: Backend = Backend.AUTO
@@ -357,30 +353,9 @@ class GatewayConfig(_Strict):
         return self.remote.id or str(self.remote.address)
 
 
-def _format_errors(exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "<root>"
-        lines.append(f"  {loc}: {err['msg']}")
-    return "\n".join(lines)
-
-
 def parse_config(data: object, source: str = "<config>") -> GatewayConfig:
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
-    try:
-        return GatewayConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"{source}: invalid gateway config:\n{_format_errors(exc)}") from None
+    return validate(GatewayConfig, data, source, "gateway config", ConfigError)
 
 
 def load_config(path: Path) -> GatewayConfig:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    return parse_config(data, str(path))
+    return parse_config(read_yaml_mapping(path, "gateway config", ConfigError), str(path))

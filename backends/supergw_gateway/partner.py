@@ -12,8 +12,7 @@ then sets FLAG_PARTNER_DOWN in its heartbeats (sent at once, not at the next bea
 own controller stops using this gateway, as it does for a down tunnel: traffic sent here
 would reach a partner its own site no longer uses.
 
-Wire format, HMAC, replay and skew checks are the controller's (`supergw_controller.heartbeat`,
-magic "SGPB"), keyed by a per-pair secret. The socket is read before every verdict, so a
+Wire format, HMAC, replay and skew checks are `supergw_proto.beats` (magic "SGPB"), keyed by a per-pair secret. The socket is read before every verdict, so a
 stalled agent that resumes does not judge its partner silent on beacons it has not read.
 """
 
@@ -28,17 +27,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from supergw_controller.heartbeat import (
-    FLAG_CHARON_DOWN,
-    FLAG_LAN_DOWN,
-    MAX_DATAGRAM,
-    PAIR_MAGIC,
-    BadHeartbeat,
-    Freshness,
-    decode,
-    encode,
-)
-from supergw_controller.reports import PartnerState
+from supergw_proto.beats import FLAG_CHARON_DOWN, FLAG_LAN_DOWN, MAX_DATAGRAM, PAIR_MAGIC, BadHeartbeat, Freshness, decode, encode
+from supergw_proto.reports import PartnerState
 
 log = logging.getLogger(__name__)
 

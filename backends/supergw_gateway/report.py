@@ -1,6 +1,6 @@
 """Load reports: the gateway's own CPU, softirq and charon, VICI counters, and the report.
 
-The schema is the controller's (`supergw_controller.reports`): one source of truth,
+The schema is the controller's (`supergw_proto.reports`): one source of truth,
 imported here, never copied.
 """
 
@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from supergw_controller.reports import GatewayReport, Heartbeat, IpsecBackend, PartnerState, SaState
+from supergw_proto.reports import GatewayReport, Heartbeat, IpsecBackend, PartnerState, SaState
 
 from supergw_gateway.vici_client import IkeSaStatus
 

@@ -57,14 +57,14 @@ def test_x509_files_must_exist(gw_dict: dict[str, Any], tmp_path: Path) -> None:
 
 
 def test_load_config_errors(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot read config"):
+    with pytest.raises(ConfigError, match="cannot read gateway config"):
         load_config(tmp_path / "missing.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(bad)
     bad.write_text("- a list\n")
-    with pytest.raises(ConfigError, match="expected a mapping"):
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
         load_config(bad)
 
 

@@ -12,14 +12,8 @@ from typing import Any
 
 import pytest
 
-from supergw_controller.heartbeat import (
-    FLAG_CHARON_DOWN,
-    FLAG_LAN_DOWN,
-    MAGIC,
-    PAIR_MAGIC,
-    HeartbeatReceiver,
-    encode,
-)
+from supergw_proto.beats import FLAG_CHARON_DOWN, FLAG_LAN_DOWN, MAGIC, PAIR_MAGIC, encode
+from supergw_controller.heartbeat import HeartbeatReceiver
 
 from supergw_gateway.agent import Agent
 from supergw_gateway.beacon import HeartbeatSender

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from supergw_controller.reports import tunnel_up
+from supergw_proto.reports import tunnel_up
 
 from supergw_gateway.report import CpuSample, GatewayReport, build_report, cpu_shares, parse_pid_stat, parse_proc_stat
 from supergw_gateway.vici_client import ChildSaStatus, IkeSaStatus

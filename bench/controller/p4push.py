@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from finsy.proto import p4r
-from supergw_controller import p4constants as pc
-from supergw_controller.bucket import mac_to_int
+from supergw_proto import p4constants as pc
+from supergw_proto.addresses import mac_to_int
 from supergw_p4rt import (
     DELETE,
     INSERT,

@@ -20,7 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from collections.abc import Iterator
 
-from supergw_controller.bucket import bucket_of, mac_to_bytes, vmac
+from supergw_proto.addresses import mac_to_bytes
+from supergw_proto.bucket import bucket_of, vmac
 
 ETHERTYPE_PROBE = 0x88B5  # IEEE 802 local experimental ethertype
 _PAYLOAD = struct.Struct("!4sHIB")  # magic, host index, sequence, phase

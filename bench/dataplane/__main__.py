@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"missing {need.relative_to(REPO)} ({hint})", file=sys.stderr)
             return 1
 
-    from supergw_controller.p4constants import PortRole
+    from supergw_proto.p4constants import PortRole
 
     load1, load5, _ = os.getloadavg()
     rows: list[dict[str, object]] = [

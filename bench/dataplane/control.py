@@ -20,8 +20,8 @@ from pathlib import Path
 
 import grpc
 from finsy.proto import p4r
-from supergw_controller import p4constants as p4c
-from supergw_controller.bucket import mac_to_int
+from supergw_proto import p4constants as p4c
+from supergw_proto.addresses import mac_to_int
 from supergw_p4rt import (
     INSERT,
     MODIFY,

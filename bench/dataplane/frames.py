@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from supergw_controller.bucket import bucket_of, vmac
+from supergw_proto.bucket import bucket_of, vmac
 
 FCS_BYTES = 4  # counted in the nominal frame size, absent on a veth
 

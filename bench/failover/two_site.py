@@ -41,7 +41,7 @@ from typing import Any
 
 from bench.failover.__main__ import GOAL_MS, Api, BenchError, busy_pings, max_gap_ms, sh
 from bench.report import Metric, Series, write_report
-from supergw_controller.bucket import bucket_of_vmac
+from supergw_proto.bucket import bucket_of_vmac
 from topologies import components, processes
 from topologies.configs import HEARTBEAT_MS, MISSED_HEARTBEATS, REPO, controller_url
 from topologies.model import Topology

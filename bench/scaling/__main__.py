@@ -401,7 +401,7 @@ def choose_buckets(base: Path, asked: int | None) -> tuple[int, str]:
     """K for the run and why: the preset's, unless the pipeline's bucket hash (the controller's
     `bucket_of`, the one Python copy of it) puts its simulated hosts into fewer than half as
     many buckets as hosts; then 4096, the largest K."""
-    from supergw_controller.bucket import bucket_of
+    from supergw_proto.bucket import bucket_of
 
     ts, sites = load_two_site(base)
     sim = getattr(sites[0], "simulated_hosts", None)

@@ -9,8 +9,8 @@ import pytest
 
 from bench.dataplane import frames
 
-pytest.importorskip("supergw_controller.bucket")
-from supergw_controller.bucket import bucket_of, vmac  # noqa: E402
+pytest.importorskip("supergw_proto.bucket")
+from supergw_proto.bucket import bucket_of, vmac  # noqa: E402
 
 
 @pytest.mark.parametrize("size", [64, 1400])

@@ -100,7 +100,7 @@ def test_already_balanced_from_the_first_second() -> None:
 
 def test_k_spreads_the_simulated_hosts_or_is_the_largest(tmp_path: Path) -> None:
     import yaml
-    from supergw_controller.bucket import bucket_of
+    from supergw_proto.bucket import bucket_of
 
     from bench.scaling.__main__ import BASE_TOPOLOGY, choose_buckets
     from topologies.twosite import load_two_site

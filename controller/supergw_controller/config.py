@@ -9,28 +9,23 @@ against the directory of the config file.
 from __future__ import annotations
 
 import ipaddress
-import re
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic_core import ErrorDetails
 
-from supergw_controller.p4constants import CPU_PORT, MAX_BUCKETS
+from supergw_proto.addresses import mac_to_int, normalise_mac
+from supergw_proto.p4constants import CPU_PORT, MAX_BUCKETS
+from supergw_proto.strict import StrictModel, read_yaml_mapping, validate
 
-_MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 # Agent and role tokens are new, so they get a real minimum; the legacy api.token keeps 8.
 MIN_SECRET_CHARS = 16
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -45,26 +40,7 @@ class PortRoleName(StrEnum):
     GATEWAY = "gateway"
 
 
-def normalise_mac(value: object) -> str:
-    """Accept ``aa:bb:cc:dd:ee:ff`` or ``aa-bb-...`` in any case; return lower-case colon form."""
-    if not isinstance(value, str):
-        raise ValueError("must be a MAC address string like '02:00:00:00:00:01'")
-    mac = value.strip().lower().replace("-", ":")
-    if not _MAC_RE.match(mac):
-        raise ValueError(f"{value!r} is not a MAC address (expected six hex bytes like '02:00:00:00:00:01')")
-    return mac
-
-
-def mac_to_int(mac: str) -> int:
-    return int(mac.replace(":", ""), 16)
-
-
-class _Strict(BaseModel):
-    # inf/nan would pass every ge/gt bound and blow up later (int(inf), a rebalance round).
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class ElectionId(_Strict):
+class ElectionId(StrictModel):
     high: int = Field(default=0, ge=0, lt=2**64)
     low: int = Field(default=1, ge=0, lt=2**64)
 
@@ -79,7 +55,7 @@ class ElectionId(_Strict):
         return (self.high << 64) | self.low
 
 
-class SwitchTlsConfig(_Strict):
+class SwitchTlsConfig(StrictModel):
     """P4Runtime over TLS; with `cert`/`key` also mutual TLS (the switch's
     --grpc-server-with-client-auth)."""
 
@@ -97,7 +73,7 @@ class SwitchTlsConfig(_Strict):
         return self
 
 
-class SwitchConfig(_Strict):
+class SwitchConfig(StrictModel):
     address: str = Field(description="host:port of the switch's P4Runtime gRPC server")
     device_id: int = Field(ge=0, lt=2**64)
     election_id: ElectionId = Field(default_factory=ElectionId)
@@ -112,12 +88,12 @@ class SwitchConfig(_Strict):
         return v
 
 
-class PipelineConfig(_Strict):
+class PipelineConfig(StrictModel):
     p4info: Path = Field(description="P4Info text or binary file")
     device_config: Path | None = Field(default=None, description="target device config, e.g. BMv2 JSON")
 
 
-class PortConfig(_Strict):
+class PortConfig(StrictModel):
     role: PortRoleName
     interface: str | None = Field(
         default=None,
@@ -152,7 +128,7 @@ def _long_enough(v: SecretStr | None, chars: int) -> SecretStr | None:
     return v
 
 
-class GatewayConfig(_Strict):
+class GatewayConfig(StrictModel):
     name: str = Field(min_length=1, max_length=64, pattern=_NAME_PATTERN)
     port: int
     mac: str
@@ -191,7 +167,7 @@ class GatewayConfig(_Strict):
         return mac
 
 
-class TimingConfig(_Strict):
+class TimingConfig(StrictModel):
     report_interval_ms: int = Field(default=500, gt=0)
     heartbeat_interval_ms: int = Field(default=100, gt=0)
     missed_heartbeats: int = Field(default=3, ge=1)
@@ -212,7 +188,7 @@ class TimingConfig(_Strict):
         return self.heartbeat_interval_ms * self.missed_heartbeats / 1000.0
 
 
-class LearningConfig(_Strict):
+class LearningConfig(StrictModel):
     ip_wait_s: float = Field(
         default=30.0,
         ge=0,
@@ -229,7 +205,7 @@ class RebalancePolicy(StrEnum):
     PAPER = "paper"
 
 
-class PaperPolicyConfig(_Strict):
+class PaperPolicyConfig(StrictModel):
     """The clustering paper's Algorithm 5 (§4.3); defaults are the paper's values."""
 
     load_window_s: float = Field(default=1.33, gt=0, description="T_L: bucket loads are measured over this window")
@@ -241,7 +217,7 @@ class PaperPolicyConfig(_Strict):
     seed: int | None = Field(default=None, description="seed of the random choice (null: a fresh one per start)")
 
 
-class RebalancerConfig(_Strict):
+class RebalancerConfig(StrictModel):
     policy: RebalancePolicy = Field(
         default=RebalancePolicy.SUPERGW,
         description="supergw: greedy moves every timing.rebalance_interval_ms; paper: the paper's random |W| moves",
@@ -262,7 +238,7 @@ class Role(StrEnum):
     ADMIN = "admin"
 
 
-class OperatorToken(_Strict):
+class OperatorToken(StrictModel):
     """One operator credential; `name` is what the event log records, never the secret."""
 
     name: str = Field(min_length=1, max_length=64, pattern=_NAME_PATTERN)
@@ -285,7 +261,7 @@ class OperatorToken(_Strict):
         return read_secret_file(self.token_file, f"api.tokens[{self.name}].token_file")
 
 
-class TlsConfig(_Strict):
+class TlsConfig(StrictModel):
     cert: Path = Field(description="PEM certificate chain the REST API presents")
     key: Path = Field(description="PEM private key of `cert`")
 
@@ -293,7 +269,7 @@ class TlsConfig(_Strict):
 LEGACY_TOKEN_NAME = "admin"
 
 
-class ApiConfig(_Strict):
+class ApiConfig(StrictModel):
     listen: str = Field(default="127.0.0.1:18700")
     token: SecretStr | None = Field(default=None, description="legacy: one admin token named 'admin'")
     token_file: Path | None = Field(default=None, description="legacy: file holding one admin token named 'admin'")
@@ -353,7 +329,7 @@ class ApiConfig(_Strict):
         raise ConfigError("api: no admin token configured")
 
 
-class PortMonitorConfig(_Strict):
+class PortMonitorConfig(StrictModel):
     enabled: bool = Field(default=False, description="watch port interfaces via netlink (controller on the switch host)")
     netns: str | None = Field(default=None, description="network namespace holding the interfaces")
 
@@ -363,7 +339,7 @@ class StoreBackend(StrEnum):
     ETCD = "etcd"
 
 
-class EtcdStoreConfig(_Strict):
+class EtcdStoreConfig(StrictModel):
     endpoints: list[str] = Field(min_length=1, description="etcd client addresses, host:port (any member will do)")
     prefix: str = Field(default="/supergw/default", description="key prefix of this super gateway's intent")
     timeout_s: float = Field(default=1.0, gt=0, le=30, description="deadline of every etcd call")
@@ -384,7 +360,7 @@ class EtcdStoreConfig(_Strict):
         return validate_prefix(v)
 
 
-class StoreConfig(_Strict):
+class StoreConfig(StrictModel):
     """Where operator intent and the event log live: SQLite (`state_db`) or etcd (replicas)."""
 
     backend: StoreBackend = StoreBackend.SQLITE
@@ -400,7 +376,7 @@ class StoreConfig(_Strict):
         return self
 
 
-class HaConfig(_Strict):
+class HaConfig(StrictModel):
     """Replicated controllers (issue 9): leadership from etcd, see supergw_controller/ha/."""
 
     replica: str = Field(
@@ -423,7 +399,7 @@ class HaConfig(_Strict):
         return self
 
 
-class Config(_Strict):
+class Config(StrictModel):
     switch: SwitchConfig
     pipeline: PipelineConfig
     gateway_ip: ipaddress.IPv4Address
@@ -579,43 +555,6 @@ class Config(_Strict):
         return cfg
 
 
-def _loc(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    prev: int | str | None = None
-    for part in loc:
-        if isinstance(part, int):
-            # list index -> [i]; key of the `ports` mapping -> .port
-            out += f".{part}" if prev == "ports" else f"[{part}]"
-        elif part.startswith("function-"):
-            continue
-        else:
-            out += f".{part}" if out else str(part)
-        prev = part
-    return out
-
-
-def _message(err: ErrorDetails) -> str:
-    msg = str(err["msg"])
-    for prefix in ("Value error, ", "Assertion failed, "):
-        if msg.startswith(prefix):
-            msg = msg[len(prefix) :]
-    if err["type"] == "extra_forbidden":
-        msg = "unknown key"
-    elif err["type"] == "missing":
-        msg = "required key is missing"
-    return msg
-
-
-def format_validation_error(exc: ValidationError) -> str:
-    lines: list[str] = []
-    for err in exc.errors():
-        loc = _loc(tuple(err["loc"]))
-        for line in _message(err).splitlines():
-            # Cross-field messages already carry their own location ("gateways[1].port: ...").
-            lines.append(line if not loc or line.startswith(("gateways[", "ports.", "port_monitor.")) else f"{loc}: {line}")
-    return "\n".join(lines)
-
-
 def _resolve(base: Path, p: Path | None) -> Path | None:
     if p is None:
         return None
@@ -625,12 +564,8 @@ def _resolve(base: Path, p: Path | None) -> Path | None:
 
 def parse_config(data: Any, base_dir: Path, source: str = "<config>") -> Config:
     """Validate an already-parsed YAML document; relative paths are taken from `base_dir`."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: the top level must be a mapping of keys, got {type(data).__name__}")
-    try:
-        cfg = Config.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"{source}: invalid config:\n  " + format_validation_error(exc).replace("\n", "\n  ")) from None
+    cfg = validate(Config, data, source, "config", ConfigError, mapping_keys=frozenset({"ports"}),
+                   located_prefixes=("gateways[", "ports.", "port_monitor."))
     pipeline = cfg.pipeline.model_copy(
         update={
             "p4info": _resolve(base_dir, cfg.pipeline.p4info),
@@ -734,12 +669,4 @@ def _read_secrets(cfg: Config) -> tuple[Config, list[str]]:
 def load_config(path: str | Path) -> Config:
     """Read and validate the YAML config at `path`."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    return parse_config(data, path.resolve().parent, str(path))
+    return parse_config(read_yaml_mapping(path, "config", ConfigError), path.resolve().parent, str(path))

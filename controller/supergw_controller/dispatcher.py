@@ -20,9 +20,9 @@ from typing import Any
 
 from finsy import P4DigestEntry, P4MulticastGroupEntry, P4TableEntry, Switch
 
-from supergw_controller import p4constants as pc
+from supergw_proto import p4constants as pc
 from supergw_controller.assignment import fill_missing
-from supergw_controller.bucket import bucket_of, vmac
+from supergw_proto.bucket import bucket_of, vmac
 from supergw_controller.bucket_stats import BucketStats
 from supergw_controller.config import Config, ConfigError, PortRoleName, RebalancePolicy
 from supergw_controller.errors import Conflict, SwitchUnavailable, UnknownBucket
@@ -47,7 +47,7 @@ from supergw_controller.rebalancer import (
     plan_paper,
     plan_rebalance,
 )
-from supergw_controller.reports import GatewayReport, Heartbeat
+from supergw_proto.reports import GatewayReport, Heartbeat
 from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.entities import Op, Update
 from supergw_controller.southbound.reconcile import diff_entries

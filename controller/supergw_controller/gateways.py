@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from supergw_controller.config import Config
 from supergw_controller.errors import InvalidArgument, UnknownGateway
 from supergw_controller.rebalancer import GatewayInput, GatewayState
-from supergw_controller.reports import GatewayReport, tunnel_up
+from supergw_proto.reports import GatewayReport, tunnel_up
 
 
 @dataclass

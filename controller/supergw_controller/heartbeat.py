@@ -1,174 +1,22 @@
-"""UDP heartbeats: the wire format (agents import it from here) and the controller's receiver.
+"""The controller's receiver of UDP heartbeats (the wire format is `supergw_proto.beats`).
 
-A heartbeat is one datagram, sent every ``timing.heartbeat_interval_ms`` by a dedicated
-thread of the gateway agent to the controller's API address and port (UDP; the REST API
-is TCP on the same number). It is authenticated with HMAC-SHA256 keyed by that gateway's
-agent secret, the same secret its REST calls carry as a bearer token, so a heartbeat
-proves what a REST heartbeat proved and nothing needs a second credential.
-
-Layout (network byte order)::
-
-    magic "SGHB" | version u8 | flags u8 | name length u8 | 0 u8
-    | epoch u64 | seq u64 | sent_ns u64 | name (UTF-8) | HMAC-SHA256 (32 bytes, over all before)
-
-The same layout with magic "SGPB" is the *pair beacon* that the agents of two paired gateways
-(gateway i of site A and gateway i of site B) send each other through their IPsec tunnel,
-keyed by a per-pair secret and named by the sender: a beacon that arrives proves that the
-partner's agent runs and that the SA carries traffic end to end. Flags say what the sender
-knows about itself (charon stopped, LAN interface down) and, in a heartbeat, that its
-partner is down; a pair beacon's FLAG_PARTNER_DOWN is ignored (no verdict feeds back into
-the beacons, so two gateways can never hold each other down).
-
-`epoch` is the agent's start time (ns) and `seq` counts its beats: the receiver accepts
-only a (epoch, seq) greater than the last one it accepted for that gateway, so a
-recorded datagram cannot be replayed while the controller runs. `sent_ns` (the agent's
-wall clock) must be within ``max_skew_s`` of ours, which bounds what a replay can do
-after a controller restart, when the receiver has no memory yet.
-
-Why not the HTTP heartbeat: on a loaded two-core machine a Python HTTP round trip every
-100 ms through uvicorn is late often enough that a short dead-after either fails over
-live gateways or has to be so long that a frozen gateway costs seconds. A datagram from
-its own thread costs microseconds, and the receiver drains the socket before every
-verdict, so a stalled controller loop can delay a failover but never cause one.
+It validates datagrams from a non-blocking socket bound to the API's address and port,
+counts and logs every rejection, and hands the accepted beats to liveness.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import socket
-import struct
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+
+from supergw_proto.beats import DEFAULT_MAX_SKEW_S, MAX_DATAGRAM, BadHeartbeat, Beat, Freshness, decode
 
 log = logging.getLogger(__name__)
 
-MAGIC = b"SGHB"
-PAIR_MAGIC = b"SGPB"
-VERSION = 1
-_HEADER = struct.Struct("!4sBBBxQQQ")
-MAC_LEN = 32
-MAX_NAME = 64
-MAX_DATAGRAM = _HEADER.size + MAX_NAME + MAC_LEN
-
-# The agent sees its charon stopped (SIGSTOP) or gone: the gateway carries no traffic
-# although its agent still beats. The receiver treats it as dead at once.
-FLAG_CHARON_DOWN = 0x01
-# The agent's partner gateway (the other end of its tunnel, at the partner site) sent no
-# authenticated beacon through the tunnel lately, or says it cannot carry traffic: traffic
-# sent to this gateway would be lost beyond it. The receiver treats it like a down tunnel.
-FLAG_PARTNER_DOWN = 0x02
-# The sender's LAN interface is down: it cannot deliver what arrives through its tunnel.
-FLAG_LAN_DOWN = 0x04
-_KNOWN_FLAGS = FLAG_CHARON_DOWN | FLAG_PARTNER_DOWN | FLAG_LAN_DOWN
-
-DEFAULT_MAX_SKEW_S = 30.0
 # One log line per (source, reason) per this many seconds; every rejection is counted.
 _LOG_EVERY_S = 10.0
-
-
-class BadHeartbeat(ValueError):
-    """A datagram that is not an acceptable heartbeat; `reason` is the counter label."""
-
-    def __init__(self, reason: str, detail: str, gateway: str | None = None) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.gateway = gateway
-
-
-@dataclass(frozen=True)
-class Beat:
-    gateway: str
-    epoch: int
-    seq: int
-    sent_ns: int
-    flags: int
-
-    @property
-    def charon_down(self) -> bool:
-        return bool(self.flags & FLAG_CHARON_DOWN)
-
-    @property
-    def partner_down(self) -> bool:
-        return bool(self.flags & FLAG_PARTNER_DOWN)
-
-    @property
-    def lan_down(self) -> bool:
-        return bool(self.flags & FLAG_LAN_DOWN)
-
-
-def encode(gateway: str, key: bytes, epoch: int, seq: int, sent_ns: int, flags: int = 0,
-           magic: bytes = MAGIC) -> bytes:
-    """One datagram: a heartbeat (`MAGIC`) or a pair beacon (`PAIR_MAGIC`)."""
-    name = gateway.encode()
-    if not 0 < len(name) <= MAX_NAME:
-        raise ValueError(f"gateway name must be 1..{MAX_NAME} bytes, got {len(name)}")
-    if magic not in (MAGIC, PAIR_MAGIC):
-        raise ValueError(f"magic must be {MAGIC!r} or {PAIR_MAGIC!r}, got {magic!r}")
-    body = _HEADER.pack(magic, VERSION, flags, len(name), epoch, seq, sent_ns) + name
-    return body + hmac.new(key, body, hashlib.sha256).digest()
-
-
-def decode(data: bytes, keys: Mapping[str, bytes], magic: bytes = MAGIC) -> Beat:
-    """Parse and authenticate one datagram of kind `magic` (no replay check: see `Freshness`)."""
-    what = "heartbeat" if magic == MAGIC else "pair beacon"
-    if len(data) < _HEADER.size + 1 + MAC_LEN:
-        raise BadHeartbeat("malformed", f"{len(data)} bytes is too short for a {what}")
-    got, version, flags, name_len, epoch, seq, sent_ns = _HEADER.unpack_from(data)
-    if got != magic:
-        raise BadHeartbeat("malformed", f"bad magic {got!r} (not a supergw {what})")
-    if version != VERSION:
-        raise BadHeartbeat("malformed", f"{what} version {version}, this side speaks {VERSION}")
-    if len(data) != _HEADER.size + name_len + MAC_LEN or name_len == 0:
-        raise BadHeartbeat("malformed", f"length {len(data)} does not match name length {name_len}")
-    raw = data[_HEADER.size : _HEADER.size + name_len]
-    try:
-        name = raw.decode()
-    except UnicodeDecodeError:
-        raise BadHeartbeat("malformed", "gateway name is not UTF-8") from None
-    key = keys.get(name)
-    if key is None:
-        known = "is not configured (or has no agent secret)" if magic == MAGIC else "is not this gateway's partner"
-        raise BadHeartbeat("unknown_gateway", f"gateway {name!r} {known}", name)
-    body, mac = data[: -MAC_LEN], data[-MAC_LEN:]
-    if not hmac.compare_digest(mac, hmac.new(key, body, hashlib.sha256).digest()):
-        secret = "this gateway's agent secret" if magic == MAGIC else "the pair's secret"
-        raise BadHeartbeat(
-            "bad_mac",
-            f"bad HMAC for gateway {name!r}: the sender's key is not {secret} (or the datagram was forged)",
-            name,
-        )
-    if flags & ~_KNOWN_FLAGS:
-        raise BadHeartbeat("malformed", f"unknown flags {flags:#x} from gateway {name!r}", name)
-    return Beat(name, epoch, seq, sent_ns, flags)
-
-
-@dataclass
-class Freshness:
-    """Replay and clock-skew checks: (epoch, seq) strictly increasing per gateway."""
-
-    max_skew_s: float = DEFAULT_MAX_SKEW_S
-    last: dict[str, tuple[int, int]] = field(default_factory=dict)
-
-    def check(self, beat: Beat, wall_ns: int) -> None:
-        skew = abs(wall_ns - beat.sent_ns) / 1e9
-        if skew > self.max_skew_s:
-            raise BadHeartbeat(
-                "stale",
-                f"gateway {beat.gateway!r}: sent {skew:.1f}s away from our clock (limit {self.max_skew_s:g}s): "
-                "a replay, or the clocks are not synchronised (run NTP)",
-                beat.gateway,
-            )
-        prev = self.last.get(beat.gateway)
-        if prev is not None and (beat.epoch, beat.seq) <= prev:
-            raise BadHeartbeat(
-                "replayed",
-                f"gateway {beat.gateway!r}: beat {beat.epoch}/{beat.seq} is not newer than {prev[0]}/{prev[1]} (replayed or reordered)",
-                beat.gateway,
-            )
-        self.last[beat.gateway] = (beat.epoch, beat.seq)
 
 
 class HeartbeatReceiver:

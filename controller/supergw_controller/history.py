@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from supergw_controller.rebalancer import BucketRate
-from supergw_controller.reports import GatewayReport
+from supergw_proto.reports import GatewayReport
 
 DEFAULT_INTERVAL_S = 1.0
 # One hour at one sample per second: ~3 gateways x 3600 samples of a few floats each.

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from finsy import P4TableAction, P4TableEntry
 
-from supergw_controller import p4constants as pc
+from supergw_proto import p4constants as pc
 from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.entities import Op, Update
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from supergw_controller.reports import GatewayReport
+from supergw_proto.reports import GatewayReport
 
 
 class _View(BaseModel):

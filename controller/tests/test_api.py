@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from supergw_controller.api import API_PREFIX, create_app
-from supergw_controller.bucket import vmac
+from supergw_proto.bucket import vmac
 from supergw_controller.config import Config
 from supergw_controller.errors import Conflict, NotPrimary, UnknownBucket, UnknownGateway
 from supergw_controller.rebalancer import (
@@ -24,7 +24,7 @@ from supergw_controller.rebalancer import (
     RebalanceInput,
     plan_rebalance,
 )
-from supergw_controller.reports import GatewayReport, Heartbeat
+from supergw_proto.reports import GatewayReport, Heartbeat
 from supergw_controller.views import (
     BucketView,
     EventView,

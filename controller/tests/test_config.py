@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from supergw_controller.config import Config, ConfigError, load_config, parse_config
-from supergw_controller.p4constants import CPU_PORT, MAX_BUCKETS
+from supergw_proto.p4constants import CPU_PORT, MAX_BUCKETS
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "example-config.yaml"
 

@@ -9,7 +9,7 @@ import pytest
 from finsy import P4TableEntry
 from finsy.p4schema import P4Schema
 
-from supergw_controller import p4constants as pc
+from supergw_proto import p4constants as pc
 from supergw_controller.assignment import fill_missing, weighted_round_robin
 from supergw_controller.bucket_stats import BucketStats
 from supergw_controller.config import Config, parse_config
@@ -18,7 +18,7 @@ from supergw_controller.events import EventRing
 from supergw_controller.gateways import GatewayRegistry
 from supergw_controller.learning import ARP_REPLY, ARP_REQUEST, HostTable, arp_reply, parse_arp
 from supergw_controller.rebalancer import GatewayState
-from supergw_controller.reports import GatewayReport
+from supergw_proto.reports import GatewayReport
 from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.entities import Op
 from supergw_controller.southbound.reconcile import diff_entries

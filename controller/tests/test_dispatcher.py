@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from supergw_controller import p4constants as pc
+from supergw_proto import p4constants as pc
 from supergw_controller.dispatcher import Dispatcher
 from supergw_controller.errors import Conflict, NotPrimary, UnknownBucket, UnknownGateway
 from supergw_controller.intent_store import IntentStore
-from supergw_controller.reports import Heartbeat
+from supergw_proto.reports import Heartbeat
 from supergw_controller.southbound.entities import Op, Update
 from supergw_controller.southbound.session import Role
 

@@ -16,7 +16,7 @@ import pytest
 from supergw_controller.dispatcher import Dispatcher
 from supergw_controller.failover import watchdog
 from supergw_controller.intent_store import IntentStore
-from supergw_controller.reports import Heartbeat
+from supergw_proto.reports import Heartbeat
 from supergw_controller.rebalancer import MoveReason
 
 from test_core_units import make_config
@@ -178,7 +178,7 @@ def test_bucket_encoder_matches_finsy() -> None:
     from finsy.p4schema import P4Schema
     from finsy.proto import p4r
 
-    from supergw_controller import p4constants as pc
+    from supergw_proto import p4constants as pc
     from supergw_controller.southbound import entities as ent
     from supergw_controller.southbound.entities import BucketEncoder, Op
 

@@ -12,14 +12,10 @@ from pathlib import Path
 import pytest
 
 from supergw_controller.dispatcher import Dispatcher
-from supergw_controller.heartbeat import (
-    FLAG_CHARON_DOWN,
-    HeartbeatReceiver,
-    decode,
-    encode,
-)
+from supergw_proto.beats import FLAG_CHARON_DOWN, decode, encode
+from supergw_controller.heartbeat import HeartbeatReceiver
 from supergw_controller.intent_store import IntentStore
-from supergw_controller.reports import GatewayReport, SaState, tunnel_up
+from supergw_proto.reports import GatewayReport, SaState, tunnel_up
 
 from test_core_units import make_config
 from test_dispatcher import Clock, RecordingSession, buckets_in

@@ -15,7 +15,7 @@ from supergw_controller.dispatcher import Dispatcher
 from supergw_controller.gateways import Transition
 from supergw_controller.history import DEFAULT_CAPACITY, GatewayNow, History
 from supergw_controller.rebalancer import BucketRate, Move, MoveReason
-from supergw_controller.reports import GatewayReport, IpsecBackend
+from supergw_proto.reports import GatewayReport, IpsecBackend
 
 P4INFO = Path(__file__).resolve().parents[2] / "p4src" / "v1model" / "supergw.p4info.txtpb"
 TOKEN = "history-test-token"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from supergw_controller import p4constants as pc
+from supergw_proto import p4constants as pc
 from supergw_controller.config import ConfigError
 from supergw_controller.dispatcher import Dispatcher
 from supergw_controller.errors import SwitchUnavailable

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from finsy import P4TableAction, P4TableEntry, P4TableMatch
 
-from supergw_controller import p4constants as pc
+from supergw_proto import p4constants as pc
 from supergw_controller.learning import HostTable
 from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.entities import Op

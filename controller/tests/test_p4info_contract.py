@@ -321,7 +321,7 @@ def test_counters(info: p4i.P4Info, src: Source, decls: dict[tuple[str, str], De
 
 
 def test_drop_counter_holds_every_reason(info: p4i.P4Info) -> None:
-    from supergw_controller.p4constants import COUNTER_DROP_COUNTER, DropReason
+    from supergw_proto.p4constants import COUNTER_DROP_COUNTER, DropReason
 
     counter = next(c for c in info.counters if c.preamble.name == COUNTER_DROP_COUNTER)
     assert max(DropReason) < counter.size

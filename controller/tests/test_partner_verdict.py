@@ -12,8 +12,9 @@ from collections import deque
 import pytest
 
 from supergw_controller.dispatcher import Dispatcher
-from supergw_controller.heartbeat import FLAG_PARTNER_DOWN, HeartbeatReceiver, encode
-from supergw_controller.reports import GatewayReport, Heartbeat, PartnerState, SaState
+from supergw_proto.beats import FLAG_PARTNER_DOWN, encode
+from supergw_controller.heartbeat import HeartbeatReceiver
+from supergw_proto.reports import GatewayReport, Heartbeat, PartnerState, SaState
 
 from test_dispatcher import Clock, RecordingSession, buckets_in
 from test_heartbeat_udp import KEYS, Agent, clock, disp  # noqa: F401 - fixtures

@@ -11,7 +11,7 @@ from finsy import P4ClientError
 from finsy.p4schema import P4Schema
 from finsy.proto import p4r, rpc_code, rpc_status
 
-from supergw_controller import p4constants as pc
+from supergw_proto import p4constants as pc
 from supergw_controller.errors import NotPrimary, SwitchUnavailable
 from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.entities import Op, Update

@@ -22,7 +22,7 @@ from finsy.p4schema import P4Schema
 from finsy.proto import p4i, p4r
 from google.protobuf import text_format
 
-from supergw_controller import p4constants as pc
+from supergw_proto import p4constants as pc
 from supergw_controller.southbound import entities
 from supergw_controller.southbound.entities import BucketEncoder, Op
 from supergw_controller.southbound.p4names import P4InfoMismatch, canonical_p4info, required_names

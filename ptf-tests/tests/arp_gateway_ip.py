@@ -34,7 +34,7 @@ class ArpForGatewayIpBase(SupergwTest):
         for vector in bucket_vectors():
             port = next(hosts)
             self.assertEqual(
-                bucket_of(vector.mac, k), vector.bucket(k), f"supergw_controller.bucket disagrees with BMv2 for {vector.mac}"
+                bucket_of(vector.mac, k), vector.bucket(k), f"supergw_proto.bucket disagrees with BMv2 for {vector.mac}"
             )
             request = pk.arp(eth_src=vector.mac, spa=HOST_IP, tpa=self.dispatch.gateway_ip)
             self.send(port, request)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from ptf.testutils import group
-from supergw_controller import p4constants as c
+from supergw_proto import p4constants as c
 from supergw_ptf import packets as pk
 from supergw_ptf.base_test import autocleanup
 from supergw_ptf.supergw import LEARN_DIGEST, SupergwTest, gateway_mac

@@ -14,7 +14,7 @@ import grpc
 import pytest
 from finsy.proto import p4r, p4r_grpc, rpc_code, rpc_status
 from google.protobuf import any_pb2
-from supergw_controller import p4constants as p4c
+from supergw_proto import p4constants as p4c
 from supergw_p4rt import (
     INSERT,
     EntityBuilder,

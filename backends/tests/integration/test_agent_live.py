@@ -82,7 +82,7 @@ async def test_udp_heartbeats_say_when_the_real_charon_is_stopped(lab_factory: A
     import signal
 
     from supergw_controller.heartbeat import HeartbeatReceiver
-    from supergw_controller.reports import tunnel_up
+    from supergw_proto.reports import tunnel_up
 
     require_root_strongswan()
     token = "agent-live-udp-token"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from supergw_controller.history import HistoryView
-from supergw_controller.reports import GatewayReport, Heartbeat
+from supergw_proto.reports import GatewayReport, Heartbeat
 from supergw_controller.views import (
     BucketView,
     EventView,

@@ -14,7 +14,7 @@ from supergw_controller.api.core import Core
 from supergw_controller.errors import NotPrimary
 from supergw_controller.ha.view import HaView, leader_label
 from supergw_controller.history import HistoryView
-from supergw_controller.reports import GatewayReport, Heartbeat
+from supergw_proto.reports import GatewayReport, Heartbeat
 from supergw_controller.views import (
     BucketView,
     EventView,

@@ -1,6 +1,6 @@
 """Builders for every P4Runtime entity the controller writes, named from the P4Info.
 
-All names come from `supergw_controller.p4constants` (generated from the P4Info); finsy
+All names come from `supergw_proto.p4constants` (generated from the P4Info); finsy
 resolves them to IDs through the switch's P4Schema, so no ID appears here.
 """
 
@@ -25,7 +25,7 @@ from finsy import p4values
 from finsy.p4schema import P4Schema
 from finsy.proto import p4r
 
-from supergw_controller import p4constants as pc
+from supergw_proto import p4constants as pc
 
 
 class Op(IntEnum):

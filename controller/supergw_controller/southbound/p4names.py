@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from finsy.proto import p4i
 
-from supergw_controller import p4constants as pc
+from supergw_proto import p4constants as pc
 from supergw_controller.config import ConfigError
 
 # p4constants prefix of an object kind -> P4Info repeated field holding that kind.

@@ -38,7 +38,7 @@ from sgwctl_topo import (
     switch_missing,
     wait_tcp,
 )
-from supergw_controller.bucket import bucket_of
+from supergw_proto.bucket import bucket_of
 
 TOKEN = "integration-test-token"
 
@@ -292,7 +292,7 @@ def make_setup(spec: TopologySpec, switch: Switch, tmp: Path) -> Iterator[Setup]
 
 
 def vmac_of(base: str, bucket: int) -> str:
-    from supergw_controller.bucket import vmac
+    from supergw_proto.bucket import vmac
 
     return vmac(base, bucket)
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 # simple_switch_grpc has no default CPU port: both switches get the pipeline's (defines.p4).
-from supergw_controller.p4constants import CPU_PORT
+from supergw_proto.p4constants import CPU_PORT
 
 # The committed P4Info, and `make p4`'s BMv2 JSON with the P4Info p4c wrote beside it.
 from topologies.configs import BMV2_BUILT_P4INFO, BMV2_JSON, P4INFO
@@ -154,7 +154,7 @@ class Topology:
 
     def _host_mac(self, i: int, used: set[int], k: int = 16) -> str:
         """A host MAC whose bucket (for K=k) no other host of this topology has."""
-        from supergw_controller.bucket import bucket_of
+        from supergw_proto.bucket import bucket_of
 
         for low in range(256):
             mac = f"02:00:{self.index:02x}:{i:02x}:00:{low:02x}"

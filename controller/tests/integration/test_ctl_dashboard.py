@@ -23,7 +23,7 @@ import pytest
 from dashboard_browser import Plot, chromium, dashboard_url, parse_events, parse_plots, run_chromium
 from sgwctl_harness import TOKEN, Controller, Heartbeats, Setup, StandInAgent, TopologySpec, agent_token
 from sgwctl_topo import REMOTE_IP, Endpoint
-from supergw_controller.bucket import bucket_of
+from supergw_proto.bucket import bucket_of
 
 K = 16
 TOPOLOGY = TopologySpec(tag="p", index=7, hosts=2, gateways=2)

@@ -16,7 +16,7 @@ import pytest
 
 from sgwctl_harness import Controller, Heartbeats, Setup, TopologySpec, neighbour_mac, owner, pings_seen_by, vmac_of
 from sgwctl_topo import REMOTE_IP, Endpoint
-from supergw_controller.bucket import bucket_of
+from supergw_proto.bucket import bucket_of
 
 VMAC_BASE = "02:5e:00:00:00:00"
 K = 16

@@ -26,7 +26,7 @@ from supergw_controller.ha.view import overlaps
 from sgwctl_harness import TOKEN, Heartbeats, Setup, TopologySpec, agent_token
 from sgwctl_topo import REMOTE_IP
 from topologies.configs import P4INFO
-from supergw_controller.bucket import bucket_of
+from supergw_proto.bucket import bucket_of
 from supergw_controller.etcd_store import EtcdIntentStore
 from supergw_controller.ha.term import election_id
 from supergw_controller.intent_store import FencedError

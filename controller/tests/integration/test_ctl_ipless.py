@@ -26,7 +26,7 @@ from finsy.proto import p4r, p4r_grpc
 from sgwctl_harness import Controller, Heartbeats, Setup, TopologySpec, neighbour_mac
 from sgwctl_topo import P4INFO, REMOTE_IP, Endpoint, Topology
 
-from supergw_controller import p4constants as pc
+from supergw_proto import p4constants as pc
 from supergw_controller.southbound import entities as ent
 
 IP_WAIT_S = 4.0

@@ -14,7 +14,7 @@ import time
 
 from sgwctl_harness import Controller, Heartbeats, Setup, TopologySpec
 from sgwctl_topo import REMOTE_IP, Endpoint
-from supergw_controller.bucket import bucket_of
+from supergw_proto.bucket import bucket_of
 
 K = 16
 TOPOLOGY = TopologySpec(tag="r", index=2, hosts=2, gateways=2)

@@ -21,8 +21,8 @@ from finsy.proto import p4i, p4r, p4r_grpc
 from google.protobuf import text_format
 
 from sgwctl_harness import Controller, Heartbeats, Setup, TopologySpec, neighbour_mac, owner, pings_seen_by, vmac_of
-from supergw_controller import p4constants as pc
-from supergw_controller.bucket import bucket_of
+from supergw_proto import p4constants as pc
+from supergw_proto.bucket import bucket_of
 
 TOFINO = Path(__file__).resolve().parents[3] / "p4src" / "tna" / "supergw.tofino-shape.p4info.txtpb"
 VMAC_BASE = "02:5e:00:00:00:00"

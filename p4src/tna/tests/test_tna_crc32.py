@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from supergw_controller.bucket import crc32
+from supergw_proto.bucket import crc32
 
 TNA = Path(__file__).resolve().parents[1]
 VECTORS = TNA.parent / "vectors" / "bucket-crc32.json"

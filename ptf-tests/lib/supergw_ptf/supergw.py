@@ -11,8 +11,8 @@ from pathlib import Path
 from finsy.proto import p4r
 from ptf import testutils
 from ptf.mask import Mask
-from supergw_controller import p4constants as c
-from supergw_controller.bucket import bucket_of, vmac
+from supergw_proto import p4constants as c
+from supergw_proto.bucket import bucket_of, vmac
 
 from . import packets as pk
 from .base_test import P4RuntimeTest

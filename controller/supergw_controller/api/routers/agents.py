@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Response, status
 
 from supergw_controller.api.deps import CoreDep, GatewayName
-from supergw_controller.reports import GatewayReport, Heartbeat
+from supergw_proto.reports import GatewayReport, Heartbeat
 
 router = APIRouter(prefix="/gateways", tags=["agents"])
 

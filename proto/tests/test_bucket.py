@@ -1,4 +1,4 @@
-"""supergw_controller.bucket against the BMv2-computed vectors in p4src/vectors/."""
+"""supergw_proto.bucket against the BMv2-computed vectors in p4src/vectors/."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from supergw_controller import bucket
-from supergw_controller.p4constants import MAX_BUCKETS
+from supergw_proto import bucket
+from supergw_proto.p4constants import MAX_BUCKETS
 
 VECTORS = Path(__file__).resolve().parents[2] / "p4src" / "vectors" / "bucket-crc32.json"
 

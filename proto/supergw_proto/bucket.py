@@ -7,17 +7,15 @@ gateway IP with ``vmac(bucket(mac)) = vmac_base | bucket``.
 `p4src/vectors/bucket-crc32.json` (computed by real BMv2) pins all of it; see
 docs/pipeline-contract.md for the definitions.
 
-MACs are accepted as ``"aa:bb:cc:dd:ee:ff"`` (case-insensitive) or as 6 raw bytes and
-returned as lower-case colon strings.
+MACs are as `supergw_proto.addresses` takes and gives them.
 """
 
 from __future__ import annotations
 
 import zlib
 
-from supergw_controller.p4constants import MAX_BUCKETS
-
-MacLike = str | bytes
+from supergw_proto.addresses import MacLike, int_to_mac, mac_to_bytes, mac_to_int, mac_to_str
+from supergw_proto.p4constants import MAX_BUCKETS
 
 _VMAC_BUCKET_BITS = 16
 _VMAC_BUCKET_MASK = (1 << _VMAC_BUCKET_BITS) - 1
@@ -26,38 +24,6 @@ _VMAC_BUCKET_MASK = (1 << _VMAC_BUCKET_BITS) - 1
 def crc32(data: bytes) -> int:
     """CRC-32/ISO-HDLC (IEEE 802.3: poly 0x04C11DB7 reflected, init and final xor 0xFFFFFFFF)."""
     return zlib.crc32(data)
-
-
-def mac_to_bytes(mac: MacLike) -> bytes:
-    """Six bytes in network order; raises ValueError for anything that is not a MAC."""
-    if isinstance(mac, bytes | bytearray):
-        if len(mac) != 6:
-            raise ValueError(f"a MAC has 6 bytes, got {len(mac)}")
-        return bytes(mac)
-    if not isinstance(mac, str):
-        raise TypeError(f"MAC must be str or bytes, not {type(mac).__name__}")
-    parts = mac.split(":")
-    if len(parts) != 6 or any(len(p) != 2 for p in parts):
-        raise ValueError(f"not a MAC address (want aa:bb:cc:dd:ee:ff): {mac!r}")
-    try:
-        return bytes(int(p, 16) for p in parts)
-    except ValueError:
-        raise ValueError(f"not a MAC address (bad hex digit): {mac!r}") from None
-
-
-def mac_to_str(mac: MacLike) -> str:
-    """Canonical lower-case ``aa:bb:cc:dd:ee:ff`` form."""
-    return ":".join(f"{b:02x}" for b in mac_to_bytes(mac))
-
-
-def mac_to_int(mac: MacLike) -> int:
-    return int.from_bytes(mac_to_bytes(mac), "big")
-
-
-def int_to_mac(value: int) -> str:
-    if not 0 <= value < 1 << 48:
-        raise ValueError(f"MAC value out of range: {value:#x}")
-    return mac_to_str(value.to_bytes(6, "big"))
 
 
 def check_k(k: int) -> int:
