@@ -31,7 +31,8 @@ from supergw_controller.failover import PortMonitor, watchdog
 from supergw_controller.gateways import GatewayRegistry, Transition
 from supergw_controller.heartbeat import HeartbeatReceiver
 from supergw_controller.intent_store import EventRecord, IntentStoreApi
-from supergw_controller.history import GatewayNow, History, HistoryView
+from supergw_controller.history import GatewayNow, History
+from supergw_proto.api import HistoryView
 from supergw_controller.learning import ARP_REQUEST, HostTable, arp_reply, parse_arp
 from supergw_controller.rebalancer import (
     BUDGETED_REASONS,
@@ -52,16 +53,8 @@ from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.entities import Op, Update
 from supergw_controller.southbound.reconcile import diff_entries
 from supergw_controller.southbound.session import Role, SwitchSession
-from supergw_controller.views import (
-    BucketView,
-    EventView,
-    GatewayView,
-    HostView,
-    MoveView,
-    OperatorAction,
-    RebalanceView,
-    StatusView,
-)
+from supergw_controller.views import OperatorAction
+from supergw_proto.api import BucketView, EventView, GatewayView, HostView, MoveView, RebalanceView, StatusView
 
 log = logging.getLogger(__name__)
 

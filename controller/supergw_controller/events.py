@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
-from supergw_controller.views import EventView
+from supergw_proto.api import EventView
 
 
 class EventRing:

@@ -15,9 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from supergw_controller.rebalancer import BucketRate
+from supergw_proto.api import GatewaySample, HistoryMarker, HistorySample, HistoryView, MarkerKind
 from supergw_proto.reports import GatewayReport
 
 DEFAULT_INTERVAL_S = 1.0
@@ -25,51 +24,6 @@ DEFAULT_INTERVAL_S = 1.0
 DEFAULT_CAPACITY = 3600
 # Gateway markers kept between two samples (a stalled sampler must not grow without bound).
 _MAX_PENDING = 1000
-
-MarkerKind = Literal["gateway_dead", "gateway_recovering", "moves"]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-
-class GatewaySample(_Frozen):
-    state: str = Field(description="alive | recovering | drained | dead (rebalancer.GatewayState)")
-    buckets: int = Field(description="buckets assigned to the gateway")
-    dispatch_pps: float = Field(description="packets/s the switch sent to it (bucket_counter of its buckets)")
-    dispatch_bps: float = Field(description="BYTES/s the switch sent to it (bucket_counter of its buckets)")
-    tunnel_in_bps: float | None = Field(
-        description="BYTES/s into its tunnels (ESP decrypted), from the agent's last two reports; "
-        "null without two reports or when the last one is stale"
-    )
-    tunnel_out_bps: float | None = Field(description="BYTES/s out of its tunnels (ESP sent); null as tunnel_in_bps")
-    cpu_percent: float | None = Field(
-        description="CPU busy from the agent's last report (100 = one core); null when stale or none yet"
-    )
-
-
-class HistoryMarker(_Frozen):
-    ts: float = Field(description="UNIX time of the event (for moves: of the first move in the interval)")
-    kind: MarkerKind
-    gateway: str | None = Field(description="the gateway for gateway_* markers; null for moves")
-    reason: str = Field(description="for moves the MoveReason (failover, rebalance, drain, ...); else the event reason")
-    count: int = Field(description="number of bucket moves (1 for gateway_* markers)")
-    detail: str = ""
-
-
-class HistorySample(_Frozen):
-    ts: float = Field(description="UNIX time the sample was taken")
-    gateways: dict[str, GatewaySample]
-    imbalance: float = Field(description="max/mean of the weighted gateway loads (1.0 = balanced)")
-    markers: list[HistoryMarker] = Field(description="gateway state changes and bucket moves since the previous sample")
-
-
-class HistoryView(_Frozen):
-    interval_s: float = Field(description="seconds between samples")
-    capacity: int = Field(description="samples kept; older ones are dropped")
-    truncated: bool = Field(description="true when more samples matched than `limit`: only the newest are returned")
-    samples: list[HistorySample] = Field(description="oldest first")
-
 
 @dataclass(frozen=True)
 class GatewayNow:

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from supergw_controller.views import BucketView, GatewayView, StatusView
+from supergw_proto.api import BucketView, GatewayView, StatusView
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

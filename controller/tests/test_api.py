@@ -25,16 +25,8 @@ from supergw_controller.rebalancer import (
     plan_rebalance,
 )
 from supergw_proto.reports import GatewayReport, Heartbeat
-from supergw_controller.views import (
-    BucketView,
-    EventView,
-    GatewayView,
-    HostView,
-    MoveView,
-    OperatorAction,
-    RebalanceView,
-    StatusView,
-)
+from supergw_controller.views import OperatorAction
+from supergw_proto.api import BucketView, EventView, GatewayView, HostView, MoveView, RebalanceView, StatusView
 
 TOKEN = "test-token-0123456789"
 READER_TOKEN = "reader-token-0123456789"

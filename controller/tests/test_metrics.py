@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 
 from supergw_controller.metrics import ControllerMetrics, Snapshot
-from supergw_controller.views import BucketView, GatewayView, StatusView
+from supergw_proto.api import BucketView, GatewayView, StatusView
 
 
 def status(**kw: object) -> StatusView:

@@ -8,17 +8,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from supergw_controller.history import HistoryView
+from supergw_proto.api import HistoryView
 from supergw_proto.reports import GatewayReport, Heartbeat
-from supergw_controller.views import (
-    BucketView,
-    EventView,
-    GatewayView,
-    HostView,
-    OperatorAction,
-    RebalanceView,
-    StatusView,
-)
+from supergw_controller.views import OperatorAction
+from supergw_proto.api import BucketView, EventView, GatewayView, HostView, RebalanceView, StatusView
 
 
 class Core(Protocol):

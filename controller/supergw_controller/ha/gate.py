@@ -13,17 +13,10 @@ from typing import Protocol
 from supergw_controller.api.core import Core
 from supergw_controller.errors import NotPrimary
 from supergw_controller.ha.view import HaView, leader_label
-from supergw_controller.history import HistoryView
+from supergw_proto.api import HistoryView
 from supergw_proto.reports import GatewayReport, Heartbeat
-from supergw_controller.views import (
-    BucketView,
-    EventView,
-    GatewayView,
-    HostView,
-    OperatorAction,
-    RebalanceView,
-    StatusView,
-)
+from supergw_controller.views import OperatorAction
+from supergw_proto.api import BucketView, EventView, GatewayView, HostView, RebalanceView, StatusView
 
 
 class NotLeader(NotPrimary):

@@ -4,8 +4,8 @@ from fastapi import APIRouter, HTTPException, status
 
 from supergw_controller.api.audit import audited
 from supergw_controller.api.deps import ApiState, BucketIndex, Caller, CoreDep, State
-from supergw_controller.api.schemas import GatewayRef
-from supergw_controller.views import BucketView
+from supergw_proto.api import GatewayRef
+from supergw_proto.api import BucketView
 
 router = APIRouter(prefix="/buckets", tags=["buckets"])
 

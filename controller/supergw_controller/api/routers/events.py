@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from supergw_controller.api.deps import CoreDep
-from supergw_controller.views import EventView
+from supergw_proto.api import EventView
 
 router = APIRouter(tags=["events"])
 

@@ -4,8 +4,8 @@ from fastapi import APIRouter
 
 from supergw_controller.api.audit import audited
 from supergw_controller.api.deps import Caller, CoreDep, GatewayName
-from supergw_controller.api.schemas import WeightBody
-from supergw_controller.views import GatewayView
+from supergw_proto.api import WeightBody
+from supergw_proto.api import GatewayView
 
 router = APIRouter(prefix="/gateways", tags=["gateways"])
 

@@ -5,7 +5,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from supergw_controller.api.deps import CoreDep
-from supergw_controller.history import DEFAULT_CAPACITY, HistoryView
+from supergw_controller.history import DEFAULT_CAPACITY
+from supergw_proto.api import HistoryView
 
 router = APIRouter(tags=["history"])
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from supergw_controller.api.deps import CoreDep
-from supergw_controller.views import HostView
+from supergw_proto.api import HostView
 
 router = APIRouter(tags=["hosts"])
 

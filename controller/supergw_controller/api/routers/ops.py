@@ -8,7 +8,7 @@ import dataclasses
 from fastapi import APIRouter, Response
 
 from supergw_controller.api.deps import State
-from supergw_controller.api.schemas import HaHealth, Health, ReplicaHealth
+from supergw_proto.api import HaHealth, Health, ReplicaHealth
 from supergw_controller.errors import CoreError
 from supergw_controller.ha.view import HaAware
 from supergw_controller.metrics import CONTENT_TYPE, Snapshot

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Query
 
 from supergw_controller.api.audit import audited
 from supergw_controller.api.deps import Caller, CoreDep
-from supergw_controller.views import RebalanceView
+from supergw_proto.api import RebalanceView
 
 router = APIRouter(tags=["rebalance"])
 

@@ -1,0 +1,212 @@
+"""The REST API's contract: request bodies and response models (the OpenAPI schemas).
+
+The controller serves them and every client (the typed client, benchmarks, tests, the
+operator CLI) reads them from here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from supergw_proto.reports import GatewayReport
+
+MarkerKind = Literal["gateway_dead", "gateway_recovering", "moves"]
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class GatewayView(_View):
+    name: str
+    port: int
+    mac: str
+    weight: float
+    state: str  # rebalancer.GatewayState value: alive | recovering | drained | dead
+    drained: bool  # operator intent (a drained gateway may also be dead)
+    alive: bool  # heartbeats current and port not down
+    port_up: bool | None  # None when no port monitor watches it
+    buckets: int  # buckets currently assigned to it
+    load: float  # cost of its buckets in the last rebalance round (rebalancer.bucket_cost units)
+    heartbeat_age_s: float | None  # None = never heard from
+    # False: its last report showed no installed CHILD SA, so it gets no traffic; None: not known yet
+    tunnel_up: bool | None = None
+    # False: its partner gateway at the partner site is down (pair beacons through the tunnel
+    # stopped, or the partner cannot carry traffic); None: its agent has no partner configured
+    partner_up: bool | None = None
+    unhealthy: str | None = None  # why it is dead although its agent talks (port, charon, tunnel, partner)
+    report_age_s: float | None
+    last_report: GatewayReport | None
+
+
+class BucketView(_View):
+    bucket: int
+    vmac: str
+    gateway: str | None  # None = unassigned (traffic to it is dropped BUCKET_UNASSIGNED)
+    pinned: str | None
+    packets: int  # bucket_counter totals as last read
+    bytes: int
+    pps: float  # rate over the last counter poll
+    bps: float  # BYTES per second
+
+
+class HostView(_View):
+    mac: str
+    port: int
+    ip: str | None
+    bucket: int
+    vmac: str
+    gateway: str | None
+    idle_s: float  # since the host was learned or last refreshed
+    # False while the host waits for an IPv4 source (forwarded, learned_sources not yet
+    # installed, see learning.ip_wait_s)
+    learned: bool = True
+
+
+class EventView(_View):
+    id: int | None
+    ts: float
+    kind: str  # "move" | "gateway" | "switch" | "operator"
+    bucket: int | None
+    src: str | None
+    dst: str | None
+    reason: str
+    detail: str
+    who: str | None = None  # operator token name (or agent:<gateway>) behind an operator action
+
+
+class MoveView(_View):
+    bucket: int
+    src: str | None
+    dst: str
+    reason: str
+
+
+class RebalanceView(_View):
+    dry_run: bool
+    applied: bool  # False for dry runs, and when the plan was empty
+    moves: list[MoveView]
+    load_before: dict[str, float]
+    load_after: dict[str, float]
+    ratio_before: float
+    ratio_after: float
+    warnings: list[str]
+
+
+class StatusView(_View):
+    role: str  # "primary" | "backup" | "disconnected"
+    connected: bool
+    switch_address: str
+    device_id: int
+    election_id: str  # "high:low"
+    pipeline_cookie: int | None
+    buckets: int  # K
+    gateway_ip: str
+    vmac_base: str
+    uptime_s: float
+    gateways_alive: int
+    gateways_total: int
+    buckets_unassigned: int
+    hosts: int
+    imbalance: float  # last measured max/mean
+    moves_total: dict[str, int]  # by MoveReason value
+    failovers_total: int
+    digests_total: int
+    packet_ins_total: int
+    p4rt_errors_total: int  # failed writes/reads since start
+    reconnects_total: int
+    reports_total: int
+    heartbeats_total: int
+    # UDP heartbeats refused, by reason (malformed, unknown_gateway, bad_mac, replayed, stale)
+    heartbeats_rejected: dict[str, int] = {}
+    # gateway ARP misses (GATEWAY_ARP_MISS) for an IP no learned host has: unanswered
+    arp_misses_unknown_total: int = 0
+
+
+# -- history (GET /history): one sample per second of what the core knew
+
+
+class GatewaySample(_View):
+    state: str = Field(description="alive | recovering | drained | dead (rebalancer.GatewayState)")
+    buckets: int = Field(description="buckets assigned to the gateway")
+    dispatch_pps: float = Field(description="packets/s the switch sent to it (bucket_counter of its buckets)")
+    dispatch_bps: float = Field(description="BYTES/s the switch sent to it (bucket_counter of its buckets)")
+    tunnel_in_bps: float | None = Field(
+        description="BYTES/s into its tunnels (ESP decrypted), from the agent's last two reports; "
+        "null without two reports or when the last one is stale"
+    )
+    tunnel_out_bps: float | None = Field(description="BYTES/s out of its tunnels (ESP sent); null as tunnel_in_bps")
+    cpu_percent: float | None = Field(
+        description="CPU busy from the agent's last report (100 = one core); null when stale or none yet"
+    )
+
+
+class HistoryMarker(_View):
+    ts: float = Field(description="UNIX time of the event (for moves: of the first move in the interval)")
+    kind: MarkerKind
+    gateway: str | None = Field(description="the gateway for gateway_* markers; null for moves")
+    reason: str = Field(description="for moves the MoveReason (failover, rebalance, drain, ...); else the event reason")
+    count: int = Field(description="number of bucket moves (1 for gateway_* markers)")
+    detail: str = ""
+
+
+class HistorySample(_View):
+    ts: float = Field(description="UNIX time the sample was taken")
+    gateways: dict[str, GatewaySample]
+    imbalance: float = Field(description="max/mean of the weighted gateway loads (1.0 = balanced)")
+    markers: list[HistoryMarker] = Field(description="gateway state changes and bucket moves since the previous sample")
+
+
+class HistoryView(_View):
+    interval_s: float = Field(description="seconds between samples")
+    capacity: int = Field(description="samples kept; older ones are dropped")
+    truncated: bool = Field(description="true when more samples matched than `limit`: only the newest are returned")
+    samples: list[HistorySample] = Field(description="oldest first")
+
+
+# -- request bodies and health
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WeightBody(_Body):
+    weight: float = Field(gt=0, le=1e6, allow_inf_nan=False, description="relative capacity, > 0 (use drain for 0)")
+
+
+class GatewayRef(_Body):
+    gateway: str = Field(min_length=1, max_length=64, description="gateway name from the config")
+
+
+class Health(BaseModel):
+    status: str
+    role: str | None = None
+    connected: bool | None = None
+    detail: str | None = None
+
+
+class HaWriteWindow(BaseModel):
+    term: int
+    writes: int
+    first_sent: float
+    last_answered: float
+
+
+class HaHealth(BaseModel):
+    replica: str
+    role: str  # "leader" | "backup"
+    term: int
+    election_id: str  # "none" on a backup
+    leader: str | None
+    leader_api: str | None
+    takeovers: int
+    writes: list[HaWriteWindow] = []  # switch writes accepted, per term this replica led
+
+
+class ReplicaHealth(Health):
+    """`/healthz` of a controller that runs as one of several replicas (`ha:` in the config)."""
+
+    ha: HaHealth
