@@ -151,7 +151,8 @@ class DefaultOnlyActionInEntryRejected(WriteErrorBase):
             (self.learned_entry("00:00:03:00:00:98", 1), LEARN),
             (self.host_ip_entry("10.0.0.60", "00:00:03:00:00:98"), PUNT_ARP_MISS),
         ):
-            self.assert_insert_rejected(dataclasses.replace(entry, action=P4TableAction(default_only)), rpc_code.PERMISSION_DENIED)
+            in_entry = dataclasses.replace(entry, action=P4TableAction(default_only))
+            self.assert_insert_rejected(in_entry, rpc_code.PERMISSION_DENIED)
 
 
 @group("p4runtime_errors")

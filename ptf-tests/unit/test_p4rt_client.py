@@ -13,7 +13,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from finsy import P4TableAction, P4TableEntry, P4TableMatch
+from finsy import P4DigestEntry, P4TableAction, P4TableEntry, P4TableMatch
 from finsy.p4schema import P4Schema
 from finsy.proto import p4d, p4r, p4r_grpc, rpc_code, rpc_status
 from google.protobuf import any_pb2
@@ -59,6 +59,11 @@ def test_unparsable_p4info_names_the_file(tmp_path: Path, name: str, data: bytes
         load_schema(path)
 
 
+def test_missing_p4info_names_the_file(tmp_path: Path) -> None:
+    with pytest.raises(OSError, match="nope.txtpb"):
+        load_schema(tmp_path / "nope.txtpb")
+
+
 def test_pipeline_cookie_follows_the_content() -> None:
     a, b, c = load_schema(P4INFO), load_schema(P4INFO), load_schema(P4INFO, b"{}")
     assert a.p4cookie == b.p4cookie != c.p4cookie
@@ -72,7 +77,8 @@ def test_pipeline_cookie_follows_the_content() -> None:
 class FakeSwitch(p4r_grpc.P4RuntimeServicer):
     """Just enough P4Runtime for the session's own behaviour: the highest election id is
     primary; a Write from anyone else is PERMISSION_DENIED; a Write of two or more updates
-    fails the second with ALREADY_EXISTS (UNKNOWN + p4.Error details); a packet-out comes
+    fails the second with ALREADY_EXISTS (UNKNOWN + p4.Error details), one that starts with
+    a DigestEntry fails UNKNOWN without details (a server off the spec); a packet-out comes
     back as a packet-in from its egress port; `stream_after_arbitration` is sent once a
     client has arbitrated; digest acks are recorded; the pipeline is kept."""
 
@@ -117,6 +123,8 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
     def Write(self, request: p4r.WriteRequest, context: grpc.ServicerContext) -> p4r.WriteResponse:  # noqa: N802
         if request.election_id.low != self.primary:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, "not primary")
+        if request.updates[0].entity.HasField("digest_entry"):
+            context.abort(grpc.StatusCode.UNKNOWN, "no details")  # against the spec: no p4.Error per update
         if len(request.updates) >= 2:
             status = rpc_status.Status(code=grpc.StatusCode.UNKNOWN.value[0])
             for i, _ in enumerate(request.updates):
@@ -195,6 +203,16 @@ def test_per_update_errors_are_decoded_in_order(switch: tuple[FakeSwitch, str], 
     assert "[1] ALREADY_EXISTS: entry exists" in str(err)
 
 
+def test_unknown_without_details_is_raised_as_the_grpc_error(switch: tuple[FakeSwitch, str], schema: P4Schema) -> None:
+    _, addr = switch
+    with P4RuntimeSession(addr, DEVICE, 10, schema) as session:
+        session.become_primary()
+        with pytest.raises(grpc.RpcError) as failed:
+            session.write(session.updates(INSERT, [P4DigestEntry(p4c.DIGEST_LEARN_DIGEST, max_list_size=1)]))
+    assert not isinstance(failed.value, P4RuntimeWriteError)
+    assert failed.value.code() == grpc.StatusCode.UNKNOWN
+
+
 def test_packet_out_and_in_by_metadata_name(switch: tuple[FakeSwitch, str], schema: P4Schema) -> None:
     _, addr = switch
     with P4RuntimeSession(addr, DEVICE, 10, schema) as session:
@@ -202,7 +220,8 @@ def test_packet_out_and_in_by_metadata_name(switch: tuple[FakeSwitch, str], sche
         session.packet_out(b"frame", **{p4c.CTRL_HDR_PACKET_OUT_EGRESS_PORT: 3})
         got = session.packet_in(timeout=5)
         assert got is not None
-        assert (got.payload, got.metadata) == (b"frame", {p4c.CTRL_HDR_PACKET_IN_INGRESS_PORT: 3, p4c.CTRL_HDR_PACKET_IN_REASON: 1})
+        assert got.payload == b"frame"
+        assert got.metadata == {p4c.CTRL_HDR_PACKET_IN_INGRESS_PORT: 3, p4c.CTRL_HDR_PACKET_IN_REASON: 1}
         assert session.packet_in(timeout=0.2) is None
         with pytest.raises(ValueError, match="missing parameter 'egress_port'"):
             session.packet_out(b"frame")
@@ -227,6 +246,25 @@ def test_digest_is_decoded_by_member_name_and_acked(switch: tuple[FakeSwitch, st
         while not fake.acks and time.monotonic() < deadline:
             time.sleep(0.01)
     assert [(a.digest_id, a.list_id) for a in fake.acks] == [(digest.digest.digest_id, 42)]
+
+
+def test_idle_timeout_notification_is_decoded(switch: tuple[FakeSwitch, str], schema: P4Schema) -> None:
+    fake, addr = switch
+    learned = P4TableEntry(
+        p4c.TABLE_LEARNED_SOURCES,
+        match=P4TableMatch({p4c.MATCH_LEARNED_SOURCES_SRC_MAC: "00:00:03:00:dd:08", p4c.MATCH_LEARNED_SOURCES_PORT: 1}),
+        action=P4TableAction(p4c.ACTION_MARK_KNOWN),
+    )
+    note = p4r.StreamMessageResponse()
+    note.idle_timeout_notification.table_entry.append(learned.encode(schema).table_entry)
+    fake.stream_after_arbitration = [note]
+    with P4RuntimeSession(addr, DEVICE, 10, schema) as session:
+        session.become_primary()
+        got = session.idle_timeout_notification(timeout=5)
+    assert got is not None
+    assert [(e.table_id, e[p4c.MATCH_LEARNED_SOURCES_SRC_MAC]) for e in got.table_entry] == [
+        (schema.tables[p4c.TABLE_LEARNED_SOURCES].alias, 0x0000_0300_DD08)
+    ]
 
 
 def test_ensure_pipeline_pushes_only_a_new_cookie(switch: tuple[FakeSwitch, str], schema: P4Schema) -> None:

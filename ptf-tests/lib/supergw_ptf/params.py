@@ -9,6 +9,8 @@ from ptf import testutils
 from pydantic import Field
 from supergw_proto.strict import StrictModel
 
+Target = Literal["ebpf", "bmv2"]
+
 
 class TestParams(StrictModel):
     """What run.sh passes with --test-params."""
@@ -17,7 +19,7 @@ class TestParams(StrictModel):
     p4info: Path
     device_id: int = Field(ge=0)
     cpu_port: int = Field(ge=0)
-    target: Literal["ebpf", "bmv2"]
+    target: Target
     device_config: Path | None = None
     ports_file: Path | None = None
 

@@ -18,6 +18,7 @@ from supergw_proto.bucket import bucket_of, vmac
 
 from . import packets as pk
 from .base_test import CounterValue, P4RuntimeTest
+from .params import Target
 from .portmap import DEFAULT_PORTS_FILE, PortMap, load
 
 LOG = logging.getLogger("supergw_ptf")
@@ -26,7 +27,10 @@ LOG = logging.getLogger("supergw_ptf")
 # schema's P4Runtime version is below 1.5, and as the bytes field `port` from 1.5 on. The
 # eBPF target is tested with `port` (P4Runtime 1.4 added it); PI as shipped with BMv2 only
 # knows `egress_port`.
-REPLICA_PORT_FIELD = {"ebpf": P4RuntimeVersion(1, 5, 0, ""), "bmv2": P4RuntimeVersion(1, 3, 0, "")}
+REPLICA_PORT_FIELD: dict[Target, P4RuntimeVersion] = {
+    "ebpf": P4RuntimeVersion(1, 5, 0, ""),
+    "bmv2": P4RuntimeVersion(1, 3, 0, ""),
+}
 
 # P4 object names (full names, as finsy resolves them).
 PORT_ROLES = c.TABLE_PORT_ROLES
@@ -119,7 +123,7 @@ class SupergwTest(P4RuntimeTest):
         self.drain_stream()
 
     @property
-    def target(self) -> str:
+    def target(self) -> Target:
         return self.params.target
 
     # ---- entries: finsy's, by the generated names
@@ -152,7 +156,8 @@ class SupergwTest(P4RuntimeTest):
         match = P4TableMatch({c.MATCH_MAC_TABLE_DST_MAC: mac})
         if port is None:
             return P4TableEntry(MAC_TABLE, match=match)
-        params = {c.PARAM_SET_OUTPUT_PORT_PORT: port, c.PARAM_SET_OUTPUT_PORT_ROLE: self.port_role(port) if role is None else role}
+        role = int(self.port_role(port)) if role is None else role
+        params = {c.PARAM_SET_OUTPUT_PORT_PORT: port, c.PARAM_SET_OUTPUT_PORT_ROLE: role}
         return P4TableEntry(MAC_TABLE, match=match, action=P4TableAction(SET_OUTPUT_PORT, **params))
 
     def port_role(self, port: int) -> c.PortRole:
