@@ -17,7 +17,8 @@ P4_INPUTS  := $(wildcard p4src/common/*.p4 p4src/v1model/*.p4 p4src/v1model/incl
 # source build install into /usr or /usr/local, already on PATH.
 export PATH := $(if $(wildcard /opt/p4tools/bin),/opt/p4tools/bin:)$(PATH)
 
-.PHONY: help deps p4 constants switch hostsim run mininet stop test unit ptf integration bench format clean
+.PHONY: help deps p4 constants switch hostsim run mininet stop test unit ptf integration bench format clean \
+        package package-lock deploy-test
 
 help:
 	@echo "make run          boot the whole emulated system (switch, controller, gateways; SWITCH=bmv2 on BMv2)"
@@ -31,6 +32,9 @@ help:
 	@echo "make p4           compile p4src with p4c and diff the committed P4Info (skips without p4c)"
 	@echo "make constants    regenerate constants from the P4Info and p4src/common/defines.p4"
 	@echo "make bench        run the benchmarks, results in bench/results/"
+	@echo "make package      Debian packages (switch, gateway, controller, proto) and wheels -> build/packages/"
+	@echo "make package-lock resolve packaging/locks/*.txt again (the pinned Python closure of each package)"
+	@echo "make deploy-test  install the packages with apt into fresh Debian 12 containers and run the site (slow)"
 	@echo "make format       format Go, C and Python sources"
 
 deps:
@@ -109,6 +113,13 @@ integration: deps switch hostsim
 
 bench: deps switch hostsim
 	@$(PY) -m bench
+
+# Debian packages and wheels (packaging/README.md): build/packages/*.deb, build/packages/wheels/.
+package: deps
+	@PYTHONPATH=packaging $(PY) -m sgwpkg build
+
+package-lock: deps
+	@PYTHONPATH=packaging $(PY) -m sgwpkg lock
 
 format:
 	@gofmt -w targets/ebpf topologies/hostsim
