@@ -121,6 +121,13 @@ package: deps
 package-lock: deps
 	@PYTHONPATH=packaging $(PY) -m sgwpkg lock
 
+# The packages installed with apt into fresh Debian 12 machines (systemd-nspawn), started by
+# their units, and the site of docs/deploy-linux.md checked step by step (packaging/README.md).
+deploy-test: package
+	@mkdir -p $(RESULTS)
+	@echo "== deploy-test: make package's .debs on fresh Debian 12 machines (several minutes)"
+	@PYTHONPATH=packaging $(PY) -m pytest -q -s --junitxml=$(RESULTS)/deploy.xml packaging/deploy_tests
+
 format:
 	@gofmt -w targets/ebpf topologies/hostsim
 	@clang-format -i targets/ebpf/bpf/*.[ch] 2>/dev/null || true

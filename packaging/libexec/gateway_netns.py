@@ -16,6 +16,7 @@ the unit runs it with full privileges (ExecStartPre=+, ExecStopPost=+).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -68,7 +69,11 @@ def attach(name: str) -> int:
             print(f"supergw-gateway@{name}: using the existing network namespace {ns}")
         return 0
     STATE_DIR.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["ip", "netns", "attach", ns, "1"], check=True)
+    # Our own stack (this unit has no NetworkNamespace): naming PID 1's would need CAP_SYS_PTRACE.
+    done = subprocess.run(["ip", "netns", "attach", ns, str(os.getpid())], capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"supergw-gateway@{name}: ip netns attach {ns} failed: {done.stderr.strip()}", file=sys.stderr)
+        return 1
     marker(name).touch()
     print(f"supergw-gateway@{name}: the host's network stack is namespace {ns} (ip netns attach)")
     return 0
