@@ -12,6 +12,7 @@ Debian mirror are needed; `SGW_DEPLOY_KEEP=1` leaves the machines running afterw
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -23,6 +24,7 @@ import pytest
 from sgwdeploy import image, lab, packages
 from sgwdeploy.host import say, stage, wait_for
 from sgwdeploy.lab import GATEWAYS, PEERS, Site
+from sgwdeploy.machine import Machine
 
 REPO = packages.REPO
 CACHE = REPO / "build/deploy-test"
@@ -89,6 +91,15 @@ def caps(site: Site, box: str, unit: str) -> tuple[int, str]:
     return eff, user
 
 
+def answers(site: Site, host: str, dest: str) -> str | None:
+    return None if site.ping_count(host, dest, 1).received == 1 else "no reply"
+
+
+def inactive(m: Machine, unit: str) -> str | None:
+    state = m.run(["systemctl", "is-active", unit], check=False).stdout.strip()
+    return None if state == "inactive" else f"{unit} is {state}"
+
+
 CAP = {"CAP_NET_ADMIN": 12, "CAP_NET_RAW": 13, "CAP_NET_BIND_SERVICE": 10, "CAP_SYS_ADMIN": 21,
        "CAP_PERFMON": 38, "CAP_BPF": 39}
 
@@ -136,7 +147,7 @@ def test_units_start(site: Site) -> None:
         units[peer] = [f"supergw-gateway@{peer}.service"]
     for box, names in units.items():
         for unit in names:
-            wait_for(f"{unit} on {box} active", lambda b=box, u=unit: site.unit_active(b, u), 30)
+            wait_for(f"{unit} on {box} active", functools.partial(site.unit_active, box, unit), 30)
             assert site.machines[box].run(["systemctl", "is-enabled", unit]).stdout.strip() == "enabled"
     # Hardening in effect: each main process holds only its unit's capabilities.
     eff, user = caps(site, "sw", "supergw-switch.service")
@@ -177,8 +188,7 @@ def test_lan_host_pings_remote_site(site: Site) -> None:
     """Guide: "Checklist" — a LAN host reaches the remote site through the super gateway."""
     for host, (raddr, _via) in zip(lab.LAN_HOSTS, lab.REMOTE_HOSTS.values()):
         dest = raddr.split("/")[0]
-        wait_for(f"{host} pings {dest}",
-                 lambda h=host, d=dest: None if site.ping_count(h, d, 1).received == 1 else "no reply", 30)
+        wait_for(f"{host} pings {dest}", functools.partial(answers, site, host, dest), 30)
         r = site.ping_count(host, dest, 10)
         assert r.lost == 0, r.output
     # The echo requests entered the remote site through the tunnels: the peers' CHILD SAs count them.
@@ -249,9 +259,7 @@ def test_stop_cleans_up(site: Site) -> None:
     charon = m.run(["cat", f"/run/sgw-gw/{gw}/charon.pid"]).stdout.strip()
     m.run(["systemctl", "stop", f"supergw-gateway@{gw}.service"])
     for unit in (f"supergw-gateway-agent@{gw}.service", f"supergw-gateway-netns@{gw}.service"):
-        wait_for(f"{unit} stops with the gateway",
-                 lambda u=unit: None if m.run(["systemctl", "is-active", u], check=False).stdout.strip() == "inactive"
-                 else "still active", 15)
+        wait_for(f"{unit} stops with the gateway", functools.partial(inactive, m, unit), 15)
     assert m.run(["test", "-e", f"/proc/{charon}"], check=False).returncode != 0, "charon still runs"
     assert m.run(["test", "-e", f"/run/netns/sgw-gw-{gw}"], check=False).returncode != 0, "the namespace name stayed"
     site.wait_alive([g for g in GATEWAYS if g != gw])

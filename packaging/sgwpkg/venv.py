@@ -40,7 +40,7 @@ def create(tree: Path, prefix: PurePosixPath) -> Path:
 
 
 def install(pip: Path, venv: Path, lock: Path, wheelhouse: Path, own_wheels: list[Path], env: dict[str, str]) -> None:
-    common = ["--disable-pip-version-check", "--quiet", "--python", venv / "bin/python", "install", "--no-index",
+    common: list[str | Path] = ["--disable-pip-version-check", "--quiet", "--python", venv / "bin/python", "install", "--no-index",
               "--no-compile", "--no-deps", "--no-warn-script-location"]
     if read_lock(lock):
         run([pip, *common, "--find-links", wheelhouse, "--require-hashes", "-r", lock], env=env,
