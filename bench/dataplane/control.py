@@ -22,6 +22,7 @@ import grpc
 from finsy.proto import p4r
 from supergw_proto import p4constants as p4c
 from supergw_proto.addresses import mac_to_int
+from bench.dataplane.frames import BUCKET_HASH
 from supergw_p4rt import (
     INSERT,
     MODIFY,
@@ -65,6 +66,7 @@ def setup_updates(entities: EntityBuilder, spec: Spec) -> list[p4r.Update]:
             p4c.PARAM_SET_DISPATCH_CONFIG_GATEWAY_IP: int(ipaddress.IPv4Address(spec.gateway_ip)),
             p4c.PARAM_SET_DISPATCH_CONFIG_VMAC_BASE: mac_to_int(spec.vmac_base),
             p4c.PARAM_SET_DISPATCH_CONFIG_BUCKET_MASK: spec.buckets - 1,
+            p4c.PARAM_SET_DISPATCH_CONFIG_BUCKET_HASH: int(BUCKET_HASH),
         }, default=True)),
         update(INSERT, _role(entities, spec.host_port, spec.role_host)),
     ]
