@@ -43,37 +43,33 @@ func loadVectors(t *testing.T, path string) []vector {
 	return f.Vectors
 }
 
+// TestVectors checks each hash against its BMv2 vector file: the 16 hashed bits (the
+// CRC-32 file records the whole CRC) and the buckets for K = 64, 256 and 4096.
 func TestVectors(t *testing.T) {
-	for _, v := range loadVectors(t, vectorsPath) {
-		hw, err := net.ParseMAC(v.MAC)
-		if err != nil {
-			t.Fatalf("vector mac %q: %v", v.MAC, err)
-		}
-		mac := [6]byte(hw)
-		if got := CRC32(mac[:]); got != v.CRC32 {
-			t.Errorf("crc32(%s) = %d, want %d", v.MAC, got, v.CRC32)
-		}
-		for k, want := range map[int]uint16{64: v.BucketK64, 256: v.BucketK256, 4096: v.BucketK4096} {
-			if got, err := Of(mac, k, c.BucketHashCRC32); err != nil || got != want {
-				t.Errorf("Of(%s, %d, CRC32) = %d, %v; want %d", v.MAC, k, got, err, want)
+	for _, file := range []struct {
+		path string
+		hash c.BucketHash
+	}{{vectorsPath, c.BucketHashCRC32}, {identityVectorsPath, c.BucketHashIdentity}} {
+		for _, v := range loadVectors(t, file.path) {
+			hw, err := net.ParseMAC(v.MAC)
+			if err != nil {
+				t.Fatalf("vector mac %q: %v", v.MAC, err)
 			}
-		}
-	}
-}
-
-func TestIdentityVectors(t *testing.T) {
-	for _, v := range loadVectors(t, identityVectorsPath) {
-		hw, err := net.ParseMAC(v.MAC)
-		if err != nil {
-			t.Fatalf("vector mac %q: %v", v.MAC, err)
-		}
-		mac := [6]byte(hw)
-		if got, err := Hash16(mac, c.BucketHashIdentity); err != nil || got != v.Low16 {
-			t.Errorf("Hash16(%s, IDENTITY) = %d, %v; want %d", v.MAC, got, err, v.Low16)
-		}
-		for k, want := range map[int]uint16{64: v.BucketK64, 256: v.BucketK256, 4096: v.BucketK4096} {
-			if got, err := Of(mac, k, c.BucketHashIdentity); err != nil || got != want {
-				t.Errorf("Of(%s, %d, IDENTITY) = %d, %v; want %d", v.MAC, k, got, err, want)
+			mac := [6]byte(hw)
+			want16 := v.Low16
+			if file.hash == c.BucketHashCRC32 {
+				want16 = uint16(v.CRC32)
+				if got := CRC32(mac[:]); got != v.CRC32 {
+					t.Errorf("crc32(%s) = %d, want %d", v.MAC, got, v.CRC32)
+				}
+			}
+			if got, err := Hash16(mac, file.hash); err != nil || got != want16 {
+				t.Errorf("Hash16(%s, %v) = %d, %v; want %d", v.MAC, file.hash, got, err, want16)
+			}
+			for k, want := range map[int]uint16{64: v.BucketK64, 256: v.BucketK256, 4096: v.BucketK4096} {
+				if got, err := Of(mac, k, file.hash); err != nil || got != want {
+					t.Errorf("Of(%s, %d, %v) = %d, %v; want %d", v.MAC, k, file.hash, got, err, want)
+				}
 			}
 		}
 	}
