@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -22,10 +23,26 @@ class Knob:
     target: str
     why: str  # the paper section / reason this knob is in the profile
     scope: str  # "namespace <ns>", "device <dev>", "host", "uml guest <name>"
+    group: str = ""  # its group (tuning/groups.py); "" in records written before groups existed
 
     @property
     def key(self) -> str:
         return f"{self.kind}:" + ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
+
+    @property
+    def where(self) -> str:
+        """Which kernel holds it: "here" (the gateway's), "outer" (the namespace around a UML
+        guest), "host" (the machine), or a reason it has no place ("nowhere", "undeclared")."""
+        return self.params.get("where", "here")
+
+    @classmethod
+    def from_entry(cls, e: Mapping[str, object]) -> Knob:
+        """A knob from a record entry (the fields of `asdict(knob)`, plus the entry's own)."""
+        params = e["params"]
+        if not isinstance(params, dict) or e["kind"] not in HANDLERS:
+            raise ValueError(f"not a knob: {dict(e)!r}")
+        return cls(str(e["kind"]), {str(k): str(v) for k, v in params.items()}, str(e["target"]),
+                   str(e["why"]), str(e["scope"]), str(e.get("group", "")))
 
 
 @dataclass(frozen=True)
@@ -210,5 +227,5 @@ def equal(kind: str, a: str | None, b: str | None) -> bool:
 class KnobSet:
     knobs: list[Knob] = field(default_factory=list)
 
-    def add(self, kind: str, target: str, why: str, scope: str, **params: str) -> None:
-        self.knobs.append(Knob(kind, dict(params), target, why, scope))
+    def add(self, group: str, kind: str, target: str, why: str, scope: str, **params: str) -> None:
+        self.knobs.append(Knob(kind, dict(params), target, why, scope, group))
