@@ -128,7 +128,7 @@ def test_host_wide_knobs_are_held_by_reference(gw_dict: dict[str, Any], tmp_path
     assert lifecycle.summary(gw1.cfg).applied == 4  # type: ignore[union-attr]
     gw2.tuning().up()
     assert sorted(lifecycle.health(gw2.cfg)["host_wide_held"]) == sorted(  # type: ignore[arg-type]
-        Knob("sysctl", {"key": k, "where": "host"}, "", "", "").key
+        Knob("sysctl", {"key": k, "where": "host", "floor": "1"}, "", "", "").key
         for k in ("net.core.rmem_default", "net.core.rmem_max", "net.core.wmem_max"))
     shared = gw1.tuning().down()
     assert {i.status for i in shared if i.knob.where == "host"} == {"shared"}
@@ -136,6 +136,19 @@ def test_host_wide_knobs_are_held_by_reference(gw_dict: dict[str, Any], tmp_path
     gw2.tuning().down()
     assert host.state() == original
     assert not record.exists()
+
+
+def test_floors_never_shrink_what_the_machine_has(gw_dict: dict[str, Any], tmp_path: Path, host: MemKernel) -> None:
+    host.sysctl["net.core.rmem_max"] = "16777216"
+    rig = Rig(_cfg(gw_dict, tmp_path, enabled=True, knobs=["esp_socket"], host_wide=True), host, tmp_path / "h.json")
+    rig.ns.sysctl["net.ipv4.udp_rmem_min"] = "65536"
+    by = {i.knob.params["key"]: i for i in rig.tuning().up()}
+    assert by["net.core.rmem_max"].status == "ok" and host.sysctl["net.core.rmem_max"] == "16777216"
+    assert by["net.ipv4.udp_rmem_min"].status == "ok" and rig.ns.sysctl["net.ipv4.udp_rmem_min"] == "65536"
+    assert "at least '4194304'" in by["net.core.rmem_max"].line()
+    assert by["net.core.rmem_default"].status == "applied"
+    rig.tuning().down()
+    assert host.sysctl["net.core.rmem_default"] == "212992"
 
 
 def test_host_wide_knob_held_at_another_value_is_refused(tmp_path: Path, host: MemKernel) -> None:

@@ -199,3 +199,19 @@ def test_corrupt_record_is_a_clear_error(tmp_path: Path, text: str) -> None:
     with pytest.raises(GatewayError, match="is corrupt"):
         tplan.revert(lambda w: MemKernel(), state)
     assert state.read_text() == text, "a corrupt record is left for the operator, never overwritten"
+
+
+def test_outer_veth_mtu_is_refused_when_the_guest_nic_cannot_follow(tmp_path: Path) -> None:
+    guest, outer = MemKernel(where="uml guest g", max_mtu=1500), MemKernel(where="netns ns-g")
+    kernels = {"here": guest, "outer": outer}
+    knobs = build(_gateway_input(groups=("mtu",), whole_kernel=True, where="uml guest g", outer="netns ns-g",
+                                 path_mtu={"eth0": 9000})).knobs
+    items = tplan.reconcile(knobs, lambda w: kernels[w], tmp_path / "t.json", "g", "gateway")
+    by = {i.knob.where: i for i in items if i.knob.kind == "mtu"}
+    assert by["here"].status == "unsupported" and "max MTU is 1500" in by["here"].reason
+    assert by["outer"].status == "unsupported" and "max MTU is 1500" in by["outer"].reason
+    assert outer.mtu["eth0"] == "1500" and outer.writes == 0
+    guest2 = MemKernel(where="uml guest g")
+    items = tplan.reconcile(knobs, lambda w: {"here": guest2, "outer": outer}[w], tmp_path / "u.json", "g", "gateway")
+    assert {i.status for i in items if i.knob.kind == "mtu"} == {"applied"}
+    assert (outer.mtu["eth0"], guest2.mtu["eth0"]) == ("9000", "9000")

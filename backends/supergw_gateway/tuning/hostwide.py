@@ -79,7 +79,7 @@ class HostKnobs:
                 if e is not None and e["target"] != k.target:
                     out.append(Item(k, "failed", r.value, f"held at {e['target']!r} by {', '.join(_holders(e))}"))
                     continue
-                if e is None and equal(k.kind, r.value, k.target):
+                if e is None and k.satisfied(r.value):
                     out.append(Item(k, "ok", r.value))  # not ours: nothing to restore later
                     continue
                 if e is None:
@@ -87,7 +87,7 @@ class HostKnobs:
                 if holder not in _holders(e):
                     e["holders"] = [*_holders(e), holder]
                 self._save(entries)
-                if equal(k.kind, r.value, k.target):
+                if k.satisfied(r.value):
                     out.append(Item(k, "ok", r.value))
                     continue
                 err = h.write(self.host, k.params, k.target)

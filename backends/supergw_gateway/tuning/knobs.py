@@ -35,6 +35,13 @@ class Knob:
         guest), "host" (the machine), or a reason it has no place ("nowhere", "undeclared")."""
         return self.params.get("where", "here")
 
+    def satisfied(self, value: str | None) -> bool:
+        """Whether `value` already meets the target: equal, or for a floor (a buffer size or a
+        queue length, `floor=1`) at least as large: the profile never shrinks what a machine has."""
+        if value is not None and self.params.get("floor") == "1" and value.isdigit() and self.target.isdigit():
+            return int(value) >= int(self.target)
+        return equal(self.kind, value, self.target)
+
     @classmethod
     def from_entry(cls, e: Mapping[str, object]) -> Knob:
         """A knob from a record entry (the fields of `asdict(knob)`, plus the entry's own)."""

@@ -37,7 +37,8 @@ class Item:
     @property
     def what(self) -> str:
         k = self.knob
-        return f"{k.kind} {' '.join(f'{a}={b}' for a, b in sorted(k.params.items()) if a not in ('where', 'want'))}"
+        params = " ".join(f"{a}={b}" for a, b in sorted(k.params.items()) if a not in ("where", "want", "floor", "follows"))
+        return f"{k.kind} {params}".strip()
 
     def line(self) -> str:
         k = self.knob
@@ -46,7 +47,7 @@ class Item:
         elif self.status == "restored":
             detail = f"back to {self.current!r}"
         elif self.status == "ok":
-            detail = f"already {k.target!r}"
+            detail = f"already {self.current!r}" + (f" (at least {k.target!r})" if k.params.get("floor") else "")
         else:
             detail = self.reason
         return f"[{self.status:>11}] {k.scope}: {self.what}: {detail}  ({k.why})"
@@ -76,11 +77,29 @@ def plan(knobs: Iterable[Knob], ex_for: ExecutorFor) -> list[Item]:
         cur, reason = _read(k, ex_for)
         if cur is None:
             items.append(Item(k, "unsupported", None, reason))
-        elif equal(k.kind, cur, k.target):
+        elif k.satisfied(cur):
             items.append(Item(k, "ok", cur))
         else:
             items.append(Item(k, "change", cur))
-    return items
+    return _refuse_orphans(items)
+
+
+def _refuse_orphans(items: list[Item]) -> list[Item]:
+    """A knob that only serves another (`follows`: the veth under a UML guest's NIC serves
+    the NIC's MTU) is refused when that other one is refused: it would change for nothing."""
+    by_key = {i.knob.key: i for i in items}
+    out = []
+    for i in items:
+        k = i.knob
+        if "follows" in k.params and i.status == "change":
+            params = {a: b for a, b in k.params.items() if a != "follows"} | {"where": k.params["follows"]}
+            served = by_key.get(Knob(k.kind, params, k.target, k.why, k.scope).key)
+            if served is None or served.status == "unsupported":
+                why = served.reason if served is not None else "it is not in the profile"
+                i = Item(k, "unsupported", i.current, f"serves the same knob in {k.params['follows']!r}, which "
+                                                      f"cannot be set: {why}")
+        out.append(i)
+    return out
 
 
 @dataclass

@@ -71,12 +71,13 @@ def build(inp: ProfileInput) -> KnobSet:
     ks = KnobSet()
     want = set(inp.groups)
 
-    def sysctl(group: Group, key: str, value: str, why: str) -> None:
+    def sysctl(group: Group, key: str, value: str, why: str, floor: bool = False) -> None:
+        extra = {"floor": "1"} if floor else {}
         if key in HOST_WIDE and not inp.whole_kernel:
             ks.add(group, "sysctl", value, why, "host" if inp.host_wide else inp.where,
-                   key=key, where="host" if inp.host_wide else "nowhere")
+                   key=key, where="host" if inp.host_wide else "nowhere", **extra)
         else:
-            ks.add(group, "sysctl", value, why, inp.where, key=key, where="here")
+            ks.add(group, "sysctl", value, why, inp.where, key=key, where="here", **extra)
 
     def device_mtu(dev: str, undeclared: bool) -> None:
         scope = f"device {dev} in {inp.where}"
@@ -88,7 +89,7 @@ def build(inp: ProfileInput) -> KnobSet:
         mtu = str(inp.path_mtu[dev])
         if inp.outer is not None:  # first the veth under the guest's NIC, so no frame is dropped
             ks.add("mtu", "mtu", mtu, "§5.3 jumbo frames: the veth carrying the UML guest's NIC",
-                   f"device {dev} in {inp.outer}", dev=dev, want=mtu, where="outer")
+                   f"device {dev} in {inp.outer}", dev=dev, want=mtu, where="outer", follows="here")
         ks.add("mtu", "mtu", mtu, "§5.3 jumbo frames where the path allows", scope, dev=dev, want=mtu, where="here")
 
     if inp.role == "endpoint":
@@ -97,8 +98,8 @@ def build(inp: ProfileInput) -> KnobSet:
                 sysctl("tcp", key, TCP_BUF, "§5.1 socket buffers")
             for key in ("net.ipv4.tcp_window_scaling", "net.ipv4.tcp_timestamps", "net.ipv4.tcp_sack"):
                 sysctl("tcp", key, "1", "§5.1 TCP extensions")
-            sysctl("tcp", "net.core.rmem_max", CORE_BUF_MAX, "§5.1 socket buffer ceiling")
-            sysctl("tcp", "net.core.wmem_max", CORE_BUF_MAX, "§5.1 socket buffer ceiling")
+            sysctl("tcp", "net.core.rmem_max", CORE_BUF_MAX, "§5.1 socket buffer ceiling", floor=True)
+            sysctl("tcp", "net.core.wmem_max", CORE_BUF_MAX, "§5.1 socket buffer ceiling", floor=True)
         if "mtu" in want:
             for dev in inp.path_mtu:
                 device_mtu(dev, undeclared=False)
@@ -106,13 +107,13 @@ def build(inp: ProfileInput) -> KnobSet:
 
     if "esp_socket" in want:
         why = "UDP-encapsulated ESP socket buffer"
-        sysctl("esp_socket", "net.core.rmem_default", UDP_RMEM_DEFAULT, why)
-        sysctl("esp_socket", "net.core.rmem_max", CORE_BUF_MAX, why)
-        sysctl("esp_socket", "net.core.wmem_max", CORE_BUF_MAX, why)
-        sysctl("esp_socket", "net.ipv4.udp_rmem_min", "16384", why)
+        sysctl("esp_socket", "net.core.rmem_default", UDP_RMEM_DEFAULT, why, floor=True)
+        sysctl("esp_socket", "net.core.rmem_max", CORE_BUF_MAX, why, floor=True)
+        sysctl("esp_socket", "net.core.wmem_max", CORE_BUF_MAX, why, floor=True)
+        sysctl("esp_socket", "net.ipv4.udp_rmem_min", "16384", why, floor=True)
     if "softirq" in want:
-        sysctl("softirq", "net.core.netdev_max_backlog", BACKLOG, "§4/§5.2 softirq backlog")
-        sysctl("softirq", "net.core.netdev_budget", NETDEV_BUDGET, "§5.2 NAPI poll budget")
+        sysctl("softirq", "net.core.netdev_max_backlog", BACKLOG, "§4/§5.2 softirq backlog", floor=True)
+        sysctl("softirq", "net.core.netdev_budget", NETDEV_BUDGET, "§5.2 NAPI poll budget", floor=True)
     if "mtu" in want:
         ks.add("mtu", "mss-clamp", str(mss_for(inp)), "§5/§5.3 MSS clamped to the tunnel MTU", inp.where, where="here")
     rps_mask = format((1 << max(1, inp.cpus)) - 1, "x")
