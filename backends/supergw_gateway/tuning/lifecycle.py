@@ -12,6 +12,7 @@ reports read the same record.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,25 +107,35 @@ class GatewayTuning:
         """Apply the config's profile; with tuning off, restore whatever an earlier `up` left."""
         if not self.cfg.tuning.enabled:
             return self.down()
-        knobs = self.knobs()
-        host = [k for k in knobs if k.where == "host"]
-        local = [k for k in knobs if k.where != "host"]
-        path = record_path(self.cfg)
-        items = tplan.reconcile(local, self.target.executor_for, path, self.cfg.name, "gateway",
-                                self.target.identity(), self.cfg.tuning.knobs)
-        host_items = self.hosts.release(self.holder, keep={k.key for k in host}) + self.hosts.acquire(self.holder, host)
-        held = self.hosts.held_by(self.holder)
-        tplan.note_host(path, self.cfg.name, [i for i in host_items if i.status in ("unsupported", "failed")], held)
-        return items + host_items
+        return tune(self.knobs(), self.target, record_path(self.cfg), self.cfg.name, "gateway", self.holder,
+                    self.hosts, self.cfg.tuning.knobs)
 
     def down(self) -> list[tplan.Item]:
         """Restore every change the record holds, and let go of host-wide knobs."""
-        path = record_path(self.cfg)
-        items = tplan.revert(self.target.executor_for, path, self.target.identity(), missing_ok=True)
-        items += self.hosts.release(self.holder)
-        if path.exists():  # what could not be restored stays on record for the next `down`
-            tplan.note_host(path, self.cfg.name, [], self.hosts.held_by(self.holder))
-        return items
+        return untune(self.target, record_path(self.cfg), self.cfg.name, self.holder, self.hosts)
+
+
+def tune(knobs: list[Knob], target: Target, path: Path, name: str, role: Role, holder: str, hosts: HostKnobs,
+         groups: Iterable[str] = ()) -> list[tplan.Item]:
+    """Make `target` match `knobs`: its own knobs through the record at `path`, host-wide ones
+    held in `hosts` under `holder`; what is refused lands in the record too."""
+    host = [k for k in knobs if k.where == "host"]
+    local = [k for k in knobs if k.where != "host"]
+    items = tplan.reconcile(local, target.executor_for, path, name, role, target.identity(), groups)
+    host_items = hosts.release(holder, keep={k.key for k in host}) + hosts.acquire(holder, host)
+    tplan.note_host(path, name, role, [i for i in host_items if i.status in ("unsupported", "failed")],
+                    hosts.held_by(holder))
+    return items + host_items
+
+
+def untune(target: Target, path: Path, name: str, holder: str, hosts: HostKnobs,
+           role: Role = "gateway") -> list[tplan.Item]:
+    """Restore every change the record at `path` holds, and let go of `holder`'s host-wide knobs."""
+    items = tplan.revert(target.executor_for, path, target.identity(), missing_ok=True)
+    items += hosts.release(holder)
+    if path.exists():  # what could not be restored stays on record for the next `down`
+        tplan.note_host(path, name, role, [], hosts.held_by(holder))
+    return items
 
 
 def record_path(cfg: GatewayConfig) -> Path:

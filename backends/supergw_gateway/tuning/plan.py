@@ -227,9 +227,9 @@ def reconcile(knobs: list[Knob], ex_for: ExecutorFor, path: Path, gateway: str, 
     return out
 
 
-def note_host(path: Path, gateway: str, refused: list[Item], held: list[str]) -> None:
+def note_host(path: Path, gateway: str, role: str, refused: list[Item], held: list[str]) -> None:
     """Add to the record what happened to the host-wide knobs (whose values hostwide.py keeps)."""
-    rec = TuneRecord.load(path) or TuneRecord(gateway, "gateway", time.time(), [])
+    rec = TuneRecord.load(path) or TuneRecord(gateway, role, time.time(), [])
     rec.refused += [_entry(i.knob, status=i.status, reason=i.reason) for i in refused]
     rec.host_held = held
     rec.save_or_remove(path)
