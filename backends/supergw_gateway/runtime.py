@@ -90,8 +90,10 @@ class Gateway:
             if it.status in ("unsupported", "failed", "gone", "restored", "shared"):
                 self.progress(f"{self.cfg.name}:   {it.line()}")
 
-    def _tune_up(self, target: tuning.Target) -> None:
-        self._report_tuning("up", tuning.GatewayTuning(self.cfg, target).up())
+    def _tune_up(self, target: tuning.Target) -> list[Item]:
+        items = tuning.GatewayTuning(self.cfg, target).up()
+        self._report_tuning("up", items)
+        return items
 
     def charon_pid(self) -> int | None:
         """The host pid that runs charon (for UML: the guest's main process)."""
@@ -149,10 +151,15 @@ class Gateway:
                                    "use backend libipsec, auto or uml")
             self._charon = CharonProcess(self.cfg.netns, self.cfg.run_dir, libipsec=esp is Backend.LIBIPSEC,
                                          tuning=self.cfg.charon)
-            self._tune_up(self.tuning_target(libipsec=esp is Backend.LIBIPSEC))
-            if esp is Backend.LIBIPSEC:
-                self._warn_udp_buffers()
-            self.progress(f"{self.cfg.name}: starting charon ({esp.value}) in {self.cfg.netns}")
+            items = self._tune_up(self.tuning_target(libipsec=esp is Backend.LIBIPSEC))
+            if self._charon.pid() is None:
+                if esp is Backend.LIBIPSEC:
+                    self._warn_udp_buffers()
+                self.progress(f"{self.cfg.name}: starting charon ({esp.value}) in {self.cfg.netns}")
+            elif esp is Backend.LIBIPSEC and any(i.knob.params.get("key") == "net.core.rmem_default"
+                                                 and i.status in ("applied", "restored") for i in items):
+                self.progress(f"{self.cfg.name}: charon already runs: its ESP socket keeps the buffer it opened "
+                              "with until `down` and `up`")
             pid = self._charon.start()
             state = BackendState(self.cfg.backend.value, esp.value, "netns", det.detail)
         self.state_path.write_text(json.dumps(asdict(state)))

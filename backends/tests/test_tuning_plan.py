@@ -12,6 +12,7 @@ from supergw_gateway.errors import GatewayError
 from supergw_gateway.tuning import plan as tplan
 from supergw_gateway.tuning.groups import GATEWAY_GROUPS, parse_groups
 from supergw_gateway.tuning.profile import TCP_BUF, ProfileInput, build
+from supergw_gateway.executor import Result
 from tests.memkernel import Crash, MemKernel
 
 
@@ -215,3 +216,17 @@ def test_outer_veth_mtu_is_refused_when_the_guest_nic_cannot_follow(tmp_path: Pa
     items = tplan.reconcile(knobs, lambda w: {"here": guest2, "outer": outer}[w], tmp_path / "u.json", "g", "gateway")
     assert {i.status for i in items if i.knob.kind == "mtu"} == {"applied"}
     assert (outer.mtu["eth0"], guest2.mtu["eth0"]) == ("9000", "9000")
+
+
+def test_a_write_the_kernel_ignores_is_a_failure(tmp_path: Path) -> None:
+    class Stubborn(MemKernel):
+        def run(self, argv: list[str], check: bool = True, timeout: float = 30.0) -> Result:
+            if argv[:2] == ["ethtool", "-K"]:
+                return Result(0, "", "")  # says yes, changes nothing (a fixed feature on some drivers)
+            return super().run(argv, check, timeout)
+
+    k = Stubborn()
+    items = tplan.reconcile(build(_gateway_input(groups=("offloads",))).knobs, lambda w: k, tmp_path / "t.json",
+                            "gw", "gateway")
+    (gro,) = [i for i in items if i.knob.params.get("feature") == "gro"]
+    assert gro.status == "failed" and gro.reason == "reads 'off' after writing 'on'"

@@ -48,7 +48,7 @@ def say(msg: str) -> None:
     print(f"[{time.monotonic() - T0:6.1f}s] {msg}", flush=True)
 
 
-def capacity(lab: Lab, seconds: float) -> dict[str, float]:
+def capacity(label: str, lab: Lab, seconds: float) -> dict[str, float]:
     """IPsec throughput (default profile) with both gateways' IPsec processes under a CPU quota."""
     gws = {k: Gateway(lab.config(k), say) for k in ("b", "a")}
     iperf: Iperf | None = None
@@ -59,7 +59,7 @@ def capacity(lab: Lab, seconds: float) -> dict[str, float]:
         iperf = Iperf(lab)
         for q in QUOTAS:
             mbps = with_quota(gws, float(q), lambda: iperf.run(seconds) if iperf else None)
-            say(f"{lab.backend.value}: ipsec at {q:3d}% of a core per gateway "
+            say(f"{label}: ipsec at {q:3d}% of a core per gateway "
                 + (f"{mbps:8.1f} Mb/s" if mbps is not None else "no result"))
             if mbps is not None:
                 caps[str(q)] = round(mbps, 1)
@@ -96,7 +96,7 @@ def bench_backend(label: str, backend: Backend, a: argparse.Namespace) -> dict[s
     lab.create()
     try:
         outcome = tuning.measure(lab, tuning.CONFIGS, a.rounds, a.seconds, label, say)
-        caps = {} if a.quick else capacity(lab, a.seconds)
+        caps = {} if a.quick else capacity(label, lab, a.seconds)
     finally:
         lab.destroy()
     return {"outcome": outcome, "ipsec": tuning.table(outcome.samples, tuning.CONFIGS),
@@ -119,7 +119,8 @@ def metrics_for(label: str, r: dict[str, Any]) -> dict[str, Metric]:
     m: dict[str, Metric] = {}
     m[f"tuning_gain_ipsec_{label}"] = Metric(
         _r(tuned.gain) if tuned else None, "tuned/default",
-        note=(f"IPsec TCP, median of {tuned.runs if tuned else 0} alternating runs each; per-round gains "
+        note=(f"IPsec TCP, median of {tuned.runs if tuned else 0} run(s) per configuration in alternating rounds; "
+              "per-round gains "
               f"{_range(tuned.gain_low if tuned else None, tuned.gain_high if tuned else None)}"))
     for name, row in (("default", base), ("tuned", tuned)):
         m[f"ipsec_mbps_{name}_{label}"] = Metric(_r(row.median, 1) if row else None, "Mb/s",

@@ -170,6 +170,17 @@ def _restore(k: Knob, prev: str, ex_for: ExecutorFor) -> Item:
     return Item(k, "restored", prev)
 
 
+def _write(k: Knob, current: str | None, ex_for: ExecutorFor) -> Item:
+    """Write the target and read it back: a write the kernel quietly ignored is a failure."""
+    ex = ex_for(k.where)
+    err = HANDLERS[k.kind].write(ex, k.params, k.target)
+    if err is None:
+        now = HANDLERS[k.kind].read(ex, k.params).value
+        if not k.satisfied(now):
+            err = f"reads {now!r} after writing {k.target!r}"
+    return Item(k, "failed", current, err) if err else Item(k, "applied", current)
+
+
 def _gone(k: Knob, where: str) -> Item:
     return Item(k, "gone", None, f"the {where} kernel it was set in no longer exists: the setting went with it")
 
@@ -217,8 +228,7 @@ def reconcile(knobs: list[Knob], ex_for: ExecutorFor, path: Path, gateway: str, 
             if k.key not in known:
                 rec.entries.append(_entry(k, previous=item.current))
                 rec.save(path)
-            err = HANDLERS[k.kind].write(ex_for(k.where), k.params, k.target)
-            item = Item(k, "failed", item.current, err) if err else Item(k, "applied", item.current)
+            item = _write(k, item.current, ex_for)
         if item.status in ("unsupported", "failed"):
             rec.refused.append(_entry(k, status=item.status, reason=item.reason))
         rec.ok += item.status == "ok"
