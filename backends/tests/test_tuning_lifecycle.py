@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from supergw_gateway.config import GatewayConfig, parse_config
-from supergw_proto.reports import TuningState
+from supergw_proto.reports import GatewayReport, TuningState
 from supergw_gateway.errors import ConfigError, GatewayError
 from supergw_gateway.tuning import lifecycle
+from supergw_gateway.tuning.cli import groups_for
 from supergw_gateway.tuning.hostwide import HostKnobs
 from supergw_gateway.tuning.knobs import Knob
 from tests.memkernel import Crash, MemKernel
@@ -186,3 +187,31 @@ def test_tuning_section_defaults_and_refusals(gw_dict: dict[str, Any]) -> None:
     ]:
         with pytest.raises(ConfigError, match=needle):
             parse_config({**gw_dict, "tuning": tuning})
+
+
+def test_tune_knobs_option(gw_dict: dict[str, Any]) -> None:
+    cfg = parse_config({**gw_dict, "tuning": {"knobs": ["mtu", "offloads"]}})
+    assert groups_for(cfg, "gateway", None) == ("mtu", "offloads")
+    assert groups_for(cfg, "gateway", "all") == ("coalescing", "mtu", "offloads", "softirq", "esp_socket")
+    assert groups_for(cfg, "endpoint", None) == ("tcp", "mtu")
+    assert groups_for(cfg, "gateway", "softirq,coalescing") == ("coalescing", "softirq")
+    with pytest.raises(GatewayError, match="tcp is not a knob group of a gateway"):
+        groups_for(cfg, "gateway", "tcp")
+    with pytest.raises(GatewayError, match="unknown knob group"):
+        groups_for(cfg, "endpoint", "tcp,bogus")
+
+
+def test_reports_carry_tuning_as_an_optional_field(gw_dict: dict[str, Any], tmp_path: Path, host: MemKernel) -> None:
+    cfg = _cfg(gw_dict, tmp_path, enabled=True, knobs=["coalescing"])
+    Rig(cfg, host, tmp_path / "host.json").tuning().up()
+    state = lifecycle.summary(cfg)
+    assert state is not None and state.groups == ["coalescing"] and state.refused == 2 and state.applied == 4
+    base = {"gateway": "gw1", "timestamp": 1.0, "backend": "libipsec", "cpu_percent": 0, "softirq_percent": 0,
+            "charon_cpu_percent": 0, "tunnel_bytes_in": 0, "tunnel_bytes_out": 0, "tunnel_packets_in": 0,
+            "tunnel_packets_out": 0}
+    assert GatewayReport.model_validate(base).tuning is None, "an older agent's report stays valid"
+    rep = GatewayReport.model_validate({**base, "tuning": state.model_dump()})
+    assert GatewayReport.model_validate_json(rep.model_dump_json()).tuning == state
+    lifecycle.record_path(cfg).write_text("{")
+    assert lifecycle.summary(cfg) is None, "a corrupt record never stops the reports"
+    assert "is corrupt" in str(lifecycle.health(cfg)["error"])

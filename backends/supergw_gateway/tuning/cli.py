@@ -45,7 +45,8 @@ def target_for(cfg: GatewayConfig, role: Role, netns: str | None) -> Target:
     return gw.tuning_target()
 
 
-def _groups(cfg: GatewayConfig, role: Role, text: str | None) -> tuple[Group, ...]:
+def groups_for(cfg: GatewayConfig, role: Role, text: str | None) -> tuple[Group, ...]:
+    """The knob groups `tune` acts on: `--knobs`, else the config's for a gateway, all for an endpoint."""
     try:
         asked = parse_groups(text) if text else None
     except ValueError as exc:
@@ -53,7 +54,12 @@ def _groups(cfg: GatewayConfig, role: Role, text: str | None) -> tuple[Group, ..
     allowed: tuple[Group, ...] = GATEWAY_GROUPS if role == "gateway" else ENDPOINT_GROUPS
     if asked is None:
         return tuple(cfg.tuning.knobs) if role == "gateway" else allowed
-    return tuple(g for g in asked if g in allowed)
+    if text == "all":
+        return allowed
+    if other := [g for g in asked if g not in allowed]:
+        raise GatewayError(f"--knobs: {', '.join(other)} is not a knob group of a {role} "
+                           f"(a {role} takes {', '.join(allowed)})")
+    return asked
 
 
 def run_tune(cfg: GatewayConfig, a: argparse.Namespace) -> int:
@@ -62,7 +68,7 @@ def run_tune(cfg: GatewayConfig, a: argparse.Namespace) -> int:
     path_mtu = {**(dict(cfg.tuning.path_mtu) if role == "gateway" else {}), **_parse_mtus(a.mtu or [])}
     host_wide = a.host_wide or (role == "gateway" and cfg.tuning.host_wide)
     devices: list[str] | None = None if role == "gateway" else []
-    inp = profile_input(cfg, role, target, _groups(cfg, role, a.knobs), path_mtu, host_wide, devices)
+    inp = profile_input(cfg, role, target, groups_for(cfg, role, a.knobs), path_mtu, host_wide, devices)
     knobs = build(inp).knobs
     suffix = f"-{a.netns}" if role == "endpoint" and a.netns else ""
     state: Path = a.state or cfg.run_dir / f"tune-{role}{suffix}.json"

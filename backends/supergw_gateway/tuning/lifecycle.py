@@ -131,7 +131,7 @@ def tune(knobs: list[Knob], target: Target, path: Path, name: str, role: Role, h
 def untune(target: Target, path: Path, name: str, holder: str, hosts: HostKnobs,
            role: Role = "gateway") -> list[tplan.Item]:
     """Restore every change the record at `path` holds, and let go of `holder`'s host-wide knobs."""
-    items = tplan.revert(target.executor_for, path, target.identity(), missing_ok=True)
+    items = tplan.revert(target.executor_for, path, target.identity()) if path.exists() else []
     items += hosts.release(holder)
     if path.exists():  # what could not be restored stays on record for the next `down`
         tplan.note_host(path, name, role, [], hosts.held_by(holder))

@@ -3,6 +3,7 @@ real gateway namespace (libipsec, with the host-wide sysctls) and inside a UML g
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 import yaml
 
 from supergw_gateway.config import Backend
+from supergw_proto.reports import GatewayReport
 from supergw_gateway.executor import LocalExecutor
 from supergw_gateway.lab import LAN_DEV, Lab
 from supergw_gateway.runtime import Gateway
@@ -98,10 +100,22 @@ def test_up_applies_and_down_restores_in_a_namespace(lab: tuple[Lab, dict[str, P
     rb = [int(x) for x in re.findall(r"rb(\d+)", ss)]
     assert rb and min(rb) >= 4194304, ss
     assert ping(the_lab, count=3) == (3, 3)
-    # The agent and `status` say the same, from the record.
+    # The agent's /health and reports and `status` say the same, from the record.
     from supergw_gateway.agent import Agent
 
-    assert Agent(gw.cfg).health()[1]["tuning"] == health
+    agent = Agent(gw.cfg)
+    assert agent.health()[1]["tuning"] == health
+
+    async def report() -> GatewayReport:
+        try:
+            return (await agent.make_report(agent.sampler.cpu()))[0]
+        finally:
+            await agent.aclose()
+
+    rep = asyncio.run(report())
+    assert rep.tuning is not None and rep.tuning == lifecycle.summary(gw.cfg)
+    assert rep.tuning.applied == len(applied) + len(health["host_wide_held"])  # type: ignore[arg-type]
+    assert rep.tuning.refused == len(refused) > 0
     assert json.loads(cli("status", "-c", str(paths["a"])).stdout)["tuning"] == health
     # `tune plan` shows what `up` set as done, nothing left to change.
     plan = cli("tune", "-c", str(paths["a"]), "plan")
