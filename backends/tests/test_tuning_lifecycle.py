@@ -215,3 +215,20 @@ def test_reports_carry_tuning_as_an_optional_field(gw_dict: dict[str, Any], tmp_
     lifecycle.record_path(cfg).write_text("{")
     assert lifecycle.summary(cfg) is None, "a corrupt record never stops the reports"
     assert "is corrupt" in str(lifecycle.health(cfg)["error"])
+
+
+def test_a_failed_write_is_a_refusal_not_an_applied_knob(gw_dict: dict[str, Any], tmp_path: Path,
+                                                         host: MemKernel) -> None:
+    cfg = _cfg(gw_dict, tmp_path, enabled=True, knobs=["esp_socket"])
+    rig = Rig(cfg, host, tmp_path / "host.json")
+    rig.ns.readonly.add("net.ipv4.udp_rmem_min")
+    (item,) = [i for i in rig.tuning().up() if i.knob.params.get("key") == "net.ipv4.udp_rmem_min"]
+    assert item.status == "failed"
+    h = lifecycle.health(cfg)
+    assert not [a for a in h["applied"] if "udp_rmem_min" in a["knob"]]  # type: ignore[attr-defined]
+    (failed,) = [r for r in h["refused"] if r["status"] == "failed"]  # type: ignore[attr-defined]
+    assert failed["knob"] == "sysctl key=net.ipv4.udp_rmem_min" and "read-only" in failed["reason"]
+    assert lifecycle.summary(cfg).failed == 1  # type: ignore[union-attr]
+    down = rig.tuning().down()
+    assert {i.status for i in down} == {"restored"}, "a knob that never changed does not block `down`"
+    assert not lifecycle.record_path(cfg).exists()

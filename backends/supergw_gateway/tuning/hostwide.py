@@ -110,8 +110,10 @@ class HostKnobs:
                     out.append(Item(k, "shared", None, f"left as is: still held by {', '.join(rest)}"))
                     continue
                 prev = str(e["previous"])
-                err = HANDLERS[k.kind].write(self.host, k.params, prev)
-                now = HANDLERS[k.kind].read(self.host, k.params).value
+                h = HANDLERS[k.kind]
+                unchanged = equal(k.kind, h.read(self.host, k.params).value, prev)
+                err = None if unchanged else h.write(self.host, k.params, prev)
+                now = h.read(self.host, k.params).value
                 if err or not equal(k.kind, now, prev):
                     e["holders"] = [holder]  # keep it: the next release retries
                     out.append(Item(k, "failed", now, err or f"reads {now!r}, expected {prev!r}"))

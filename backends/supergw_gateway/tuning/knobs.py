@@ -30,6 +30,13 @@ class Knob:
         return f"{self.kind}:" + ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
 
     @property
+    def label(self) -> str:
+        """What it is, for people: kind and the parameters that name it (`sysctl key=...`)."""
+        shown = " ".join(f"{a}={b}" for a, b in sorted(self.params.items())
+                         if a not in ("where", "want", "floor", "follows"))
+        return f"{self.kind} {shown}".strip()
+
+    @property
     def where(self) -> str:
         """Which kernel holds it: "here" (the gateway's), "outer" (the namespace around a UML
         guest), "host" (the machine), or a reason it has no place ("nowhere", "undeclared")."""

@@ -157,10 +157,10 @@ def health(cfg: GatewayConfig) -> dict[str, object]:
         out["state"] = "off in the config, but a record of changes remains: `down` (or `up`) restores them"
     out |= {
         "groups": rec.groups, "updated": rec.updated, "already_at_target": rec.ok,
-        "applied": [{"knob": _what(k), "scope": k.scope, "group": k.group, "value": k.target, "previous": prev}
-                    for k, prev in rec.knobs()],
+        "applied": [{"knob": k.label, "scope": k.scope, "group": k.group, "value": k.target, "previous": prev}
+                    for k, prev in rec.applied()],
         "host_wide_held": rec.host_held,
-        "refused": [{"knob": _what(Knob.from_entry(e)), "scope": str(e["scope"]), "group": str(e.get("group", "")),
+        "refused": [{"knob": Knob.from_entry(e).label, "scope": str(e["scope"]), "group": str(e.get("group", "")),
                      "status": str(e["status"]), "reason": str(e["reason"])} for e in rec.refused],
     }
     return out
@@ -176,9 +176,6 @@ def summary(cfg: GatewayConfig) -> TuningState | None:
     if rec is None:
         return TuningState(enabled=cfg.tuning.enabled, groups=[], applied=0, refused=0, failed=0)
     statuses = [str(e["status"]) for e in rec.refused]
-    return TuningState(enabled=cfg.tuning.enabled, groups=rec.groups, applied=len(rec.entries) + len(rec.host_held),
+    return TuningState(enabled=cfg.tuning.enabled, groups=rec.groups, applied=len(rec.applied()) + len(rec.host_held),
                        refused=statuses.count("unsupported"), failed=statuses.count("failed"))
 
-
-def _what(k: Knob) -> str:
-    return tplan.Item(k, "ok", None).what

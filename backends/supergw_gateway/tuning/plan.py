@@ -34,12 +34,6 @@ class Item:
     current: str | None
     reason: str = ""
 
-    @property
-    def what(self) -> str:
-        k = self.knob
-        params = " ".join(f"{a}={b}" for a, b in sorted(k.params.items()) if a not in ("where", "want", "floor", "follows"))
-        return f"{k.kind} {params}".strip()
-
     def line(self) -> str:
         k = self.knob
         if self.status in ("change", "applied", "drift"):
@@ -50,7 +44,7 @@ class Item:
             detail = f"already {self.current!r}" + (f" (at least {k.target!r})" if k.params.get("floor") else "")
         else:
             detail = self.reason
-        return f"[{self.status:>11}] {k.scope}: {self.what}: {detail}  ({k.why})"
+        return f"[{self.status:>11}] {k.scope}: {k.label}: {detail}  ({k.why})"
 
 
 def no_place_reason(knob: Knob) -> str | None:
@@ -148,6 +142,12 @@ class TuneRecord:
         """(knob, previous value) of every change the record owns, in the order made."""
         return [(Knob.from_entry(e), str(e["previous"])) for e in self.entries]
 
+    def applied(self) -> list[tuple[Knob, str]]:
+        """The changes that took: a knob whose write failed stays on record (a half-done
+        write is restored too) but is listed among the refusals, not here."""
+        failed = {Knob.from_entry(e).key for e in self.refused if e.get("status") == "failed"}
+        return [(k, prev) for k, prev in self.knobs() if k.key not in failed]
+
 
 def _entry(k: Knob, **extra: object) -> dict[str, object]:
     return {**asdict(k), **extra}
@@ -163,6 +163,8 @@ def _stale(where: str, rec: TuneRecord, identity: Identity | None) -> bool:
 
 def _restore(k: Knob, prev: str, ex_for: ExecutorFor) -> Item:
     ex = ex_for(k.where)
+    if equal(k.kind, HANDLERS[k.kind].read(ex, k.params).value, prev):
+        return Item(k, "restored", prev)  # e.g. a write that failed and changed nothing
     err = HANDLERS[k.kind].write(ex, k.params, prev)
     now = HANDLERS[k.kind].read(ex, k.params).value
     if err or not equal(k.kind, now, prev):
