@@ -142,7 +142,7 @@ def table_rows(label: str, r: dict[str, Any]) -> list[dict[str, object]]:
     return [{"backend": label, "knobs": row.config, "what": by[row.config].what, "runs": row.runs,
              "median Mb/s": _r(row.median, 1), "min–max Mb/s": _range(row.low, row.high, 0),
              "gain": _r(row.gain), "per-round gain": _range(row.gain_low, row.gain_high),
-             "refused at gw-a": len(refused.get(row.config, []))} for row in r["ipsec"]]
+             "refused at gw-a/host-a": len(refused.get(row.config, []))} for row in r["ipsec"]]
 
 
 def method_text(a: argparse.Namespace) -> str:
@@ -161,7 +161,7 @@ def method_text(a: argparse.Namespace) -> str:
         "`up` applies it — on running gateways it restores first what the section no longer asks; libipsec "
         "gateways are restarted when the ESP socket's buffer changes, since charon sizes it when it opens "
         "it. Endpoint rows (tcp; the hosts' side of mtu) tune both hosts through the same record/restore "
-        "code. Knobs a device or kernel cannot take are refused and counted (`refused at gw-a`; the JSON "
+        "code. Knobs a device or kernel cannot take are refused and counted (`refused at gw-a/host-a`; the JSON "
         "lists each with its reason): veths take no interrupt coalescing, UML's vec NICs no MTU above "
         "1500 and no RPS; in a UML guest every sysctl is the guest's own. Everything is restored at the end. "
         "Headline `tuning_gain_ipsec` = median IPsec throughput with everything (`all`) / default. "

@@ -27,6 +27,8 @@ from supergw_gateway.runtime import Gateway
 from supergw_gateway.tuning import lifecycle
 from supergw_gateway.tuning.groups import GATEWAY_GROUPS, SECTION, EndpointGroup, GatewayGroup
 from supergw_gateway.tuning.hostwide import HostKnobs
+from supergw_gateway.tuning.knobs import Knob
+from supergw_gateway.tuning.plan import TuneRecord
 from supergw_gateway.tuning.profile import ProfileInput, build
 
 JUMBO = 9000
@@ -74,7 +76,7 @@ class Sample:
 @dataclass
 class Outcome:
     samples: list[Sample] = field(default_factory=list)
-    refused: dict[str, list[str]] = field(default_factory=dict)  # config -> "knob (scope): reason" at gateway a
+    refused: dict[str, list[str]] = field(default_factory=dict)  # config -> "knob (scope): reason", gw-a and host-a
 
 
 class Switcher:
@@ -110,8 +112,13 @@ class Switcher:
         self.current = c
 
     def refused(self) -> list[str]:
+        """What gw-a and host-a refused in this configuration, each with its reason."""
         h = lifecycle.health(self.gws["a"].cfg)
-        return [f"{r['knob']} ({r['scope']}): {r['reason']}" for r in h.get("refused", [])]  # type: ignore[attr-defined]
+        out = [f"{r['knob']} ({r['scope']}): {r['reason']}" for r in h.get("refused", [])]  # type: ignore[attr-defined]
+        rec = TuneRecord.load(self._endpoint("a")[1])
+        for e in rec.refused if rec else []:
+            out.append(f"{Knob.from_entry(e).label} ({e['scope']}): {e['reason']}")
+        return out
 
     def close(self) -> None:
         """Everything back as it was: hosts' knobs, then the gateways (whose `down` restores theirs)."""
