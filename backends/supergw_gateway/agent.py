@@ -51,6 +51,7 @@ from supergw_gateway.report import (
     parse_proc_stat,
 )
 from supergw_gateway.runtime import Gateway
+from supergw_gateway.tuning import lifecycle as tuning
 from supergw_gateway.vici_client import IkeSaStatus, ViciClient
 
 log = logging.getLogger(__name__)
@@ -341,6 +342,7 @@ class Agent:
         partner = await asyncio.to_thread(self.partner.state) if self.partner is not None else None
         rep = build_report(self.cfg.name, self.backend_label(), prev, cur, sas, tunnel.conn_name(self.cfg),
                            sa_error=sa_error, partner=partner)
+        rep.tuning = await asyncio.to_thread(tuning.summary, self.cfg)
         return rep, cur
 
     async def sample_loop(self) -> None:
@@ -400,6 +402,7 @@ class Agent:
                                                              "last_error": self.partner.last_error})
             if self.partner is not None else None,
             "pair_beacons": self.partner_line(),
+            "tuning": tuning.health(self.cfg),
             "last_error": self.state.last_error, "uptime_s": round(time.time() - self.state.started, 1),
             "controllers": [vars(link.state).copy() for link in self.links],
         }

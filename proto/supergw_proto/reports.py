@@ -60,6 +60,19 @@ class PartnerState(BaseModel):
                                              description="rejected datagrams by reason (bad_mac, replayed, stale, ...)")
 
 
+class TuningState(BaseModel):
+    """What the gateway's tuning profile (the tuning paper's knobs) did at its last `up`;
+    the agent's /health lists each knob, its previous value and every refusal's reason."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(description="the gateway's config asks for the profile")
+    groups: list[str] = Field(default_factory=list, max_length=16, description="knob groups applied")
+    applied: int = Field(ge=0, description="knobs this gateway changed (restored by its `down`)")
+    refused: int = Field(ge=0, description="knobs its devices, namespace or kernel cannot take")
+    failed: int = Field(ge=0, description="knobs whose write failed")
+
+
 class GatewayReport(BaseModel):
     """Load report of one gateway; counters are cumulative (the controller takes deltas)."""
 
@@ -92,6 +105,7 @@ class GatewayReport(BaseModel):
     partner: PartnerState | None = Field(
         default=None, description="its partner gateway's liveness (pair beacons); None: no partner configured"
     )
+    tuning: TuningState | None = Field(default=None, description="its tuning profile; None: an older agent")
 
 
 class Heartbeat(BaseModel):
