@@ -69,6 +69,10 @@ class RaLab:
     def gw_name(self, k: int) -> str:
         return f"{self.tag}-g{k}"
 
+    @property
+    def probe_ns(self) -> str:
+        return f"sgw-ra-{self.tag}-probe"
+
     def client_name(self, i: int) -> str:
         return f"{self.tag}-c{i}"
 
@@ -134,6 +138,7 @@ class RaLab:
             net.run(["ip", "link", "set", f"c{i}", "master", "brc", "up"])
 
     def destroy(self) -> None:
+        netns.delete(self.probe_ns)
         for i in range(self.clients):
             netns.delete(self.client_ns(i))
         for k in range(len(self.gateways)):
@@ -145,6 +150,18 @@ class RaLab:
         """Packets from `address` to a shared public address go to gateway k (a pin)."""
         LocalExecutor(self.net_ns).run(["ip", "rule", "add", "from", f"{address.ip}/32", "lookup",
                                         str(TABLE_BASE + k), "priority", str(1000 + int(address.ip) % 30000)])
+
+    def add_probe(self) -> LocalExecutor:
+        """A host on the gateways' outside segment (10.78.0.200), e.g. to ask ARP for IP_P."""
+        ns = self.probe_ns
+        netns.create(ns)
+        LocalExecutor().run(["ip", "link", "add", "name", "probe", "netns", self.net_ns, "type", "veth",
+                             "peer", "name", HOST_DEV, "netns", ns])
+        LocalExecutor(self.net_ns).run(["ip", "link", "set", "probe", "master", "brg", "up"])
+        p = LocalExecutor(ns)
+        p.run(["ip", "link", "set", HOST_DEV, "up"])
+        p.run(["ip", "addr", "add", f"{OUTSIDE_NET.network_address + 200}/{OUTSIDE_NET.prefixlen}", "dev", HOST_DEV])
+        return p
 
     def path_down(self, i: int) -> None:
         """An outage the client does not see: its link stays up, the network drops it."""
@@ -160,7 +177,7 @@ class RaLab:
             self._pki = make_demo_pki(self.state_dir / "pki", ids)
         return self._pki
 
-    def gateway_dict(self, k: int) -> dict[str, Any]:
+    def gateway_dict(self, k: int, **overrides: Any) -> dict[str, Any]:
         files = self.pki()
         g = self.gateways[k]
         ra: dict[str, Any] = {
@@ -189,10 +206,11 @@ class RaLab:
             "initiate": False,
             "state_dir": str(self.state_dir / "gw"),
             "remote_access": ra,
+            **overrides,
         }
 
-    def gateway_config(self, k: int) -> GatewayConfig:
-        return parse_config(self.gateway_dict(k), f"ra lab {self.tag}/g{k}")
+    def gateway_config(self, k: int, **overrides: Any) -> GatewayConfig:
+        return parse_config(self.gateway_dict(k, **overrides), f"ra lab {self.tag}/g{k}")
 
     def client_config(self, i: int, k: int) -> ClientConfig:
         files = self.pki()

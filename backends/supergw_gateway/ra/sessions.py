@@ -89,6 +89,9 @@ class _Live:
     last_poll: float | None = None
     ike_rekeys: int = 0
     evicted: str | None = None
+    # When charon began to delete it: a delete toward an absent client waits out the whole
+    # retransmission budget before the SA (and its down event) goes, but it ended here.
+    ending_at: float | None = None
 
     def bytes(self) -> tuple[int, int]:
         return sum(b[0] for b in self.child_bytes.values()), sum(b[1] for b in self.child_bytes.values())
@@ -203,6 +206,8 @@ class SessionTracker:
                     continue
                 uid = _int(ike, "uniqueid")
                 seen.add(uid)
+                if ike.get("state") == "DELETING" and (leaving := self._live.get(uid)) is not None:
+                    leaving.ending_at = leaving.ending_at or now
                 if ike.get("state") not in ("ESTABLISHED", "REKEYING"):
                     continue  # being made, or leaving (its down/rekey event says so)
                 live = self._live.get(uid)
@@ -228,7 +233,7 @@ class SessionTracker:
         live = self._live.pop(uid, None)
         if live is None:
             return False
-        self._finished.append(live.record(self.gateway, now, live.evicted or reason))
+        self._finished.append(live.record(self.gateway, live.ending_at or now, live.evicted or reason))
         return True
 
     def mark_evicted(self, uid: int, why: str) -> None:
@@ -370,7 +375,8 @@ class ClientMonitor:
             for uid, why in evictions(self.policy, self.tracker.live()):
                 log.warning("ending IKE SA %d of %s: %s", uid, self.tracker.conn, why)
                 self.tracker.mark_evicted(uid, why)
-                self._vici.terminate(ike_id=uid, force=True, timeout_ms=2000)
+                # timeout 0 with force: destroyed at once (a timeout would wait for the absent peer)
+                self._vici.terminate(ike_id=uid, force=True, timeout_ms=0)
                 self.evicted += 1
         except Exception:
             if self._vici is not None:
