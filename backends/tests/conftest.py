@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import copy
+
 from pathlib import Path
 from typing import Any
 
@@ -34,3 +36,13 @@ def ra_dict(gw_dict: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
                  "key": str(tmp_path / "vpn.key"), "id": "vpn.example"},
     }
     return gw_dict
+
+
+def with_value(d: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    """A deep copy of `d` with the value at `path` (keys and list indices) replaced."""
+    out = copy.deepcopy(d)
+    node: Any = out
+    for p in path[:-1]:
+        node = node[p]
+    node[path[-1]] = value
+    return out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from supergw_gateway.config import parse_config
 from supergw_gateway.errors import ConfigError
 from supergw_gateway.ra.config import SpiPlan, cluster_conflicts
+from tests.conftest import with_value
 
 
 def test_defaults(ra_dict: dict[str, Any]) -> None:
@@ -56,13 +56,8 @@ def test_without_remote_access_nothing_changes(gw_dict: dict[str, Any]) -> None:
 ])
 def test_bad_remote_access_is_a_clear_error(ra_dict: dict[str, Any], path: tuple[str, ...], value: Any,
                                             needle: str) -> None:
-    d = copy.deepcopy(ra_dict)
-    node: Any = d["remote_access"]
-    for p in path[:-1]:
-        node = node[p]
-    node[path[-1]] = value
     with pytest.raises(ConfigError) as ei:
-        parse_config(d, "gw.yaml")
+        parse_config(with_value(ra_dict, ("remote_access", *path), value), "gw.yaml")
     assert needle in str(ei.value)
 
 

@@ -113,3 +113,17 @@ def test_client_connection_and_state(tmp_path: Path) -> None:
     st = parse_state(raw)
     assert st is not None and (st.ike_id, st.vip, st.spi_in, st.bytes_out) == (3, "10.90.0.4", "c0000002", 168)
     assert parse_state({}) is None
+
+
+def test_validate_prints_the_cache_mapping(ra_dict: dict[str, Any], tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from supergw_gateway.cli import main
+
+    ra_dict["remote_access"]["caching"] = {"strategy": "data", "lifetime_bytes": 1000}
+    path = tmp_path / "gw.yaml"
+    path.write_text(yaml.safe_dump(ra_dict))
+    assert main(["validate", "-c", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "remote access, strategy data:" in out and "reauth_time=86400s" in out and "carried 1000 bytes" in out
