@@ -8,7 +8,7 @@ import pytest
 
 from supergw_gateway.config import parse_config
 from supergw_gateway.errors import ConfigError
-from supergw_gateway.ra.config import SpiPlan, cluster_conflicts
+from supergw_gateway.ra.config import SpiPlan, cluster_conflicts, cluster_spi_plan
 from tests.conftest import with_value
 
 
@@ -88,3 +88,13 @@ def test_cluster_conflicts() -> None:
     assert any("b and c: ESP SPI ranges overlap" in p for p in problems)
     unlabelled = SpiPlan(esp_min=0xC2000000, esp_max=0xC2FFFFFF)
     assert any("IKE SPI labels" in p for p in cluster_conflicts({"a": a, "u": unlabelled}))
+
+
+def test_cluster_layout_is_disjoint_and_matches_the_wire() -> None:
+    plans = {f"g{k}": cluster_spi_plan(k) for k in range(64)}
+    assert cluster_conflicts(plans) == []
+    assert (plans["g0"].esp_min, plans["g0"].esp_max, plans["g0"].ike_label) == (0xC0000000, 0xC0FFFFFF, 1 << 56)
+    assert (plans["g63"].esp_min >> 24, plans["g63"].esp_max, plans["g63"].ike_label >> 56) == (0xFF, 0xFFFFFFFF, 64)
+    for bad in (-1, 64):
+        with pytest.raises(ValueError, match="outside 0..63"):
+            cluster_spi_plan(bad)

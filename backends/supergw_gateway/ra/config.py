@@ -275,6 +275,23 @@ def check_gateway(ra: RemoteAccess, *, backend: str, wan: ipaddress.IPv4Interfac
             raise ValueError(f"remote_access.public.address {ip_p} is inside the lan network {i.network}")
 
 
+CLUSTER_MAX_GATEWAYS = 64
+_CLUSTER_ESP_BASE = 0xC0000000
+_CLUSTER_ESP_STRIDE = 1 << 24
+_CLUSTER_IKE_MASK = 0xFF << 56
+
+
+def cluster_spi_plan(index: int) -> SpiPlan:
+    """The plan of gateway `index` (0..63) in a cluster laid out the simple way: inbound ESP
+    SPIs 0xc0000000 + index * 2**24 onwards (2**24 of them, top byte 0xc0 + index) and IKE
+    label index + 1 in the top byte of the SPI (mask 0xff << 56). Disjoint for distinct indices."""
+    if not 0 <= index < CLUSTER_MAX_GATEWAYS:
+        raise ValueError(f"gateway index {index} is outside 0..{CLUSTER_MAX_GATEWAYS - 1}")
+    low = _CLUSTER_ESP_BASE + index * _CLUSTER_ESP_STRIDE
+    return SpiPlan(esp_min=low, esp_max=low + _CLUSTER_ESP_STRIDE - 1, ike_label=(index + 1) << 56,
+                   ike_mask=_CLUSTER_IKE_MASK)
+
+
 def cluster_conflicts(plans: dict[str, SpiPlan]) -> list[str]:
     """Pairs of gateways whose ESP SPI ranges overlap or whose IKE labels collide."""
     out: list[str] = []

@@ -23,6 +23,7 @@ from supergw_gateway.config import GatewayConfig, parse_config
 from supergw_gateway.executor import LocalExecutor
 from supergw_gateway.pki import make_demo_pki
 from supergw_gateway.ra.client import ClientConfig
+from supergw_gateway.ra.config import cluster_spi_plan
 
 CLIENT_NET = ipaddress.IPv4Network("10.77.0.0/24")
 MOVE_NET = ipaddress.IPv4Network("10.76.0.0/24")
@@ -183,8 +184,7 @@ class RaLab:
         ra: dict[str, Any] = {
             "public": {"address": str(g.public)},
             "pool": str(self.pool(k)),
-            "spi": {"esp_min": 0xC0000000 + (k << 24), "esp_max": 0xC0FFFFFF + (k << 24),
-                    "ike_label": (k + 1) << 56, "ike_mask": 0xFF << 56},
+            "spi": cluster_spi_plan(k).model_dump(),
             "auth": {"cacert": str(files["ca.crt"]), "cert": str(files[f"{SERVICE_ID}.crt"]),
                      "key": str(files[f"{SERVICE_ID}.key"]), "id": SERVICE_ID},
             **g.remote_access,

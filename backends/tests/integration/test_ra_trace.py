@@ -41,9 +41,10 @@ def recorded() -> Iterator[tuple[Gateway, Path]]:
     monitor: ClientMonitor | None = None
     stop = threading.Event()
     try:
-        gw.up()
         log = gw.cfg.run_dir / "ra-sessions.jsonl"
-        log.unlink(missing_ok=True)
+        for old in (log, gw.cfg.run_dir / "charon.log"):  # charon appends: start from an empty log
+            old.unlink(missing_ok=True)
+        gw.up()
         monitor = monitor_for(gw.cfg, gw.connect)
         monitor.start()
 
