@@ -437,7 +437,8 @@ class Agent:
             "pair_beacons": self.partner_line(),
             "remote_access": None if self.clients is None else {
                 "clients": len(self.clients.tracker.live()), "evicted": self.clients.evicted,
-                "session_log": str(self.clients.log.path), "event_errors": self.clients.listener.errors,
+                "session_log": str(self.clients.log.path), "session_log_error": self.clients.log_error,
+                "event_errors": self.clients.listener.errors,
                 "last_event_error": self.clients.listener.last_error},
             "last_error": self.state.last_error, "uptime_s": round(time.time() - self.state.started, 1),
             "controllers": [vars(link.state).copy() for link in self.links],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +126,25 @@ def test_presence_and_evictions() -> None:
     t.mark_evicted(1, "evicted: test")
     t.event("ike-updown", {CONN: ike(1)})
     assert t.take_finished()[0].end_reason == "evicted: test"
+
+
+def test_an_unwritable_session_log_loses_nothing(tmp_path: Path) -> None:
+    import socket
+
+    from supergw_gateway.ra.sessions import ClientMonitor
+
+    def no_charon() -> socket.socket:
+        raise OSError("no charon here")
+
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the log's directory should be")
+    m = ClientMonitor("gw1", CONN, no_charon, CachePolicy(), blocked / "s.jsonl")
+    m.handle_event("ike-updown", {"up": "yes", CONN: ike(1)})
+    m.handle_event("ike-updown", {CONN: ike(1)})  # the session ends; the log cannot be written
+    assert m.log_error is not None and "s.jsonl" in m.log_error
+    blocked.unlink()
+    m.log = SessionLog(tmp_path / "s.jsonl")  # the operator fixed the path
+    m.handle_event("ike-updown", {"up": "yes", CONN: ike(2)})
+    m.handle_event("ike-updown", {CONN: ike(2)})
+    assert m.log_error is None and len(read_session_log(tmp_path / "s.jsonl")) == 2
+    assert [json.loads(line)["ike_id"] for line in (tmp_path / "s.jsonl").read_text().splitlines()] == [1, 2]

@@ -250,6 +250,11 @@ class SessionTracker:
             out, self._finished = self._finished, []
             return out
 
+    def put_back(self, records: list[SessionRecord]) -> None:
+        """Records that could not be written: kept, first in line for the next try."""
+        with self._lock:
+            self._finished[:0] = records
+
 
 def evictions(policy: CachePolicy, sessions: list[ClientSession]) -> list[tuple[int, str]]:
     """(ike_id, why) of the cached sessions the agent must end now: absent clients whose
@@ -346,8 +351,9 @@ class ClientMonitor:
         self.policy, self.connect, self.on_change = policy, connect, on_change
         self.tracker = SessionTracker(gateway, conn, policy.idle_s)
         self.log = SessionLog(log_path)
-        self.listener = EventListener(connect, self._event, name=f"vici-events-{gateway}")
+        self.listener = EventListener(connect, self.handle_event, name=f"vici-events-{gateway}")
         self.evicted = 0
+        self.log_error: str | None = None
         self._vici: ViciClient | None = None
 
     def start(self) -> None:
@@ -359,10 +365,25 @@ class ClientMonitor:
             self._vici.close()
             self._vici = None
 
-    def _event(self, kind: str, msg: dict[str, Any]) -> None:
+    def handle_event(self, kind: str, msg: dict[str, Any]) -> None:
+        """One VICI event (the listener thread calls this)."""
         if self.tracker.event(kind, msg):
-            self.log.append(self.tracker.take_finished())
+            self._write_finished()
             self.on_change()
+
+    def _write_finished(self) -> None:
+        """Append finished sessions to the log; on failure keep them for the next try."""
+        records = self.tracker.take_finished()
+        try:
+            self.log.append(records)
+        except OSError as exc:
+            self.tracker.put_back(records)
+            if self.log_error is None:
+                log.warning("cannot write the session log %s (%d sessions kept, retrying): %s",
+                            self.log.path, len(records), exc)
+            self.log_error = f"{self.log.path}: {exc.strerror or exc}"
+            return
+        self.log_error = None
 
     def poll(self) -> list[ClientSession]:
         """One poll: live clients after enforcing the cache (blocking; run it in a thread)."""
@@ -384,7 +405,7 @@ class ClientMonitor:
             self._vici = None
             raise
         finally:
-            self.log.append(self.tracker.take_finished())
+            self._write_finished()
         return self.tracker.live()
 
 
