@@ -32,6 +32,10 @@ def _progress(msg: str) -> None:
 
 def _cmd_validate(cfg: GatewayConfig, a: argparse.Namespace) -> int:
     print(f"{a.config}: ok (gateway {cfg.name}, backend {cfg.backend.value}, namespace {cfg.netns})")
+    if cfg.remote_access is not None:  # what the credential cache becomes (docs/remote-access.md)
+        from supergw_gateway.ra.gateway import cache_mapping
+
+        print("remote access, " + "\n".join(cache_mapping(cfg.remote_access).describe()))
     return 0
 
 

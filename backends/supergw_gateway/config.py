@@ -13,12 +13,14 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from supergw_gateway.errors import ConfigError
 from supergw_gateway.tuning.groups import GATEWAY_GROUPS, SECTION, GatewayGroup
+from supergw_gateway.ike_syntax import DEFAULT_ESP_PROPOSAL as DEFAULT_ESP_PROPOSAL
+from supergw_gateway.ike_syntax import DEFAULT_IKE_PROPOSAL as DEFAULT_IKE_PROPOSAL
+from supergw_gateway.ike_syntax import check_proposals
+from supergw_gateway.ra.config import RemoteAccess, check_gateway
 from supergw_proto.strict import StrictModel, read_yaml_mapping, validate
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
 IFNAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
-DEFAULT_IKE_PROPOSAL = "aes128gcm16-prfsha256-x25519"
-DEFAULT_ESP_PROPOSAL = "aes128gcm16-x25519"
 
 
 class Backend(str, Enum):
@@ -88,10 +90,7 @@ class Proposals(StrictModel):
     @field_validator("ike", "esp")
     @classmethod
     def _syntax(cls, v: list[str]) -> list[str]:
-        for p in v:
-            if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", p):
-                raise ValueError(f"invalid proposal {p!r} (strongSwan form like {DEFAULT_ESP_PROPOSAL})")
-        return v
+        return check_proposals(v)
 
 
 class Dpd(StrictModel):
@@ -303,6 +302,7 @@ class GatewayConfig(StrictModel):
     initiate: bool = True
     controller: Controller | None = None
     partner: Partner | None = None  # None: no pair beacons (a one-site peer is plain strongSwan)
+    remote_access: RemoteAccess | None = None  # None: site-to-site only (ra/config.py, docs/remote-access.md)
     cpu_quota_percent: float | None = Field(default=None, gt=0, le=100 * 64)
     uml: Uml = Field(default_factory=Uml)
     charon: CharonTuning = Field(default_factory=CharonTuning)
@@ -345,6 +345,10 @@ class GatewayConfig(StrictModel):
                                  f"{[str(n) for n in self.local.subnets]}: its beacons would not cross the tunnel")
             if p.name == self.name:
                 raise ValueError(f"partner.name {p.name!r} is this gateway's own name")
+        if self.remote_access is not None:
+            check_gateway(self.remote_access, backend=self.backend.value, wan=wan,
+                          lan=[i.address for i in self.interfaces if i.role == "lan"],
+                          local_subnets=self.local.subnets, remote_subnets=self.remote.subnets)
         return self
 
     @model_validator(mode="after")

@@ -20,6 +20,7 @@ from supergw_gateway.errors import GatewayError
 from supergw_gateway.executor import Executor, LocalExecutor
 from supergw_gateway.tuning import lifecycle as tuning
 from supergw_gateway.tuning.plan import Item
+from supergw_gateway.ra import gateway as ra_gateway
 from supergw_gateway.uml import UmlGuest
 from supergw_gateway.vici_client import ViciClient, session
 
@@ -145,12 +146,14 @@ class Gateway:
             self._tune_up(self.tuning_target())
         else:
             self._configure_netns()
+            if self.cfg.remote_access is not None:
+                ra_gateway.hold_public_address(self.cfg, LocalExecutor(self.cfg.netns))
             esp, det = choose_backend(self.cfg.backend, LocalExecutor(self.cfg.netns))
             if esp is Backend.XFRM and not det.kernel_esp:
                 raise GatewayError(f"{self.cfg.name}: backend xfrm requested but {det.detail}; "
                                    "use backend libipsec, auto or uml")
             self._charon = CharonProcess(self.cfg.netns, self.cfg.run_dir, libipsec=esp is Backend.LIBIPSEC,
-                                         tuning=self.cfg.charon)
+                                         tuning=self.cfg.charon, options=ra_gateway.charon_options(self.cfg))
             items = self._tune_up(self.tuning_target(libipsec=esp is Backend.LIBIPSEC))
             if self._charon.pid() is None:
                 if esp is Backend.LIBIPSEC:
@@ -174,6 +177,8 @@ class Gateway:
         with session(self.connect) as v:
             if self.cfg.initiate:
                 self.progress(f"{self.cfg.name}: bringing tunnel up to {self.cfg.remote.address}")
+            if self.cfg.remote_access is not None:  # first: a site-to-site peer that is down must not keep clients out
+                ra_gateway.load(self.cfg, v)
             if tunnel.apply(self.cfg, v, initiate=self.cfg.initiate):
                 self.progress(f"{self.cfg.name}: tunnel established")
 
