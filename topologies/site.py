@@ -85,9 +85,9 @@ class Site:
         wait_until(check, timeout, f"{self.prefix}: {what}", interval=0.2)
         return seen
 
-    def share(self, gateway: str) -> int:
+    def share(self, gateway: str, replica: str | None = None) -> int:
         """The buckets `gateway` holds when the site is balanced: floor(K x weight / total weight)."""
-        gws = self.gateways()
+        gws = self.gateways(replica)
         total = sum(g.weight for g in gws.values())
         return int(self.topo.lan.buckets * gws[gateway].weight // total)
 
@@ -163,14 +163,17 @@ class Site:
     def controller_config(self, replica: str | None = None) -> Path:
         return self.paths.controller_config(replica)
 
-    def restart_controller(self, replica: str | None = None) -> ProcRecord:
+    def restart_controller(self, replica: str | None = None, wait: bool = True) -> ProcRecord:
         """Stops the controller (replica `replica`) if it runs and starts it again from its
-        config, as `up` did; a replica rejoins as a backup. Returns once its API answers."""
+        config, as `up` did; a replica rejoins as a backup. Returns once its API answers
+        (`wait`), or at once."""
         slot = self.slot(replica)
         if (old := self.process(slot.process)) is not None:
             processes.stop(old)
         rec = components.start_controller(self.topo, slot, self.controller_config(replica), self.paths.logs)
         self._track(rec, slot.process)
+        if not wait:
+            return rec
         try:
             wait_until(lambda: components.api_answers(slot.api_url), 30, f"{slot.process} API {slot.api_url}", rec)
         except Timeout as exc:
