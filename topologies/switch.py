@@ -32,6 +32,7 @@ class SwitchCommand:
     log_level: str | None = None  # eBPF: --log-level; BMv2: of the packet log (with log_file)
     log_file: Path | None = None  # BMv2: its packet log (BMv2 appends .txt); None: no packet log
     binary: Path | None = None  # None: the built supergw-switch, or the first simple_switch_grpc on PATH
+    target_options: tuple[str, ...] = ()  # more P4Runtime server options (TLS): both take them after the others
 
     def argv(self) -> list[str]:
         ports = [a for port, ifname in sorted(self.ports.items()) for a in ("-i", f"{port}@{ifname}")]
@@ -40,7 +41,7 @@ class SwitchCommand:
                 raise ValueError("the eBPF switch needs a pin directory")
             argv = [str(self.binary or SWITCH_BIN), "--device-id", str(self.device_id), "--grpc-server-addr",
                     self.grpc_addr, "--cpu-port", str(self.cpu_port), "--pin-dir", str(self.pin_dir)]
-            return argv + (["--log-level", self.log_level] if self.log_level else []) + ports
+            return argv + (["--log-level", self.log_level] if self.log_level else []) + ports + list(self.target_options)
         exe = self.binary or bmv2.binary()
         if exe is None:
             raise FileNotFoundError(f"{bmv2.BINARY} is not on PATH: {bmv2.INSTALL}")
@@ -49,7 +50,8 @@ class SwitchCommand:
             argv += ["--log-file", str(self.log_file), "--log-flush"]
             argv += ["--log-level", self.log_level] if self.log_level else []
         # Target options come after `--`.
-        return [*argv, "--", "--grpc-server-addr", self.grpc_addr, "--cpu-port", str(self.cpu_port)]
+        return [*argv, "--", "--grpc-server-addr", self.grpc_addr, "--cpu-port", str(self.cpu_port),
+                *self.target_options]
 
 
 def site_command(topo: Topology, logs: Path) -> SwitchCommand:

@@ -73,23 +73,23 @@ def test_arp_learning_and_dispatch(setup: Setup, ctl: Controller) -> None:
         assert neighbour_mac(h, setup.topo.gateway_ip) == vmac_of(VMAC_BASE, bucket_of(h.mac, K))
         own = owner(ctl, h, K)
         assert seen[own] >= 10, seen
-    hosts = {h["mac"]: h for h in ctl.get("/hosts")}
+    hosts = {h.mac: h for h in ctl.client.hosts()}
     for h in setup.topo.hosts():
-        assert hosts[h.mac]["port"] == h.port and hosts[h.mac]["ip"] == h.ip
+        assert hosts[h.mac].port == h.port and hosts[h.mac].ip == h.ip
 
 
 def test_bucket_move_and_load(setup: Setup, ctl: Controller) -> None:
     h = setup.topo.endpoints["h1"]
     b = bucket_of(h.mac, K)
     other = "g2" if owner(ctl, h, K) == "g1" else "g1"
-    ctl.post(f"/buckets/{b}/move", json={"gateway": other})
+    ctl.client.move(b, other)
     assert owner(ctl, h, K) == other
     assert pings_seen_by(setup, h)[other] >= 10
     # bucket_counter (a direct counter read by its Tofino ID) shows the traffic; the
     # controller polls it every 0.5 s.
-    before = int(ctl.get(f"/buckets/{b}")["packets"])
+    before = ctl.client.bucket(b).packets
     assert pings_seen_by(setup, h)[other] >= 10
     deadline = time.monotonic() + 5
-    while int(ctl.get(f"/buckets/{b}")["packets"]) < before + 10:
+    while ctl.client.bucket(b).packets < before + 10:
         assert time.monotonic() < deadline, f"bucket {b}: counter did not grow past {before} + 10"
         time.sleep(0.1)
