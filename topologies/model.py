@@ -28,6 +28,25 @@ _PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{0,10}$")
 MAX_REPLICAS = 5
 
 
+class Prefixed:
+    """The names every namespace builder shares (an emulated site, a switch lab): each
+    namespace is `<prefix>-<node>`, the switch's is `<prefix>-sw`, and this machine's end of
+    the management link `<prefix>-m0` (so the root namespace holds one interface per prefix)."""
+
+    prefix: str
+
+    def ns(self, node: str) -> str:
+        return f"{self.prefix}-{node}"
+
+    @property
+    def switch_ns(self) -> str:
+        return self.ns("sw")
+
+    @property
+    def mgmt_root_if(self) -> str:
+        return f"{self.prefix}-m0"
+
+
 class TopologyError(ValueError):
     """The topology file is missing, not YAML, or does not validate."""
 
@@ -180,7 +199,7 @@ class PartnerSite(StrictModel):
     initiate: bool  # whether this site's gateways initiate the IKE SAs (exactly one site does)
 
 
-class Topology(StrictModel):
+class Topology(StrictModel, Prefixed):
     prefix: str
     switch: SwitchSpec
     lan: LanSpec
@@ -269,22 +288,11 @@ class Topology(StrictModel):
             raise ValueError("; ".join(errors))
         return self
 
-    # Derived names: one place, used by build, health checks and teardown.
+    # Derived names: one place, used by build, health checks and teardown (ns, switch_ns,
+    # mgmt_root_if: Prefixed).
     @property
     def replicated(self) -> bool:
         return self.controller.replicas > 1
-
-    def ns(self, node: str) -> str:
-        return f"{self.prefix}-{node}"
-
-    @property
-    def switch_ns(self) -> str:
-        return self.ns("sw")
-
-    @property
-    def mgmt_root_if(self) -> str:
-        """The machine's end of the management link (root namespace)."""
-        return f"{self.prefix}-m0"
 
     def controllers(self) -> list[ControllerSlot]:
         """The site's controller processes: one, or one per replica."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from topologies import iproute
 from topologies.iproute import addr, offloads_off, run, veth
+from topologies.model import Prefixed
 
 
 @dataclass(frozen=True)
@@ -51,21 +52,10 @@ class MgmtLink:
 
 
 @dataclass
-class SwitchLab:
+class SwitchLab(Prefixed):
     prefix: str
     endpoints: list[Endpoint] = field(default_factory=list)
     mgmt: MgmtLink | None = None
-
-    def ns(self, name: str) -> str:
-        return f"{self.prefix}-{name}"
-
-    @property
-    def switch_ns(self) -> str:
-        return self.ns("sw")
-
-    @property
-    def mgmt_root_if(self) -> str:
-        return f"{self.prefix}-m0"
 
     def ports(self) -> dict[int, str]:
         """P4 port -> the switch's interface for it."""
