@@ -17,6 +17,7 @@ import pytest
 from sgwctl_harness import Controller, Heartbeats, Setup, TopologySpec, neighbour_mac, owner, pings_seen_by, vmac_of
 from sgwctl_topo import REMOTE_IP, Endpoint
 from supergw_proto.bucket import bucket_of
+from supergw_proto.rest import ApiError
 
 VMAC_BASE = "02:5e:00:00:00:00"
 K = 16
@@ -204,3 +205,14 @@ def test_controller_log_is_quiet_and_structured(ctl: Controller) -> None:
     lines = [ln for ln in Path(ctl.log_path).read_text().splitlines() if ln.startswith("ts=")]
     assert lines and all(" level=" in ln and " msg=" in ln for ln in lines)
     assert not [ln for ln in lines if "level=error" in ln], [ln for ln in lines if "level=error" in ln]
+
+
+def test_weight_through_the_typed_client(ctl: Controller) -> None:
+    """PUT /gateways/{name}/weight as the operator CLI will send it: the view carries the new
+    weight, a non-positive weight is refused with the API's own message, and nothing changed."""
+    assert ctl.client.set_weight("g1", 2.0).weight == 2.0
+    with pytest.raises(ApiError) as refused:
+        ctl.client.set_weight("g1", 0)
+    assert refused.value.status == 422 and "weight" in refused.value.detail, refused.value
+    assert ctl.client.gateway("g1").weight == 2.0
+    assert ctl.client.set_weight("g1", 1.0).weight == 1.0
