@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
+from supergw_controller.config import DispatchConfig
 from supergw_proto.addresses import mac_offset, mac_to_int, normalise_mac
 from supergw_proto.strict import StrictModel, format_validation_error
 
@@ -91,7 +92,8 @@ class LanSpec(StrictModel):
     gateway_ip: ipaddress.IPv4Address
     vmac_base: Mac
     buckets: int = Field(default=256, ge=1, le=4096)
-
+    # The controller's `dispatch` section (bucket hash, initial partition), passed through.
+    dispatch: DispatchConfig = Field(default_factory=DispatchConfig)
 
     @model_validator(mode="after")
     def _checks(self) -> LanSpec:
@@ -175,19 +177,24 @@ class ControllerSlot:
 
 class SimulatedHostsSpec(StrictModel):
     """Hosts emulated by one supergw-hostsim on one switch port (topologies/hostsim/README.md):
-    host k has first_ip + k and first_mac + k; the program runs in namespace `<prefix>-hsim` on
-    `hsim0`, whose peer is the switch's `sw-hsim`."""
+    host k has first_ip + k and first_mac + k * mac_step; the program runs in namespace `<prefix>-hsim`
+    on `hsim0`, whose peer is the switch's `sw-hsim`."""
 
     count: int = Field(ge=1, le=4096)
     port: int = Field(ge=0, lt=2**16)
     first_ip: ipaddress.IPv4Address
     first_mac: Mac
+    mac_step: int = Field(default=1, ge=1, lt=2**40)
 
     def ips(self) -> list[ipaddress.IPv4Address]:
         return [self.first_ip + k for k in range(self.count)]
 
     def macs(self) -> list[str]:
-        return [mac_offset(self.first_mac, k) for k in range(self.count)]
+        return [mac_offset(self.first_mac, k * self.mac_step) for k in range(self.count)]
+
+    def overflows(self) -> bool:
+        """Whether the last host's MAC would run past 48 bits."""
+        return mac_to_int(self.first_mac) + (self.count - 1) * self.mac_step >= 2**48
 
 
 class PartnerSite(StrictModel):
@@ -247,12 +254,13 @@ class Topology(StrictModel, Prefixed):
                 errors.append(f"switch.kind bmv2: ports {wide} do not fit v1model's 9-bit ports (0-{BMV2_MAX_PORT})")
         macs = [h.mac for h in self.hosts] + [g.mac for g in self.gateways] + [self.lan.vmac_base]
         lan_ips = [h.ip for h in self.hosts] + [g.lan_ip for g in self.gateways] + [self.lan.gateway_ip]
+        if sim is not None and sim.overflows():
+            errors.append("simulated_hosts: first_mac + count * mac_step overflows 48 bits")
+            sim = None  # its ranges cannot be checked
         if sim is not None:
             sim_ips, sim_macs = sim.ips(), sim.macs()
             if sim_ips[-1] not in self.lan.subnet or sim_ips[-1] == self.lan.subnet.broadcast_address:
                 errors.append(f"simulated_hosts: {sim.first_ip} + {sim.count} runs past the LAN subnet {self.lan.subnet}")
-            if mac_to_int(sim.first_mac) + sim.count > 2**48:
-                errors.append("simulated_hosts: first_mac + count overflows 48 bits")
             if set(sim_ips) & set(lan_ips) or set(sim_macs) & set(macs):
                 errors.append("simulated_hosts: its IP or MAC range overlaps a host, a gateway or IP_G")
             macs += sim_macs

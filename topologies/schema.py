@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from supergw_controller.config import DispatchConfig
 from supergw_proto.addresses import mac_offset
 from supergw_proto.strict import StrictModel, read_yaml_mapping, validate
 
@@ -86,11 +87,13 @@ class WanNet(StrictModel):
 
 class SimulatedHosts(StrictModel):
     """Each site's simulated hosts: one supergw-hostsim on one switch port (topologies/hostsim).
-    Host k of a site has LAN .(first_host + k) and MAC mac_base + the same, like the namespace hosts."""
+    Host k of a site has LAN .(first_host + k) and MAC mac_base + (first_host + k) * mac_step (step 1:
+    like the namespace hosts; 256: the paper's §4.3 hosts ..:18:00, ..:19:00, ...)."""
 
     count: int = Field(ge=1, le=250)
     first_host: int = Field(ge=2, le=250)
     port: int = Field(default=200, ge=1, le=510)
+    mac_step: int = Field(default=1, ge=1, le=2**16)
 
 
 class TwoSiteFile(StrictModel):
@@ -101,6 +104,7 @@ class TwoSiteFile(StrictModel):
     gateway_cpu_percent: float | None = Field(default=None, gt=0, le=6400)
     esp_proposals: list[str] | None = Field(default=None, min_length=1)  # both sites' tunnels; None: the default
     buckets: int = Field(default=256, ge=1, le=4096)
+    dispatch: DispatchConfig = Field(default_factory=DispatchConfig)  # both controllers' `dispatch` section
     switch: SwitchSpec
     wan: WanNet
     sites: list[SiteSpec] = Field(min_length=2, max_length=2)
@@ -161,7 +165,7 @@ class TwoSiteFile(StrictModel):
             "prefix": s.prefix,
             "switch": self.switch.model_dump(mode="json"),
             "lan": {"subnet": str(s.lan), "gateway_ip": str(s.gateway_ip), "vmac_base": s.vmac_base,
-                    "buckets": self.buckets},
+                    "buckets": self.buckets, "dispatch": self.dispatch},
             "hosts": hosts,
             "gateways": gws,
             "wan": {"subnet": str(self.wan.subnet)},
@@ -176,7 +180,8 @@ class TwoSiteFile(StrictModel):
         }
         if (sim := self.simulated_hosts) is not None:
             data["simulated_hosts"] = {"count": sim.count, "port": sim.port, "first_ip": str(s.lan[sim.first_host]),
-                                       "first_mac": mac_offset(s.mac_base, sim.first_host)}
+                                       "first_mac": mac_offset(s.mac_base, sim.first_host * sim.mac_step),
+                                       "mac_step": sim.mac_step}
         return Topology.model_validate(data)
 
     def derive(self) -> EmulationSpec:

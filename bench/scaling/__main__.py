@@ -397,10 +397,11 @@ def report(s: Settings, res: Results) -> None:
 
 
 def choose_buckets(base: Path, asked: int | None) -> tuple[int, str]:
-    """K for the run and why: the preset's, unless the pipeline's bucket hash (the controller's
-    `bucket_of`, the one Python copy of it) puts its simulated hosts into fewer than half as
-    many buckets as hosts; then 4096, the largest K."""
-    from supergw_proto.bucket import bucket_of
+    """K for the run and why: the preset's, unless the pipeline's bucket hash (the preset's
+    `dispatch.hash` in the controller's `bucket_of`, the one Python copy of it) puts its simulated
+    hosts into fewer than half as many buckets as hosts; then 4096, the largest K."""
+    from supergw_proto.bucket import bucket_of, hash_name
+    from supergw_proto.p4constants import MAX_BUCKETS
 
     site = load(base).sites[0]
     sim = site.simulated_hosts
@@ -409,14 +410,16 @@ def choose_buckets(base: Path, asked: int | None) -> tuple[int, str]:
     macs = list(sim.macs())
     preset = site.lan.buckets
 
+    hash_ = site.lan.dispatch.hash
+
     def spread(k: int) -> int:
-        return len({bucket_of(m, k) for m in macs})
+        return len({bucket_of(m, k, hash_) for m in macs})
 
     if asked is not None:
         return asked, f"K = {asked} (asked for): the {len(macs)} simulated hosts per site use {spread(asked)} buckets"
-    if spread(preset) >= len(macs) / 2:
-        return preset, (f"K = {preset} (the preset's): the {len(macs)} simulated hosts per site use "
-                        f"{spread(preset)} buckets")
+    if spread(preset) >= len(macs) / 2 or preset == MAX_BUCKETS:
+        return preset, (f"K = {preset} (the preset's, {hash_name(hash_)} hash): the {len(macs)} "
+                        f"simulated hosts per site use {spread(preset)} buckets")
     return 4096, (f"K = 4096, not the preset's {preset}: the bucket hash maps the {len(macs)} consecutive "
                   f"simulated MACs per site onto {spread(preset)} of {preset} buckets but {spread(4096)} "
                   f"of 4096")
