@@ -200,8 +200,9 @@ def running_or_booted(want: Emulation, usable: Callable[[Emulation], str | None]
         raise EmulationError(f"the running emulation ({running.describe()}) does not fit: {why}; "
                              "`make stop` it, or boot a fitting one")
     say(f"== emulation not up: booting {want.state.source or 'it'} ({want.describe()})")
+    ok = want.up()  # AlreadyRunning (someone booted one meanwhile) leaves theirs alone; a failed build is removed
     try:
-        if not want.up():
+        if not ok:
             failed = ", ".join(want.state.failed_stages())
             raise EmulationError(f"the emulation did not come up: {failed} failed (see above)")
         yield want

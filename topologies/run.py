@@ -113,8 +113,8 @@ def cmd_status(topology: Path) -> int:
             print(f"leftover namespaces: {', '.join(leftovers)} (run `make stop`)")
         return 1
     print_lines(status_lines(emu))
-    return 0 if emu.state.phase == "up" and not emu.state.failed_stages() and all(
-        rec in emu.state.running() for rec in emu.state.processes) else 1
+    all_running = len(emu.state.running()) == len(emu.state.processes)
+    return 0 if emu.state.phase == "up" and all_running else 1
 
 
 def parse_replicas(values: list[str]) -> list[tuple[int, str | None]]:

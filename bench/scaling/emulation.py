@@ -150,6 +150,15 @@ class LoadedEmulation:
             failed = self.emu.state.failed_stages()
             self.emu.down(quiet=True)
             raise BenchError(f"the two-site emulation did not come up: {failed}")
+        try:
+            self._hostsims()
+        except (BenchError, HostsimError, ApiError):
+            self.emu.down(quiet=True)  # booted here: not left running for nobody
+            raise
+        say(f"up in {time.monotonic() - started:.0f}s: {len(self.sites[0].host_ips)} simulated hosts per site")
+
+    def _hostsims(self) -> None:
+        """Each site's hostsim client, once every simulated host resolved IP_G, and the hosts' buckets."""
         for site in self.emu.sites:
             sock = site.paths.hostsim_socket
             if site.topo.simulated_hosts is None or not sock.exists():
@@ -161,7 +170,6 @@ class LoadedEmulation:
             hosts = load.hostsim.stats(hosts=True)["hosts"]
             load.host_ips = [h["ip"] for h in hosts]
             load.host_buckets = [int(str(h["gateway_mac"]).replace(":", ""), 16) & 0xFFFF for h in hosts]
-        say(f"up in {time.monotonic() - started:.0f}s: {len(self.sites[0].host_ips)} simulated hosts per site")
 
     def down(self) -> None:
         self.emu.down(quiet=True)
