@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import importlib
 import os
 import secrets
 from dataclasses import dataclass
@@ -252,25 +253,18 @@ def _write_secret(path: Path, secret: str) -> None:
 def validate_with_owners(generated: GeneratedConfigs) -> list[str]:
     """Load each file with its owner's loader; returns problems (empty when all fine)."""
     problems: list[str] = []
-    try:
-        from supergw_controller.config import load_config as load_controller
-    except ImportError as exc:
-        problems.append(f"controller config not validated: {exc}")
-    else:
-        for path in generated.controllers.values():
+    owners = (("controller config", "supergw_controller.config", list(generated.controllers.values())),
+              ("gateway configs", "supergw_gateway.config", list(generated.gateways.values())))
+    for what, module, paths in owners:
+        try:
+            load = importlib.import_module(module).load_config
+        except ImportError as exc:
+            problems.append(f"{what} not validated: {exc}")
+            continue
+        for path in paths:
             try:
-                load_controller(path)
+                load(path)
             except Exception as exc:  # the owner's error type carries the message we show
-                problems.append(str(exc))
-    try:
-        from supergw_gateway.config import load_config as load_gateway
-    except ImportError as exc:
-        problems.append(f"gateway configs not validated: {exc}")
-    else:
-        for path in generated.gateways.values():
-            try:
-                load_gateway(path)
-            except Exception as exc:
                 problems.append(str(exc))
     return problems
 

@@ -299,6 +299,16 @@ def owner(ctl: Controller, host: Endpoint, buckets: int) -> str:
     return str(ctl.client.bucket(bucket_of(host.mac, buckets)).gateway)
 
 
+def move_to_the_other(ctl: Controller, host: Endpoint, buckets: int) -> tuple[int, str]:
+    """An operator move of `host`'s bucket from g1 to g2 or back; (the bucket, where it went),
+    once the controller says it is there."""
+    b = bucket_of(host.mac, buckets)
+    other = "g2" if owner(ctl, host, buckets) == "g1" else "g1"
+    ctl.client.move(b, other)
+    assert owner(ctl, host, buckets) == other
+    return b, other
+
+
 def pings_seen_by(setup: Setup, host: Endpoint, count: int = 10) -> dict[str, int]:
     """Ping the remote IP from `host`; return rx packet deltas per gateway namespace."""
     before = {g.name: g.rx_packets() for g in setup.topo.gateways()}

@@ -14,7 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from sgwctl_harness import Controller, Heartbeats, Setup, TopologySpec, neighbour_mac, owner, pings_seen_by, vmac_of
+from sgwctl_harness import (
+    Controller,
+    Heartbeats,
+    Setup,
+    TopologySpec,
+    move_to_the_other,
+    neighbour_mac,
+    owner,
+    pings_seen_by,
+    vmac_of,
+)
 from sgwctl_topo import REMOTE_IP, Endpoint
 from supergw_proto.bucket import bucket_of
 from supergw_proto.rest import ApiError
@@ -59,10 +69,7 @@ def test_traffic_goes_to_the_gateway_owning_the_bucket(setup: Setup, ctl: Contro
 
 def test_operator_move_redirects_traffic(setup: Setup, ctl: Controller) -> None:
     h = setup.topo.endpoints["h1"]
-    b = bucket_of(h.mac, K)
-    other = "g2" if owner(ctl, h, K) == "g1" else "g1"
-    ctl.client.move(b, other)
-    assert owner(ctl, h, K) == other
+    b, other = move_to_the_other(ctl, h, K)
     seen = pings_seen_by(setup, h)
     assert seen[other] >= 10, seen
     ev = ctl.client.events(limit=5)
