@@ -57,8 +57,10 @@ def site_lines(site: Site, several: bool) -> list[str]:
     if topo.replicated:
         lines += replica_lines(site)
     if (sim := topo.simulated_hosts) is not None:
+        sock = paths.hostsim_socket
+        shown = sock.relative_to(REPO) if sock.is_relative_to(REPO) else sock
         lines.append(f"  sim. hosts   {sim.count} (supergw-hostsim, switch port {sim.port}); counters: "
-                     f".venv/bin/python -m topologies.hostsim_client {paths.hostsim_socket.relative_to(REPO)} --hosts")
+                     f".venv/bin/python -m topologies.hostsim_client {shown} --hosts")
     return lines
 
 

@@ -79,3 +79,14 @@ def test_a_running_emulation_is_used_when_it_fits_and_refused_when_not(tmp_path:
         with running_or_booted(want, lambda emu: "one site only"):
             pass
     assert layout.state.exists()  # not stopped: it is someone else's
+
+
+def test_where_to_look_names_every_site_and_its_replicas(tmp_path: Path) -> None:
+    from topologies.where import where_lines
+
+    emu = Emulation.from_file(TWO_SITE_TOPOLOGY, replicas=3, replicas_site="sgw-a", layout=RunLayout(tmp_path))
+    text = "\n".join(where_lines(emu))
+    assert "site sgw-a:" in text and "site sgw-b:" in text
+    assert "replicas     c1 http://10.255.61.31:8080 (" in text and "10.255.62" in text
+    assert f"{tmp_path}/sgw-b/config/api-token" in text and "hostsim_client" in text
+    assert "pairs        agw1<->bgw1" in text and "make stop" in text
