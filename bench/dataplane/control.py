@@ -23,6 +23,8 @@ from finsy.proto import p4r
 from supergw_p4rt import INSERT, MODIFY, P4RuntimeClientError, P4RuntimeSession, load_schema
 from supergw_proto import p4constants as p4c
 
+from bench.dataplane.frames import BUCKET_HASH
+
 
 @dataclass(frozen=True)
 class Spec:
@@ -69,6 +71,7 @@ def setup_updates(session: P4RuntimeSession, spec: Spec) -> list[p4r.Update]:
         p4c.PARAM_SET_DISPATCH_CONFIG_GATEWAY_IP: spec.gateway_ip,
         p4c.PARAM_SET_DISPATCH_CONFIG_VMAC_BASE: spec.vmac_base,
         p4c.PARAM_SET_DISPATCH_CONFIG_BUCKET_MASK: spec.buckets - 1,
+        p4c.PARAM_SET_DISPATCH_CONFIG_BUCKET_HASH: int(BUCKET_HASH),
     }
     settings = P4TableEntry(
         p4c.TABLE_SETTINGS, is_default_action=True, action=P4TableAction(p4c.ACTION_SET_DISPATCH_CONFIG, **dispatch)

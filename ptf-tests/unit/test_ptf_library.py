@@ -92,7 +92,8 @@ def test_dispatch_settings_are_modified_and_restored_at_cleanup() -> None:
     (update,) = client.writes[0]
     assert update.type == MODIFY and update.entity.table_entry.is_default_action
     assert [p.value for p in update.entity.table_entry.action.action.params] == [
-        ipv4_to_int("10.0.0.1").to_bytes(4, "big"), mac_to_bytes("02:5e:00:00:00:00").lstrip(b"\x00"), b"\x0f\xff"
+        ipv4_to_int("10.0.0.1").to_bytes(4, "big"), mac_to_bytes("02:5e:00:00:00:00").lstrip(b"\x00"), b"\x0f\xff",
+        b"\x00",  # bucket_hash CRC32
     ]
     test.undo_writes()
     (restore,) = client.writes[1]

@@ -15,6 +15,7 @@ from ptf.mask import Mask
 from supergw_proto import p4constants as c
 from supergw_proto.addresses import ipv4_to_int, mac_to_int
 from supergw_proto.bucket import bucket_of, vmac
+from supergw_proto.p4constants import BucketHash
 
 from . import packets as pk
 from .base_test import CounterValue, P4RuntimeTest
@@ -58,7 +59,9 @@ PortRole = c.PortRole
 DropReason = c.DropReason
 PuntReason = c.PuntReason
 
-VECTORS_FILE = Path(__file__).resolve().parents[3] / "p4src" / "vectors" / "bucket-crc32.json"
+VECTORS_DIR = Path(__file__).resolve().parents[3] / "p4src" / "vectors"
+VECTORS_FILE = VECTORS_DIR / "bucket-crc32.json"
+VECTOR_FILES = {BucketHash.CRC32: VECTORS_FILE, BucketHash.IDENTITY: VECTORS_DIR / "bucket-identity.json"}
 
 
 @dataclass(frozen=True)
@@ -74,25 +77,26 @@ class BucketVector:
         return {64: self.bucket_k64, 256: self.bucket_k256, 4096: self.bucket_k4096}[k]
 
 
-def bucket_vectors() -> list[BucketVector]:
-    data = json.loads(VECTORS_FILE.read_text(encoding="utf-8"))
+def bucket_vectors(bucket_hash: BucketHash = BucketHash.CRC32) -> list[BucketVector]:
+    data = json.loads(VECTOR_FILES[bucket_hash].read_text(encoding="utf-8"))
     return [BucketVector(v["mac"], v["bucket_k64"], v["bucket_k256"], v["bucket_k4096"]) for v in data["vectors"]]
 
 
 @dataclass(frozen=True)
 class Dispatch:
-    """The settings the tests configure: IP_G, vmac_base and K."""
+    """The settings the tests configure: IP_G, vmac_base, K and the bucket hash."""
 
     gateway_ip: str = "10.0.0.1"
     vmac_base: str = "02:5e:00:00:00:00"
     k: int = 256
+    hash: BucketHash = BucketHash.CRC32
 
     @property
     def mask(self) -> int:
         return self.k - 1
 
     def bucket(self, mac: str) -> int:
-        return bucket_of(mac, self.k)
+        return bucket_of(mac, self.k, self.hash)
 
     def vmac(self, bucket: int) -> str:
         return vmac(self.vmac_base, bucket)
@@ -189,6 +193,7 @@ class SupergwTest(P4RuntimeTest):
             c.PARAM_SET_DISPATCH_CONFIG_GATEWAY_IP: d.gateway_ip,
             c.PARAM_SET_DISPATCH_CONFIG_VMAC_BASE: d.vmac_base,
             c.PARAM_SET_DISPATCH_CONFIG_BUCKET_MASK: d.mask,
+            c.PARAM_SET_DISPATCH_CONFIG_BUCKET_HASH: int(d.hash),
         }
         self.set_default_action(SETTINGS, P4TableAction(SET_DISPATCH_CONFIG, **params), restore=P4TableAction(MARK_UNCONFIGURED))
 
