@@ -178,6 +178,11 @@ def test_tunnels_up(site: Site) -> None:
         assert any(ike["state"] == "ESTABLISHED" and any(c["state"] == "INSTALLED" for c in ike["children"])
                    for ike in st["sas"]), (gw, st["sas"])
         say(f"{gw}: backend {st['backend']} ({st['detection']})")
+        tuning = st["tuning"]
+        assert "error" not in tuning and "applied" in tuning, f"{gw}: `up` did not apply the tuning profile: {tuning}"
+        say(f"{gw}: tuning profile: {len(tuning['applied'])} knobs changed, {tuning['already_at_target']} "
+            f"already at target, {len(tuning['refused'])} refused (e.g. {tuning['refused'][:1]}); first change: "
+            f"{tuning['applied'][:1]}")
     site.wait_alive(list(GATEWAYS))
     gws = site.gateways()
     assert all(gws[g]["tunnel_up"] for g in GATEWAYS), gws
@@ -262,6 +267,8 @@ def test_stop_cleans_up(site: Site) -> None:
         wait_for(f"{unit} stops with the gateway", functools.partial(inactive, m, unit), 15)
     assert m.run(["test", "-e", f"/proc/{charon}"], check=False).returncode != 0, "charon still runs"
     assert m.run(["test", "-e", f"/run/netns/sgw-gw-{gw}"], check=False).returncode != 0, "the namespace name stayed"
+    tuning = json.loads(m.run(["supergw-gateway", "status", "-c", f"/etc/supergw/gateway/{gw}.yaml"]).stdout)["tuning"]
+    assert "applied" not in tuning and "not applied" in tuning.get("state", ""), f"`down` left the tuning record: {tuning}"
     site.wait_alive([g for g in GATEWAYS if g != gw])
     wait_for(f"the controller sees {gw} dead", lambda: None if not site.gateways()[gw]["alive"] else "alive", 10)
 

@@ -3,27 +3,19 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+
+from sgwpkg.run import Progress
 
 
 class DeployError(Exception):
     """A deploy-test step failed; the message names the step and the evidence."""
 
 
-def say(msg: str) -> None:
-    print(f"deploy-test: {msg}", file=sys.stderr, flush=True)
-
-
-@contextmanager
-def stage(what: str) -> Iterator[None]:
-    say(f"{what} ...")
-    t0 = time.monotonic()
-    yield
-    say(f"{what}: ok ({time.monotonic() - t0:.1f} s)")
+say = Progress("deploy-test").say
+stage = Progress("deploy-test").step
 
 
 def sh(argv: Sequence[str | Path], *, check: bool = True, timeout: float = 600, env: Mapping[str, str] | None = None,

@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -15,17 +16,26 @@ class BuildError(Exception):
     """A build step failed; the message says what to do next."""
 
 
-def say(msg: str) -> None:
-    print(f"package: {msg}", file=sys.stderr, flush=True)
+@dataclass(frozen=True)
+class Progress:
+    """Progress lines on stderr under one prefix (`make package`'s, `make deploy-test`'s)."""
+
+    prefix: str
+
+    def say(self, msg: str) -> None:
+        print(f"{self.prefix}: {msg}", file=sys.stderr, flush=True)
+
+    @contextmanager
+    def step(self, what: str) -> Iterator[None]:
+        """Announce a long step and say how long it took."""
+        self.say(f"{what} ...")
+        t0 = time.monotonic()
+        yield
+        self.say(f"{what}: done in {time.monotonic() - t0:.1f} s")
 
 
-@contextmanager
-def step(what: str) -> Iterator[None]:
-    """Announce a long step and say how long it took."""
-    say(f"{what} ...")
-    t0 = time.monotonic()
-    yield
-    say(f"{what}: done in {time.monotonic() - t0:.1f} s")
+say = Progress("package").say
+step = Progress("package").step
 
 
 def run(argv: Sequence[str | Path], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
