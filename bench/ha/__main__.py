@@ -318,7 +318,7 @@ def shortfalls(kills: list[Kill], parts: list[Partition]) -> list[str]:
         out.append(f"takeover_s {takeover} (goal <= {GOAL_TAKEOVER_S} s)")
     lost = sum(k.lost for k in kills if k.kind == "kill")
     if lost:
-        out.append(f"takeover_loss {lost} probes through a gateway that stayed up (goal 0)")
+        out.append(f"takeover_loss {lost} probes in the kills with another gateway frozen (goal 0)")
     own = median([k.gap_ms for k in kills if k.kind == "kill_own"])
     if own is not None and own > GOAL_TAKEOVER_FAILOVER_MS:
         out.append(f"takeover_failover_gap_ms {own} (goal <= {GOAL_TAKEOVER_FAILOVER_MS:.0f} ms)")
