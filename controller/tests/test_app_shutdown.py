@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from test_core_units import P4INFO
+from corekit import P4INFO
 
 API = "127.0.0.1:18771"
 TOKEN = "shutdown-test-token"

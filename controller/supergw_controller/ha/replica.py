@@ -51,9 +51,10 @@ class StoreFence(Protocol):
 
 
 class CoreLike(Protocol):
-    """What the replica uses of the `Dispatcher`."""
+    """What the replica uses of the core (`compose.ReplicaCore`)."""
 
-    primary_ready: asyncio.Event
+    @property
+    def primary_ready(self) -> asyncio.Event: ...
 
     async def reload_intent(self) -> None: ...
     def note(self, kind: str, reason: str, detail: str) -> None: ...
