@@ -61,6 +61,7 @@ class Liveness:
         self.heartbeats_total = 0  # REST and UDP
         self.silence_verdicts_deferred = 0
         self._flooded_since: float | None = None  # see tick()
+        self._off_timing: dict[str, int] = {}  # gateway -> the slower interval its beats declare
         self._reactions: set[asyncio.Task[None]] = set()
 
     async def run(self, *, udp: bool = True) -> None:
@@ -173,7 +174,36 @@ class Liveness:
         out: list[Transition] = []
         for b in beats:
             self.heartbeats_total += 1
-            t = self.registry.heartbeat(b.gateway, now, charon_down=b.charon_down, partner_down=b.partner_down)
+            if b.interval_ms is not None:
+                self._check_timing(b.gateway, b.interval_ms)
+            t = self.registry.heartbeat(
+                b.gateway,
+                now,
+                charon_down=b.charon_down,
+                partner_down=b.partner_down,
+                interval_s=0.0 if b.interval_ms is None else b.interval_ms / 1000.0,
+            )
             if t is not None:
                 out.append(t)
         return out
+
+    def _check_timing(self, gateway: str, interval_ms: int) -> None:
+        """Say, once per change, when a gateway's beats come slower than we expect: it is
+        judged by its own interval meanwhile (no spurious failover), but it should have
+        adopted ours from the answer to its reports."""
+        t = self._config.timing
+        if interval_ms <= t.heartbeat_interval_ms:
+            if self._off_timing.pop(gateway, None) is not None:
+                log.warning("gateway %s: its agent now sends heartbeats every %d ms (this controller's "
+                            "timing.heartbeat_interval_ms is %d ms)", gateway, interval_ms, t.heartbeat_interval_ms)
+            return
+        if self._off_timing.get(gateway) == interval_ms:
+            return
+        self._off_timing[gateway] = interval_ms
+        log.error(
+            "gateway %s: its agent sends heartbeats every %d ms, but this controller's timing.heartbeat_interval_ms is "
+            "%d ms: judged dead only after %d x %d ms until it adopts ours (agents adopt the timing from the answer "
+            "to their reports; an agent that keeps sending %d ms does not get it: check that its reports reach this "
+            "controller, or upgrade it)",
+            gateway, interval_ms, t.heartbeat_interval_ms, t.missed_heartbeats, interval_ms, interval_ms,
+        )  # fmt: skip

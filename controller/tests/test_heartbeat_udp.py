@@ -45,7 +45,7 @@ def test_round_trip_and_flags() -> None:
         (b"", "malformed"),
         (b"GET / HTTP/1.1\r\n\r\n" + bytes(60), "malformed"),
         (_beat()[:-1], "malformed"),  # truncated
-        (b"SGHB\x02" + _beat()[5:], "malformed"),  # another version
+        (b"SGHB\x03" + _beat()[5:], "malformed"),  # another version
         (_beat()[:5] + b"\x80" + _beat()[6:], "bad_mac"),  # flags changed in flight
         (_beat(key=b"unit-agent-g2-token"), "bad_mac"),  # g2's key cannot speak for g1
         (_beat(key=b"guessed-secret-000000"), "bad_mac"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import time
 from collections.abc import Sequence
@@ -83,5 +84,54 @@ async def test_a_datagram_acts_when_the_socket_is_readable(live: tuple[Liveness,
             await asyncio.sleep(0.005)
         await lv.settle()
         assert react.calls == [[("g1", True, "agent reports charon stopped")]]
+    finally:
+        lv.receiver.close()
+
+
+async def test_a_beat_declaring_a_longer_interval_is_judged_by_it_and_named(
+    live: tuple[Liveness, Reactions, Clock], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    lv, react, clock = live
+    keys = heartbeat_keys(make_config(tmp_path))
+    sock = lv.receiver.open("127.0.0.1", 0)
+    seq = [0]
+
+    async def beat(name: str, interval_ms: int | None) -> None:
+        seq[0] += 1
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+            tx.sendto(encode(name, keys[name], 1, seq[0], time.time_ns(), interval_ms=interval_ms), sock.getsockname())
+        before = lv.heartbeats_total
+        for _ in range(200):
+            lv.readable()
+            if lv.heartbeats_total > before:
+                await lv.settle()
+                return
+            await asyncio.sleep(0.005)
+        raise AssertionError("the datagram never arrived")
+
+    try:
+        with caplog.at_level(logging.INFO, logger="supergw_controller.liveness"):
+            await beat("g1", 1000)  # an agent on 1 s heartbeats (not told our 100 ms yet)
+            await beat("g2", 100)
+            await beat("g1", 1000)
+            clock.t = 2.0  # 2 s: far past our 0.3 s, within its 3 x 1 s
+            await lv.tick()
+            assert react.calls[-1] == [("g2", True, "no heartbeat for 0.3s")]
+            assert not lv.registry.get("g1").dead
+            assert caplog.text.count("gateway g1: its agent sends heartbeats every 1000 ms, but this controller's "
+                                     "timing.heartbeat_interval_ms is 100 ms") == 1
+            clock.t = 3.1
+            await lv.tick()
+            assert react.calls[-1] == [("g1", True, "no heartbeat for 3s")]
+            await beat("g1", 100)  # told: now on our timing, and judged by it again
+            assert "gateway g1: its agent now sends heartbeats every 100 ms" in caplog.text
+            clock.t = 3.5
+            await lv.tick()
+            assert react.calls[-1] == [("g1", True, "no heartbeat for 0.3s")]
+            await beat("g1", 1000)
+            await beat("g1", None)  # an older agent (version 1): our interval again
+            clock.t = 3.85
+            await lv.tick()
+            assert react.calls[-1] == [("g1", True, "no heartbeat for 0.3s")]
     finally:
         lv.receiver.close()
