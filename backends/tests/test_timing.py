@@ -31,6 +31,7 @@ from supergw_proto.beats import PAIR_MAGIC, decode, encode
 from supergw_proto.reports import TIMING_HEADER, AgentTiming
 
 from tests.test_agent import FakeController, FakeSampler, free_port, until
+from tests.test_partner import wait_for
 
 P4INFO = Path(__file__).resolve().parents[2] / "p4src" / "v1model" / "supergw.p4info.txtpb"
 TOKEN = "agent-test-token-0123456789"
@@ -78,25 +79,16 @@ def test_the_sender_declares_its_interval_and_follows_a_new_one_at_once() -> Non
     sender.start()
     try:
         beats: list[Any] = []
-        assert _until_sync(lambda: bool(beats.extend(rx.drain()) or beats))
+        assert wait_for(lambda: bool(beats.extend(rx.drain()) or beats))
         assert beats[0].interval_ms == 5000
         sender.set_interval(0.02)  # told 20 ms: the next beat goes now, not in 5 s
         t0 = time.monotonic()
         fast: list[Any] = []
-        assert _until_sync(lambda: len(fast.extend(rx.drain()) or fast) >= 5, 2.0)
+        assert wait_for(lambda: len(fast.extend(rx.drain()) or fast) >= 5, 2.0)
         assert time.monotonic() - t0 < 1.0 and all(b.interval_ms == 20 for b in fast)
     finally:
         sender.stop()
         rx.close()
-
-
-def _until_sync(cond: Any, timeout: float = 3.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.005)
-    return bool(cond())
 
 
 def test_a_partner_is_judged_by_the_interval_its_beacons_declare() -> None:

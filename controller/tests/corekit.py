@@ -12,7 +12,7 @@ from finsy.p4schema import P4Schema
 from supergw_controller.compose import ControllerCore
 from supergw_controller.config import Config, parse_config
 from supergw_controller.errors import NotPrimary, SwitchUnavailable
-from supergw_controller.intent_store import IntentStore
+from supergw_controller.intent_store import Intent, IntentStore
 from supergw_controller.southbound.domain import HostWrite, Op
 from supergw_controller.southbound.entities import BucketEntry, Update, host_update
 from supergw_controller.southbound.session import Role
@@ -137,3 +137,19 @@ def host_updates(writes: Sequence[HostWrite], idle_timeout_ns: int = 1) -> list[
 def ops(writes: Sequence[HostWrite] | Sequence[Update]) -> list[tuple[Op, str]]:
     """(op, P4 table) of each host write or table update, in order."""
     return [(u.op, u.entity.table_id) for u in (w if isinstance(w, Update) else host_update(w, 1) for w in writes)]
+
+
+async def write_intent(store: Any) -> Intent:
+    """Operator intent written the long way round (re-pins, undrains, unpins of unpinned
+    buckets); returns what the store must load back."""
+    await store.set_weight("gw1", 2.5)
+    await store.set_drained("gw2", True)
+    await store.set_drained("gw3", True)
+    await store.set_drained("gw3", False)
+    await store.pin(7, "gw1")
+    await store.pin(9, "gw1")
+    await store.pin(9, "gw3")  # re-pin replaces
+    await store.pin(11, "gw2")
+    await store.unpin(11)
+    await store.unpin(12)  # unpinning an unpinned bucket is a no-op
+    return Intent(weights={"gw1": 2.5}, drained={"gw2"}, pins={7: "gw1", 9: "gw3"})

@@ -37,3 +37,24 @@ def test_emulation_uses_the_defaults() -> None:
     d = TimingConfig()
     assert (configs.HEARTBEAT_MS, configs.MISSED_HEARTBEATS, configs.REPORT_MS) == (
         d.heartbeat_interval_ms, d.missed_heartbeats, d.report_interval_ms)
+
+
+def test_every_answer_to_an_agent_tells_the_timing() -> None:
+    from fastapi.testclient import TestClient
+
+    from supergw_controller.api import API_PREFIX, create_app
+    from supergw_proto.reports import TIMING_HEADER
+    from test_api import FakeCore, agent, make_config, report_body
+
+    cfg = make_config()
+    cfg = cfg.model_copy(update={"timing": TimingConfig(heartbeat_interval_ms=40, missed_heartbeats=5)})
+    client = TestClient(create_app(FakeCore(cfg), cfg))
+    want = AgentTiming(heartbeat_interval_ms=40, missed_heartbeats=5, report_interval_ms=500)
+    for path, body in (("report", report_body("gw2")), ("heartbeat", {"gateway": "gw2", "timestamp": 1.0})):
+        r = client.post(f"{API_PREFIX}/gateways/gw2/{path}", json=body, headers=agent("gw2"))
+        assert r.status_code == 204 and r.content == b""
+        assert AgentTiming.from_header(r.headers[TIMING_HEADER]) == want
+    refused = client.post(f"{API_PREFIX}/gateways/gw2/report", json=report_body("gw1"), headers=agent("gw2"))
+    assert refused.status_code == 422 and TIMING_HEADER not in refused.headers
+    doc = client.get("/openapi.json").json()["paths"][f"{API_PREFIX}/gateways/{{name}}/report"]["post"]
+    assert TIMING_HEADER in doc["responses"]["204"]["headers"]

@@ -11,12 +11,12 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Response
 
-from supergw_controller.api.deps import CoreDep, GatewayName, State
+from supergw_controller.api.deps import ApiState, CoreDep, GatewayName, State
 from supergw_proto.reports import TIMING_HEADER, GatewayReport, Heartbeat
 
 router = APIRouter(prefix="/gateways", tags=["agents"])
 
-_TOLD: dict[int | str, dict[str, Any]] = {
+_TIMING_DOC: dict[int | str, dict[str, Any]] = {
     204: {
         "description": "Successful Response",
         "headers": {
@@ -31,6 +31,11 @@ _TOLD: dict[int | str, dict[str, Any]] = {
 }
 
 
+def _told(state: ApiState) -> Response:
+    """The 204 an agent gets: with the controller's timing, which it adopts at once."""
+    return Response(status_code=204, headers={TIMING_HEADER: state.agent_timing})
+
+
 def _same_gateway(path_name: str, body_name: str) -> None:
     if path_name != body_name:
         raise HTTPException(
@@ -39,17 +44,17 @@ def _same_gateway(path_name: str, body_name: str) -> None:
         )
 
 
-@router.post("/{name}/report", status_code=204, response_class=Response, responses=_TOLD,
+@router.post("/{name}/report", status_code=204, response_class=Response, responses=_TIMING_DOC,
              summary="Agent load report (every T_L)")
 async def post_report(core: CoreDep, state: State, name: GatewayName, report: GatewayReport) -> Response:
     _same_gateway(name, report.gateway)
     await core.accept_report(report)
-    return Response(status_code=204, headers={TIMING_HEADER: state.agent_timing})
+    return _told(state)
 
 
-@router.post("/{name}/heartbeat", status_code=204, response_class=Response, responses=_TOLD,
+@router.post("/{name}/heartbeat", status_code=204, response_class=Response, responses=_TIMING_DOC,
              summary="Agent liveness beacon")
 async def post_heartbeat(core: CoreDep, state: State, name: GatewayName, hb: Heartbeat) -> Response:
     _same_gateway(name, hb.gateway)
     await core.accept_heartbeat(hb)
-    return Response(status_code=204, headers={TIMING_HEADER: state.agent_timing})
+    return _told(state)
