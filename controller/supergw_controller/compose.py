@@ -323,7 +323,7 @@ class ReplicaCore(ControllerCore):
             replica=ha.replica,
             leadership=Leadership(etcd.endpoints, etcd.prefix, ha.replica, api, ha.lease_ttl_s, etcd.timeout_s),
             fence=fence,
-            switch=self.switch.switch,
+            switch=self.switch,
             core=self,
             store=store if isinstance(store, EtcdIntentStore) else None,
             keepalive_s=ha.lease_ttl_s / 4,

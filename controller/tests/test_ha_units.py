@@ -116,7 +116,7 @@ def _update(code: int, eid: int) -> Any:
 def test_the_replica_arbitrator_never_bids_on_its_own() -> None:
     from finsy.proto import p4r
 
-    from supergw_controller.ha.arbitration import ReplicaArbitrator
+    from supergw_controller.southbound.arbitration import ReplicaArbitrator
     from supergw_controller.ha.fence import Fenced, LeaseFence
     from supergw_controller.ha.term import election_id
 

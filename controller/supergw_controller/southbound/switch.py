@@ -26,6 +26,7 @@ from supergw_proto import p4constants as pc
 from supergw_controller.config import Config, PortRoleName
 from supergw_controller.errors import SwitchUnavailable
 from supergw_controller.southbound import entities as ent
+from supergw_controller.southbound.arbitration import ReplicaStream
 from supergw_controller.southbound.domain import HeldHosts, HostIdle, HostSeen, HostWrite, Op, PacketIn
 from supergw_controller.southbound.entities import BucketEntry, Update
 from supergw_controller.southbound.reconcile import diff_entries
@@ -126,13 +127,20 @@ class Southbound:
 
     @property
     def switch(self) -> Switch:
-        """finsy's Switch, for HA's arbitration (`ha/`)."""
+        """finsy's Switch (for primary-scoped tasks and a replica's stream)."""
         if self._finsy is None:
             raise RuntimeError("this southbound runs on a stand-in session, not on finsy")
         return self._finsy.switch
 
     def require_primary(self) -> None:
         self.session.require_primary()
+
+    def replica_stream(
+        self, on_primary_change: Callable[[bool, int], None], check_write: Callable[[], None], replica: str
+    ) -> ReplicaStream:
+        """This session's stream as an HA replica drives it (`ha/replica.py`): its own
+        arbitration installed before the session runs."""
+        return ReplicaStream(self.switch, on_primary_change, check_write, replica)
 
     async def run(self) -> None:
         """Run the P4Runtime session until cancelled (finsy reconnects)."""
