@@ -1,6 +1,6 @@
 """Registry of the gateways: config, operator intent, liveness and their last reports.
 
-Pure state with an injected clock (`now`, monotonic seconds): the Dispatcher feeds it
+Pure state with an injected clock (`now`, monotonic seconds): `liveness.Liveness` feeds it
 heartbeats, reports, port events and watchdog ticks, and acts on the transitions it
 returns. A gateway is *dead* when its heartbeats stopped (more than
 `missed_heartbeats x heartbeat_interval`), its port is down, its agent reports its charon
