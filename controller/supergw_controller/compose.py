@@ -30,9 +30,9 @@ from supergw_controller.bucket_stats import BucketStats
 from supergw_controller.config import Config, RebalancePolicy
 from supergw_controller.durable import Durable
 from supergw_controller.errors import SwitchUnavailable
+from supergw_controller.etcd_store import EtcdIntentStore
 from supergw_controller.eventlog import EventLog
 from supergw_controller.gateways import GatewayRegistry
-from supergw_controller.etcd_store import EtcdIntentStore
 from supergw_controller.ha.fence import LeaseFence
 from supergw_controller.ha.fenced_store import FencedStore
 from supergw_controller.ha.gate import leader_check
