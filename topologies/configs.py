@@ -101,6 +101,7 @@ def controller_config(topo: Topology, run_dir: Path, token_file: Path) -> dict[s
         "gateway_ip": str(topo.lan.gateway_ip),
         "buckets": topo.lan.buckets,
         "vmac_base": topo.lan.vmac_base,
+        "dispatch": topo.lan.dispatch.model_dump(mode="json", exclude_none=True),
         "ports": ports,
         "gateways": [
             {

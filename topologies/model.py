@@ -24,6 +24,8 @@ from pydantic import (
     model_validator,
 )
 
+from supergw_controller.config import DispatchConfig
+
 DEFAULT_TOPOLOGY = Path(__file__).resolve().parent / "default.yaml"
 
 _MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
@@ -82,7 +84,8 @@ class LanSpec(_Strict):
     gateway_ip: ipaddress.IPv4Address
     vmac_base: Mac
     buckets: int = Field(default=256, ge=1, le=4096)
-
+    # The controller's `dispatch` section (bucket hash, initial partition), passed through.
+    dispatch: DispatchConfig = Field(default_factory=DispatchConfig)
 
     @model_validator(mode="after")
     def _checks(self) -> LanSpec:
@@ -155,20 +158,21 @@ class ControllerSpec(_Strict):
 
 class SimulatedHostsSpec(_Strict):
     """Hosts emulated by one supergw-hostsim on one switch port (topologies/hostsim/README.md):
-    host k has first_ip + k and first_mac + k; the program runs in namespace `<prefix>-hsim` on
-    `hsim0`, whose peer is the switch's `sw-hsim`."""
+    host k has first_ip + k and first_mac + k * mac_step; the program runs in namespace `<prefix>-hsim`
+    on `hsim0`, whose peer is the switch's `sw-hsim`."""
 
     count: int = Field(ge=1, le=4096)
     port: int = Field(ge=0, lt=2**16)
     first_ip: ipaddress.IPv4Address
     first_mac: Mac
+    mac_step: int = Field(default=1, ge=1, lt=2**40)
 
     def ips(self) -> list[ipaddress.IPv4Address]:
         return [self.first_ip + k for k in range(self.count)]
 
     def macs(self) -> list[str]:
         base = int(self.first_mac.replace(":", ""), 16)
-        return [":".join(f"{base + k:012x}"[i:i + 2] for i in range(0, 12, 2)) for k in range(self.count)]
+        return [":".join(f"{base + k * self.mac_step:012x}"[i:i + 2] for i in range(0, 12, 2)) for k in range(self.count)]
 
 
 class PartnerSite(_Strict):
@@ -231,8 +235,8 @@ class Topology(_Strict):
             sim_ips, sim_macs = sim.ips(), sim.macs()
             if sim_ips[-1] not in self.lan.subnet or sim_ips[-1] == self.lan.subnet.broadcast_address:
                 errors.append(f"simulated_hosts: {sim.first_ip} + {sim.count} runs past the LAN subnet {self.lan.subnet}")
-            if int(sim.first_mac.replace(":", ""), 16) + sim.count > 2**48:
-                errors.append("simulated_hosts: first_mac + count overflows 48 bits")
+            if int(sim.first_mac.replace(":", ""), 16) + (sim.count - 1) * sim.mac_step >= 2**48:
+                errors.append("simulated_hosts: first_mac + count * mac_step overflows 48 bits")
             if set(sim_ips) & set(lan_ips) or set(sim_macs) & set(macs):
                 errors.append("simulated_hosts: its IP or MAC range overlaps a host, a gateway or IP_G")
             macs += sim_macs

@@ -29,7 +29,7 @@ def argv(topo: Topology, sock: Path) -> list[str]:
     if sim is None:
         raise ValueError(f"{topo.prefix} has no simulated_hosts")
     return HostsimProcess.argv(network.SIM_IF, sock, str(topo.lan.gateway_ip), str(sim.first_ip), sim.first_mac,
-                               sim.count, topo.lan.subnet.prefixlen)
+                               sim.count, topo.lan.subnet.prefixlen, mac_step=sim.mac_step)
 
 
 def start(topo: Topology, run_dir: Path, logs: Path, track: Callable[[ProcRecord], None]) -> HostsimClient:
@@ -49,8 +49,9 @@ def start(topo: Topology, run_dir: Path, logs: Path, track: Callable[[ProcRecord
 
 
 def expected_gateway_mac(topo: Topology, host_mac: str) -> str:
-    """The switch answers a host's ARP for IP_G with vmac(bucket(host MAC)) (controller/bucket.py)."""
-    return str(bucket.vmac(topo.lan.vmac_base, bucket.bucket_of(host_mac, topo.lan.buckets)))
+    """The switch answers a host's ARP for IP_G with vmac(bucket(host MAC)) (supergw_proto.bucket),
+    with the site's dispatch hash."""
+    return str(bucket.vmac(topo.lan.vmac_base, bucket.bucket_of(host_mac, topo.lan.buckets, topo.lan.dispatch.hash)))
 
 
 def check_ready(topo: Topology, client: HostsimClient) -> str:

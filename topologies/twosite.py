@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from topologies import bmv2, components, network, processes, run, simhosts
 from topologies.components import ComponentError
 from topologies.configs import REPO, GeneratedConfigs, Secrets, controller_url, validate_with_owners, write_all
+from supergw_controller.config import DispatchConfig
 from topologies.model import Mac, SwitchKind, SwitchSpec, Topology, TopologyError
 from topologies.processes import RunState
 from topologies.run import LOGS, RUN_DIR, STATE, say
@@ -80,11 +81,13 @@ class WanNet(_Strict):
 
 class SimulatedHosts(_Strict):
     """Each site's simulated hosts: one supergw-hostsim on one switch port (topologies/hostsim).
-    Host k of a site has LAN .(first_host + k) and MAC mac_base + the same, like the namespace hosts."""
+    Host k of a site has LAN .(first_host + k) and MAC mac_base + (first_host + k) * mac_step (step 1:
+    like the namespace hosts; 256: the paper's §4.3 hosts ..:18:00, ..:19:00, ...)."""
 
     count: int = Field(ge=1, le=250)
     first_host: int = Field(ge=2, le=250)
     port: int = Field(default=200, ge=1, le=510)
+    mac_step: int = Field(default=1, ge=1, le=2**16)
 
 
 class TwoSite(_Strict):
@@ -95,6 +98,7 @@ class TwoSite(_Strict):
     gateway_cpu_percent: float | None = Field(default=None, gt=0, le=6400)
     esp_proposals: list[str] | None = Field(default=None, min_length=1)  # both sites' tunnels; None: the default
     buckets: int = Field(default=256, ge=1, le=4096)
+    dispatch: DispatchConfig = Field(default_factory=DispatchConfig)  # both controllers' `dispatch` section
     switch: SwitchSpec
     wan: WanNet
     sites: list[SiteSpec] = Field(min_length=2, max_length=2)
@@ -172,7 +176,7 @@ def site_topology(ts: TwoSite, idx: int) -> Topology:
         "prefix": s.prefix,
         "switch": ts.switch.model_dump(),
         "lan": {"subnet": str(s.lan), "gateway_ip": str(s.gateway_ip), "vmac_base": s.vmac_base,
-                "buckets": ts.buckets},
+                "buckets": ts.buckets, "dispatch": ts.dispatch},
         "hosts": hosts,
         "gateways": gws,
         "wan": {"subnet": str(ts.wan.subnet)},
@@ -187,7 +191,8 @@ def site_topology(ts: TwoSite, idx: int) -> Topology:
     }
     if (sim := ts.simulated_hosts) is not None:
         data["simulated_hosts"] = {"count": sim.count, "port": sim.port, "first_ip": str(s.lan[sim.first_host]),
-                                   "first_mac": _mac_plus(s.mac_base, sim.first_host)}
+                                   "first_mac": _mac_plus(s.mac_base, sim.first_host * sim.mac_step),
+                                   "mac_step": sim.mac_step}
     return Topology.model_validate(data)
 
 

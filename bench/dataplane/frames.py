@@ -6,8 +6,11 @@ import struct
 from pathlib import Path
 
 from supergw_proto.bucket import bucket_of, vmac
+from supergw_proto.p4constants import BucketHash
 
 FCS_BYTES = 4  # counted in the nominal frame size, absent on a veth
+# The bucket hash the benchmark configures (control.py writes it into the settings).
+BUCKET_HASH = BucketHash.CRC32
 
 
 def host_macs(n: int) -> list[str]:
@@ -15,7 +18,7 @@ def host_macs(n: int) -> list[str]:
 
 
 def bucket_of_host(mac: str, buckets: int) -> int:
-    return bucket_of(mac, buckets)
+    return bucket_of(mac, buckets, BUCKET_HASH)
 
 
 def _checksum(data: bytes) -> int:
@@ -46,6 +49,6 @@ def write_frames(path: Path, hosts: list[str], vmac_base: str, buckets: int, nom
     """<u16 LE length><frame> records, one per host, each to the host's own vmac."""
     with open(path, "wb") as f:
         for i, mac in enumerate(hosts):
-            data = frame(mac, vmac(vmac_base, bucket_of(mac, buckets)), i, nominal_size)
+            data = frame(mac, vmac(vmac_base, bucket_of_host(mac, buckets)), i, nominal_size)
             f.write(struct.pack("<H", len(data)) + data)
     return len(hosts)

@@ -398,10 +398,11 @@ def report(s: Settings, res: Results) -> None:
 
 
 def choose_buckets(base: Path, asked: int | None) -> tuple[int, str]:
-    """K for the run and why: the preset's, unless the pipeline's bucket hash (the controller's
-    `bucket_of`, the one Python copy of it) puts its simulated hosts into fewer than half as
-    many buckets as hosts; then 4096, the largest K."""
-    from supergw_proto.bucket import bucket_of
+    """K for the run and why: the preset's, unless the pipeline's bucket hash (the preset's
+    `dispatch.hash` in the controller's `bucket_of`, the one Python copy of it) puts its simulated
+    hosts into fewer than half as many buckets as hosts; then 4096, the largest K."""
+    from supergw_proto.bucket import bucket_of, hash_name
+    from supergw_proto.p4constants import MAX_BUCKETS
 
     ts, sites = load_two_site(base)
     sim = getattr(sites[0], "simulated_hosts", None)
@@ -410,13 +411,13 @@ def choose_buckets(base: Path, asked: int | None) -> tuple[int, str]:
     macs = list(sim.macs())
 
     def spread(k: int) -> int:
-        return len({bucket_of(m, k) for m in macs})
+        return len({bucket_of(m, k, ts.dispatch.hash) for m in macs})
 
     if asked is not None:
         return asked, f"K = {asked} (asked for): the {len(macs)} simulated hosts per site use {spread(asked)} buckets"
-    if spread(ts.buckets) >= len(macs) / 2:
-        return ts.buckets, (f"K = {ts.buckets} (the preset's): the {len(macs)} simulated hosts per site use "
-                            f"{spread(ts.buckets)} buckets")
+    if spread(ts.buckets) >= len(macs) / 2 or ts.buckets == MAX_BUCKETS:
+        return ts.buckets, (f"K = {ts.buckets} (the preset's, {hash_name(ts.dispatch.hash)} hash): the {len(macs)} "
+                            f"simulated hosts per site use {spread(ts.buckets)} buckets")
     return 4096, (f"K = 4096, not the preset's {ts.buckets}: the bucket hash maps the {len(macs)} consecutive "
                   f"simulated MACs per site onto {spread(ts.buckets)} of {ts.buckets} buckets but {spread(4096)} "
                   f"of 4096")

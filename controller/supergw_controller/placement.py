@@ -138,7 +138,7 @@ class Placement:
             }
         eligible = {g.name for g in self.registry.eligible()}
         remembered = {b: g for b, g in before.items() if b not in held and g in eligible}
-        return fill_missing(self._k, {**held, **remembered}, weights)
+        return fill_missing(self._k, {**held, **remembered}, weights, self._config.dispatch.partition_period)
 
     async def serve(self) -> None:
         """Primary and reconciled: mandatory moves (dead or drained gateways, pins) now."""

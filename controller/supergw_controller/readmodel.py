@@ -139,7 +139,7 @@ class ReadModel:
         assignment = self._placement.assignment
         out = []
         for h in self._hosts.table.hosts():
-            b = bucket_of(h.mac, k)
+            b = bucket_of(h.mac, k, self._config.dispatch.hash)
             out.append(
                 HostView(
                     mac=h.mac,

@@ -186,7 +186,7 @@ async def test_reconcile_of_a_switch_in_line_writes_nothing(sb: tuple[Southbound
         "P4MulticastGroupEntry": [ent.flood_group([1, 2])],
         "P4DigestEntry": [ent.learn_digest()],
         pc.TABLE_BUCKETS: [ent.bucket(b, 11, MAC1) for b in range(16)],
-        pc.TABLE_SETTINGS: [ent.settings(str(cfg.gateway_ip), cfg.vmac_base, cfg.bucket_mask)],
+        pc.TABLE_SETTINGS: [ent.settings(str(cfg.gateway_ip), cfg.vmac_base, cfg.bucket_mask, cfg.dispatch.hash)],
     })  # fmt: skip
     await s.reconcile(lambda held: [], lambda held, before: dict(held))
     assert session.batches == []

@@ -102,15 +102,16 @@ def test_the_topology_starts_hostsim_with_the_sites_ranges(tmp_path: Path) -> No
     _, (a, b) = load_two_site(TWO_SITE_TOPOLOGY.with_name("two-site-paper.yaml"))
     argv = simhosts.argv(a, tmp_path / "s.sock")
     assert argv[argv.index("--first-ip") + 1] == "192.168.203.24"
-    assert argv[argv.index("--first-mac") + 1] == "00:00:03:00:00:18"
+    assert argv[argv.index("--first-mac") + 1] == "00:00:03:00:18:00"
+    assert argv[argv.index("--mac-step") + 1] == "256"
     assert argv[argv.index("--count") + 1] == "224" and argv[argv.index("--gateway-ip") + 1] == "192.168.203.1"
     assert argv[argv.index("--iface") + 1] == "hsim0"
     assert HostsimProcess.argv("x", tmp_path, "1.1.1.1", "1.1.1.2", "00:00:00:00:00:01", 1, netns="n")[:4] == \
         ["ip", "netns", "exec", "n"]
     assert simhosts.socket_path(Path("/r"), b) == Path("/r/sgw-b/hostsim.sock")
-    # vmac(bucket(mac)) with K = 256: a vMAC of the site, the same for the same host
-    vm = simhosts.expected_gateway_mac(a, "00:00:03:00:00:18")
-    assert vm.startswith("02:88:88:88:00:") and vm == simhosts.expected_gateway_mac(a, "00:00:03:00:00:18")
+    # vmac(bucket(mac)) with the site's identity hash and K = 4096: mac & 0xfff
+    assert simhosts.expected_gateway_mac(a, "00:00:03:00:18:00") == "02:88:88:88:08:00"
+    assert simhosts.expected_gateway_mac(b, "00:00:04:00:f7:00") == "02:88:88:88:07:00"
 
 
 @pytest.mark.parametrize("bad", [

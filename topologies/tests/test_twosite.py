@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 import yaml
+from supergw_proto.bucket import bucket_of
+from supergw_proto.p4constants import BucketHash
 
 from topologies.configs import Secrets, controller_config, gateway_config, validate_with_owners, write_all
 from topologies.model import DEFAULT_TOPOLOGY
@@ -53,6 +55,13 @@ def test_shipped_files_give_configs_the_owners_accept(tmp_path: Path, name: str)
         assert set(gen.gateways) == {g.name for g in topo.gateways}  # no peer configs: the partner writes its own
 
 
+def test_the_controller_config_carries_the_dispatch_section(tmp_path: Path) -> None:
+    _, (a, _) = load_two_site(TWO_SITE_TOPOLOGY.with_name("two-site-paper.yaml"))
+    assert controller_config(a, tmp_path, tmp_path / "tok")["dispatch"] == {"hash": "identity", "partition_period": 256}
+    _, (a, _) = load_two_site()
+    assert controller_config(a, tmp_path, tmp_path / "tok")["dispatch"] == {"hash": "crc32"}  # the default
+
+
 def test_configs_pair_the_sites(tmp_path: Path) -> None:
     ts, (a, b) = load_two_site()
     sec = Secrets.fresh(24)
@@ -73,6 +82,9 @@ def test_configs_pair_the_sites(tmp_path: Path) -> None:
     ({"kind": "one-site"}, "kind"),
     ({"gateway_cpu_percent": -5}, "gateway_cpu_percent"),
     ({"bogus": 1}, "bogus"),
+    ({"dispatch": {"hash": "crc16"}}, "dispatch.hash"),
+    ({"dispatch": {"partition_period": 3}}, "dispatch.partition_period"),
+    ({"simulated_hosts": {"count": 4, "first_host": 100, "mac_step": 0}}, "simulated_hosts.mac_step"),
 ])
 def test_bad_values_are_named(tmp_path: Path, changes: dict[str, Any], needle: str) -> None:
     from topologies.model import TopologyError
@@ -106,12 +118,19 @@ def test_is_two_site() -> None:
 
 def test_paper_preset_has_the_papers_ranges() -> None:
     ts, (a, b) = load_two_site(TWO_SITE_TOPOLOGY.with_name("two-site-paper.yaml"))
-    assert ts.gateways == 3 and ts.buckets == 256
-    for topo, net, mac in ((a, "192.168.203", "00:00:03:00:00"), (b, "192.168.204", "00:00:04:00:00")):
+    assert ts.gateways == 3 and ts.buckets == 4096
+    for topo, net, mac in ((a, "192.168.203", "00:00:03:00"), (b, "192.168.204", "00:00:04:00")):
         sim = topo.simulated_hosts
         assert sim is not None and sim.count == 224 and sim.port in topo.host_ports
-        assert (str(sim.ips()[0]), sim.macs()[0]) == (f"{net}.24", f"{mac}:18")
-        assert (str(sim.ips()[-1]), sim.macs()[-1]) == (f"{net}.247", f"{mac}:f7")
+        # §4.3's hosts: the MACs step by 256
+        assert (str(sim.ips()[0]), sim.macs()[0]) == (f"{net}.24", f"{mac}:18:00")
+        assert sim.macs()[1] == f"{mac}:19:00"
+        assert (str(sim.ips()[-1]), sim.macs()[-1]) == (f"{net}.247", f"{mac}:f7:00")
+        # identity hash, and every simulated host in a bucket whose class (b mod 256) is 0:
+        # the paper's start, all flows on gateway 1 (controller/tests: fill_missing with a period)
+        assert topo.lan.dispatch.hash is BucketHash.IDENTITY and topo.lan.dispatch.partition_period == 256
+        buckets = {bucket_of(m, topo.lan.buckets, topo.lan.dispatch.hash) for m in sim.macs()}
+        assert buckets == {j << 8 for j in range(16)}
         assert len(topo.hosts) == 4 and str(topo.hosts[0].ip) == f"{net}.11"  # namespace hosts for ping demos
         assert topo.lan.vmac_base == "02:88:88:88:00:00"
         assert f"{topo.prefix}-hsim" in topo.namespaces()

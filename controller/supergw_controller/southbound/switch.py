@@ -259,7 +259,7 @@ class Southbound:
         await s.write(batch)
         self._assignment = dict(target)
 
-        want_settings = ent.settings(str(cfg.gateway_ip), cfg.vmac_base, cfg.bucket_mask)
+        want_settings = ent.settings(str(cfg.gateway_ip), cfg.vmac_base, cfg.bucket_mask, cfg.dispatch.hash)
         have_settings = await s.read_or_none(P4TableEntry(pc.TABLE_SETTINGS, is_default_action=True))
         settings_ok = (
             have_settings is not None
