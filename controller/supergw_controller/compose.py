@@ -232,7 +232,8 @@ class ControllerCore:
             await asyncio.sleep(min(poll, max(0.01, next_round - self._clock())))
             try:
                 await self.hosts_learning.sweep()
-                self.stats.update(self._clock(), await self.switch.read_bucket_counters())
+                samples = await self.switch.read_bucket_counters()
+                self.stats.update(self._clock(), samples)  # the time the read completed
                 if self._clock() >= next_round:
                     next_round = self._clock() + every
                     await self.placement.periodic_round()
