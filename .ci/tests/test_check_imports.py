@@ -3,26 +3,11 @@ and the project's own tree has neither."""
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
-REPO = Path(__file__).resolve().parents[2]
+from ci_scripts import REPO, load_script
 
-
-def _load() -> ModuleType:
-    loader = importlib.machinery.SourceFileLoader("check_imports", str(REPO / ".ci/check-imports"))
-    spec = importlib.util.spec_from_loader("check_imports", loader)
-    assert spec is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["check_imports"] = mod  # dataclasses look their module up
-    loader.exec_module(mod)
-    return mod
-
-
-ci = _load()
+ci = load_script("check-imports")
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:
