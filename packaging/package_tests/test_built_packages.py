@@ -113,6 +113,10 @@ def test_the_venv_is_relocated_and_imports_its_projects(name: str, extracted: di
                     head.split(b"\n")[0] == f"#!{pkg.venv.prefix}/bin/python".encode(), head.split(b"\n")[0]
     modules = [tomllib.loads((REPO / p / "pyproject.toml").read_text())["project"]["name"].replace("-", "_")
                for p in pkg.venv.projects]
+    # ... and the module behind every command: its whole import chain must resolve in the venv.
+    for entry in venv.glob("lib/python3.11/site-packages/supergw_*.dist-info/entry_points.txt"):
+        modules += re.findall(r"^[\w-]+\s*=\s*([\w.]+):", entry.read_text(), re.M)
+    assert len(modules) > len(pkg.venv.projects) or not pkg.commands, f"no console script found in {venv}"
     # Run from the extracted tree: the venv python finds its site-packages next to itself.
     code = "import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]; print(sys.prefix)"
     done = subprocess.run([str(venv / "bin/python3.11"), "-I", "-c", code, *modules], capture_output=True, text=True)

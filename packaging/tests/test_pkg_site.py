@@ -15,6 +15,7 @@ import yaml
 
 from sgwdeploy import image, lab
 from sgwdeploy.host import DeployError
+from supergw_controller.config import parse_config as parse_controller_config
 from supergw_gateway.config import parse_config
 
 PACKAGING = Path(__file__).resolve().parent.parent
@@ -50,6 +51,26 @@ def test_example_gateway_configs_validate_and_suit_the_units(name: str, tmp_path
     cfg = parse_config(gateway_file(name, tmp_path), name)
     assert netns.problems(cfg, name) == []
     assert (cfg.controller is not None) == name.startswith("gw")
+
+
+def test_the_example_controller_config_validates_with_the_packaged_p4info(tmp_path: Path) -> None:
+    """The controller.yaml the guide shows and the deploy test installs, as this tree's
+    controller reads it (token files under tmp_path, the P4Info the package ships)."""
+    data = lab.controller_config()
+    assert data["pipeline"]["p4info"] == "/usr/share/supergw/supergw.p4info.txtpb"
+    data["pipeline"]["p4info"] = str(PACKAGING.parent / "p4src/v1model/supergw.p4info.txtpb")
+
+    def token(path: str) -> str:
+        f = tmp_path / Path(path).name
+        f.write_text(f"secret-of-{f.stem}-" + "s" * 24 + "\n")  # each different, as the controller demands
+        return str(f)
+
+    for t in data["api"]["tokens"]:
+        t["token_file"] = token(t["token_file"])
+    for g in data["gateways"]:
+        g["agent_token_file"] = token(g["agent_token_file"])
+    cfg = parse_controller_config(data, tmp_path, "controller.yaml")
+    assert {g.name for g in cfg.gateways} == set(lab.GATEWAYS)
 
 
 def test_the_netns_helper_names_every_mismatch(tmp_path: Path) -> None:
