@@ -15,8 +15,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from sgwctl_harness import Controller, Heartbeats, Setup, TopologySpec, owner, pings_seen_by
-from supergw_proto.bucket import bucket_of
+from sgwctl_harness import Controller, Heartbeats, Setup, TopologySpec, owner, pings_seen_by, two_hosts_on
 from supergw_proto.reports import TIMING_HEADER, AgentTiming, GatewayReport, IpsecBackend, SaState
 from supergw_proto.rest import API_PREFIX
 
@@ -54,11 +53,7 @@ def test_agents_are_told_to_report_every_t_l(ctl: Controller) -> None:
 
 
 def test_a_round_moves_the_hot_gateways_own_buckets_to_its_successor(setup: Setup, ctl: Controller) -> None:
-    h1, h2 = setup.topo.endpoints["h1"], setup.topo.endpoints["h2"]
-    b1, b2 = bucket_of(h1.mac, K), bucket_of(h2.mac, K)
-    assert b1 != b2, "test needs the two hosts in different buckets"
-    for b in (b1, b2):
-        ctl.client.move(b, "g2")
+    h1, h2, _, b2 = two_hosts_on(setup, ctl, K, "g2")
     ctl.client.pin(b2, "g2")
     try:
         g2_before = {v.bucket for v in ctl.client.buckets() if v.gateway == "g2"}
