@@ -10,7 +10,8 @@
 - Fig. 5 (N = 3): every bucket of both sites moved onto gateway 1, then 90 % of T(3) offered
   in both directions; one snapshot a second of throughput, loss and every gateway's CPU.
   `redistribution_s`: until loss stays zero and max/mean gateway CPU <= 1.10 (shipped
-  policy); `redistribution_paper_policy_s`: the same with `rebalancer.policy: paper`.
+  policy); `redistribution_paper_policy_s`: the same with `rebalancer.policy: paper` (the
+  paper's Algorithm 5 as written: a ring, load = each gateway's CPU, controller/REBALANCER-API.md).
 - Failover (bench.failover.two_site.measure) and a soak at 80 % of T(3) counting failovers.
 
 Every gateway's charon is capped by its cgroup (`--cpu-percent`, the topology's
@@ -301,7 +302,8 @@ def one_boot(s: Settings, res: Results, suite: str, n: int) -> None:
             emu.set_policy({"move_budget": 8})
             fig5_run(emu, s, res, "supergw-budget8", FIG5_LOAD * t3)
             emu.set_policy({"policy": "paper", "paper": {"seed": 1}})
-            say("controllers restarted with rebalancer.policy: paper (T_L 1.33 s, T_M 4 s, L_D 10 %, |W| 4)")
+            say("controllers restarted with rebalancer.policy: paper (Algorithm 5: a ring in gateway order, by CPU "
+                "load; T_L 1.33 s, T_M 4 s, L_D 10 points, |W| 4)")
             fig5_run(emu, s, res, "paper", FIG5_LOAD * t3)
         note_load(res, f"N={n} {SUITE_LABEL[suite]} done")
     finally:
@@ -342,7 +344,10 @@ def method_text(s: Settings, res: Results) -> str:
         f"(loss from the receivers' sequence holes, CPU per gateway from its cgroup's processes); "
         f"redistribution_s = end of the first second after which loss stays zero and max/mean gateway CPU <= 1.10 at "
         f"both sites until the run ends (runs stop after 15 settled seconds). The paper's policy runs in the same "
-        f"boot with both controllers restarted with rebalancer.policy: paper (seed 1). Soak: {s.soak_s:.0f} s at "
+        f"boot with both controllers restarted with rebalancer.policy: paper (seed 1): the paper's Algorithm 5 as "
+        f"written, the gateways in a ring in config order, every T_M = 4 s each one whose CPU load (its agent's "
+        f"report, every T_L = 1.33 s) exceeds its successor's by more than L_D = 10 points hands |W| = 4 buckets "
+        f"drawn at random from its own (loaded or idle) to its successor. Soak: {s.soak_s:.0f} s at "
         f"{100 * SOAK_LOAD:.0f} % of T(3); every simulated-host flow is read by bench/gaps.py (`hostsim_flows`: "
         f"sent by the sender, received by the receiver; its gap the longest of first send -> first arrival, between "
         f"two arrivals, last arrival -> last send), and a flow whose last arrival is more than max("
