@@ -51,8 +51,8 @@ func init() {
 }
 
 const (
-	headerLen = 42   // SGW_GEN_HEADER_LEN in traffic.c
-	maxFrames = 4096 // SGW_GEN_MAX_FRAMES
+	headerLen  = 42      // SGW_GEN_HEADER_LEN in traffic.c
+	maxFrames  = 4096    // SGW_GEN_MAX_FRAMES
 	firstCall  = 1 << 16 // program runs in the first BPF_PROG_RUN call
 	callTarget = time.Second
 )
