@@ -82,11 +82,13 @@ def _in_switch_ns(argv: list[str], what: str) -> dict[str, object]:
     return reply
 
 
-def configure(lan: Lan, bmv2: bmv2_tools.Bmv2 | None = None) -> None:
+def configure(lan: Lan, tmp: Path, bmv2: bmv2_tools.Bmv2 | None = None) -> None:
     """The controller's P4Runtime state for the LAN, written as the controller writes it."""
     addr, device = (testbed.BMV2_GRPC_ADDR, testbed.BMV2_DEVICE_ID) if bmv2 else (testbed.GRPC_ADDR, testbed.DEVICE_ID)
+    lan_file = tmp / "lan.json"
+    lan_file.write_text(lan.to_json())
     argv = ["-m", "bench.dataplane.lan_state", "--addr", addr, "--device-id", str(device),
-            "--p4info", str(bmv2.p4info if bmv2 else P4INFO), "--lan", lan.to_json()]
+            "--p4info", str(bmv2.p4info if bmv2 else P4INFO), "--lan", str(lan_file)]
     if bmv2:
         argv += ["--device-config", str(bmv2.json)]
     _in_switch_ns(argv, "P4Runtime setup")
@@ -252,7 +254,7 @@ def measure_bmv2(
     say(f"BMv2 on the same veths and core {bed.switch_cpu} (device {testbed.BMV2_DEVICE_ID}) ...")
     bed.start_bmv2(tool.binary)
     _wait_grpc(bed, testbed.BMV2_GRPC_ADDR)
-    configure(lan, tool)
+    configure(lan, tmp, tool)
     to_gateway, _ = directions(lan)
     meter = SwitchMeter(bed.switch_cpu, bed.switch_threads, bed.switch_pid)
     out: dict[int, tuple[float, float]] = {}
@@ -382,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
             _wait_grpc(bed, testbed.GRPC_ADDR)
             say(f"supergw-switch up (device {testbed.DEVICE_ID}); writing the controller's state for "
                 f"{len(lan.hosts)} hosts, {lan.buckets} buckets over {len(lan.gateways)} gateways over P4Runtime")
-            configure(lan)
+            configure(lan, tmp)
             switch = measure_switch(bed, traffic, lan, tmp, s, rows)
             program_ns, switch_ns = measure_program(bed, traffic, lan, tmp, s, rows)
             bucket = frames.bucket_of_host(lan.hosts[0][0], lan.buckets)

@@ -1,6 +1,6 @@
 """The P4Runtime state the controller holds for the benchmark LAN, written the way it writes it.
 
-    python -m bench.dataplane.lan_state --addr A --device-id N --p4info F [--device-config F] --lan JSON
+    python -m bench.dataplane.lan_state --addr A --device-id N --p4info F [--device-config F] --lan FILE
 
 Run inside the switch's namespace. Pushes the pipeline, then what the controller's reconcile
 and learning would have written by the time the LAN is in use: `settings`, `port_roles`, the
@@ -98,10 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device-id", type=int, required=True)
     parser.add_argument("--p4info", type=Path, required=True)
     parser.add_argument("--device-config", type=Path, help="target config for the pipeline push (BMv2 JSON)")
-    parser.add_argument("--lan", required=True, help="JSON of bench.dataplane.lan_state.Lan")
+    parser.add_argument("--lan", type=Path, required=True, help="JSON file of bench.dataplane.lan_state.Lan")
     args = parser.parse_args(argv)
     try:
-        lan = Lan.from_json(args.lan)
+        lan = Lan.from_json(args.lan.read_text())
         batch = updates(lan)
         device_config = args.device_config.read_bytes() if args.device_config else b""
         asyncio.run(asyncio.wait_for(write(args.addr, args.device_id, args.p4info, device_config, batch), 60))

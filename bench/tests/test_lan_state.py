@@ -4,6 +4,7 @@ assignment and its host learning (rootless: only the update list is built)."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -51,8 +52,10 @@ def test_gateway_macs_are_not_vmacs() -> None:
 
 
 @pytest.mark.parametrize("bad", ["{", '{"host_port": 1}', '{"host_port": 1, "gateways": [{"name": "g"}], "hosts": []}'])
-def test_bad_lan_is_a_clear_error(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--addr", "127.0.0.1:1", "--device-id", "1", "--p4info", "x", "--lan", bad]) == 2
+def test_bad_lan_is_a_clear_error(bad: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lan = tmp_path / "lan.json"
+    lan.write_text(bad)
+    assert main(["--addr", "127.0.0.1:1", "--device-id", "1", "--p4info", "x", "--lan", str(lan)]) == 2
     assert capsys.readouterr().err.startswith("lan_state: ")
 
 

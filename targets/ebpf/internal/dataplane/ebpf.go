@@ -350,6 +350,18 @@ func (e *EBPF) LearnedIdle(mac MAC, port uint16) (time.Duration, error) {
 	return time.Duration(now - last), nil
 }
 
+func (e *EBPF) LearnedIdleAll() (map[LearnedKey]time.Duration, error) {
+	now, err := monotonicNow()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[LearnedKey]time.Duration)
+	err = readAll(e.learned, func(k bpfSgwLearnKey, last uint64) {
+		out[LearnedKey{MAC: k.Mac, Port: k.Port}] = time.Duration(now - min(now, last))
+	})
+	return out, err
+}
+
 // SetFloodGroup stores the replicas of group id; ports not attached here are
 // kept with ifindex 0 and skipped by the datapath.
 func (e *EBPF) SetFloodGroup(id uint16, ports []uint16) error {
