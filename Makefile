@@ -22,7 +22,7 @@ export PATH := $(if $(wildcard /opt/p4tools/bin),/opt/p4tools/bin:)$(PATH)
 help:
 	@echo "make run          boot the whole emulated system (switch, controller, gateways; SWITCH=bmv2 on BMv2)"
 	@echo "                  TOPO=two-site: two super gateways (switch + controller + N gateways each) paired over a WAN"
-	@echo "                  HA=1: three controller replicas on a three-member etcd cluster (leader election, takeover)"
+	@echo "                  HA=1: three controller replicas (at every site) on a three-member etcd cluster (leader election, takeover)"
 	@echo "make stop         stop what 'make run' started"
 	@echo "make hostsim      build topologies/hostsim (simulated hosts and traffic generator of the two-site emulation)"
 	@echo "make mininet      'make run' as a Mininet network, then the Mininet CLI (mininet> h1 ping r1)"

@@ -104,11 +104,13 @@ def write_report(
     method: str = "",
     log_y: bool = False,
     results_dir: Path | None = None,
+    rows_title: str = "Samples",
 ) -> ReportPaths:
     """Write ``<name>.json``, ``<name>.md`` and ``<name>.png``; return their paths.
 
     ``metrics`` values may be plain numbers (no unit, no goal) or :class:`Metric`.
-    ``rows`` are table rows (all keys become columns, in first-seen order).
+    ``rows`` are table rows (all keys become columns, in first-seen order), under the
+    markdown heading ``rows_title``.
     """
     _check_name(name)
     normalised = {key: _as_metric(key, value) for key, value in metrics.items()}
@@ -133,7 +135,7 @@ def write_report(
         )
         + "\n"
     )
-    paths.markdown.write_text(_markdown(heading, normalised, rows, method, generated_at))
+    paths.markdown.write_text(_markdown(heading, normalised, rows, method, generated_at, rows_title))
     _plot(paths.png, heading, normalised, series, log_y)
     return paths
 
@@ -238,6 +240,7 @@ def _markdown(
     rows: Sequence[Mapping[str, object]],
     method: str,
     generated_at: str,
+    rows_title: str = "Samples",
 ) -> str:
     host = platform.node() or "unknown host"
     lines = [
@@ -261,7 +264,7 @@ def _markdown(
         columns: list[str] = []
         for row in rows:
             columns += [c for c in row if c not in columns]
-        lines += ["## Samples", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+        lines += [f"## {rows_title}", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
         for row in rows:
             lines.append("| " + " | ".join(_fmt(row.get(c)) for c in columns) + " |")
         lines.append("")

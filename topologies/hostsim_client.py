@@ -163,9 +163,9 @@ class HostsimProcess:
 
     @classmethod
     def argv(cls, iface: str, socket_path: Path, gateway_ip: str, first_ip: str, first_mac: str, count: int,
-             prefix_len: int = 24, netns: str | None = None, binary: Path = HOSTSIM_BIN) -> list[str]:
+             prefix_len: int = 24, netns: str | None = None, binary: Path = HOSTSIM_BIN, mac_step: int = 1) -> list[str]:
         argv = [str(binary), "--iface", iface, "--socket", str(socket_path), "--gateway-ip", gateway_ip,
-                "--first-ip", first_ip, "--first-mac", first_mac, "--count", str(count),
+                "--first-ip", first_ip, "--first-mac", first_mac, "--mac-step", str(mac_step), "--count", str(count),
                 "--prefix-len", str(prefix_len)]
         return (["ip", "netns", "exec", netns] if netns else []) + argv
 

@@ -41,6 +41,8 @@ from supergw_gateway.cgroup import CpuAcct
 from supergw_gateway.config import Controller, GatewayConfig
 from supergw_gateway.errors import ConfigError, GatewayError
 from supergw_gateway.partner import PartnerMonitor, link_running
+from supergw_gateway.ra import gateway as ra_gateway
+from supergw_gateway.ra.sessions import ClientMonitor, monitor_for
 from supergw_gateway.report import (
     CpuSample,
     GatewayReport,
@@ -51,6 +53,7 @@ from supergw_gateway.report import (
     parse_proc_stat,
 )
 from supergw_gateway.runtime import Gateway
+from supergw_gateway.tuning import lifecycle as tuning
 from supergw_gateway.vici_client import IkeSaStatus, ViciClient
 
 log = logging.getLogger(__name__)
@@ -266,6 +269,12 @@ class Agent:
         self.links = [ControllerLink(u, cfg.name, self.ctl, self.state, transport, self.rest_flags)
                       for u in self.ctl.endpoints]
         self.heartbeat = heartbeat
+        # Remote-access clients (ra/sessions.py): a client that comes or goes wakes the sampler,
+        # so the controller pins it within a report round trip, not a report period.
+        self._clients_changed = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.clients: ClientMonitor | None = (
+            monitor_for(cfg, self.gw.connect, self._client_change) if cfg.remote_access is not None else None)
         self.sender: HeartbeatSender | None = None
         if heartbeat == "udp":
             keyed: list[tuple[str, bytes]] = []
@@ -291,6 +300,21 @@ class Agent:
         return PartnerMonitor(cfg.name, p.name, key, (str(local), p.port), (str(p.address), p.port),
                               p.interval_ms / 1000, p.missed, self.own_flags, self._partner_changed,
                               startup_grace_s=p.startup_grace_s, max_skew_s=p.max_skew_s)
+
+    def _client_change(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._clients_changed.set)
+
+    async def _client_report(self, rep: GatewayReport) -> GatewayReport:
+        """The report with this gateway's remote-access clients (unchanged without remote access)."""
+        if self.clients is None:
+            return rep
+        try:
+            clients = await asyncio.to_thread(self.clients.poll)
+        except Exception as exc:  # clients unknown: say nothing rather than "none"
+            log.warning("remote-access clients unavailable: %s", exc)
+            return rep.model_copy(update={"remote_access": ra_gateway.report_info(self.cfg)})
+        return rep.model_copy(update={"remote_access": ra_gateway.report_info(self.cfg), "clients": clients})
 
     def _partner_changed(self, up: bool | None) -> None:
         if self.sender is not None:
@@ -341,14 +365,25 @@ class Agent:
         partner = await asyncio.to_thread(self.partner.state) if self.partner is not None else None
         rep = build_report(self.cfg.name, self.backend_label(), prev, cur, sas, tunnel.conn_name(self.cfg),
                            sa_error=sa_error, partner=partner)
-        return rep, cur
+        rep.tuning = await asyncio.to_thread(tuning.summary, self.cfg)
+        return await self._client_report(rep), cur
 
     async def sample_loop(self) -> None:
         """One report every T_L, published to every controller link."""
         period = self.ctl.report_interval_ms / 1000
         prev = await asyncio.to_thread(self.sampler.cpu)
+        self._loop = asyncio.get_running_loop()
+        if self.clients is not None:
+            self.clients.start()
         while True:
-            await asyncio.sleep(period)
+            t0 = time.monotonic()
+            try:  # a period, or less when a remote-access client came, went or moved
+                await asyncio.wait_for(self._clients_changed.wait(), period)
+                # ... but no CPU sample over less than a fifth of a period (too noisy to use)
+                await asyncio.sleep(max(0.0, period / 5 - (time.monotonic() - t0)))
+            except asyncio.TimeoutError:
+                pass
+            self._clients_changed.clear()
             try:
                 rep, prev = await self.make_report(prev)
             except Exception as exc:
@@ -383,6 +418,8 @@ class Agent:
             self.sender.stop()
         if self.partner is not None:
             self.partner.stop()
+        if self.clients is not None:
+            await asyncio.to_thread(self.clients.stop)
         for link in self.links:
             await link.aclose()
 
@@ -400,6 +437,12 @@ class Agent:
                                                              "last_error": self.partner.last_error})
             if self.partner is not None else None,
             "pair_beacons": self.partner_line(),
+            "tuning": tuning.health(self.cfg),
+            "remote_access": None if self.clients is None else {
+                "clients": len(self.clients.tracker.live()), "evicted": self.clients.evicted,
+                "session_log": str(self.clients.log.path), "session_log_error": self.clients.log_error,
+                "event_errors": self.clients.listener.errors,
+                "last_event_error": self.clients.listener.last_error},
             "last_error": self.state.last_error, "uptime_s": round(time.time() - self.state.started, 1),
             "controllers": [vars(link.state).copy() for link in self.links],
         }

@@ -12,12 +12,15 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from supergw_gateway.errors import ConfigError
+from supergw_gateway.tuning.groups import GATEWAY_GROUPS, SECTION, GatewayGroup
+from supergw_gateway.ike_syntax import DEFAULT_ESP_PROPOSAL as DEFAULT_ESP_PROPOSAL
+from supergw_gateway.ike_syntax import DEFAULT_IKE_PROPOSAL as DEFAULT_IKE_PROPOSAL
+from supergw_gateway.ike_syntax import check_proposals
+from supergw_gateway.ra.config import RemoteAccess, check_gateway
 from supergw_proto.strict import StrictModel, read_yaml_mapping, validate
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
 IFNAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
-DEFAULT_IKE_PROPOSAL = "aes128gcm16-prfsha256-x25519"
-DEFAULT_ESP_PROPOSAL = "aes128gcm16-x25519"
 
 
 class Backend(str, Enum):
@@ -87,10 +90,7 @@ class Proposals(StrictModel):
     @field_validator("ike", "esp")
     @classmethod
     def _syntax(cls, v: list[str]) -> list[str]:
-        for p in v:
-            if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", p):
-                raise ValueError(f"invalid proposal {p!r} (strongSwan form like {DEFAULT_ESP_PROPOSAL})")
-        return v
+        return check_proposals(v)
 
 
 class Dpd(StrictModel):
@@ -261,6 +261,32 @@ class CharonTuning(StrictModel):
     log_level: int = Field(default=1, ge=-1, le=4)
 
 
+class Tuning(StrictModel):
+    """The tuning paper's profile on this gateway: `up` applies it, `down` restores exactly
+    what `up` changed (backends/README.md, "Tuning"). Knobs a device, namespace or kernel
+    cannot take are refused with the reason (/health, `tune plan`), never skipped."""
+
+    enabled: bool = False
+    knobs: list[GatewayGroup] = Field(default_factory=lambda: list(GATEWAY_GROUPS), min_length=1,
+                                      description="knob groups (default: all): " + ", ".join(GATEWAY_GROUPS))
+    host_wide: bool = Field(default=False, description=(
+        "also set the host-wide sysctls (net.core.*) on the host: they are shared by every namespace of the "
+        "machine, held by reference between its gateways and restored by the last `down`"))
+    path_mtu: dict[str, Annotated[int, Field(ge=576, le=65535)]] = Field(
+        default_factory=dict, description="device -> the MTU every hop of the path behind it takes (§5.3 jumbo)")
+
+    @field_validator("knobs", mode="before")
+    @classmethod
+    def _gateway_knobs(cls, v: object) -> object:
+        if isinstance(v, list):
+            if "tcp" in v:
+                raise ValueError(f"'tcp' ({SECTION['tcp']}) belongs to the TCP endpoints, not to a gateway, which "
+                                 "forwards TCP: tune hosts with `supergw-gateway tune --role endpoint --netns NS`")
+            if len(set(map(str, v))) != len(v):
+                raise ValueError(f"knob groups listed twice: {v}")
+        return v
+
+
 class GatewayConfig(StrictModel):
     name: str
     namespace: str | None = None
@@ -276,9 +302,11 @@ class GatewayConfig(StrictModel):
     initiate: bool = True
     controller: Controller | None = None
     partner: Partner | None = None  # None: no pair beacons (a one-site peer is plain strongSwan)
+    remote_access: RemoteAccess | None = None  # None: site-to-site only (ra/config.py, docs/remote-access.md)
     cpu_quota_percent: float | None = Field(default=None, gt=0, le=100 * 64)
     uml: Uml = Field(default_factory=Uml)
     charon: CharonTuning = Field(default_factory=CharonTuning)
+    tuning: Tuning = Field(default_factory=Tuning)
     state_dir: Path = Path("/run/sgw-gw")
 
     @field_validator("name")
@@ -317,6 +345,18 @@ class GatewayConfig(StrictModel):
                                  f"{[str(n) for n in self.local.subnets]}: its beacons would not cross the tunnel")
             if p.name == self.name:
                 raise ValueError(f"partner.name {p.name!r} is this gateway's own name")
+        if self.remote_access is not None:
+            check_gateway(self.remote_access, backend=self.backend.value, wan=wan,
+                          lan=[i.address for i in self.interfaces if i.role == "lan"],
+                          local_subnets=self.local.subnets, remote_subnets=self.remote.subnets)
+        return self
+
+    @model_validator(mode="after")
+    def _tuning_devices(self) -> GatewayConfig:
+        devices = [i.device for i in self.interfaces]
+        unknown = [d for d in self.tuning.path_mtu if d not in devices]
+        if unknown:
+            raise ValueError(f"tuning.path_mtu names {unknown}, not interfaces of this gateway {devices}")
         return self
 
     @property

@@ -1,7 +1,7 @@
 """Times writing the whole bucket table (K entries) in one P4Runtime WriteRequest.
 
-Uses the shared P4Runtime client (`supergw_p4rt`, ptf-tests/lib): objects by P4Info name,
-names from the generated constants.
+Entries are finsy's, by the generated P4Info names; the session is the shared synchronous
+one (`supergw_p4rt`, ptf-tests/lib). Every update is encoded before the clock starts.
 """
 
 from __future__ import annotations
@@ -11,37 +11,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from finsy.proto import p4r
+from finsy import P4TableAction, P4TableEntry, P4TableMatch
+from supergw_p4rt import DELETE, INSERT, MODIFY, P4RuntimeClientError, P4RuntimeSession, load_schema
 from supergw_proto import p4constants as pc
-from supergw_proto.addresses import mac_to_int
-from supergw_p4rt import (
-    DELETE,
-    INSERT,
-    MODIFY,
-    EntityBuilder,
-    P4RuntimeClient,
-    P4RuntimeClientError,
-    entity,
-    load_p4info,
-    pipeline_config,
-    update,
-)
 
 
-def bucket_entries(builder: EntityBuilder, k: int, gateways: Sequence[tuple[int, str]]) -> list[p4r.TableEntry]:
+def bucket_entry(bucket: int, port: int, mac: str) -> P4TableEntry:
+    params = {pc.PARAM_SET_GATEWAY_PORT: port, pc.PARAM_SET_GATEWAY_GATEWAY_MAC: mac}
+    return P4TableEntry(
+        pc.TABLE_BUCKETS,
+        match=P4TableMatch({pc.MATCH_BUCKETS_BUCKET: bucket}),
+        action=P4TableAction(pc.ACTION_SET_GATEWAY, **params),
+    )
+
+
+def bucket_entries(k: int, gateways: Sequence[tuple[int, str]]) -> list[P4TableEntry]:
     """One `buckets` entry per bucket, gateways assigned round robin."""
-    return [
-        builder.table_entry(
-            pc.TABLE_BUCKETS,
-            {pc.MATCH_BUCKETS_BUCKET: b},
-            pc.ACTION_SET_GATEWAY,
-            {
-                pc.PARAM_SET_GATEWAY_PORT: gateways[b % len(gateways)][0],
-                pc.PARAM_SET_GATEWAY_GATEWAY_MAC: mac_to_int(gateways[b % len(gateways)][1]),
-            },
-        )
-        for b in range(k)
-    ]
+    return [bucket_entry(b, *gateways[b % len(gateways)]) for b in range(k)]
 
 
 @dataclass(frozen=True)
@@ -64,21 +50,20 @@ def measure_full_table_push(
     addr: str, device_id: int, p4info: Path, k: int, gateways: Sequence[tuple[int, str]], reps: int = 3
 ) -> PushResult:
     """INSERT all K entries in one batch, read them back, MODIFY all, DELETE all; `reps` times."""
-    info = load_p4info(p4info)
-    with P4RuntimeClient(addr, device_id, election_low=1, rpc_timeout=60.0) as client:
-        client.become_primary(timeout=10.0)
-        client.set_pipeline(pipeline_config(info))
-        builder = EntityBuilder(info)
-        entries = bucket_entries(builder, k, gateways)
-        moved = bucket_entries(builder, k, list(gateways[1:]) + list(gateways[:1]))
-        wildcard = [entity(p4r.TableEntry(table_id=entries[0].table_id))]
+    with P4RuntimeSession(addr, device_id, 1, load_schema(p4info), rpc_timeout=60.0) as session:
+        session.become_primary(timeout=10.0)
+        session.set_pipeline()
+        entries = bucket_entries(k, gateways)
+        inserts, deletes = session.updates(INSERT, entries), session.updates(DELETE, entries)
+        modifies = session.updates(MODIFY, bucket_entries(k, list(gateways[1:]) + list(gateways[:1])))
+        wildcard = [P4TableEntry(pc.TABLE_BUCKETS)]
         ins, mod, dele = [], [], []
         read_back = 0
         for _ in range(reps):
-            ins.append(client.write([update(INSERT, e) for e in entries]))
-            read_back = len(client.read(wildcard))
+            ins.append(session.write(inserts))
+            read_back = len(session.read(wildcard))
             if read_back != k:
                 raise P4RuntimeClientError(f"wrote {k} bucket entries but read back {read_back}")
-            mod.append(client.write([update(MODIFY, e) for e in moved]))
-            dele.append(client.write([update(DELETE, e) for e in entries]))
+            mod.append(session.write(modifies))
+            dele.append(session.write(deletes))
         return PushResult(ins, mod, dele, read_back)

@@ -12,26 +12,18 @@ the per-write latencies (send to Write reply) as JSON on stdout.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+from finsy import P4TableAction, P4TableEntry, P4TableMatch
 from finsy.proto import p4r
+from supergw_p4rt import INSERT, MODIFY, P4RuntimeClientError, P4RuntimeSession, load_schema
 from supergw_proto import p4constants as p4c
-from supergw_proto.addresses import mac_to_int
-from supergw_p4rt import (
-    INSERT,
-    MODIFY,
-    EntityBuilder,
-    P4RuntimeClient,
-    P4RuntimeClientError,
-    load_p4info,
-    pipeline_config,
-    update,
-)
+
+from bench.dataplane.frames import BUCKET_HASH
 
 
 @dataclass(frozen=True)
@@ -49,46 +41,55 @@ class Spec:
     role_gateway: int
 
 
-def _role(entities: EntityBuilder, port: int, role: int) -> p4r.TableEntry:
-    return entities.table_entry(p4c.TABLE_PORT_ROLES, {p4c.MATCH_PORT_ROLES_PORT: port},
-                              p4c.ACTION_SET_PORT_ROLE, {p4c.PARAM_SET_PORT_ROLE_ROLE: role})
+def _role(port: int, role: int) -> P4TableEntry:
+    return P4TableEntry(
+        p4c.TABLE_PORT_ROLES,
+        match=P4TableMatch({p4c.MATCH_PORT_ROLES_PORT: port}),
+        action=P4TableAction(p4c.ACTION_SET_PORT_ROLE, **{p4c.PARAM_SET_PORT_ROLE_ROLE: role}),
+    )
 
 
-def _bucket(entities: EntityBuilder, bucket: int, port: int, mac: str) -> p4r.TableEntry:
-    return entities.table_entry(p4c.TABLE_BUCKETS, {p4c.MATCH_BUCKETS_BUCKET: bucket}, p4c.ACTION_SET_GATEWAY,
-                              {p4c.PARAM_SET_GATEWAY_PORT: port, p4c.PARAM_SET_GATEWAY_GATEWAY_MAC: mac_to_int(mac)})
+def _bucket(bucket: int, port: int, mac: str) -> P4TableEntry:
+    params = {p4c.PARAM_SET_GATEWAY_PORT: port, p4c.PARAM_SET_GATEWAY_GATEWAY_MAC: mac}
+    return P4TableEntry(
+        p4c.TABLE_BUCKETS,
+        match=P4TableMatch({p4c.MATCH_BUCKETS_BUCKET: bucket}),
+        action=P4TableAction(p4c.ACTION_SET_GATEWAY, **params),
+    )
 
 
-def setup_updates(entities: EntityBuilder, spec: Spec) -> list[p4r.Update]:
-    updates = [
-        update(MODIFY, entities.table_entry(p4c.TABLE_SETTINGS, {}, p4c.ACTION_SET_DISPATCH_CONFIG, {
-            p4c.PARAM_SET_DISPATCH_CONFIG_GATEWAY_IP: int(ipaddress.IPv4Address(spec.gateway_ip)),
-            p4c.PARAM_SET_DISPATCH_CONFIG_VMAC_BASE: mac_to_int(spec.vmac_base),
-            p4c.PARAM_SET_DISPATCH_CONFIG_BUCKET_MASK: spec.buckets - 1,
-        }, default=True)),
-        update(INSERT, _role(entities, spec.host_port, spec.role_host)),
-    ]
-    for port in spec.gateway_ports:
-        updates.append(update(INSERT, _role(entities, port, spec.role_gateway)))
-    for b in range(spec.buckets):
-        updates.append(update(INSERT, _bucket(entities, b, spec.gateway_ports[0], spec.gateway_macs[0])))
-    for mac in spec.host_macs:
-        updates.append(update(INSERT, entities.table_entry(
-            p4c.TABLE_LEARNED_SOURCES,
-            {p4c.MATCH_LEARNED_SOURCES_SRC_MAC: mac_to_int(mac), p4c.MATCH_LEARNED_SOURCES_PORT: spec.host_port},
-            p4c.ACTION_MARK_KNOWN, {})))
-    return updates
+def _learned(mac: str, port: int) -> P4TableEntry:
+    return P4TableEntry(
+        p4c.TABLE_LEARNED_SOURCES,
+        match=P4TableMatch({p4c.MATCH_LEARNED_SOURCES_SRC_MAC: mac, p4c.MATCH_LEARNED_SOURCES_PORT: port}),
+        action=P4TableAction(p4c.ACTION_MARK_KNOWN),
+    )
 
 
-def move(client: P4RuntimeClient, entities: EntityBuilder, spec: Spec, writes: int, bucket: int) -> list[float]:
+def setup_updates(session: P4RuntimeSession, spec: Spec) -> list[p4r.Update]:
+    dispatch = {
+        p4c.PARAM_SET_DISPATCH_CONFIG_GATEWAY_IP: spec.gateway_ip,
+        p4c.PARAM_SET_DISPATCH_CONFIG_VMAC_BASE: spec.vmac_base,
+        p4c.PARAM_SET_DISPATCH_CONFIG_BUCKET_MASK: spec.buckets - 1,
+        p4c.PARAM_SET_DISPATCH_CONFIG_BUCKET_HASH: int(BUCKET_HASH),
+    }
+    settings = P4TableEntry(
+        p4c.TABLE_SETTINGS, is_default_action=True, action=P4TableAction(p4c.ACTION_SET_DISPATCH_CONFIG, **dispatch)
+    )
+    roles = [_role(spec.host_port, spec.role_host)] + [_role(port, spec.role_gateway) for port in spec.gateway_ports]
+    buckets = [_bucket(b, spec.gateway_ports[0], spec.gateway_macs[0]) for b in range(spec.buckets)]
+    learned = [_learned(mac, spec.host_port) for mac in spec.host_macs]
+    return session.updates(MODIFY, [settings]) + session.updates(INSERT, roles + buckets + learned)
+
+
+def move(session: P4RuntimeSession, spec: Spec, writes: int, bucket: int) -> list[float]:
     """Alternate bucket `bucket` between the gateways; latency of each MODIFY in ms."""
     moves = [
-        [update(MODIFY, _bucket(entities, bucket, port, mac))]
-        for port, mac in zip(spec.gateway_ports, spec.gateway_macs)
+        session.updates(MODIFY, [_bucket(bucket, port, mac)]) for port, mac in zip(spec.gateway_ports, spec.gateway_macs)
     ]
     for warmup in moves * 5:
-        client.write(warmup)
-    return [client.write(moves[(i + 1) % len(moves)]) * 1000.0 for i in range(writes)]
+        session.write(warmup)
+    return [session.write(moves[(i + 1) % len(moves)]) * 1000.0 for i in range(writes)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,18 +105,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spec = Spec(**json.loads(args.spec))
     try:
-        info = load_p4info(args.p4info)
-        entities = EntityBuilder(info)
-        with P4RuntimeClient(args.addr, args.device_id, election_low=100, rpc_timeout=60.0) as client:
-            client.become_primary()
+        schema = load_schema(args.p4info, args.device_config.read_bytes() if args.device_config else b"")
+        with P4RuntimeSession(args.addr, args.device_id, 100, schema, rpc_timeout=60.0) as session:
+            session.become_primary()
             if args.command == "setup":
-                device_config = args.device_config.read_bytes() if args.device_config else b""
-                client.set_pipeline(pipeline_config(info, device_config))
-                updates = setup_updates(entities, spec)
-                client.write(updates)
+                session.set_pipeline()
+                updates = setup_updates(session, spec)
+                session.write(updates)
                 print(json.dumps({"updates": len(updates)}))
             else:
-                print(json.dumps({"latencies_ms": move(client, entities, spec, args.writes, args.bucket)}))
+                print(json.dumps({"latencies_ms": move(session, spec, args.writes, args.bucket)}))
     except (P4RuntimeClientError, KeyError, ValueError, OSError) as exc:
         print(f"P4Runtime: {exc}", file=sys.stderr)
         return 1

@@ -16,8 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from supergw_proto.bucket import bucket_of, vmac
+from supergw_proto.p4constants import BucketHash
 
 FCS_BYTES = 4  # counted in the nominal frame size, absent on a veth
+# The bucket hash the benchmark configures (lan_state.py writes it into the settings).
+BUCKET_HASH = BucketHash.CRC32
 MAX_HOSTS = 4096  # sgw-traffic's plan size, and the switch's learned_sources / mac_table size
 REMOTE_IP = "10.97.0.1"  # a host behind the tunnels
 
@@ -40,7 +43,7 @@ def host_macs(n: int) -> list[str]:
 
 
 def bucket_of_host(mac: str, buckets: int) -> int:
-    return bucket_of(mac, buckets)
+    return bucket_of(mac, buckets, BUCKET_HASH)
 
 
 def _checksum(data: bytes) -> int:
@@ -82,7 +85,7 @@ class Frame:
 
 def host_to_gateway(lan: list[Host], vmac_base: str, buckets: int) -> list[Frame]:
     """Each host to its own vmac, as after its ARP for the gateway IP."""
-    return [Frame(h.mac, vmac(vmac_base, bucket_of(h.mac, buckets)), h.ip, REMOTE_IP, 10000 + i)
+    return [Frame(h.mac, vmac(vmac_base, bucket_of_host(h.mac, buckets)), h.ip, REMOTE_IP, 10000 + i)
             for i, h in enumerate(lan)]
 
 

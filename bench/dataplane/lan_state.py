@@ -3,11 +3,12 @@
     python -m bench.dataplane.lan_state --addr A --device-id N --p4info F [--device-config F] --lan FILE
 
 Run inside the switch's namespace. Pushes the pipeline, then what the controller's reconcile
-and learning would have written by the time the LAN is in use: `settings`, `port_roles`, the
-host flood group, the learn digest config, every bucket assigned over the gateways by the
-controller's own initial assignment (smooth weighted round robin, equal weights), and every
-host learned by the controller's own `HostTable` (`mac_table`, `learned_sources` with the
-default ageing as idle timeout, `host_ips`). The entities come from the controller's
+and learning would have written by the time the LAN is in use: `settings` (with the
+benchmark's bucket hash, `frames.BUCKET_HASH`), `port_roles`, the host flood group, the learn
+digest config, every bucket assigned over the gateways by the controller's own initial
+assignment (smooth weighted round robin, equal weights), and every host learned by the
+controller's own `HostTable` (`mac_table`, `learned_sources` with the default ageing as idle
+timeout, `host_ips`). The entities come from the controller's
 builders, so names and values are the controller's. Prints `{"updates": n}` on stdout.
 """
 
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from finsy import P4ClientError, Switch, SwitchOptions
 
+from bench.dataplane.frames import BUCKET_HASH
 from supergw_controller.assignment import weighted_round_robin
 from supergw_controller.config import TimingConfig
 from supergw_controller.learning import HostTable
@@ -69,7 +71,7 @@ class Lan:
 
 def updates(lan: Lan) -> list[Update]:
     out = [
-        Update(Op.MODIFY, ent.settings(lan.gateway_ip, lan.vmac_base, lan.buckets - 1)),
+        Update(Op.MODIFY, ent.settings(lan.gateway_ip, lan.vmac_base, lan.buckets - 1, BUCKET_HASH)),
         Update(Op.INSERT, ent.port_role(lan.host_port, pc.PortRole.HOST)),
         *(Update(Op.INSERT, ent.port_role(g.port, pc.PortRole.GATEWAY)) for g in lan.gateways),
         Update(Op.INSERT, ent.flood_group([lan.host_port])),

@@ -16,8 +16,8 @@ FCS (60 and 1396 bytes on the veth).
 
 **What is measured: the shipped switch, as deployed.** `targets/ebpf/bin/supergw-switch` with
 its default flags (only device id, P4Runtime address, CPU port, pin directory and `-i` ports
-given) in namespace `{testbed.SWITCH_NS}`, ports h0 (host, port {testbed.HOST_PORT}) and g1, g2
-(gateways, ports {', '.join(map(str, testbed.GATEWAY_PORTS))}), configured only over P4Runtime with
+given) in namespace `{testbed.SWITCH_NS}`, a host on port {testbed.HOST_PORT} and gateways on ports
+{', '.join(map(str, testbed.GATEWAY_PORTS))} (interfaces {', '.join(testbed.SWITCH_IFACES.values())}), configured only over P4Runtime with
 the state the controller writes (`bench/dataplane/lan_state.py`, built with the controller's
 own entity builders, initial bucket assignment and `HostTable`): the pipeline, `settings`,
 `port_roles`, the host flood group, the learn digest, all {buckets} buckets spread over the two
@@ -63,7 +63,7 @@ Figures are the median of {repeat} run(s) of {seconds:g} s.
 **Where the time goes**: `tc_program_ns_64` comes from one more host -> gateway 64 B run with
 the kernel's eBPF run-time statistics on (`BPF_ENABLE_STATS`, held by sgw-traffic for that run
 only; it adds two clock reads per program run): the kernel's run time / run count of the
-switch's tc program on h0, i.e. the program and the helpers it calls (map lookups, redirect),
+switch's tc program on the host port, i.e. the program and the helpers it calls (map lookups, redirect),
 against the switch's ns per frame in the same run; the difference is the kernel's veth receive
 (skb build, GRO, netif receive) and transmit work.
 

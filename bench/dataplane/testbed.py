@@ -1,14 +1,15 @@
-"""The benchmark's own little network: one switch namespace, one host, two gateways.
+"""The benchmark's own little network: a switch lab (topologies/switchlab.py) with one host
+and two gateway ends.
 
-    sgw-bench-h  eth0 ── h0 (port 1) ┐
+    sgw-bench-h  eth0 ── p1 (port 1) ┐
                                      sgw-bench-sw (supergw-switch, P4Runtime 127.0.0.1:9610; or BMv2, 127.0.0.1:9612)
-    sgw-bench-g1 eth0 ── g1 (port 2) ┤
-    sgw-bench-g2 eth0 ── g2 (port 3) ┘
+    sgw-bench-g1 eth0 ── p2 (port 2) ┤
+    sgw-bench-g2 eth0 ── p3 (port 3) ┘
 
 Two cores, two roles. Every veth receives in a NAPI context run by its own kernel thread
 (GRO on, which gives a veth NAPI; `threaded` = 1), like a NIC's receive queue:
 
-- the switch's ends (h0, g1, g2) on the switch's core: a frame sent into eth0 is received,
+- the switch's ends (p1, p2, p3) on the switch's core: a frame sent into eth0 is received,
   run through the switch's tc program, redirected and transmitted into the next veth by the
   NAPI thread of the switch's port, on that core and nowhere else. The switch process is
   pinned there too. TSO/GSO are off on these ends: veth hands a forwarded frame to the
@@ -33,22 +34,28 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from topologies import iproute
+from topologies.switch import SwitchCommand, pin_dir
+from topologies.switchlab import Endpoint, SwitchLab
+
 PREFIX = "sgw-bench"
-SWITCH_NS = f"{PREFIX}-sw"
-HOST_NS = f"{PREFIX}-h"
-GATEWAY_NS = (f"{PREFIX}-g1", f"{PREFIX}-g2")
-NAMESPACES = (SWITCH_NS, HOST_NS, *GATEWAY_NS)
-PIN_DIR = Path("/sys/fs/bpf") / PREFIX
+HOST_PORT = 1
+GATEWAY_PORTS = (2, 3)
+GATEWAY_MACS = ("02:be:00:00:00:02", "02:be:00:00:00:03")
+LAB = SwitchLab(PREFIX, [Endpoint("h", HOST_PORT),
+                         *(Endpoint(f"g{i}", port, mac) for i, (port, mac) in enumerate(zip(GATEWAY_PORTS, GATEWAY_MACS), 1))])
+SWITCH_NS = LAB.switch_ns
+HOST_NS = LAB.ns("h")
+GATEWAY_NS = (LAB.ns("g1"), LAB.ns("g2"))
+FAR_END = "eth0"  # the host's and each gateway's interface
+SWITCH_IFACES = LAB.ports()  # P4 port -> the switch's interface
+PIN_DIR = pin_dir(PREFIX)
 DEVICE_ID = 610
 DPBENCH_DEVICE_ID = 611  # sgw-dpbench builds its own namespace and switch
 BMV2_DEVICE_ID = 612
 BMV2_GRPC_ADDR = "127.0.0.1:9612"
 GRPC_ADDR = "127.0.0.1:9610"
-HOST_PORT = 1
-GATEWAY_PORTS = (2, 3)
-GATEWAY_MACS = ("02:be:00:00:00:02", "02:be:00:00:00:03")
-FAR_END = "eth0"  # the host's and each gateway's interface
-SWITCH_IFACES = {HOST_PORT: "h0", GATEWAY_PORTS[0]: "g1", GATEWAY_PORTS[1]: "g2"}
+CPU_PORT = 255
 COALESCE_NS = 50_000  # NAPI re-poll period while frames keep coming (a NIC's rx-usecs)
 COALESCE_POLLS = 100  # timer-driven polls before the context waits to be woken again
 SINK_PRIORITY = 50  # SCHED_FIFO priority of the far ends' NAPI threads
@@ -59,11 +66,10 @@ class TestbedError(RuntimeError):
 
 
 def sh(argv: list[str], netns: str | None = None, check: bool = True, timeout: float = 30) -> str:
-    full = ["ip", "netns", "exec", netns, *argv] if netns else argv
-    proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout, check=False)
-    if check and proc.returncode != 0:
-        raise TestbedError(f"`{' '.join(full)}` failed: {proc.stderr.strip() or proc.stdout.strip()}")
-    return proc.stdout
+    try:
+        return iproute.run(argv, netns, check=check, timeout=timeout).stdout
+    except iproute.NetworkError as exc:
+        raise TestbedError(str(exc)) from None
 
 
 def _napi_threads() -> dict[int, str]:
@@ -107,51 +113,35 @@ class Testbed:
     traffic_cpu: int
     switch: subprocess.Popen[bytes] | None = None
     log_name: str = "dataplane-switch.log"
-    switch_threads: list[int] = field(default_factory=list)  # NAPI threads of h0, g1, g2
+    switch_threads: list[int] = field(default_factory=list)  # NAPI threads of the switch's ports
 
     def build(self) -> None:
-        teardown()
-        for ns in NAMESPACES:
-            sh(["ip", "netns", "add", ns])
-            # No IPv6 autoconfiguration: the switch namespace's own stack would send router
-            # solicitations and MLD reports out of the ports, frames the switch never forwarded.
-            sh(["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"], ns)
-            sh(["ip", "link", "set", "lo", "up"], ns)
-        self._veth(SWITCH_IFACES[HOST_PORT], HOST_NS, None)
-        for port, ns, mac in zip(GATEWAY_PORTS, GATEWAY_NS, GATEWAY_MACS):
-            self._veth(SWITCH_IFACES[port], ns, mac)
+        try:
+            LAB.build()
+        except iproute.NetworkError as exc:
+            raise TestbedError(str(exc)) from None
         for ns in (HOST_NS, *GATEWAY_NS):
             threaded_napi(ns, FAR_END, self.traffic_cpu, SINK_PRIORITY)
         for dev in SWITCH_IFACES.values():
             sh(["ethtool", "-K", dev, "tso", "off", "gso", "off"], SWITCH_NS)
             self.switch_threads += threaded_napi(SWITCH_NS, dev, self.switch_cpu)
 
-    def _veth(self, sw_end: str, far_ns: str, mac: str | None) -> None:
-        sh(["ip", "link", "add", sw_end, "netns", SWITCH_NS, "type", "veth", "peer", "name", FAR_END, "netns", far_ns])
-        if mac:
-            sh(["ip", "link", "set", FAR_END, "address", mac], far_ns)
-        sh(["ip", "link", "set", sw_end, "up"], SWITCH_NS)
-        sh(["ip", "link", "set", FAR_END, "up"], far_ns)
-
-    def _ports(self) -> list[str]:
-        return [arg for port, dev in SWITCH_IFACES.items() for arg in ("-i", f"{port}@{dev}")]
-
     def start_switch(self) -> None:
-        """supergw-switch with its default flags (only what the deployment must name: device
-        id, address, CPU port, pin directory, ports), pinned to the switch's core."""
-        self._start(["taskset", "-c", str(self.switch_cpu), str(self.switch_bin), "--device-id", str(DEVICE_ID),
-                     "--grpc-server-addr", GRPC_ADDR, "--cpu-port", "255", "--pin-dir", str(PIN_DIR), *self._ports()],
-                    "dataplane-switch.log")
+        """supergw-switch with its default flags (only what a deployment must name: device id,
+        address, CPU port, pin directory, ports), pinned to the switch's core."""
+        cmd = SwitchCommand("ebpf", DEVICE_ID, GRPC_ADDR, CPU_PORT, SWITCH_IFACES, pin_dir=PIN_DIR, binary=self.switch_bin)
+        self._start(self._pinned(cmd), "dataplane-switch.log")
 
     def start_bmv2(self, binary: Path) -> None:
         """simple_switch_grpc on the same veths and core, in the shape docs/environment-notes.md
         gives, but without --log-file/--log-console (a logging BMv2 measures its logger)."""
         self.stop_switch()
         shutil.rmtree(PIN_DIR, ignore_errors=True)
-        # taskset execs: the pid stays BMv2's
-        self._start(["taskset", "-c", str(self.switch_cpu), str(binary), "--device-id", str(BMV2_DEVICE_ID),
-                     *self._ports(), "--no-p4", "--", "--grpc-server-addr", BMV2_GRPC_ADDR, "--cpu-port", "255"],
-                    "dataplane-bmv2.log")
+        cmd = SwitchCommand("bmv2", BMV2_DEVICE_ID, BMV2_GRPC_ADDR, CPU_PORT, SWITCH_IFACES, binary=binary)
+        self._start(self._pinned(cmd), "dataplane-bmv2.log")
+
+    def _pinned(self, cmd: SwitchCommand) -> list[str]:
+        return ["taskset", "-c", str(self.switch_cpu), *cmd.argv()]  # taskset execs: the pid stays the switch's
 
     def _start(self, cmd: list[str], log_name: str) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -182,9 +172,7 @@ class Testbed:
 
 
 def teardown() -> None:
-    for ns in NAMESPACES:
-        if Path("/run/netns", ns).exists():
-            sh(["ip", "netns", "del", ns], check=False)
+    LAB.teardown()
     if PIN_DIR.exists():
         shutil.rmtree(PIN_DIR, ignore_errors=True)
     # namespace deletion is asynchronous for veths; give the kernel a moment

@@ -2,8 +2,9 @@
 partitions with real agents, real tunnels and shipped defaults.
 
 `python -m bench.ha [--kills 5] [--partitions 20] [--switch ebpf|bmv2]` (root; run it under
-`flock /tmp/supergw-netns.lock`). Boots `python -m topologies.run up --replicas 3` when no
-emulation is up (and stops it again afterwards), or uses the HA emulation that is up.
+`flock /tmp/supergw-netns.lock`). Boots the HA emulation (`make run HA=1`'s plan, through
+the emulation engine) when none is up (and stops it again afterwards), or uses the HA
+emulation that is up.
 
 What runs (topologies/ha.py): 3 controller replicas, each in its own namespace on the
 management network with its own etcd member (a 3-member cluster, etcd's default timing),
@@ -55,19 +56,15 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-from bench.failover.__main__ import PING_INTERVAL_S, PROBE_PINGS, BenchError, max_gap_ms
 from bench.ha.analysis import median, ping_summary, plan_probe, rewritten
 from bench.ha.emulation import HaEmulation
+from bench.probes import BenchError, inject, max_gap_ms, ping_probe, restore
 from bench.report import Metric, Series, write_report
 from supergw_controller.ha.view import overlaps
 from topologies import ha
-from topologies.configs import REPO
-from topologies.model import Topology, load_topology
-from topologies.processes import RunState
-from topologies.run import STATE
+from topologies.emulation import Emulation, EmulationError, running_or_booted
 
 
 GOAL_TAKEOVER_S = 1.0
@@ -117,17 +114,13 @@ class Partition:
 def kill_trial(emu: HaEmulation, i: int) -> Kill:
     old = emu.settled_leader()
     emu.use(old)
-    emu.gws.wait_healthy()
+    emu.wait_healthy()
     plan = plan_probe(emu.topo, emu.served(old), emu.buckets(old), i)
     if plan is None:
         raise BenchError(f"no probe plan: hosts served {emu.served(old)}, no second gateway with buckets to freeze")
-    pids = [emu.gws.charon_pid(plan.frozen), emu.gws.agent_pid(plan.frozen)]
+    pids = emu.site.gateway_pids(plan.frozen)
     old_term = emu.term(old)
-    probe = subprocess.Popen(
-        ["ip", "netns", "exec", emu.topo.ns(plan.host), "ping", "-n", "-D", "-i", str(PING_INTERVAL_S), "-W", "1",
-         "-c", str(PROBE_PINGS), plan.remote_ip],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    probe = ping_probe(emu.topo.ns(plan.host), plan.remote_ip)
     killed = frozen = False
     try:
         time.sleep(1.0)
@@ -135,7 +128,7 @@ def kill_trial(emu: HaEmulation, i: int) -> Kill:
         killed_at = time.time()
         emu.kill(old)
         killed = True
-        emu.gws.inject("freeze", plan.frozen, pids)
+        inject(emu.site, "freeze", plan.frozen, pids)
         frozen = True
         new = emu.new_leader(old)
         ready = emu.wait_log(new, "primary on the switch and reconciled", killed_at)
@@ -148,7 +141,7 @@ def kill_trial(emu: HaEmulation, i: int) -> Kill:
             probe.kill()
             probe.wait()
         if frozen:
-            emu.gws.restore("freeze", plan.frozen, pids)
+            restore(emu.site, "freeze", plan.frozen, pids)
         if killed:
             emu.restart(old)
     try:
@@ -163,9 +156,9 @@ def kill_trial(emu: HaEmulation, i: int) -> Kill:
              round(gap, 1), round(emu.wait_backup(old, new), 2))  # fmt: skip
     say(f"kill {i}: {k}")
     emu.use(new)
-    share = emu.gws.share(plan.frozen)
+    share = emu.share(plan.frozen)
     deadline = time.monotonic() + 60
-    while emu.gws.gateways()[plan.frozen]["buckets"] < share:
+    while emu.gateways()[plan.frozen].buckets < share:
         if time.monotonic() > deadline:
             raise BenchError(f"{plan.frozen} did not get its {share} buckets back within 60 s of the thaw")
         time.sleep(0.2)
@@ -209,21 +202,16 @@ def partition_trial(emu: HaEmulation, i: int, seen: set[tuple[int, int]]) -> Par
     return p
 
 
-def load_ha_state() -> tuple[Topology, RunState] | None:
-    state = RunState.load(STATE)
-    if state is None or state.phase != "up":
-        return None
-    replicas = int(state.info.get("replicas", "1"))
-    return ha.prepare(load_topology(Path(state.topology)), replicas), state
+def usable(emu: Emulation) -> str | None:
+    """bench/ha measures `make run HA=1`: one site with replicated controllers, every stage up."""
+    if emu.spec.several or not emu.spec.single.replicated:
+        return "bench/ha runs on `make run HA=1` (one site, replicated controllers)"
+    return None if emu.state.phase == "up" else f"it is {emu.state.phase}: {emu.state.failed_stages()}"
 
 
 def etcd_version() -> str:
     out = subprocess.run(["etcd", "--version"], capture_output=True, text=True, check=False).stdout
     return out.splitlines()[0].split(":", 1)[-1].strip() if out else "?"
-
-
-def topologies_run(*args: str) -> int:
-    return subprocess.run([sys.executable, "-m", "topologies.run", *args], cwd=REPO, check=False).returncode
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -238,38 +226,20 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("etcd") is None:
         say("cannot run: etcd is not installed (Debian etcd-server; `make deps` installs it)")
         return 2
-    running = RunState.load(STATE)
-    if running is not None and running.info.get("kind") == "two-site":
-        say("a two-site emulation is running: `make stop` first (bench/ha runs on `make run HA=1`)")
-        return 2
-    booted = False
-    if load_ha_state() is None:
-        say(f"emulation not up: `python -m topologies.run up --replicas {ha.HA_REPLICAS} --switch {args.switch}`")
-        booted = True
-        if topologies_run("up", "--replicas", str(ha.HA_REPLICAS), "--switch", args.switch) != 0:
-            topologies_run("down")
-            say("the HA emulation did not come up (see above)")
-            return 1
-    loaded = load_ha_state()
-    if loaded is None:
-        say(f"{STATE} says the emulation is not up")
-        return 1
     kills: list[Kill] = []
     parts: list[Partition] = []
     try:
-        emu = HaEmulation(*loaded)
-        for i in range(args.kills):
-            kills.append(kill_trial(emu, i))
-        seen: set[tuple[int, int]] = set()
-        for i in range(args.partitions):
-            parts.append(partition_trial(emu, i, seen))
-    except BenchError as exc:
+        with running_or_booted(Emulation.from_file(switch=args.switch, replicas=ha.HA_REPLICAS), usable) as running:
+            emu = HaEmulation(running)
+            for i in range(args.kills):
+                kills.append(kill_trial(emu, i))
+            seen: set[tuple[int, int]] = set()
+            for i in range(args.partitions):
+                parts.append(partition_trial(emu, i, seen))
+    except (BenchError, EmulationError) as exc:
         say(f"FAILED after {len(kills)} kills and {len(parts)} partitions: {exc}")
         return 1
-    finally:
-        if booted:
-            topologies_run("down")
-    report(kills, parts, loaded[0], loaded[1])
+    report(kills, parts, running)
     takeover = median([k.takeover_s for k in kills])
     lost = sum(k.lost for k in kills)
     split = sum(p.split_brain for p in parts)
@@ -277,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if takeover is not None and takeover <= GOAL_TAKEOVER_S and lost == 0 and split == 0 else 1
 
 
-def report(kills: list[Kill], parts: list[Partition], topo: Topology, state: RunState) -> None:
+def report(kills: list[Kill], parts: list[Partition], emu: Emulation) -> None:
+    topo = emu.spec.single
     sent = sum(k.sent for k in kills)
     proving = sum(1 for p in parts if p.accepted_old and p.accepted_new)
     metrics = {
@@ -310,7 +281,7 @@ def report(kills: list[Kill], parts: list[Partition], topo: Topology, state: Run
                xlabel="leader SIGKILL #", ylabel="seconds after the kill"),
     ]  # fmt: skip
     ran = (
-        f"\n\nThis run: `make run HA=1` emulation, switch {state.info.get('switch', '?')}, "
+        f"\n\nThis run: `make run HA=1` emulation, switch {topo.switch.kind}, "
         f"{len(topo.controller.replica_names())} replicas with one etcd member each (etcd {etcd_version()}), "
         f"{len(topo.gateways)} strongSwan gateways with their agents, {len(topo.hosts)} LAN hosts, "
         f"{len(kills)} kills, {len(parts)} partitions. The machine (2 cores) is shared with other work."

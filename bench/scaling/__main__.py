@@ -33,11 +33,12 @@ from typing import Any
 from bench.report import Metric, Series, write_report
 from bench.scaling import plots
 from bench.scaling.analysis import ZERO_LOSS, Snapshot, cpu_spread, redistribution_s, zero_loss_rate
-from bench.scaling.emulation import BenchError, Emulation, ProbeResult, say, write_topology
+from bench.scaling.emulation import BenchError, LoadedEmulation, ProbeResult, changes, say
+from supergw_proto.rest import ApiError
 from topologies.hostsim_client import HostsimError
-from topologies.twosite import TWO_SITE_TOPOLOGY, load_two_site
+from topologies.schema import TWO_SITE_PAPER_TOPOLOGY, load
 
-BASE_TOPOLOGY = TWO_SITE_TOPOLOGY.with_name("two-site-paper.yaml")
+BASE_TOPOLOGY = TWO_SITE_PAPER_TOPOLOGY
 DEFAULT_SUITE = "aes128gcm16-x25519"  # supergw_gateway.config.DEFAULT_ESP_PROPOSAL, what users get
 OTHER_SUITE = "aes128-sha256-x25519"  # AES-CBC + HMAC-SHA-256: the paper's "cipher + HMAC" kind of tunnel
 SUITE_LABEL = {DEFAULT_SUITE: "gcm", OTHER_SUITE: "cbc-sha256"}
@@ -91,7 +92,7 @@ def note_load(results: Results, when: str) -> None:
                             "at": time.strftime("%H:%M:%S")})
 
 
-def search(emu: Emulation, s: Settings, res: Results, suite: str, frame: int, n: int) -> None:
+def search(emu: LoadedEmulation, s: Settings, res: Results, suite: str, frame: int, n: int) -> None:
     known = res.rate(suite, frame, 1) or next((res.rate(x, frame, 1) for x in SUITE_LABEL if res.rate(x, frame, 1)), None)
     start = max(200.0, 0.6 * n * known) if known else 500.0
     best: dict[str, ProbeResult] = {}
@@ -134,24 +135,23 @@ def search(emu: Emulation, s: Settings, res: Results, suite: str, frame: int, n:
         f"{row['mbps']} Mb/s/dir (machine {row['machine_cpu_percent']} % of a core at that rate)")
 
 
-def controller_view(emu: Emulation) -> dict[str, dict[str, Any]]:
+def controller_view(emu: LoadedEmulation) -> dict[str, dict[str, Any]]:
     """Per gateway: buckets carrying simulated hosts, and the CPU its agent reports (0..1 of its
     own capacity, what the shipped rebalancer compares with its cpu_ceiling)."""
     out: dict[str, dict[str, Any]] = {}
     for site in emu.sites:
         hot = set(site.host_buckets)
-        owner = {b["bucket"]: b["gateway"] for b in site.api.get("/buckets")}
-        for g in site.api.get("/gateways"):
-            report = g.get("last_report") or {}
-            cores = float(report.get("cpu_cores") or 0.0)
-            out[g["name"]] = {
-                "hot_buckets": sum(1 for b in hot if owner.get(b) == g["name"]),
-                "reported_cpu": round(float(report.get("cpu_percent", 0.0)) / (100.0 * cores), 3) if cores else None,
+        owner = {b.bucket: b.gateway for b in site.api.buckets()}
+        for g in site.api.gateways():
+            report = g.last_report
+            out[g.name] = {
+                "hot_buckets": sum(1 for b in hot if owner.get(b) == g.name),
+                "reported_cpu": round(report.cpu_percent / (100.0 * report.cpu_cores), 3) if report else None,
             }
     return out
 
 
-def snapshots(emu: Emulation, rate: float, seconds: float, label: str,
+def snapshots(emu: LoadedEmulation, rate: float, seconds: float, label: str,
               views: list[dict[str, dict[str, Any]]]) -> list[Snapshot]:
     """Offer `rate` per direction at 1408 B for `seconds`, one snapshot a second; stops early
     once 15 s in a row were settled."""
@@ -190,7 +190,7 @@ def snapshots(emu: Emulation, rate: float, seconds: float, label: str,
     return out
 
 
-def warm_up(emu: Emulation, rate: float, limit_s: float = 60.0) -> None:
+def warm_up(emu: LoadedEmulation, rate: float, limit_s: float = 60.0) -> None:
     """Offer `rate` until the shipped rebalancer has spread the hosts (max/mean <= 1.10 at both
     sites): the hash puts consecutive MACs into structured bucket sets that the initial
     round-robin map gives to few gateways, and the rebalancer fixes that with load moves."""
@@ -206,7 +206,7 @@ def warm_up(emu: Emulation, rate: float, limit_s: float = 60.0) -> None:
             return
 
 
-def fig5_run(emu: Emulation, s: Settings, res: Results, policy: str, rate: float) -> None:
+def fig5_run(emu: LoadedEmulation, s: Settings, res: Results, policy: str, rate: float) -> None:
     seconds = s.paper_s if policy == "paper" else s.fig5_s
     res.site_a = list(emu.sites[0].gateways)  # the CPU lines of the figure, as the paper's left cluster
     time.sleep(3)  # the controllers' rates fall to zero: the moves below are of idle buckets
@@ -226,7 +226,7 @@ def fig5_run(emu: Emulation, s: Settings, res: Results, policy: str, rate: float
     say(f"redistribution ({policy}): {value if value is not None else 'not settled'} s")
 
 
-def soak(emu: Emulation, s: Settings, res: Results, rate: float) -> None:
+def soak(emu: LoadedEmulation, s: Settings, res: Results, rate: float) -> None:
     before = emu.failovers()
     say(f"soak: {rate:.0f} pps/dir (80 % of T(3)) for {s.soak_s:.0f}s, counting failovers")
     emu.start(rate, BIG_FRAME, s.soak_s)
@@ -247,7 +247,7 @@ def soak(emu: Emulation, s: Settings, res: Results, rate: float) -> None:
     say(f"soak: {res.soak['failovers']} failovers, loss {100 * res.soak['loss']:.4f} %")
 
 
-def failover(emu: Emulation, s: Settings, res: Results) -> None:
+def failover(emu: LoadedEmulation, s: Settings, res: Results) -> None:
     try:
         from bench.failover import two_site
     except ImportError as exc:
@@ -268,8 +268,7 @@ def failover(emu: Emulation, s: Settings, res: Results) -> None:
 
 
 def one_boot(s: Settings, res: Results, suite: str, n: int) -> None:
-    topology = write_topology(s.base, n, s.cpu_percent, None if suite == DEFAULT_SUITE else suite, s.buckets)
-    emu = Emulation(topology)
+    emu = LoadedEmulation(s.base, changes(n, s.cpu_percent, None if suite == DEFAULT_SUITE else suite, s.buckets))
     emu.up()
     try:
         note_load(res, f"N={n} {SUITE_LABEL[suite]} booted")
@@ -398,27 +397,31 @@ def report(s: Settings, res: Results) -> None:
 
 
 def choose_buckets(base: Path, asked: int | None) -> tuple[int, str]:
-    """K for the run and why: the preset's, unless the pipeline's bucket hash (the controller's
-    `bucket_of`, the one Python copy of it) puts its simulated hosts into fewer than half as
-    many buckets as hosts; then 4096, the largest K."""
-    from supergw_proto.bucket import bucket_of
+    """K for the run and why: the preset's, unless the pipeline's bucket hash (the preset's
+    `dispatch.hash` in the controller's `bucket_of`, the one Python copy of it) puts its simulated
+    hosts into fewer than half as many buckets as hosts; then 4096, the largest K."""
+    from supergw_proto.bucket import bucket_of, hash_name
+    from supergw_proto.p4constants import MAX_BUCKETS
 
-    ts, sites = load_two_site(base)
-    sim = getattr(sites[0], "simulated_hosts", None)
+    site = load(base).sites[0]
+    sim = site.simulated_hosts
     if sim is None:
         raise SystemExit(f"{base}: no simulated_hosts, nothing to offer load with")
     macs = list(sim.macs())
+    preset = site.lan.buckets
+
+    hash_ = site.lan.dispatch.hash
 
     def spread(k: int) -> int:
-        return len({bucket_of(m, k) for m in macs})
+        return len({bucket_of(m, k, hash_) for m in macs})
 
     if asked is not None:
         return asked, f"K = {asked} (asked for): the {len(macs)} simulated hosts per site use {spread(asked)} buckets"
-    if spread(ts.buckets) >= len(macs) / 2:
-        return ts.buckets, (f"K = {ts.buckets} (the preset's): the {len(macs)} simulated hosts per site use "
-                            f"{spread(ts.buckets)} buckets")
-    return 4096, (f"K = 4096, not the preset's {ts.buckets}: the bucket hash maps the {len(macs)} consecutive "
-                  f"simulated MACs per site onto {spread(ts.buckets)} of {ts.buckets} buckets but {spread(4096)} "
+    if spread(preset) >= len(macs) / 2 or preset == MAX_BUCKETS:
+        return preset, (f"K = {preset} (the preset's, {hash_name(hash_)} hash): the {len(macs)} "
+                        f"simulated hosts per site use {spread(preset)} buckets")
+    return 4096, (f"K = 4096, not the preset's {preset}: the bucket hash maps the {len(macs)} consecutive "
+                  f"simulated MACs per site onto {spread(preset)} of {preset} buckets but {spread(4096)} "
                   f"of 4096")
 
 
@@ -475,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
             # the second suite's 64-byte search is what a late run drops first: keep the order
             try:
                 one_boot(s, res, suite, n)
-            except (BenchError, HostsimError, OSError) as exc:
+            except (BenchError, HostsimError, ApiError, OSError) as exc:
                 failed.append(f"N={n} {SUITE_LABEL[suite]}: {exc}")
                 say(f"FAILED N={n} {SUITE_LABEL[suite]}: {exc}")
             report(s, res)  # after every boot: a late or failed run still leaves what it measured

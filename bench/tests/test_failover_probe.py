@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.failover.__main__ import BenchError, max_gap_ms
+from bench.probes import BenchError, max_gap_ms
 
 PING = """PING 10.61.0.11 (10.61.0.11) 56(84) bytes of data.
 [1795502919.300000] 64 bytes from 10.61.0.11: icmp_seq=1 ttl=62 time=0.494 ms

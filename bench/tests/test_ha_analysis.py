@@ -6,9 +6,9 @@ import pytest
 
 from bench.ha.analysis import log_time, ping_summary, plan_probe, rewritten
 from topologies import ha
-from topologies.model import load_topology
+from topologies.schema import load
 
-TOPO = ha.prepare(load_topology(), ha.HA_REPLICAS)  # h1..h3; gw1..gw3 with peer1..3; r1 via peer1, r2 via peer2
+TOPO = load(replicas=ha.HA_REPLICAS).single  # h1..h3; gw1..gw3 with peer1..3; r1 via peer1, r2 via peer2
 
 LOG = """
 === 2026-11-24 12:00:00 start: ip netns exec sgw-emu-c2 supergw-controller --config c2.yaml

@@ -1,4 +1,5 @@
-"""Initial bucket assignment: smooth weighted round robin over the eligible gateways."""
+"""Initial bucket assignment: smooth weighted round robin over the eligible gateways, of
+every bucket or of the classes b % period."""
 
 from __future__ import annotations
 
@@ -27,10 +28,17 @@ def weighted_round_robin(buckets: Sequence[int], weights: Mapping[str, float]) -
 
 
 def fill_missing(
-    k: int, current: Mapping[int, str], eligible_weights: Mapping[str, float]
+    k: int, current: Mapping[int, str], eligible_weights: Mapping[str, float], period: int | None = None
 ) -> dict[int, str]:
     """Keep every valid current assignment; give the buckets without one to the eligible
-    gateways so that each ends near its weighted share of all K buckets."""
+    gateways so that each ends near its weighted share of all K buckets.
+
+    With `period` (< k), the missing buckets are shared out by class ``b % period``: the WRR
+    runs over the classes and every missing bucket of a class goes where its class goes. On
+    an empty switch with equal weights bucket b starts on gateway ``(b % period) % N``, so
+    the partition of K buckets is the partition of `period` buckets repeated (the clustering
+    paper's K = 256 partition under K = 4096, docs/pipeline-contract.md).
+    """
     result = {b: g for b, g in current.items() if 0 <= b < k}
     missing = [b for b in range(k) if b not in result]
     if not missing or not eligible_weights:
@@ -41,5 +49,9 @@ def fill_missing(
     deficit = {n: max(0.0, k * w / total_w - have[n]) for n, w in eligible_weights.items()}
     if sum(deficit.values()) <= 0:
         deficit = dict(eligible_weights)
-    result.update(weighted_round_robin(missing, deficit))
+    if period is None or period >= k:
+        result.update(weighted_round_robin(missing, deficit))
+        return result
+    owner = weighted_round_robin(sorted({b % period for b in missing}), deficit)
+    result.update({b: owner[b % period] for b in missing})
     return result

@@ -23,7 +23,8 @@ from pydantic import (
 )
 
 from supergw_proto.addresses import mac_to_int, normalise_mac
-from supergw_proto.p4constants import CPU_PORT, MAX_BUCKETS
+from supergw_proto.bucket import BucketHashName
+from supergw_proto.p4constants import CPU_PORT, MAX_BUCKETS, BucketHash
 from supergw_proto.strict import StrictModel, read_yaml_mapping, validate
 
 # Agent and role tokens are new, so they get a real minimum; the legacy api.token keeps 8.
@@ -91,6 +92,36 @@ class SwitchConfig(StrictModel):
 class PipelineConfig(StrictModel):
     p4info: Path = Field(description="P4Info text or binary file")
     device_config: Path | None = Field(default=None, description="target device config, e.g. BMv2 JSON")
+
+
+class DispatchConfig(StrictModel):
+    """How hosts map to buckets, and how buckets are first shared out (the switch's settings
+    and the initial assignment; see docs/pipeline-contract.md, "Terms")."""
+
+    hash: BucketHashName = Field(
+        default=BucketHash.CRC32,
+        description=(
+            "bucket(mac) = hash(mac) & (K - 1): crc32 spreads any MACs; identity is the MAC's low bits "
+            "(the clustering paper's h(m) = base | (m % K)), so sequential MACs fill sequential buckets"
+        ),
+    )
+    partition_period: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "initial assignment: bucket b starts on the gateway of class b mod partition_period, the "
+            "classes shared out by weighted round robin (a power of two <= buckets; unset: every "
+            "bucket is its own class). 256 with K = 4096 starts every bucket where the paper's "
+            "K = 256 partition puts its low byte"
+        ),
+    )
+
+    @field_validator("partition_period")
+    @classmethod
+    def _period(cls, v: int | None) -> int | None:
+        if v is not None and v & (v - 1):
+            raise ValueError(f"{v} is not a power of two")
+        return v
 
 
 class PortConfig(StrictModel):
@@ -405,6 +436,7 @@ class Config(StrictModel):
     gateway_ip: ipaddress.IPv4Address
     buckets: int = Field(description="K, a power of two <= MAX_BUCKETS")
     vmac_base: str
+    dispatch: DispatchConfig = Field(default_factory=DispatchConfig)
     ports: dict[int, Annotated[PortConfig, Field()]]
     gateways: list[GatewayConfig] = Field(min_length=1)
     timing: TimingConfig = Field(default_factory=TimingConfig)
@@ -470,6 +502,9 @@ class Config(StrictModel):
                 "ha: replicas need the shared etcd store: set store.backend: etcd and store.etcd.endpoints"
                 f" (store.backend is {self.store.backend.value})"
             )
+        period = self.dispatch.partition_period
+        if period is not None and period > self.buckets:
+            errors.append(f"dispatch.partition_period: {period} exceeds buckets ({self.buckets})")
         gw_ports = {p for p, pc in self.ports.items() if pc.role is PortRoleName.GATEWAY}
         names: dict[str, int] = {}
         ports_used: dict[int, int] = {}

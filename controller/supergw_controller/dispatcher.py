@@ -308,7 +308,7 @@ class Dispatcher:
         # installed, so no host changes gateway; only buckets nobody owns are filled.
         eligible = {g.name for g in self.registry.eligible()}
         remembered = {b: g for b, g in self.assignment.items() if b not in current and g in eligible}
-        target = fill_missing(cfg.buckets, {**current, **remembered}, weights)
+        target = fill_missing(cfg.buckets, {**current, **remembered}, weights, cfg.dispatch.partition_period)
         for b, name in sorted(target.items()):
             if b not in current:
                 gw = self.registry.get(name)
@@ -319,7 +319,7 @@ class Dispatcher:
 
         # The dispatch settings last: a fresh switch drops everything (NOT_CONFIGURED)
         # until now, and from now on it has buckets, roles and a flood group.
-        want_settings = ent.settings(str(cfg.gateway_ip), cfg.vmac_base, cfg.bucket_mask)
+        want_settings = ent.settings(str(cfg.gateway_ip), cfg.vmac_base, cfg.bucket_mask, cfg.dispatch.hash)
         have_settings = await s.read_or_none(P4TableEntry(pc.TABLE_SETTINGS, is_default_action=True))
         settings_ok = (
             have_settings is not None
@@ -746,7 +746,7 @@ class Dispatcher:
         k = self.config.buckets
         out = []
         for h in self.host_table.hosts():
-            b = bucket_of(h.mac, k)
+            b = bucket_of(h.mac, k, self.config.dispatch.hash)
             out.append(
                 HostView(
                     mac=h.mac,

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from supergw_controller.config import Config, ConfigError, load_config, parse_config
-from supergw_proto.p4constants import CPU_PORT, MAX_BUCKETS
+from supergw_proto.p4constants import CPU_PORT, MAX_BUCKETS, BucketHash
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "example-config.yaml"
 
@@ -60,6 +60,15 @@ def test_valid_config_resolves_paths_and_defaults(cfgdir: Path) -> None:
     assert cfg.rebalancer.threshold == pytest.approx(1.10)
     assert cfg.switch.election_id.value == 5
     assert cfg.api.read_token() == "secret-token"
+    assert cfg.dispatch.hash is BucketHash.CRC32
+    assert cfg.dispatch.partition_period is None
+
+
+def test_dispatch_section(cfgdir: Path) -> None:
+    cfg = load(cfgdir, mutate("dispatch", {"hash": "identity", "partition_period": 16}))
+    assert cfg.dispatch.hash is BucketHash.IDENTITY
+    assert cfg.dispatch.partition_period == 16
+    assert cfg.model_dump(mode="json")["dispatch"] == {"hash": "identity", "partition_period": 16}
 
 
 def test_example_config_is_valid(tmp_path: Path) -> None:
@@ -149,6 +158,13 @@ _DELETE = object()
         ("timing", {"missed_heartbeats": 0}, "timing.missed_heartbeats: Input should be greater than or equal to 1"),
         ("timing", {"heartbeat_interval_ms": -5}, "timing.heartbeat_interval_ms: Input should be greater than 0"),
         ("timing", {"ageing": 3}, "timing.ageing: unknown key"),
+        ("dispatch", {"hash": "crc16"}, "dispatch.hash: unknown bucket hash 'crc16': use one of crc32, identity"),
+        ("dispatch", {"hash": "IDENTITY"}, "dispatch.hash: unknown bucket hash 'IDENTITY'"),
+        ("dispatch", {"hash": 1}, "dispatch.hash: unknown bucket hash 1"),
+        ("dispatch", {"partition_period": 100}, "dispatch.partition_period: 100 is not a power of two"),
+        ("dispatch", {"partition_period": 0}, "dispatch.partition_period: Input should be greater than or equal to 1"),
+        ("dispatch", {"partition_period": 128}, "dispatch.partition_period: 128 exceeds buckets (64)"),
+        ("dispatch", {"salt": 1}, "dispatch.salt: unknown key"),
         ("rebalancer", {"threshold": 0.9}, "rebalancer.threshold: Input should be greater than 1"),
         ("rebalancer", {"move_budget": 0}, "rebalancer.move_budget: Input should be greater than or equal to 1"),
         ("rebalancer", {"hysteresis": 1.5}, "rebalancer.hysteresis: Input should be less than 1"),

@@ -245,6 +245,38 @@ def test_fill_missing_keeps_existing_and_fills_to_share() -> None:
     assert [out[b] for b in range(4, 8)] == ["b"] * 4
 
 
+def test_fill_missing_without_period_interleaves_every_bucket() -> None:
+    out = fill_missing(4096, {}, {"gw1": 1, "gw2": 1, "gw3": 1})
+    assert [out[b] for b in (0, 1, 2)] == ["gw1", "gw2", "gw3"]
+    # The paper's §4.3 hosts under identity (buckets 0x000, 0x100 ... 0xf00) land on all three.
+    assert {out[b] for b in range(0, 4096, 256)} == {"gw1", "gw2", "gw3"}
+
+
+def test_fill_missing_with_period_repeats_the_partition_of_the_classes() -> None:
+    # The clustering paper's §4.3 hosts under identity, K = 4096: buckets 0x000, 0x100 ... 0xf00.
+    # With period 256 they are all class 0, so all start on the first gateway, as in the paper.
+    weights = {"gw1": 1.0, "gw2": 1.0, "gw3": 1.0}
+    out = fill_missing(4096, {}, weights, period=256)
+    assert {out[b] for b in range(0, 4096, 256)} == {"gw1"}
+    assert all(out[b] == out[b % 256] for b in range(4096))
+    assert [out[b] for b in (0, 1, 2)] == ["gw1", "gw2", "gw3"]  # the classes interleave
+    counts = sorted(sum(1 for v in out.values() if v == g) for g in weights)
+    assert counts == [85 * 16, 85 * 16, 86 * 16]  # an equal partition, as Algorithm 1 asks
+    # Weights still set the shares; a period >= K is no period.
+    heavy = fill_missing(64, {}, {"a": 1.0, "b": 3.0}, period=8)
+    assert sum(1 for v in heavy.values() if v == "b") == 48
+    assert fill_missing(64, {}, weights, period=64) == fill_missing(64, {}, weights)
+
+
+def test_fill_missing_with_period_keeps_what_is_assigned() -> None:
+    cur = {0: "gw2", 256: "gw2"}
+    out = fill_missing(1024, cur, {"gw1": 1.0, "gw2": 1.0}, period=256)
+    assert out[0] == out[256] == "gw2"
+    missing_owner = {out[b] for b in (512, 768)}  # class 0's missing buckets go together
+    assert len(missing_owner) == 1
+    assert len(out) == 1024
+
+
 # -- reconcile
 
 

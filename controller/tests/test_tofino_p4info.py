@@ -105,7 +105,7 @@ def _encoded(schema: P4Schema, entity: Any) -> p4r.Entity:
 def test_table_writes_carry_tofino_ids(tofino: p4i.P4Info, schema: P4Schema) -> None:
     cases: list[tuple[P4TableEntry, str, str | None]] = [
         (entities.port_role(5, pc.PortRole.HOST), pc.TABLE_PORT_ROLES, pc.ACTION_SET_PORT_ROLE),
-        (entities.settings("10.0.0.1", "02:5e:00:00:00:00", 255), pc.TABLE_SETTINGS, pc.ACTION_SET_DISPATCH_CONFIG),
+        (entities.settings("10.0.0.1", "02:5e:00:00:00:00", 255, pc.BucketHash.CRC32), pc.TABLE_SETTINGS, pc.ACTION_SET_DISPATCH_CONFIG),
         (entities.bucket(7, 11, "52:54:00:00:01:01"), pc.TABLE_BUCKETS, pc.ACTION_SET_GATEWAY),
         (entities.bucket_key(7), pc.TABLE_BUCKETS, None),
         (entities.mac_entry("00:00:03:00:00:18", 1), pc.TABLE_MAC_TABLE, pc.ACTION_SET_OUTPUT_PORT),

@@ -16,6 +16,7 @@ typedef bit<8>  drop_reason_t;
 typedef bit<16> punt_reason_t;
 typedef bit<16> bucket_t;
 typedef bit<16> mcast_group_t;
+typedef bit<8>  bucket_hash_t;
 
 // Packet-out frames are only accepted from this port (BMv2: --cpu-port 255).
 const port_num_t CPU_PORT = 255;
@@ -42,6 +43,14 @@ const bit<32> LEARN_DIGEST_RECEIVER = 1;
 const port_role_t PORT_ROLE_UNKNOWN = 0;
 const port_role_t PORT_ROLE_HOST = 1;
 const port_role_t PORT_ROLE_GATEWAY = 2;
+
+// BucketHash: how a host MAC becomes its bucket (param `bucket_hash` of
+// set_dispatch_config); bucket = hash(mac) & bucket_mask. Any other value is undefined
+// (the eBPF target refuses it; v1model and TNA then drop every frame NOT_CONFIGURED).
+// CRC32: the standard CRC-32 (IEEE 802.3) over the 6 MAC bytes in network order.
+// IDENTITY: the MAC's low 16 bits, the clustering paper's h(m) = base | (m % K).
+const bucket_hash_t BUCKET_HASH_CRC32 = 0;
+const bucket_hash_t BUCKET_HASH_IDENTITY = 1;
 
 // DropReason: index into SupergwIngress.drop_counter (size DROP_COUNTER_SIZE).
 // Values are part of the contract: never renumber, only append.

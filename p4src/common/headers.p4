@@ -107,6 +107,7 @@ struct local_metadata_t {
     ipv4_addr_t       gateway_ip;
     mac_addr_t        vmac_base;
     bucket_t          bucket_mask;
+    bucket_hash_t     bucket_hash;
     // vmac(bucket(host MAC)), the host being the frame's source on a host port and its
     // destination on a gateway port.
     mac_addr_t        host_vmac;

@@ -1,5 +1,6 @@
-"""p4src/vectors/bucket-crc32.json is what real BMv2 computes, and it covers the cases the
-bucket hash was changed for (sequential MACs)."""
+"""p4src/vectors/bucket-crc32.json and bucket-identity.json are what real BMv2 computes, and
+they cover the cases the bucket hash was changed for (sequential MACs) and the clustering
+paper's hosts (identity)."""
 
 from __future__ import annotations
 
@@ -23,12 +24,24 @@ def _generate() -> ModuleType:
     return module
 
 
-def test_the_committed_vectors_are_the_generators_macs() -> None:
-    data = json.loads((VECTORS_DIR / "bucket-crc32.json").read_text())
+FILES = ("bucket-crc32.json", "bucket-identity.json")
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_the_committed_vectors_are_the_generators_macs(name: str) -> None:
+    data = json.loads((VECTORS_DIR / name).read_text())
     assert [v["mac"] for v in data["vectors"]] == _generate().vector_macs()
     macs = {v["mac"] for v in data["vectors"]}
     assert {f"02:00:00:00:00:{i:02x}" for i in range(64)} <= macs  # last byte sequential
     assert {f"02:00:00:00:{i:02x}:00" for i in range(64)} <= macs  # second-to-last byte
+    assert {"00:00:03:00:18:00", "00:00:03:00:f7:00"} <= macs  # the paper's §4.3 hosts
+
+
+def test_identity_vectors_reach_every_bit_of_the_largest_mask() -> None:
+    vectors = json.loads((VECTORS_DIR / "bucket-identity.json").read_text())["vectors"]
+    assert {v["bucket_k4096"] for v in vectors} >= {0, 4095}
+    for bit in range(16):  # each of the 16 bits is set in one vector and clear in another
+        assert {(v["low16"] >> bit) & 1 for v in vectors} == {0, 1}, bit
 
 
 def test_bmv2_computes_the_committed_vectors() -> None:
@@ -37,5 +50,7 @@ def test_bmv2_computes_the_committed_vectors() -> None:
         built = generate.build()
     except generate.ToolMissing as e:
         pytest.skip(f"{e}: the vectors are only recomputed where BMv2 is installed")
-    committed = json.loads((VECTORS_DIR / "bucket-crc32.json").read_text())
-    assert built == committed, "BMv2 disagrees with p4src/vectors/bucket-crc32.json: run p4src/vectors/generate.py"
+    for path, data in built.items():
+        committed = json.loads(path.read_text())
+        assert data == committed, f"BMv2 disagrees with {path}: run p4src/vectors/generate.py"
+    assert {p.name for p in built} == set(FILES)

@@ -1,13 +1,16 @@
-"""Compute p4src/vectors/bucket-crc32.json with real BMv2.
+"""Compute p4src/vectors/bucket-crc32.json and bucket-identity.json with real BMv2.
 
 Compiles probe.p4 (beside this file) with p4c, starts `simple_switch_grpc` with pcap files
 as ports (`--use-files`: no network namespace, no veth), sends one Ethernet frame per MAC
-and reads back what BMv2 computed: the full v1model `hash(HashAlgorithm.crc32, ...)` of
-the source MAC and the 16-bit result of the exact call the pipeline makes. The buckets in
-the file are those BMv2 values masked with K - 1; nothing here computes a CRC itself.
+and reads back what BMv2 computed for both bucket hashes of the source MAC: the full v1model
+`hash(HashAlgorithm.crc32, ...)` and the 16-bit result of the exact call the pipeline makes
+(BUCKET_HASH_CRC32), and the pipeline's identity slice `src[15:0]` (BUCKET_HASH_IDENTITY)
+next to v1model's `hash(HashAlgorithm.identity, ..., 65536)`, which must agree with it. The
+buckets in the files are those BMv2 values masked with K - 1; nothing here computes a hash
+itself.
 
-    python p4src/vectors/generate.py            # rewrite bucket-crc32.json
-    python p4src/vectors/generate.py --check    # exit 1 if the committed file differs
+    python p4src/vectors/generate.py            # rewrite both files
+    python p4src/vectors/generate.py --check    # exit 1 if a committed file differs
 
 Exit status 3: p4c or simple_switch_grpc is not installed (nothing was written).
 """
@@ -25,11 +28,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "probe.p4"
 VECTORS = HERE / "bucket-crc32.json"
+IDENTITY_VECTORS = HERE / "bucket-identity.json"
 KS = (64, 256, 4096)
 TOOL_DIRS = ("/opt/p4tools/bin",)  # the prebuilt toolchain of the CI machines
 _PCAP_HEADER = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
@@ -46,7 +51,8 @@ class ToolMissing(Exception):
 
 def vector_macs() -> list[str]:
     """Sequential MACs (last byte, second-to-last byte, step 65536), the emulation's host
-    range, and random MACs (fixed seed)."""
+    range, and random MACs (fixed seed); then the paper's last hosts and MACs whose low 16
+    bits sit at the edges of the identity hash's masks."""
     macs = [f"02:00:00:00:00:{i:02x}" for i in range(64)]
     macs += [f"02:00:00:00:{i:02x}:00" for i in range(64)]
     macs += [f"02:00:00:{i:02x}:00:00" for i in range(16)]
@@ -54,6 +60,9 @@ def vector_macs() -> list[str]:
     macs += [f"00:00:03:00:{i:02x}:00" for i in range(0x18, 0x20)]
     rng = random.Random(0x5347)
     macs += [":".join(f"{rng.randrange(256):02x}" for _ in range(6)) for _ in range(48)]
+    macs += ["00:00:03:00:f7:00", "00:00:04:00:18:00", "00:00:04:00:f7:00"]
+    macs += ["fe:dc:ba:98:ff:ff", "fe:dc:ba:98:f0:00", "fe:dc:ba:98:10:00", "fe:dc:ba:98:0f:ff",
+             "fe:dc:ba:98:01:3f", "02:ff:ff:ff:80:40"]  # fmt: skip
     return list(dict.fromkeys(macs))  # 02:00:00:00:00:00 starts three runs
 
 
@@ -92,10 +101,20 @@ def _read_pcap(path: Path) -> list[bytes]:
     return frames
 
 
-def run_bmv2(macs: list[str]) -> list[tuple[int, int]]:
-    """(crc32, 16-bit pipeline host_crc) of each MAC as BMv2 computes them, in order."""
+@dataclass(frozen=True)
+class Probed:
+    """What BMv2 computed for one source MAC."""
+
+    crc32: int  # hash(crc32, 0, {mac}, 2^32)
+    crc32_16: int  # hash(crc32, 0, {mac}, 65536): the pipeline's BUCKET_HASH_CRC32 call
+    identity_slice: int  # mac[15:0]: the pipeline's BUCKET_HASH_IDENTITY
+    identity_hash: int  # hash(identity, 0, {mac}, 65536)
+
+
+def run_bmv2(macs: list[str]) -> list[Probed]:
+    """What BMv2 computes for each MAC, in order."""
     p4c, switch = _tool("p4c"), _tool("simple_switch_grpc")
-    results: list[tuple[int, int]] = []
+    results: list[Probed] = []
     with tempfile.TemporaryDirectory(prefix="supergw-vectors-") as tmp:
         subprocess.run([p4c, "--target", "bmv2", "--arch", "v1model", "--Werror", "-o", tmp, str(PROBE)], check=True)
         for start in range(0, len(macs), _BATCH):
@@ -105,7 +124,7 @@ def run_bmv2(macs: list[str]) -> list[tuple[int, int]]:
     return results
 
 
-def _run_switch(switch: str, program: Path, work: Path, macs: list[str]) -> list[tuple[int, int]]:
+def _run_switch(switch: str, program: Path, work: Path, macs: list[str]) -> list[Probed]:
     frames = [b"\x00" * 6 + bytes.fromhex(m.replace(":", "")) + _ETHERTYPE + b"\x00" * 46 for m in macs]
     _write_pcap(work / "p0_in.pcap", frames)
     _write_pcap(work / "p1_in.pcap", [])
@@ -131,24 +150,43 @@ def _run_switch(switch: str, program: Path, work: Path, macs: list[str]) -> list
     results = []
     for mac in macs:
         frame = seen[bytes.fromhex(mac.replace(":", ""))]
-        results.append((int.from_bytes(frame[2:6], "big"), int.from_bytes(frame[0:2], "big")))
+        payload = frame[14:18]
+        results.append(Probed(crc32=int.from_bytes(frame[2:6], "big"), crc32_16=int.from_bytes(frame[0:2], "big"),
+                              identity_slice=int.from_bytes(payload[0:2], "big"),
+                              identity_hash=int.from_bytes(payload[2:4], "big")))  # fmt: skip
     return results
 
 
-def build() -> dict[str, object]:
+def build() -> dict[Path, dict[str, object]]:
+    """The content of each vector file."""
     macs = vector_macs()
-    vectors = []
-    for mac, (crc, host_crc) in zip(macs, run_bmv2(macs), strict=True):
-        if host_crc != crc & 0xFFFF:
-            raise RuntimeError(f"{mac}: BMv2's 16-bit hash {host_crc:#x} is not the low bits of its crc32 {crc:#x}")
-        vectors.append({"mac": mac, "crc32": crc, **{f"bucket_k{k}": crc & (k - 1) for k in KS}})
-    about = (
+    crc_vectors, identity_vectors = [], []
+    for mac, got in zip(macs, run_bmv2(macs), strict=True):
+        if got.crc32_16 != got.crc32 & 0xFFFF:
+            raise RuntimeError(f"{mac}: BMv2's 16-bit hash {got.crc32_16:#x} is not the low bits of its crc32 {got.crc32:#x}")
+        if got.identity_hash != got.identity_slice:
+            raise RuntimeError(f"{mac}: BMv2's identity hash {got.identity_hash:#x} differs from the slice "
+                               f"{got.identity_slice:#x} the pipeline computes")  # fmt: skip
+        crc_vectors.append({"mac": mac, "crc32": got.crc32, **{f"bucket_k{k}": got.crc32 & (k - 1) for k in KS}})
+        identity_vectors.append(
+            {"mac": mac, "low16": got.identity_slice, **{f"bucket_k{k}": got.identity_slice & (k - 1) for k in KS}}
+        )
+    crc_about = (
         "MAC -> bucket test vectors, computed by real BMv2 (simple_switch_grpc, v1model "
         "hash(HashAlgorithm.crc32, base 0, {src MAC}, max)) by p4src/vectors/generate.py; "
         "bucket = crc32 & (K-1). BMv2's crc32 is the standard CRC-32 (IEEE 802.3, zlib.crc32) "
         "over the 6 MAC bytes in network order."
     )
-    return {"about": about, "vectors": vectors}
+    identity_about = (
+        "MAC -> bucket test vectors of bucket_hash IDENTITY, computed by real BMv2 (simple_switch_grpc) "
+        "by p4src/vectors/generate.py: low16 is the pipeline's slice src_mac[15:0], which BMv2's "
+        "v1model hash(HashAlgorithm.identity, base 0, {src MAC}, 65536) matched for every MAC; "
+        "bucket = low16 & (K-1), the clustering paper's h(m) = base | (m % K)."
+    )
+    return {
+        VECTORS: {"about": crc_about, "vectors": crc_vectors},
+        IDENTITY_VECTORS: {"about": identity_about, "vectors": identity_vectors},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,20 +194,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="compare with the committed file instead of writing it")
     args = parser.parse_args(argv)
     try:
-        data = build()
+        files = build()
     except ToolMissing as e:
         print(f"generate: SKIPPED — {e}", file=sys.stderr)
         return 3
-    text = json.dumps(data, indent=1) + "\n"
-    if args.check:
-        if not VECTORS.exists() or VECTORS.read_text() != text:
-            print(f"generate: {VECTORS} differs from what BMv2 computes; run p4src/vectors/generate.py", file=sys.stderr)
-            return 1
-        print(f"generate: {VECTORS.name} matches BMv2 ({len(data['vectors'])} vectors)")  # type: ignore[arg-type]
-        return 0
-    VECTORS.write_text(text)
-    print(f"generate: wrote {VECTORS}")
-    return 0
+    stale = 0
+    for path, data in files.items():
+        text = json.dumps(data, indent=1) + "\n"
+        if not args.check:
+            path.write_text(text)
+            print(f"generate: wrote {path}")
+        elif not path.exists() or path.read_text() != text:
+            print(f"generate: {path} differs from what BMv2 computes; run p4src/vectors/generate.py", file=sys.stderr)
+            stale += 1
+        else:
+            print(f"generate: {path.name} matches BMv2 ({len(data['vectors'])} vectors)")  # type: ignore[arg-type]
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
-// Hash probe for p4src/vectors/generate.py: BMv2 computes v1model's crc32 of each frame's
-// source MAC and writes it back into the destination MAC, then sends the frame out of
-// port 1. dst[31:0] = hash(crc32, 0, {src}, 2^32) (the full CRC); dst[47:32] =
-// hash(crc32, 0, {src}, 65536) into a bit<16>, exactly the call of
-// p4src/v1model/include/control/dispatch_config.p4 (the pipeline's host_crc).
+// Hash probe for p4src/vectors/generate.py: BMv2 computes both bucket hashes of each
+// frame's source MAC, writes them back into the frame and sends it out of port 1.
+// CRC-32 into the destination MAC: dst[31:0] = hash(crc32, 0, {src}, 2^32) (the full CRC);
+// dst[47:32] = hash(crc32, 0, {src}, 65536) into a bit<16>, exactly the call of
+// p4src/v1model/include/control/dispatch_config.p4 (BUCKET_HASH_CRC32).
+// Identity into the first 4 payload bytes: slice = src[15:0], exactly the pipeline's
+// BUCKET_HASH_IDENTITY; ident = hash(identity, 0, {src}, 65536), v1model's identity
+// extern, which must agree with the slice.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -12,8 +15,14 @@ header ethernet_t {
     bit<16> ether_type;
 }
 
+header identity_t {
+    bit<16> slice;
+    bit<16> ident;
+}
+
 struct headers_t {
     ethernet_t eth;
+    identity_t identity;
 }
 
 struct meta_t {}
@@ -22,6 +31,7 @@ parser ProbeParser(packet_in pkt, out headers_t hdr, inout meta_t meta,
                    inout standard_metadata_t std) {
     state start {
         pkt.extract(hdr.eth);
+        pkt.extract(hdr.identity);
         transition accept;
     }
 }
@@ -35,6 +45,8 @@ control ProbeIngress(inout headers_t hdr, inout meta_t meta, inout standard_meta
         hash(full, HashAlgorithm.crc32, 32w0, { hdr.eth.src }, 64w4294967296);
         hash(host_crc, HashAlgorithm.crc32, 16w0, { hdr.eth.src }, 32w65536);
         hdr.eth.dst = host_crc ++ full;
+        hdr.identity.slice = hdr.eth.src[15:0];
+        hash(hdr.identity.ident, HashAlgorithm.identity, 16w0, { hdr.eth.src }, 32w65536);
         std.egress_spec = 1;
     }
 }
@@ -44,7 +56,10 @@ control ProbeEgress(inout headers_t hdr, inout meta_t meta, inout standard_metad
 control ProbeCompute(inout headers_t hdr, inout meta_t meta) { apply {} }
 
 control ProbeDeparser(packet_out pkt, in headers_t hdr) {
-    apply { pkt.emit(hdr.eth); }
+    apply {
+        pkt.emit(hdr.eth);
+        pkt.emit(hdr.identity);
+    }
 }
 
 V1Switch(ProbeParser(), ProbeVerify(), ProbeIngress(), ProbeEgress(), ProbeCompute(),

@@ -1,11 +1,18 @@
 """Bucket math of the dispatcher: the one Python implementation of `bucket(mac)` and `vmac(b)`.
 
-The data plane computes ``bucket(mac) = crc32(mac) & (K - 1)`` with the standard CRC-32
-(IEEE 802.3, as ``zlib.crc32``: v1model ``hash(HashAlgorithm.crc32, 0, {mac}, 65536)`` on
-BMv2, TNA's ``HashAlgorithm_t.CRC32``, the same CRC in eBPF), and answers ARP for the
-gateway IP with ``vmac(bucket(mac)) = vmac_base | bucket``.
-`p4src/vectors/bucket-crc32.json` (computed by real BMv2) pins all of it; see
-docs/pipeline-contract.md for the definitions.
+The data plane computes ``bucket(mac) = hash(mac) & (K - 1)`` with the hash the settings
+name (`BucketHash`, param ``bucket_hash`` of ``set_dispatch_config``):
+
+- ``CRC32`` (the default): the standard CRC-32 (IEEE 802.3, as ``zlib.crc32``: v1model
+  ``hash(HashAlgorithm.crc32, 0, {mac}, 65536)`` on BMv2, TNA's ``HashAlgorithm_t.CRC32``,
+  the same CRC in eBPF);
+- ``IDENTITY``: the MAC's low 16 bits, so ``bucket = mac & (K - 1)`` (the clustering
+  paper's ``h(m) = base | (m % K)``);
+
+and answers ARP for the gateway IP with ``vmac(bucket(mac)) = vmac_base | bucket``.
+`p4src/vectors/bucket-crc32.json` and `bucket-identity.json` (computed by real BMv2) pin
+all of it; see docs/pipeline-contract.md for the definitions. In configuration files a
+hash is named in lower case (``crc32``, ``identity``): `BucketHashName`.
 
 MACs are as `supergw_proto.addresses` takes and gives them.
 """
@@ -13,12 +20,43 @@ MACs are as `supergw_proto.addresses` takes and gives them.
 from __future__ import annotations
 
 import zlib
+from typing import Annotated, Final
+
+from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
 from supergw_proto.addresses import MacLike, int_to_mac, mac_to_bytes, mac_to_int, mac_to_str
-from supergw_proto.p4constants import MAX_BUCKETS
+from supergw_proto.p4constants import MAX_BUCKETS, BucketHash
 
 _VMAC_BUCKET_BITS = 16
 _VMAC_BUCKET_MASK = (1 << _VMAC_BUCKET_BITS) - 1
+# Both hashes give 16 bits; the bucket is their low log2(K) bits (K <= MAX_BUCKETS <= 65536).
+_HASH_MASK = 0xFFFF
+
+
+def hash_name(bucket_hash: BucketHash) -> str:
+    """The name of a hash in configuration files: ``crc32``, ``identity``."""
+    return bucket_hash.name.lower()
+
+
+HASH_NAMES: Final[tuple[str, ...]] = tuple(hash_name(h) for h in BucketHash)
+
+
+def parse_hash(value: object) -> BucketHash:
+    """`value` as a `BucketHash`: a member, or its configuration name; ValueError otherwise."""
+    if isinstance(value, BucketHash):
+        return value
+    if isinstance(value, str) and value in HASH_NAMES:
+        return BucketHash[value.upper()]
+    raise ValueError(f"unknown bucket hash {value!r}: use one of {', '.join(HASH_NAMES)}")
+
+
+# A pydantic field type: read as a name ("identity"), written back as the name.
+BucketHashName = Annotated[
+    BucketHash,
+    BeforeValidator(parse_hash),
+    PlainSerializer(hash_name, return_type=str),
+    WithJsonSchema({"type": "string", "enum": list(HASH_NAMES)}),
+]
 
 
 def crc32(data: bytes) -> int:
@@ -40,9 +78,24 @@ def bucket_mask(k: int) -> int:
     return check_k(k) - 1
 
 
-def bucket_of(mac: MacLike, k: int) -> int:
-    """The bucket the data plane puts ``mac`` in when it runs with ``k`` buckets."""
-    return crc32(mac_to_bytes(mac)) & bucket_mask(k)
+def host_hash(mac: MacLike, bucket_hash: BucketHash = BucketHash.CRC32) -> int:
+    """The 16 bits the data plane masks with ``K - 1`` to get ``mac``'s bucket."""
+    bucket_hash = _check_hash(bucket_hash)
+    if bucket_hash is BucketHash.IDENTITY:
+        return mac_to_int(mac) & _HASH_MASK
+    return crc32(mac_to_bytes(mac)) & _HASH_MASK
+
+
+def bucket_of(mac: MacLike, k: int, bucket_hash: BucketHash = BucketHash.CRC32) -> int:
+    """The bucket the data plane puts ``mac`` in when it runs with ``k`` buckets and
+    ``bucket_hash`` (the settings' ``bucket_hash``; CRC-32 unless configured otherwise)."""
+    return host_hash(mac, bucket_hash) & bucket_mask(k)
+
+
+def _check_hash(bucket_hash: object) -> BucketHash:
+    if not isinstance(bucket_hash, BucketHash):
+        raise TypeError(f"bucket_hash must be a BucketHash, not {type(bucket_hash).__name__}")
+    return bucket_hash
 
 
 def check_vmac_base(base: MacLike) -> int:

@@ -37,6 +37,11 @@ class PuntReason(IntEnum):
     GATEWAY_ARP_REPLY = 2
 
 
+class BucketHash(IntEnum):
+    CRC32 = 0
+    IDENTITY = 1
+
+
 MAX_BUCKETS: Final = 4096
 PORT_ROLES_TABLE_SIZE: Final = 512
 SETTINGS_TABLE_SIZE: Final = 1
@@ -82,6 +87,7 @@ ACTION_SET_DISPATCH_CONFIG: Final = "SupergwIngress.dispatch_config.set_dispatch
 PARAM_SET_DISPATCH_CONFIG_GATEWAY_IP: Final = "gateway_ip"
 PARAM_SET_DISPATCH_CONFIG_VMAC_BASE: Final = "vmac_base"
 PARAM_SET_DISPATCH_CONFIG_BUCKET_MASK: Final = "bucket_mask"
+PARAM_SET_DISPATCH_CONFIG_BUCKET_HASH: Final = "bucket_hash"
 
 ACTION_MARK_UNCONFIGURED: Final = "SupergwIngress.dispatch_config.mark_unconfigured"
 

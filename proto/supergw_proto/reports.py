@@ -10,6 +10,7 @@ report's SAs that both the agent's /health and the controller's failover use.
 
 from __future__ import annotations
 
+import ipaddress
 from enum import StrEnum
 from typing import Literal
 
@@ -60,6 +61,55 @@ class PartnerState(BaseModel):
                                              description="rejected datagrams by reason (bad_mac, replayed, stale, ...)")
 
 
+class TuningState(BaseModel):
+    """What the gateway's tuning profile (the tuning paper's knobs) did at its last `up`;
+    the agent's /health lists each knob, its previous value and every refusal's reason."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(description="the gateway's config asks for the profile")
+    groups: list[str] = Field(default_factory=list, max_length=16, description="knob groups applied")
+    applied: int = Field(ge=0, description="knobs this gateway changed (restored by its `down`)")
+    refused: int = Field(ge=0, description="knobs its devices, namespace or kernel cannot take")
+    failed: int = Field(ge=0, description="knobs whose write failed")
+IKE_SPI_PATTERN = r"^[0-9a-f]{16}$"
+
+
+class ClientSession(BaseModel):
+    """One remote-access client's IKE SA at a gateway, as the gateway's agent knows it (VICI
+    events and polls). The controller pins `remote_host` to the gateway while it is listed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ike_id: int = Field(ge=0, description="charon's unique id of the IKE SA now (a rekey gives a new one)")
+    identity: str = Field(max_length=255, description="the client's authenticated identity (its certificate's)")
+    remote_host: ipaddress.IPv4Address = Field(description="the client's outer address now (MOBIKE may change it)")
+    remote_port: int = Field(ge=0, le=65535)
+    initiator_spi: str = Field(pattern=IKE_SPI_PATTERN, description="IKE SPIs now, hex as charon prints them")
+    responder_spi: str = Field(pattern=IKE_SPI_PATTERN)
+    vips: list[ipaddress.IPv4Address] = Field(default_factory=list, max_length=8, description="inner addresses")
+    established_at: float = Field(ge=0, description="UNIX time of the IKE_AUTH that made the session")
+    bytes_in: int = Field(ge=0, description="ESP payload bytes from the client since then, all CHILD SAs")
+    bytes_out: int = Field(ge=0)
+    present: bool = Field(description="inbound ESP within the gateway's idle time (else: absent, its SA cached)")
+    present_s: float = Field(ge=0, description="seconds the client was present since the IKE_AUTH")
+    ike_rekeys: int = Field(default=0, ge=0)
+
+
+class RemoteAccessInfo(BaseModel):
+    """What the outside switch needs from a gateway with remote access (static, from its config)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    public_address: ipaddress.IPv4Address
+    pool: ipaddress.IPv4Network
+    esp_spi_min: int = Field(ge=0x100, le=0xFFFFFFFF)
+    esp_spi_max: int = Field(ge=0x100, le=0xFFFFFFFF)
+    ike_spi_label: int = Field(ge=0, lt=1 << 64, description="responder IKE SPI bits under the mask (host order)")
+    ike_spi_mask: int = Field(ge=0, lt=1 << 64)
+    caching: Literal["none", "clocked", "established", "data"]
+
+
 class GatewayReport(BaseModel):
     """Load report of one gateway; counters are cumulative (the controller takes deltas)."""
 
@@ -91,6 +141,14 @@ class GatewayReport(BaseModel):
     )
     partner: PartnerState | None = Field(
         default=None, description="its partner gateway's liveness (pair beacons); None: no partner configured"
+    )
+    tuning: TuningState | None = Field(default=None, description="its tuning profile; None: an older agent")
+    remote_access: RemoteAccessInfo | None = Field(
+        default=None, description="None: no remote-access clients at this gateway (or an older agent)"
+    )
+    clients: list[ClientSession] | None = Field(
+        default=None, max_length=16384,
+        description="remote-access clients whose IKE SA the gateway holds; None: no remote access or an older agent",
     )
 
 

@@ -1,4 +1,4 @@
-"""supergw_proto.bucket against the BMv2-computed vectors in p4src/vectors/."""
+"""supergw_proto.bucket against the BMv2-computed vectors in p4src/vectors/ (both hashes)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, ValidationError
 
 from supergw_proto import bucket
-from supergw_proto.p4constants import MAX_BUCKETS
+from supergw_proto.p4constants import MAX_BUCKETS, BucketHash
 
-VECTORS = Path(__file__).resolve().parents[2] / "p4src" / "vectors" / "bucket-crc32.json"
+VECTORS_DIR = Path(__file__).resolve().parents[2] / "p4src" / "vectors"
+VECTORS = VECTORS_DIR / "bucket-crc32.json"
+IDENTITY_VECTORS = VECTORS_DIR / "bucket-identity.json"
 
 
-def _vectors() -> list[dict[str, Any]]:
-    data = json.loads(VECTORS.read_text())
+def _vectors(path: Path = VECTORS) -> list[dict[str, Any]]:
+    data = json.loads(path.read_text())
     vectors: list[dict[str, Any]] = data["vectors"]
     assert vectors, "the vector file holds no vectors"
     return vectors
@@ -31,6 +34,60 @@ def test_vectors(vec: dict[str, Any]) -> None:
     assert bucket.bucket_of(mac, 4096) == vec["bucket_k4096"]
     assert bucket.bucket_of(raw, 4096) == vec["bucket_k4096"]
     assert bucket.bucket_of(mac.upper(), 256) == vec["bucket_k256"]
+    assert bucket.bucket_of(mac, 4096, BucketHash.CRC32) == vec["bucket_k4096"]
+
+
+@pytest.mark.parametrize("vec", _vectors(IDENTITY_VECTORS), ids=lambda v: v["mac"])
+def test_identity_vectors(vec: dict[str, Any]) -> None:
+    mac = vec["mac"]
+    assert bucket.host_hash(mac, BucketHash.IDENTITY) == vec["low16"]
+    for k in (64, 256, 4096):
+        assert bucket.bucket_of(mac, k, BucketHash.IDENTITY) == vec[f"bucket_k{k}"]
+    assert bucket.bucket_of(bucket.mac_to_bytes(mac), 4096, BucketHash.IDENTITY) == vec["bucket_k4096"]
+
+
+def test_the_papers_hosts_under_identity() -> None:
+    # §4.3's MACs 00:00:03:00:18:00 ... f7:00 differ in bits 8..15 only: K = 256 puts all
+    # 224 into bucket 0; K = 4096 sees bits 8..11, 16 buckets (0x000, 0x100 ... 0xf00) of 14.
+    macs = [f"00:00:03:00:{i:02x}:00" for i in range(0x18, 0xF8)]
+    assert {bucket.bucket_of(m, 256, BucketHash.IDENTITY) for m in macs} == {0}
+    per_bucket: dict[int, int] = {}
+    for m in macs:
+        b = bucket.bucket_of(m, 4096, BucketHash.IDENTITY)
+        per_bucket[b] = per_bucket.get(b, 0) + 1
+    assert per_bucket == {j << 8: 14 for j in range(16)}
+
+
+def test_hash_names() -> None:
+    assert bucket.HASH_NAMES == ("crc32", "identity")
+    assert bucket.parse_hash("identity") is BucketHash.IDENTITY
+    assert bucket.parse_hash(BucketHash.CRC32) is BucketHash.CRC32
+    assert bucket.hash_name(BucketHash.IDENTITY) == "identity"
+
+
+@pytest.mark.parametrize("value", ["CRC32", "crc16", "", 0, 1, None, True])
+def test_bad_hash_name(value: object) -> None:
+    with pytest.raises(ValueError, match="unknown bucket hash .*use one of crc32, identity"):
+        bucket.parse_hash(value)
+
+
+class _WithHash(BaseModel):
+    hash: bucket.BucketHashName = BucketHash.CRC32
+
+
+def test_hash_name_field() -> None:
+    assert _WithHash().hash is BucketHash.CRC32
+    model = _WithHash.model_validate({"hash": "identity"})
+    assert model.hash is BucketHash.IDENTITY
+    assert model.model_dump() == {"hash": "identity"}
+    assert _WithHash.model_json_schema()["properties"]["hash"]["enum"] == ["crc32", "identity"]
+    with pytest.raises(ValidationError, match="unknown bucket hash 'sha1'"):
+        _WithHash.model_validate({"hash": "sha1"})
+
+
+def test_hash_must_be_a_bucket_hash() -> None:
+    with pytest.raises(TypeError, match="BucketHash"):
+        bucket.bucket_of("02:00:00:00:00:01", 256, 1)  # type: ignore[arg-type]
 
 
 def test_crc32_check_value() -> None:

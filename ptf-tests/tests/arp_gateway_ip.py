@@ -8,25 +8,15 @@ from __future__ import annotations
 from itertools import cycle
 
 from ptf.testutils import group
+from supergw_proto.bucket import bucket_of
 from supergw_ptf import packets as pk
 from supergw_ptf.base_test import autocleanup
-from supergw_ptf.supergw import Dispatch, SupergwTest, bucket_of, bucket_vectors
+from supergw_ptf.supergw import Dispatch, SupergwTest, bucket_vectors
 
 HOST_IP = "10.0.0.10"
 
 
 class ArpForGatewayIpBase(SupergwTest):
-    def expected_reply(self, requester: str, vmac: str, requester_ip: str = HOST_IP) -> bytes:
-        return pk.arp(
-            eth_src=vmac,
-            eth_dst=requester,
-            op=pk.ARP_REPLY,
-            sha=vmac,
-            spa=self.dispatch.gateway_ip,
-            tha=requester,
-            tpa=requester_ip,
-        )
-
     def check_vectors(self, k: int) -> None:
         self.setup_switch(Dispatch(k=k))
         before = self.all_drop_counts()
@@ -38,7 +28,7 @@ class ArpForGatewayIpBase(SupergwTest):
             )
             request = pk.arp(eth_src=vector.mac, spa=HOST_IP, tpa=self.dispatch.gateway_ip)
             self.send(port, request)
-            self.expect(self.expected_reply(vector.mac, self.dispatch.vmac(vector.bucket(k))), port)
+            self.expect(self.gateway_ip_reply(vector.mac, HOST_IP, self.dispatch.vmac(vector.bucket(k))), port)
         # Once, not per vector: each wait costs a PTF timeout and there are 200 vectors.
         self.expect_nothing()
         self.assert_not_dropped(before)
@@ -78,7 +68,7 @@ class ArpForGatewayIpUnicastRefresh(ArpForGatewayIpBase):
         self.add_bucket(self.dispatch.bucket(host), self.ports.gateways[0])
         request = pk.arp(eth_src=host, eth_dst=vmac, spa=HOST_IP, tpa=self.dispatch.gateway_ip)
         self.send(port, request)
-        self.expect(self.expected_reply(host, vmac), port)
+        self.expect(self.gateway_ip_reply(host, HOST_IP), port)
         self.expect_nothing()
 
 
@@ -110,5 +100,5 @@ class ArpForGatewayIpFollowsBucketMask(ArpForGatewayIpBase):
         for k in (256, 4096):
             self.configure_dispatch(Dispatch(k=k))
             self.send(port, request)
-            self.expect(self.expected_reply(vector.mac, self.dispatch.vmac(vector.bucket(k))), port)
+            self.expect(self.gateway_ip_reply(vector.mac, HOST_IP, self.dispatch.vmac(vector.bucket(k))), port)
             self.expect_nothing()

@@ -5,9 +5,10 @@ MODIFY; an unassigned bucket is dropped and counted."""
 from __future__ import annotations
 
 from ptf.testutils import group
+from supergw_proto.addresses import int_to_mac, mac_to_int
 from supergw_ptf import packets as pk
 from supergw_ptf.base_test import autocleanup
-from supergw_ptf.supergw import Dispatch, DropReason, SupergwTest, bucket_vectors, gateway_mac
+from supergw_ptf.supergw import Dispatch, DropReason, SupergwTest, bucket_vectors
 
 
 def frame_to(src: str, dst: str, payload: bytes = b"to-gateway") -> bytes:
@@ -37,9 +38,7 @@ class HostToGatewayPerBucket(SupergwTest):
             ingress = self.ports.hosts[i % len(self.ports.hosts)]
             counter_before = self.read_direct_counter(entry)
             frame = frame_to(host, self.dispatch.vmac(bucket), payload=f"bucket {bucket}".encode())
-            self.send(ingress, frame)
-            self.expect(pk.with_macs(frame, eth_dst=gateway_mac(gw)), gw)
-            self.expect_nothing()
+            self.assert_dispatched(ingress, frame, gw)
             delta = self.read_direct_counter(entry) - counter_before
             self.assertEqual((delta.packets, delta.bytes), (1, len(frame)), f"bucket_counter[{bucket}]")
         self.assert_not_dropped(before)
@@ -70,10 +69,7 @@ class DispatchByDestinationBucket(SupergwTest):
         other = (self.dispatch.bucket(host) + 7) & self.dispatch.mask
         gw = self.ports.gateways[1]
         self.add_bucket(other, gw)
-        frame = frame_to(host, self.dispatch.vmac(other))
-        self.send(self.ports.hosts[0], frame)
-        self.expect(pk.with_macs(frame, eth_dst=gateway_mac(gw)), gw)
-        self.expect_nothing()
+        self.assert_dispatched(self.ports.hosts[0], frame_to(host, self.dispatch.vmac(other)), gw)
 
 
 @group("dispatch")
@@ -89,14 +85,9 @@ class BucketModifyMovesTraffic(SupergwTest):
         first, second = self.ports.gateways[0], self.ports.gateways[1]
         self.add_bucket(bucket, first)
         frame = frame_to(host, self.dispatch.vmac(bucket))
-        self.send(self.ports.hosts[0], frame)
-        self.expect(pk.with_macs(frame, eth_dst=gateway_mac(first)), first)
-        self.expect_nothing()
-
+        self.assert_dispatched(self.ports.hosts[0], frame, first)
         self.modify(self.bucket_entry(bucket, second))
-        self.send(self.ports.hosts[0], frame)
-        self.expect(pk.with_macs(frame, eth_dst=gateway_mac(second)), second)
-        self.expect_nothing()
+        self.assert_dispatched(self.ports.hosts[0], frame, second)
 
 
 @group("dispatch")
@@ -123,8 +114,7 @@ class BucketDeleteStopsTraffic(SupergwTest):
         gw = self.ports.gateways[2]
         self.add_bucket(bucket, gw)
         frame = frame_to(host, self.dispatch.vmac(bucket))
-        self.send(self.ports.hosts[2], frame)
-        self.expect(pk.with_macs(frame, eth_dst=gateway_mac(gw)), gw)
+        self.assert_dispatched(self.ports.hosts[2], frame, gw)
         self.delete(self.bucket_entry(bucket))
         self.assert_dropped(DropReason.BUCKET_UNASSIGNED, self.ports.hosts[2], frame)
 
@@ -139,7 +129,7 @@ class VmacAboveMaskIsNotDispatched(SupergwTest):
         self.setup_switch()
         low = self.dispatch.mask + 1
         self.add_bucket(low & self.dispatch.mask, self.ports.gateways[0])
-        dst = pk.mac_str(pk.mac_int(self.dispatch.vmac_base) | low)
+        dst = int_to_mac(mac_to_int(self.dispatch.vmac_base) | low)
         ingress = self.ports.hosts[0]
         frame = frame_to("00:00:03:00:00:1f", dst)
         self.send(ingress, frame)

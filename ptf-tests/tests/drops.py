@@ -4,6 +4,7 @@ exactly that frame."""
 
 from __future__ import annotations
 
+from finsy import P4TableAction
 from ptf.testutils import group
 from supergw_ptf import packets as pk
 from supergw_ptf.base_test import autocleanup
@@ -256,7 +257,7 @@ class NotConfiguredAgainAfterReset(SupergwTest):
         frame = pk.ipv4_udp(eth_src=HOST, eth_dst=pk.BROADCAST)
         self.send(ingress, frame)
         self.expect_on(frame, [p for p in self.ports.hosts if p != ingress])
-        self.set_default_action(SETTINGS, MARK_UNCONFIGURED)
+        self.set_default_action(SETTINGS, P4TableAction(MARK_UNCONFIGURED))
         self.assert_dropped(DropReason.NOT_CONFIGURED, ingress, frame)
 
 
@@ -278,6 +279,12 @@ class HairpinDropped(SupergwTest):
 # ---- gateway to gateway
 
 
+class GatewayToGatewayBase(SupergwTest):
+    def assert_gateway_frame_dropped(self, gw: int, dst: str) -> None:
+        """An IPv4 frame from the gateway on `gw` to `dst` is dropped as GATEWAY_TO_GATEWAY."""
+        self.assert_dropped(DropReason.GATEWAY_TO_GATEWAY, gw, pk.ipv4_udp(eth_src=gateway_mac(gw), eth_dst=dst))
+
+
 @group("drops")
 class GatewayToGatewayDropped(SupergwTest):
     @autocleanup
@@ -290,19 +297,18 @@ class GatewayToGatewayDropped(SupergwTest):
 
 
 @group("drops")
-class GatewayToItselfDropped(SupergwTest):
+class GatewayToItselfDropped(GatewayToGatewayBase):
     @autocleanup
     def runTest(self) -> None:
         self.setup_switch()
         gw = self.ports.gateways[0]
         dst = "00:00:03:00:ee:05"
         self.add_l2(dst, gw)
-        frame = pk.ipv4_udp(eth_src=gateway_mac(gw), eth_dst=dst)
-        self.assert_dropped(DropReason.GATEWAY_TO_GATEWAY, gw, frame)
+        self.assert_gateway_frame_dropped(gw, dst)
 
 
 @group("drops")
-class GatewayToEntryWithoutHostRoleDropped(SupergwTest):
+class GatewayToEntryWithoutHostRoleDropped(GatewayToGatewayBase):
     """The output port's role is the one in the mac_table entry (one lookup on every
     target), not port_roles': a host port whose entry says GATEWAY, or a role value the
     contract does not name, is not a way out for a gateway. Both are accepted writes."""
@@ -313,12 +319,11 @@ class GatewayToEntryWithoutHostRoleDropped(SupergwTest):
         gw, host = self.ports.gateways[0], self.ports.hosts[0]
         for dst, role in (("00:00:03:00:ee:07", int(PortRole.GATEWAY)), ("00:00:03:00:ee:08", 200)):
             self.insert(self.mac_entry(dst, host, role=role))
-            frame = pk.ipv4_udp(eth_src=gateway_mac(gw), eth_dst=dst)
-            self.assert_dropped(DropReason.GATEWAY_TO_GATEWAY, gw, frame)
+            self.assert_gateway_frame_dropped(gw, dst)
 
 
 @group("drops")
-class GatewayToUnknownRolePortDropped(SupergwTest):
+class GatewayToUnknownRolePortDropped(GatewayToGatewayBase):
     """mac_table hit on a port that is not a host port (here: one without a role)."""
 
     @autocleanup
@@ -327,5 +332,4 @@ class GatewayToUnknownRolePortDropped(SupergwTest):
         gw = self.ports.gateways[2]
         dst = "00:00:03:00:ee:06"
         self.add_l2(dst, self.ports.unknown[0])
-        frame = pk.ipv4_udp(eth_src=gateway_mac(gw), eth_dst=dst)
-        self.assert_dropped(DropReason.GATEWAY_TO_GATEWAY, gw, frame)
+        self.assert_gateway_frame_dropped(gw, dst)

@@ -19,9 +19,8 @@ class GatewayArpBase(SupergwTest):
         got = self.get_packet_in()
         self.assertIsNotNone(got, f"expected a packet-in {reason.name} for the gateway's ARP")
         assert got is not None
-        payload, meta = got
-        self.assertEqual(meta, self.packet_in_meta(port, reason), "packet_in metadata")
-        self.assertEqual(payload, frame, "packet-in payload must be the frame as received")
+        self.assertEqual(got.metadata, self.packet_in_meta(port, reason), "packet_in metadata")
+        self.assertEqual(got.payload, frame, "packet-in payload must be the frame as received")
         self.expect_nothing()
         self.assert_no_packet_in()
         self.assert_not_dropped(before)

@@ -23,7 +23,7 @@ class GatewayToHostBase(SupergwTest):
             self.add_l2(host, host_port)
             frame = from_gateway(gw, host)
             self.send(gw, frame)
-            self.expect(pk.with_macs(frame, eth_src=self.dispatch.vmac_of(host)), host_port)
+            self.expect(self.to_host(frame, host), host_port)
             self.expect_nothing()
         self.assert_not_dropped(before)
 
@@ -51,4 +51,4 @@ class GatewayToUnknownHostFloodsHostsOnly(GatewayToHostBase):
         gw = self.ports.gateways[0]
         frame = from_gateway(gw, host)
         self.send(gw, frame)
-        self.expect_on(pk.with_macs(frame, eth_src=self.dispatch.vmac_of(host)), self.ports.hosts)
+        self.expect_on(self.to_host(frame, host), self.ports.hosts)

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import time
 
+from finsy import P4DigestEntry
 from ptf.testutils import group
 from supergw_proto import p4constants as c
+from supergw_proto.addresses import mac_to_int
 from supergw_ptf import packets as pk
 from supergw_ptf.base_test import autocleanup
 from supergw_ptf.supergw import LEARN_DIGEST, SupergwTest, gateway_mac
@@ -22,7 +24,7 @@ class LearningBase(SupergwTest):
 
     def setup_learning(self) -> None:
         self.setup_switch()
-        self.insert(self.digest_entry(LEARN_DIGEST))
+        self.insert(P4DigestEntry(LEARN_DIGEST, max_list_size=1, ack_timeout_ns=1_000_000_000))
         self.drain_digests()
 
     def drain_digests(self, quiet: float = 0.3) -> None:
@@ -53,11 +55,18 @@ class LearningBase(SupergwTest):
             if got is None:
                 return
             for sample in got:
-                if sample[c.DIGEST_LEARN_DIGEST_SRC_MAC] == pk.mac_int(mac) or sample[c.DIGEST_LEARN_DIGEST_PORT] == port:
+                if sample[c.DIGEST_LEARN_DIGEST_SRC_MAC] == mac_to_int(mac) or sample[c.DIGEST_LEARN_DIGEST_PORT] == port:
                     self.fail(f"unexpected learn digest {sample} for ({mac}, {port})")
 
     def flood_ports(self, ingress: int) -> list[int]:
         return [p for p in self.ports.hosts if p != ingress]
+
+    def assert_learned_and_flooded(self, port: int, frame: bytes, mac: str, src_ip: str | None) -> None:
+        """`frame` from `mac` on host `port` yields the learn digest (mac, port, src_ip) and is
+        still flooded to the other host ports."""
+        self.send(port, frame)
+        self.expect_digest(mac, port, src_ip)
+        self.expect_on(frame, self.flood_ports(port))
 
 
 @group("learning")
@@ -67,9 +76,7 @@ class LearnDigestIpv4(LearningBase):
         self.setup_learning()
         mac, port = "00:00:03:00:dd:01", self.ports.hosts[1]
         frame = pk.ipv4_udp(eth_src=mac, eth_dst=pk.BROADCAST, ip_src="10.0.0.30", ip_dst="10.0.0.255")
-        self.send(port, frame)
-        self.expect_digest(mac, port, "10.0.0.30")
-        self.expect_on(frame, self.flood_ports(port))
+        self.assert_learned_and_flooded(port, frame, mac, "10.0.0.30")
 
 
 @group("learning")
@@ -78,10 +85,7 @@ class LearnDigestArpSenderIp(LearningBase):
     def runTest(self) -> None:
         self.setup_learning()
         mac, port = "00:00:03:00:dd:02", self.ports.hosts[0]
-        frame = pk.arp(eth_src=mac, spa="10.0.0.31", tpa="10.0.0.99")
-        self.send(port, frame)
-        self.expect_digest(mac, port, "10.0.0.31")
-        self.expect_on(frame, self.flood_ports(port))
+        self.assert_learned_and_flooded(port, pk.arp(eth_src=mac, spa="10.0.0.31", tpa="10.0.0.99"), mac, "10.0.0.31")
 
 
 @group("learning")
@@ -90,10 +94,7 @@ class LearnDigestOtherEthertypeZeroIp(LearningBase):
     def runTest(self) -> None:
         self.setup_learning()
         mac, port = "00:00:03:00:dd:03", self.ports.hosts[2]
-        frame = pk.ether(eth_src=mac, eth_dst=pk.BROADCAST, ethertype=0x88B5)
-        self.send(port, frame)
-        self.expect_digest(mac, port, None)
-        self.expect_on(frame, self.flood_ports(port))
+        self.assert_learned_and_flooded(port, pk.ether(eth_src=mac, eth_dst=pk.BROADCAST, ethertype=0x88B5), mac, None)
 
 
 @group("learning")
@@ -106,11 +107,7 @@ class LearnDigestOnArpForGatewayIp(LearningBase):
         mac, port = "00:00:03:00:dd:04", self.ports.hosts[3]
         self.send(port, pk.arp(eth_src=mac, spa="10.0.0.32", tpa=self.dispatch.gateway_ip))
         self.expect_digest(mac, port, "10.0.0.32")
-        vmac = self.dispatch.vmac_of(mac)
-        self.expect(
-            pk.arp(eth_src=vmac, eth_dst=mac, op=pk.ARP_REPLY, sha=vmac, spa=self.dispatch.gateway_ip, tha=mac, tpa="10.0.0.32"),
-            port,
-        )
+        self.expect(self.gateway_ip_reply(mac, "10.0.0.32"), port)
         self.expect_nothing()
 
 
@@ -138,9 +135,7 @@ class DigestWhenLearnedOnAnotherPort(LearningBase):
         old, new = self.ports.hosts[0], self.ports.hosts[2]
         self.add_learned(mac, old)
         frame = pk.ipv4_udp(eth_src=mac, eth_dst=pk.BROADCAST, ip_src="10.0.0.34", ip_dst="10.0.0.255")
-        self.send(new, frame)
-        self.expect_digest(mac, new, "10.0.0.34")
-        self.expect_on(frame, self.flood_ports(new))
+        self.assert_learned_and_flooded(new, frame, mac, "10.0.0.34")
 
 
 @group("learning")
@@ -155,7 +150,7 @@ class NoDigestFromGatewayPort(LearningBase):
         self.add_l2(host, self.ports.hosts[0])
         frame = pk.ipv4_udp(eth_src=gateway_mac(gw), eth_dst=host, ip_src="192.0.2.1", ip_dst="10.0.0.35")
         self.send(gw, frame)
-        self.expect(pk.with_macs(frame, eth_src=self.dispatch.vmac_of(host)), self.ports.hosts[0])
+        self.expect(self.to_host(frame, host), self.ports.hosts[0])
         self.expect_no_digest(gateway_mac(gw), gw)
 
 
@@ -171,20 +166,19 @@ class LearnedSourceIdleTimeout(LearningBase):
         self.setup_switch()
         idle_mac, busy_mac = "00:00:03:00:dd:08", "00:00:03:00:dd:09"
         port = self.ports.hosts[0]
-        entries = {}
         for mac in (idle_mac, busy_mac):
             entry = self.learned_entry(mac, port)
             entry.idle_timeout_ns = 3_000_000_000
-            entries[mac] = entry
             self.insert(entry)
         frame = pk.ipv4_udp(eth_src=busy_mac, eth_dst=pk.BROADCAST, ip_src="10.0.0.36", ip_dst="10.0.0.255")
-        reported: list[bytes] = []
+        idle, busy = mac_to_int(idle_mac), mac_to_int(busy_mac)
+        reported: list[int] = []
         deadline = time.monotonic() + 8.0
-        while time.monotonic() < deadline and pk.mac_int(idle_mac).to_bytes(6, "big") not in reported:
+        while time.monotonic() < deadline and idle not in reported:
             self.send(port, frame)
             self.dataplane.flush()
-            msg = self.client.get("idle_timeout_notification", 0.25)
-            if msg is not None:
-                reported += [e.match[0].exact.value.rjust(6, b"\x00") for e in msg.idle_timeout_notification.table_entry]
-        self.assertIn(pk.mac_int(idle_mac).to_bytes(6, "big"), reported, "no idle timeout notification for the idle entry")
-        self.assertNotIn(pk.mac_int(busy_mac).to_bytes(6, "big"), reported, "an entry hit every 250 ms must not time out")
+            note = self.client.idle_timeout_notification(0.25)
+            if note is not None:
+                reported += [e[c.MATCH_LEARNED_SOURCES_SRC_MAC] for e in note.table_entry]
+        self.assertIn(idle, reported, "no idle timeout notification for the idle entry")
+        self.assertNotIn(busy, reported, "an entry hit every 250 ms must not time out")

@@ -4,50 +4,55 @@ with one p4.v1.Error per update. A write from a non-primary client is refused as
 
 from __future__ import annotations
 
+import dataclasses
+
 import grpc
+from finsy import P4TableAction, P4TableEntry
 from finsy.proto import p4r, p4r_grpc, rpc_code
 from ptf.testutils import group
+from supergw_p4rt import DELETE, INSERT, MODIFY, Entity, P4RuntimeWriteError
+from supergw_proto import p4constants as c
 from supergw_ptf.base_test import autocleanup
-from supergw_ptf.p4runtime import P4RuntimeWriteError, entity
-from supergw_ptf.supergw import DROP_UNASSIGNED, FLOOD, LEARN, PORT_ROLES, PUNT_ARP_MISS, SupergwTest
+from supergw_ptf.supergw import DROP_UNASSIGNED, FLOOD, LEARN, PORT_ROLES, PUNT_ARP_MISS, SET_GATEWAY, SupergwTest
 
 UNKNOWN_TABLE_ID = 0x02FFFFF0
 UNKNOWN_ACTION_ID = 0x01FFFFF0
 
 
 class WriteErrorBase(SupergwTest):
-    def role_entry(self, port: int = 1, role: int = 1) -> p4r.TableEntry:
+    def role_entry(self, port: int = 1, role: int = 1) -> P4TableEntry:
         return self.port_role_entry(port, role)
+
+    def assert_insert_rejected(self, entity: Entity, code: int = rpc_code.INVALID_ARGUMENT) -> None:
+        with self.assertP4RuntimeError(code):
+            self.insert(entity)
 
 
 @group("p4runtime_errors")
 class UnknownTableIdRejected(WriteErrorBase):
     @autocleanup
     def runTest(self) -> None:
-        te = self.role_entry()
-        te.table_id = UNKNOWN_TABLE_ID
-        with self.assertP4RuntimeError(rpc_code.INVALID_ARGUMENT):
-            self.insert(te)
+        ent = self.encode(self.role_entry())
+        ent.table_entry.table_id = UNKNOWN_TABLE_ID
+        self.assert_insert_rejected(ent)
 
 
 @group("p4runtime_errors")
 class UnknownActionIdRejected(WriteErrorBase):
     @autocleanup
     def runTest(self) -> None:
-        te = self.role_entry()
-        te.action.action.action_id = UNKNOWN_ACTION_ID
-        with self.assertP4RuntimeError(rpc_code.INVALID_ARGUMENT):
-            self.insert(te)
+        ent = self.encode(self.role_entry())
+        ent.table_entry.action.action.action_id = UNKNOWN_ACTION_ID
+        self.assert_insert_rejected(ent)
 
 
 @group("p4runtime_errors")
 class ActionOfAnotherTableRejected(WriteErrorBase):
     @autocleanup
     def runTest(self) -> None:
-        te = self.port_role_entry(1, 1)
-        te.action.action.CopyFrom(self.mac_entry("00:00:03:00:00:01", 2).action.action)
-        with self.assertP4RuntimeError(rpc_code.INVALID_ARGUMENT):
-            self.insert(te)
+        ent = self.encode(self.port_role_entry(1, 1))
+        ent.table_entry.action.action.CopyFrom(self.encode(self.mac_entry("00:00:03:00:00:01", 2)).table_entry.action.action)
+        self.assert_insert_rejected(ent)
 
 
 @group("p4runtime_errors")
@@ -56,9 +61,9 @@ class ParamTooWideRejected(WriteErrorBase):
 
     @autocleanup
     def runTest(self) -> None:
-        te = self.port_role_entry(1, b"\x01\xff")
-        with self.assertP4RuntimeError(rpc_code.INVALID_ARGUMENT):
-            self.insert(te)
+        ent = self.encode(self.port_role_entry(1, 1))
+        ent.table_entry.action.action.params[0].value = b"\x01\xff"
+        self.assert_insert_rejected(ent)
 
 
 @group("p4runtime_errors")
@@ -67,9 +72,11 @@ class MacParamTooWideRejected(WriteErrorBase):
 
     @autocleanup
     def runTest(self) -> None:
-        te = self.bucket_entry(1, 5, b"\x01" + bytes(6))
-        with self.assertP4RuntimeError(rpc_code.INVALID_ARGUMENT):
-            self.insert(te)
+        ent = self.encode(self.bucket_entry(1, 5))
+        mac_id = self.schema.actions[SET_GATEWAY].params[c.PARAM_SET_GATEWAY_GATEWAY_MAC].id
+        (mac,) = [p for p in ent.table_entry.action.action.params if p.param_id == mac_id]
+        mac.value = b"\x01" + bytes(6)
+        self.assert_insert_rejected(ent)
 
 
 @group("p4runtime_errors")
@@ -78,9 +85,9 @@ class MatchValueTooWideRejected(WriteErrorBase):
 
     @autocleanup
     def runTest(self) -> None:
-        te = self.port_role_entry(b"\x01\x00\x01", 1)
-        with self.assertP4RuntimeError(rpc_code.INVALID_ARGUMENT):
-            self.insert(te)
+        ent = self.encode(self.port_role_entry(1, 1))
+        ent.table_entry.match[0].exact.value = b"\x01\x00\x01"
+        self.assert_insert_rejected(ent)
 
 
 @group("p4runtime_errors")
@@ -89,20 +96,17 @@ class MissingMatchFieldRejected(WriteErrorBase):
 
     @autocleanup
     def runTest(self) -> None:
-        te = self.learned_entry("00:00:03:00:00:01", None)
-        with self.assertP4RuntimeError(rpc_code.INVALID_ARGUMENT):
-            self.insert(te)
+        self.assert_insert_rejected(self.learned_entry("00:00:03:00:00:01", None))
 
 
 @group("p4runtime_errors")
 class MissingParamRejected(WriteErrorBase):
     @autocleanup
     def runTest(self) -> None:
-        te = self.bucket_entry(1, 5)
-        del te.action.action.params[-1]
-        self.assertEqual(len(te.action.action.params), 1)
-        with self.assertP4RuntimeError(rpc_code.INVALID_ARGUMENT):
-            self.insert(te)
+        ent = self.encode(self.bucket_entry(1, 5))
+        del ent.table_entry.action.action.params[-1]
+        self.assertEqual(len(ent.table_entry.action.action.params), 1)
+        self.assert_insert_rejected(ent)
 
 
 @group("p4runtime_errors")
@@ -111,8 +115,8 @@ class DuplicateInsertAlreadyExists(WriteErrorBase):
     def runTest(self) -> None:
         self.insert(self.role_entry(1, 1))
         with self.assertP4RuntimeError(rpc_code.ALREADY_EXISTS):
-            self.write(p4r.Update.INSERT, self.role_entry(1, 2))
-        roles = [e for e in self.read_table(PORT_ROLES) if e.match[0].exact.value == b"\x01"]
+            self.write(INSERT, self.role_entry(1, 2))
+        roles = [e for e in self.read_table_wire(PORT_ROLES) if e.match[0].exact.value == b"\x01"]
         self.assertEqual(len(roles), 1)
         self.assertEqual(roles[0].action.action.params[0].value, b"\x01", "the failed INSERT must not change the entry")
 
@@ -122,7 +126,7 @@ class DeleteAbsentNotFound(WriteErrorBase):
     @autocleanup
     def runTest(self) -> None:
         with self.assertP4RuntimeError(rpc_code.NOT_FOUND):
-            self.write(p4r.Update.DELETE, self.mac_entry("00:00:03:00:00:99"))
+            self.write(DELETE, self.mac_entry("00:00:03:00:00:99"))
 
 
 @group("p4runtime_errors")
@@ -130,7 +134,7 @@ class ModifyAbsentNotFound(WriteErrorBase):
     @autocleanup
     def runTest(self) -> None:
         with self.assertP4RuntimeError(rpc_code.NOT_FOUND):
-            self.write(p4r.Update.MODIFY, self.mac_entry("00:00:03:00:00:99", 1))
+            self.write(MODIFY, self.mac_entry("00:00:03:00:00:99", 1))
 
 
 @group("p4runtime_errors")
@@ -147,9 +151,8 @@ class DefaultOnlyActionInEntryRejected(WriteErrorBase):
             (self.learned_entry("00:00:03:00:00:98", 1), LEARN),
             (self.host_ip_entry("10.0.0.60", "00:00:03:00:00:98"), PUNT_ARP_MISS),
         ):
-            entry.action.action.CopyFrom(self.action(default_only, {}))
-            with self.assertP4RuntimeError(rpc_code.PERMISSION_DENIED):
-                self.insert(entry)
+            in_entry = dataclasses.replace(entry, action=P4TableAction(default_only))
+            self.assert_insert_rejected(in_entry, rpc_code.PERMISSION_DENIED)
 
 
 @group("p4runtime_errors")
@@ -163,18 +166,14 @@ class BatchReportsEveryUpdate(WriteErrorBase):
         good1, dup, good2 = self.role_entry(1, 1), self.role_entry(2, 2), self.role_entry(3, 1)
         self.track_inserted(good1, good2)
         try:
-            self.write(p4r.Update.INSERT, good1, dup, good2)
+            self.write(INSERT, good1, dup, good2)
         except P4RuntimeWriteError as exc:
             codes = [e.canonical_code for e in exc.errors]
             self.assertEqual(codes, [rpc_code.OK, rpc_code.ALREADY_EXISTS, rpc_code.OK], str(exc))
         else:
             self.fail("a batch with a duplicate INSERT succeeded")
-        ports = sorted(entry_port(e) for e in self.read_table(PORT_ROLES))
+        ports = sorted(e[c.MATCH_PORT_ROLES_PORT] for e in self.read_table(PORT_ROLES))
         self.assertEqual(ports, [1, 2, 3])
-
-
-def entry_port(entry: p4r.TableEntry) -> int:
-    return int.from_bytes(entry.match[0].exact.value, "big")
 
 
 @group("p4runtime_errors")
@@ -190,7 +189,7 @@ class NonPrimaryWriteDenied(WriteErrorBase):
         self.assertEqual(arb.status.code, rpc_code.ALREADY_EXISTS, "a backup's arbitration status")
         self.assertEqual(arb.election_id.low, self.election_low, "arbitration must name the primary's election id")
         with self.assertRaises(grpc.RpcError) as ctx:
-            backup.write([p4r.Update(type=p4r.Update.INSERT, entity=entity(self.role_entry(1, 1)))])
+            backup.write(backup.updates(INSERT, [self.role_entry(1, 1)]))
         self.assertEqual(ctx.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
         self.assertEqual(self.read_table(PORT_ROLES), [])
 
@@ -205,7 +204,7 @@ class WriteWithoutArbitrationDenied(WriteErrorBase):
         self.addCleanup(channel.close)
         stub = p4r_grpc.P4RuntimeStub(channel)
         req = p4r.WriteRequest(device_id=self.params.device_id, election_id=p4r.Uint128(high=0, low=self.election_low + 100))
-        req.updates.add(type=p4r.Update.INSERT, entity=entity(self.role_entry(1, 1)))
+        req.updates.add(type=INSERT, entity=self.encode(self.role_entry(1, 1)))
         with self.assertRaises(grpc.RpcError) as ctx:
             stub.Write(req, timeout=10)
         self.assertEqual(ctx.exception.code(), grpc.StatusCode.PERMISSION_DENIED)

@@ -9,7 +9,7 @@ from finsy.proto import p4i, p4r
 from ptf.testutils import group
 from supergw_ptf import packets as pk
 from supergw_ptf.base_test import autocleanup
-from supergw_ptf.supergw import BUCKETS, PORT_ROLES, PortRole, SupergwTest
+from supergw_ptf.supergw import BUCKETS, PORT_ROLES, SupergwTest
 
 
 @group("pipeline")
@@ -23,8 +23,8 @@ class ServedP4InfoEqualsCommitted(SupergwTest):
     def runTest(self) -> None:
         served = self.client.get_pipeline(p4r.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE)
         self.assertTrue(served.HasField("p4info"), "GetForwardingPipelineConfig returned no P4Info")
-        if served.p4info != self.p4info:
-            want = {o.preamble.name: o.preamble.id for k in ("tables", "actions", "counters", "direct_counters", "digests") for o in getattr(self.p4info, k)}
+        if served.p4info != self.schema.p4info:
+            want = {o.preamble.name: o.preamble.id for k in ("tables", "actions", "counters", "direct_counters", "digests") for o in getattr(self.schema.p4info, k)}
             got = {o.preamble.name: o.preamble.id for k in ("tables", "actions", "counters", "direct_counters", "digests") for o in getattr(served.p4info, k)}
             self.fail(f"served P4Info differs from p4src/v1model/supergw.p4info.txtpb; objects differing: {set(want.items()) ^ set(got.items())}")
 
@@ -54,13 +54,12 @@ class ForeignPipelineBase(SupergwTest):
             self.client.set_pipeline(self.pipeline_config(foreign))
         self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT, ctx.exception.details())
         served = self.client.get_pipeline(p4r.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE)
-        self.assertEqual(served.p4info, self.p4info, "a refused pipeline must leave the running one in place")
+        self.assertEqual(served.p4info, self.schema.p4info, "a refused pipeline must leave the running one in place")
         # ...and the running pipeline still works.
         self.setup_switch()
         host, port = "00:00:03:00:00:18", self.ports.hosts[0]
-        vmac = self.dispatch.vmac_of(host)
         self.send(port, pk.arp(eth_src=host, spa="10.0.0.10", tpa=self.dispatch.gateway_ip))
-        self.expect(pk.arp(eth_src=vmac, eth_dst=host, op=pk.ARP_REPLY, sha=vmac, spa=self.dispatch.gateway_ip, tha=host, tpa="10.0.0.10"), port)
+        self.expect(self.gateway_ip_reply(host, "10.0.0.10"), port)
         self.expect_nothing()
 
 
@@ -92,12 +91,13 @@ class RenumberedP4InfoRejected(ForeignPipelineBase):
     @autocleanup
     def runTest(self) -> None:
         foreign = p4i.P4Info()
-        foreign.CopyFrom(self.p4info)
+        foreign.CopyFrom(self.schema.p4info)
+        buckets_id = self.schema.tables[BUCKETS].id
         for table in foreign.tables:
-            if table.preamble.id == self.names.id("tables", BUCKETS):
+            if table.preamble.id == buckets_id:
                 table.preamble.id = 0x02000F02
         for dc in foreign.direct_counters:
-            if dc.direct_table_id == self.names.id("tables", BUCKETS):
+            if dc.direct_table_id == buckets_id:
                 dc.direct_table_id = 0x02000F02
         self.assert_rejected_and_intact(foreign)
 
@@ -108,18 +108,16 @@ class EntriesReadBackAsWritten(SupergwTest):
     def runTest(self) -> None:
         self.set_port_roles()
         self.add_bucket(0x2A, self.ports.gateways[0])
-        written = {
-            pk_key(e): e for e in (self.port_role_entry(p.port, int(PortRole[p.role])) for p in self.ports.ports if p.role != "UNKNOWN")
-        }
-        read = {pk_key(e): e for e in self.read_table(PORT_ROLES)}
+        written = {pk_key(e): e for e in (self.encode(r).table_entry for r in self.port_role_entries())}
+        read = {pk_key(e): e for e in self.read_table_wire(PORT_ROLES)}
         self.assertEqual(set(read), set(written))
         for key, entry in written.items():
-            self.assertEqual(read[key].action, entry.action, f"port_roles entry {key}")
-        buckets = self.read_table(BUCKETS)
+            self.assertEqual(read[key].action, entry.action, f"port_roles entry {key!r}")
+        buckets = self.read_table_wire(BUCKETS)
         self.assertEqual(len(buckets), 1)
         self.assertEqual(buckets[0].match[0].exact.value, b"\x2a", "match values read back in canonical form")
-        self.assertEqual(buckets[0].action, self.bucket_entry(0x2A, self.ports.gateways[0]).action)
+        self.assertEqual(buckets[0].action, self.encode(self.bucket_entry(0x2A, self.ports.gateways[0])).table_entry.action)
 
 
 def pk_key(entry: p4r.TableEntry) -> bytes:
-    return entry.match[0].exact.value
+    return bytes(entry.match[0].exact.value)

@@ -70,7 +70,9 @@ def port_role(port: int, role: int) -> P4TableEntry:
     )
 
 
-def settings(gateway_ip: str | int, vmac_base: str | int, bucket_mask: int) -> P4TableEntry:
+def settings(
+    gateway_ip: str | int, vmac_base: str | int, bucket_mask: int, bucket_hash: pc.BucketHash
+) -> P4TableEntry:
     return P4TableEntry(
         pc.TABLE_SETTINGS,
         is_default_action=True,
@@ -79,6 +81,7 @@ def settings(gateway_ip: str | int, vmac_base: str | int, bucket_mask: int) -> P
             gateway_ip=ip_int(gateway_ip),
             vmac_base=mac_int(vmac_base),
             bucket_mask=bucket_mask,
+            bucket_hash=int(bucket_hash),
         ),
     )
 

@@ -74,7 +74,9 @@ def test_the_tna_program_hashes_the_host_mac_with_crc32() -> None:
     assert decl is not None and decl.group(1) == "CRC32"
     assert re.search(rf"(\w+)\s*=\s*{decl.group(2)}\.get\(\{{\s*host_mac\s*\}}\)", src)
     assert re.search(r"bit<32>\s+host_crc;", src)  # the whole CRC, sliced where it is used
-    assert re.search(r"host_crc\[15:0\]\s*&\s*meta\.bucket_mask", src)  # the bucket = low bits
+    assert re.search(r"host_hash\s*=\s*host_crc\[15:0\];", src)  # CRC32: its low 16 bits
+    assert re.search(r"host_hash\s*=\s*host_mac\[15:0\];", src)  # IDENTITY: the MAC's low 16 bits
+    assert re.search(r"host_hash\s*&\s*meta\.bucket_mask", src)  # the bucket = low bits
     assert re.search(r"mac_addr_t\s+host_mac;", src)  # bit<48>: six bytes, no padding
 
 

@@ -1,34 +1,29 @@
-"""A small synchronous P4Runtime client shared by the PTF library and the benchmarks:
-canonical values, P4Info names, entity builders, per-update error decoding and one
-session (stream, arbitration, Write/Read, pipeline). Knows nothing about supergw.
-Protos come from finsy (`finsy.proto`), as in the controller."""
+"""A synchronous P4Runtime session over finsy, shared by the PTF library and the benchmarks.
 
-from .client import STREAM_KINDS, P4RuntimeClient, StreamKind
-from .entities import DELETE, INSERT, MODIFY, CounterValue, EntityBuilder, entity, pipeline_config, update
-from .errors import P4InfoLookupError, P4RuntimeClientError, P4RuntimeWriteError, code_name, write_error
-from .p4info import P4InfoIndex, load_p4info
-from .values import Value, decode, encode
+finsy builds, encodes and decodes every entity (`P4TableEntry(...)`, `P4Schema`,
+`p4values`); what this package adds is what finsy lacks for blocking callers: one session
+(stream, arbitration, Write/Read, pipeline, packet-out/in, digests, idle timeouts) and the
+spec's one p4.Error per update. Knows nothing about supergw; the controller uses finsy's
+asyncio `Switch` instead.
+"""
+
+from .errors import P4RuntimeClientError, P4RuntimeWriteError, code_name, write_error
+from .schema import DELETE, INSERT, MODIFY, Entity, encode, load_schema, update
+from .session import STREAM_KINDS, P4RuntimeSession, StreamKind
 
 __all__ = [
     "DELETE",
     "INSERT",
     "MODIFY",
     "STREAM_KINDS",
-    "CounterValue",
-    "EntityBuilder",
-    "P4InfoIndex",
-    "P4InfoLookupError",
-    "P4RuntimeClient",
+    "Entity",
     "P4RuntimeClientError",
+    "P4RuntimeSession",
     "P4RuntimeWriteError",
     "StreamKind",
-    "Value",
     "code_name",
-    "decode",
     "encode",
-    "entity",
-    "load_p4info",
-    "pipeline_config",
+    "load_schema",
     "update",
     "write_error",
 ]

@@ -1,4 +1,6 @@
-"""What the client raises, and the decoding of a Write's per-update p4.v1.Error details."""
+"""What the session raises, and the decoding of a Write's per-update p4.v1.Error details
+(finsy's decoding is for its asyncio client and keeps only the failed updates; the spec's
+one p4.Error per update, OK ones included, is what the negative tests check)."""
 
 from __future__ import annotations
 
@@ -8,13 +10,6 @@ from finsy.proto import p4r, rpc_code, rpc_status
 
 class P4RuntimeClientError(RuntimeError):
     """The switch refused a request, did not answer, or closed the stream."""
-
-
-class P4InfoLookupError(KeyError):
-    """The P4Info has no (unique) object, match field or parameter of that name."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "P4Info lookup failed"
 
 
 def code_name(code: int) -> str:

@@ -1,48 +1,50 @@
 """Generic P4Runtime PTF base test. Knows nothing about supergw.
 
-Layering follows p4c's tools/ptf/base_test.py: read test params, open the
-StreamChannel as primary, push the pipeline, resolve P4Info names by unique
-suffix, build/write/read entities, record writes so @autocleanup can replay
-INSERTs as DELETEs, and decode per-update p4.v1.Error details for negative tests.
-The P4Runtime work itself is the shared client's (`supergw_p4rt`).
+Layering follows p4c's tools/ptf/base_test.py: read test params, open the StreamChannel
+as primary, push the pipeline, write and read entities, record writes so cleanup can
+replay INSERTs as DELETEs, and decode per-update p4.v1.Error details for negative tests.
+Entities are finsy's (`P4TableEntry(...)` by P4Info name, encoded and decoded against
+`self.schema`); the session is the shared one (`supergw_p4rt`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
 import grpc
 import ptf
+from finsy import P4CounterEntry, P4DirectCounterEntry, P4PacketIn, P4TableAction, P4TableEntry
+from finsy.p4schema import P4Schema
 from finsy.proto import p4i, p4r, rpc_code
 from ptf.base_tests import BaseTest
 from supergw_p4rt import (
+    DELETE,
+    INSERT,
+    MODIFY,
     STREAM_KINDS,
-    CounterValue,
-    EntityBuilder,
-    P4InfoIndex,
-    P4RuntimeClient,
+    Entity,
     P4RuntimeClientError,
+    P4RuntimeSession,
     P4RuntimeWriteError,
-    Value,
     code_name,
-    decode,
-    entity,
-    load_p4info,
-    pipeline_config,
+    encode,
+    load_schema,
 )
-from supergw_p4rt.entities import Message
 
-from .p4runtime import TestParams
+from .params import TestParams
 
 T = TypeVar("T")
 
 
 def autocleanup(f: Callable[..., T]) -> Callable[..., T]:
-    """Undo every write the test recorded (INSERT → DELETE, MODIFY → restore), even on failure."""
+    """Undo every write the test recorded (INSERT → DELETE, MODIFY → restore) as soon as
+    the test body ends, even on failure (tearDown would do it next anyway)."""
 
     @functools.wraps(f)
     def wrapper(self: P4RuntimeTest, *args: Any, **kwargs: Any) -> T:
@@ -52,6 +54,15 @@ def autocleanup(f: Callable[..., T]) -> Callable[..., T]:
             self.undo_writes()
 
     return wrapper
+
+
+@dataclass(frozen=True)
+class CounterValue:
+    packets: int
+    bytes: int
+
+    def __sub__(self, other: CounterValue) -> CounterValue:
+        return CounterValue(self.packets - other.packets, self.bytes - other.bytes)
 
 
 class _AssertP4RuntimeError:
@@ -99,26 +110,24 @@ class P4RuntimeTest(BaseTest):  # type: ignore[misc]
     default_timeout = 2.0
 
     params: TestParams
-    p4info: p4i.P4Info
-    names: P4InfoIndex
-    entities: EntityBuilder
-    client: P4RuntimeClient
+    schema: P4Schema
+    client: P4RuntimeSession
 
     def setUp(self) -> None:
         BaseTest.setUp(self)
         self.params = TestParams.from_ptf()
         self.dataplane = ptf.dataplane_instance
         self.dataplane.flush()
-        self.p4info = load_p4info(self.params.p4info)
-        self.names = P4InfoIndex(self.p4info)
-        self.entities = EntityBuilder(self.names)
+        self.schema = load_schema(self.params.p4info, self.device_config())
         self._undo: list[p4r.Update] = []
         try:
-            self.client = P4RuntimeClient.connect_primary(self.params.grpcaddr, self.params.device_id, self.election_low)
+            self.client = P4RuntimeSession.connect_primary(
+                self.params.grpcaddr, self.params.device_id, self.election_low, self.schema
+            )
         except P4RuntimeClientError as err:
             self.fail(f"not primary after arbitration: {err}")
         self.addCleanup(self.client.close)
-        self.ensure_pipeline()
+        self.client.ensure_pipeline()
 
     def tearDown(self) -> None:
         try:
@@ -126,86 +135,53 @@ class P4RuntimeTest(BaseTest):  # type: ignore[misc]
         finally:
             BaseTest.tearDown(self)
 
-    def connect(self, election_low: int) -> P4RuntimeClient:
-        return P4RuntimeClient(self.params.grpcaddr, self.params.device_id, election_low)
+    def connect(self, election_low: int) -> P4RuntimeSession:
+        """Another session (not arbitrated yet) with the same schema."""
+        return P4RuntimeSession(self.params.grpcaddr, self.params.device_id, election_low, self.schema)
 
     # ---- pipeline
 
+    def device_config(self) -> bytes:
+        return self.params.device_config.read_bytes() if self.params.device_config else b""
+
     def pipeline_config(self, p4info: p4i.P4Info | None = None) -> p4r.ForwardingPipelineConfig:
-        info = p4info if p4info is not None else self.p4info
-        device = self.params.device_config.read_bytes() if self.params.device_config else b""
-        return pipeline_config(info, device)
+        """The config to push (P4Info, device config, cookie), for another P4Info if given."""
+        schema = self.schema if p4info is None else P4Schema(p4info, self.device_config())
+        return schema.get_pipeline_config()
 
-    def ensure_pipeline(self) -> None:
-        """Push the pipeline unless the switch already runs it (same cookie)."""
-        want = self.pipeline_config()
-        try:
-            have = self.client.get_pipeline(p4r.GetForwardingPipelineConfigRequest.COOKIE_ONLY)
-        except grpc.RpcError as err:
-            # Spec: FAILED_PRECONDITION while no pipeline has been set.
-            if err.code() != grpc.StatusCode.FAILED_PRECONDITION:
-                raise
-        else:
-            if have.HasField("cookie") and have.cookie.cookie == want.cookie.cookie:
-                return
-        self.client.set_pipeline(want)
+    # ---- writes (recorded for cleanup)
 
-    # ---- entity builders (the shared client's, named here for the tests)
+    def encode(self, entity: Entity) -> p4r.Entity:
+        """The entity as finsy encodes it: alter the result to send what finsy refuses to build."""
+        return encode(entity, self.schema)
 
-    def table_entry(
-        self,
-        table: str,
-        match: Mapping[str, Value] | None = None,
-        action: str | None = None,
-        params: Mapping[str, Value] | None = None,
-        *,
-        default: bool = False,
-        priority: int = 0,
-    ) -> p4r.TableEntry:
-        return self.entities.table_entry(table, match, action, params, default=default, priority=priority)
+    def write(self, kind: p4r.Update.Type.ValueType, *entities: Entity) -> None:
+        self.client.write(self.client.updates(kind, entities))
 
-    def action(self, name: str, params: Mapping[str, Value]) -> p4r.Action:
-        return self.entities.action(name, params)
+    def insert(self, *entities: Entity) -> None:
+        self.write(INSERT, *entities)
+        self.track_inserted(*entities)
 
-    def multicast_group(
-        self, group_id: int, ports: Sequence[int], *, legacy_port_field: bool = False
-    ) -> p4r.PacketReplicationEngineEntry:
-        return self.entities.multicast_group(group_id, ports, legacy_port_field=legacy_port_field)
+    def track_inserted(self, *entities: Entity) -> None:
+        """Delete `entities` at cleanup (for entities written by other means, e.g. a batch
+        that is expected to fail in part)."""
+        self._undo.extend(self.client.updates(DELETE, entities))
 
-    def digest_entry(self, name: str, max_list_size: int = 1) -> p4r.DigestEntry:
-        return self.entities.digest_entry(name, max_list_size)
-
-    # ---- writes (recorded for autocleanup)
-
-    def write(self, kind: p4r.Update.Type.ValueType, *msgs: Message) -> None:
-        self.client.write([p4r.Update(type=kind, entity=entity(m)) for m in msgs])
-
-    def insert(self, *msgs: Message) -> None:
-        self.write(p4r.Update.INSERT, *msgs)
-        self.track_inserted(*msgs)
-
-    def track_inserted(self, *msgs: Message) -> None:
-        """Delete `msgs` at cleanup (for entities written by other means, e.g. a batch that
-        is expected to fail in part)."""
-        self._undo.extend(p4r.Update(type=p4r.Update.DELETE, entity=entity(m)) for m in msgs)
-
-    def modify(self, msg: Message, *, restore: Message | None = None) -> None:
+    def modify(self, entity: Entity, *, restore: Entity | None = None) -> None:
         """MODIFY; `restore` is written back (MODIFY) at cleanup."""
-        self.write(p4r.Update.MODIFY, msg)
+        self.write(MODIFY, entity)
         if restore is not None:
-            self._undo.append(p4r.Update(type=p4r.Update.MODIFY, entity=entity(restore)))
+            self._undo.extend(self.client.updates(MODIFY, [restore]))
 
-    def delete(self, msg: Message) -> None:
-        self.write(p4r.Update.DELETE, msg)
-        ent = entity(msg)
-        self._undo = [u for u in self._undo if not (u.type == p4r.Update.DELETE and u.entity == ent)]
+    def delete(self, entity: Entity) -> None:
+        self.write(DELETE, entity)
+        ent = self.encode(entity)
+        self._undo = [u for u in self._undo if not (u.type == DELETE and u.entity == ent)]
 
-    def set_default_action(
-        self, table: str, action: str, params: Mapping[str, Value] | None = None, *, restore: tuple[str, Mapping[str, Value]] | None = None
-    ) -> None:
-        entry = self.table_entry(table, action=action, params=params, default=True)
-        back = self.table_entry(table, action=restore[0], params=restore[1], default=True) if restore else None
-        self.modify(entry, restore=back)
+    def set_default_action(self, table: str, action: P4TableAction, *, restore: P4TableAction | None = None) -> None:
+        """MODIFY the default action of `table`; `restore` is written back at cleanup."""
+        back = None if restore is None else P4TableEntry(table, action=restore, is_default_action=True)
+        self.modify(P4TableEntry(table, action=action, is_default_action=True), restore=back)
 
     def undo_writes(self) -> None:
         """Replay recorded writes backwards. NOT_FOUND is fine (the test removed it)."""
@@ -224,20 +200,24 @@ class P4RuntimeTest(BaseTest):  # type: ignore[misc]
     def clear_tables(self) -> int:
         """Delete every (non-default) entry of every table; returns how many there were.
         A safety net against state a failed cleanup left behind."""
-        stale = [e for t in self.p4info.tables for e in self.read_table(t.preamble.name) if not e.is_default_action]
+        stale = [e for t in self.schema.tables for e in self.read_table_wire(t.name) if not e.is_default_action]
         if stale:
-            self.client.write([p4r.Update(type=p4r.Update.DELETE, entity=entity(e)) for e in stale])
+            self.client.write([p4r.Update(type=DELETE, entity=p4r.Entity(table_entry=e)) for e in stale])
         return len(stale)
 
-    def read_table(self, table: str) -> list[p4r.TableEntry]:
-        ents = self.client.read([entity(p4r.TableEntry(table_id=self.names.id("tables", table)))])
-        return [e.table_entry for e in ents]
+    def read_table_wire(self, table: str) -> list[p4r.TableEntry]:
+        """Every entry of `table` exactly as the switch sends it (canonical-bytes checks)."""
+        return [e.table_entry for e in self.client.read([P4TableEntry(table)])]
+
+    def read_table(self, table: str) -> list[P4TableEntry]:
+        """Every entry of `table`, decoded by finsy."""
+        return [P4TableEntry.decode_entry(e, self.schema) for e in self.read_table_wire(table)]
 
     def read_counters(self, counter: str, indices: Sequence[int]) -> list[CounterValue]:
         """Read several indices of an indirect counter in one Read RPC."""
-        counter_id = self.names.id("counters", counter)
-        ents = self.client.read([entity(self.entities.counter_entry(counter, i)) for i in indices])
-        got = {e.counter_entry.index.index: e.counter_entry.data for e in ents if e.counter_entry.counter_id == counter_id}
+        ents = self.client.read([P4CounterEntry(counter, index=i) for i in indices])
+        decoded = [P4CounterEntry.decode(e, self.schema) for e in ents]
+        got = {c.index: c for c in decoded if c.counter_id == self.schema.counters[counter].alias}
         missing = [i for i in indices if i not in got]
         self.assertEqual(missing, [], f"reading {counter} returned no entity for indices {missing}")
         return [CounterValue(got[i].packet_count, got[i].byte_count) for i in indices]
@@ -245,52 +225,30 @@ class P4RuntimeTest(BaseTest):  # type: ignore[misc]
     def read_counter(self, counter: str, index: int) -> CounterValue:
         return self.read_counters(counter, [index])[0]
 
-    def read_direct_counter(self, table_entry: p4r.TableEntry) -> CounterValue:
-        key = p4r.TableEntry()
-        key.CopyFrom(table_entry)
-        key.ClearField("action")
-        ents = self.client.read([entity(p4r.DirectCounterEntry(table_entry=key))])
+    def read_direct_counter(self, table_entry: P4TableEntry) -> CounterValue:
+        key = dataclasses.replace(table_entry, action=None)
+        ents = self.client.read([P4DirectCounterEntry(table_entry=key)])
         self.assertEqual(len(ents), 1, f"direct counter read returned {len(ents)} entities")
-        data = ents[0].direct_counter_entry.data
+        data = P4DirectCounterEntry.decode(ents[0], self.schema)
         return CounterValue(data.packet_count, data.byte_count)
 
     # ---- stream: packet-in, packet-out, digests
 
     def packet_out(self, payload: bytes, **metadata: int) -> None:
-        req = p4r.StreamMessageRequest()
-        req.packet.payload = payload
-        req.packet.metadata.extend(self.entities.packet_metadata("packet_out", metadata))
-        self.client.send(req)
+        self.client.packet_out(payload, **metadata)
 
-    def get_packet_in(self, timeout: float | None = None) -> tuple[bytes, dict[str, int]] | None:
-        msg = self.client.get("packet", self.default_timeout if timeout is None else timeout)
-        if msg is None:
-            return None
-        names = {m.id: m.name for m in self.names.metadata("packet_in").values()}
-        meta = {names.get(m.metadata_id, str(m.metadata_id)): decode(m.value) for m in msg.packet.metadata}
-        return bytes(msg.packet.payload), meta
+    def get_packet_in(self, timeout: float | None = None) -> P4PacketIn | None:
+        return self.client.packet_in(self.default_timeout if timeout is None else timeout)
 
     def assert_no_packet_in(self, timeout: float = 0.5) -> None:
         got = self.get_packet_in(timeout)
         if got is not None:
-            self.fail(f"unexpected packet-in {got[1]} ({len(got[0])} bytes)")
+            self.fail(f"unexpected packet-in {got.metadata} ({len(got.payload)} bytes)")
 
     def get_digest(self, timeout: float | None = None) -> list[dict[str, int]] | None:
         """Next digest list as dicts of member name → value; acknowledged."""
-        msg = self.client.get("digest", self.default_timeout if timeout is None else timeout)
-        if msg is None:
-            return None
-        dl = msg.digest
-        ack = p4r.StreamMessageRequest()
-        ack.digest_ack.digest_id = dl.digest_id
-        ack.digest_ack.list_id = dl.list_id
-        self.client.send(ack)
-        members = self.names.digest_members(dl.digest_id)
-        out = []
-        for data in dl.data:
-            values = [decode(m.bitstring) for m in data.struct.members]
-            out.append(dict(zip(members, values, strict=True)))
-        return out
+        digests = self.client.digest(self.default_timeout if timeout is None else timeout)
+        return None if digests is None else list(digests.data)
 
     def drain_stream(self) -> None:
         for kind in STREAM_KINDS:

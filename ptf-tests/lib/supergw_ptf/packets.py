@@ -8,25 +8,13 @@ import struct
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Raw
+from supergw_proto.addresses import mac_to_bytes
 
 BROADCAST = "ff:ff:ff:ff:ff:ff"
 ETH_ARP = 0x0806
 ETH_IPV4 = 0x0800
 ARP_REQUEST = 1
 ARP_REPLY = 2
-
-
-def mac_int(mac: str) -> int:
-    return int(mac.replace(":", ""), 16)
-
-
-def mac_str(value: int) -> str:
-    raw = value.to_bytes(6, "big")
-    return ":".join(f"{b:02x}" for b in raw)
-
-
-def ip_int(ip: str) -> int:
-    return int(ipaddress.IPv4Address(ip))
 
 
 def arp(
@@ -63,7 +51,7 @@ def raw_arp(
     to `truncate` bytes: the malformed-ARP cases."""
     eth = bytes(Ether(src=eth_src, dst=eth_dst, type=ETH_ARP))
     body = struct.pack("!HHBBH", htype, ptype, hlen, plen, op)
-    body += mac_int(eth_src).to_bytes(6, "big") + ipaddress.IPv4Address(spa).packed
+    body += mac_to_bytes(eth_src) + ipaddress.IPv4Address(spa).packed
     body += bytes(6) + ipaddress.IPv4Address(tpa).packed
     frame = eth + body
     return frame[:truncate] if truncate is not None else frame
@@ -82,6 +70,6 @@ def ether(*, eth_src: str, eth_dst: str, ethertype: int, payload: bytes = bytes(
 
 def with_macs(frame: bytes, *, eth_src: str | None = None, eth_dst: str | None = None) -> bytes:
     """The same frame with its Ethernet addresses rewritten (what the switch does)."""
-    dst = mac_int(eth_dst).to_bytes(6, "big") if eth_dst else frame[0:6]
-    src = mac_int(eth_src).to_bytes(6, "big") if eth_src else frame[6:12]
+    dst = mac_to_bytes(eth_dst) if eth_dst else frame[0:6]
+    src = mac_to_bytes(eth_src) if eth_src else frame[6:12]
     return dst + src + frame[12:]

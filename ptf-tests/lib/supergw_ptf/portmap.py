@@ -7,25 +7,22 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+from supergw_proto.strict import StrictModel
 
 DEFAULT_PORTS_FILE = Path(__file__).resolve().parents[2] / "ports.json"
 
 RoleName = Literal["HOST", "GATEWAY", "UNKNOWN"]
 
 
-class PortSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class PortSpec(StrictModel):
     port: int = Field(ge=1, le=511)
     role: RoleName
     switch_iface: str = Field(min_length=1, max_length=15)
     ptf_iface: str = Field(min_length=1, max_length=15)
 
 
-class PortMap(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class PortMap(StrictModel):
     about: str = ""
     namespace: str = Field(min_length=1, max_length=32)
     cpu_port: int

@@ -4,22 +4,36 @@ settings, buckets, host IPs, L2, the flood group, drop/bucket counters."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from finsy.proto import p4r
+from finsy import P4MulticastGroupEntry, P4RuntimeVersion, P4TableAction, P4TableEntry, P4TableMatch
 from ptf import testutils
 from ptf.mask import Mask
 from supergw_proto import p4constants as c
+from supergw_proto.addresses import ipv4_to_int, mac_to_int
 from supergw_proto.bucket import bucket_of, vmac
+from supergw_proto.p4constants import BucketHash
 
 from . import packets as pk
-from .base_test import P4RuntimeTest
-from .p4runtime import LOG, CounterValue, Value
+from .base_test import CounterValue, P4RuntimeTest
+from .params import Target
 from .portmap import DEFAULT_PORTS_FILE, PortMap, load
 
-# P4 object names, resolved against the P4Info by unique suffix.
+LOG = logging.getLogger("supergw_ptf")
+
+# finsy writes a multicast replica's port as the deprecated uint32 `egress_port` when the
+# schema's P4Runtime version is below 1.5, and as the bytes field `port` from 1.5 on. The
+# eBPF target is tested with `port` (P4Runtime 1.4 added it); PI as shipped with BMv2 only
+# knows `egress_port`.
+REPLICA_PORT_FIELD: dict[Target, P4RuntimeVersion] = {
+    "ebpf": P4RuntimeVersion(1, 5, 0, ""),
+    "bmv2": P4RuntimeVersion(1, 3, 0, ""),
+}
+
+# P4 object names (full names, as finsy resolves them).
 PORT_ROLES = c.TABLE_PORT_ROLES
 SET_PORT_ROLE = c.ACTION_SET_PORT_ROLE
 SETTINGS = c.TABLE_SETTINGS
@@ -45,7 +59,9 @@ PortRole = c.PortRole
 DropReason = c.DropReason
 PuntReason = c.PuntReason
 
-VECTORS_FILE = Path(__file__).resolve().parents[3] / "p4src" / "vectors" / "bucket-crc32.json"
+VECTORS_DIR = Path(__file__).resolve().parents[3] / "p4src" / "vectors"
+VECTORS_FILE = VECTORS_DIR / "bucket-crc32.json"
+VECTOR_FILES = {BucketHash.CRC32: VECTORS_FILE, BucketHash.IDENTITY: VECTORS_DIR / "bucket-identity.json"}
 
 
 @dataclass(frozen=True)
@@ -61,25 +77,26 @@ class BucketVector:
         return {64: self.bucket_k64, 256: self.bucket_k256, 4096: self.bucket_k4096}[k]
 
 
-def bucket_vectors() -> list[BucketVector]:
-    data = json.loads(VECTORS_FILE.read_text(encoding="utf-8"))
+def bucket_vectors(bucket_hash: BucketHash = BucketHash.CRC32) -> list[BucketVector]:
+    data = json.loads(VECTOR_FILES[bucket_hash].read_text(encoding="utf-8"))
     return [BucketVector(v["mac"], v["bucket_k64"], v["bucket_k256"], v["bucket_k4096"]) for v in data["vectors"]]
 
 
 @dataclass(frozen=True)
 class Dispatch:
-    """The settings the tests configure: IP_G, vmac_base and K."""
+    """The settings the tests configure: IP_G, vmac_base, K and the bucket hash."""
 
     gateway_ip: str = "10.0.0.1"
     vmac_base: str = "02:5e:00:00:00:00"
     k: int = 256
+    hash: BucketHash = BucketHash.CRC32
 
     @property
     def mask(self) -> int:
         return self.k - 1
 
     def bucket(self, mac: str) -> int:
-        return bucket_of(mac, self.k)
+        return bucket_of(mac, self.k, self.hash)
 
     def vmac(self, bucket: int) -> str:
         return vmac(self.vmac_base, bucket)
@@ -103,83 +120,85 @@ class SupergwTest(P4RuntimeTest):
         super().setUp()
         self.ports = load(self.params.ports_file or DEFAULT_PORTS_FILE)
         self.dispatch = Dispatch()
+        self.schema.set_p4runtime_version(REPLICA_PORT_FIELD[self.target])
         stale = self.clear_tables()
         if stale:
             LOG.warning("%s: deleted %d entries an earlier test left behind", self.id(), stale)
         self.drain_stream()
 
     @property
-    def target(self) -> str:
+    def target(self) -> Target:
         return self.params.target
 
-    # ---- entries (names from the generated constants)
+    # ---- entries: finsy's, by the generated names
 
-    def port_role_entry(self, port: Value, role: Value | None = None) -> p4r.TableEntry:
-        match = {c.MATCH_PORT_ROLES_PORT: port}
+    def port_role_entry(self, port: int, role: int | None = None) -> P4TableEntry:
+        match = P4TableMatch({c.MATCH_PORT_ROLES_PORT: port})
         if role is None:
-            return self.table_entry(PORT_ROLES, match)
-        return self.table_entry(PORT_ROLES, match, SET_PORT_ROLE, {c.PARAM_SET_PORT_ROLE_ROLE: role})
+            return P4TableEntry(PORT_ROLES, match=match)
+        return P4TableEntry(PORT_ROLES, match=match, action=P4TableAction(SET_PORT_ROLE, **{c.PARAM_SET_PORT_ROLE_ROLE: role}))
 
-    def bucket_entry(self, bucket: Value, port: int | None = None, mac: str | bytes | None = None) -> p4r.TableEntry:
+    def bucket_entry(self, bucket: int, port: int | None = None, mac: str | None = None) -> P4TableEntry:
         """A buckets entry; with `port`, set_gateway to that port and `mac` (default: the
         fixture MAC of the gateway on that port)."""
-        match = {c.MATCH_BUCKETS_BUCKET: bucket}
+        match = P4TableMatch({c.MATCH_BUCKETS_BUCKET: bucket})
         if port is None:
-            return self.table_entry(BUCKETS, match)
-        gw = mac if mac is not None else gateway_mac(port)
-        params = {c.PARAM_SET_GATEWAY_PORT: port, c.PARAM_SET_GATEWAY_GATEWAY_MAC: gw if isinstance(gw, bytes) else pk.mac_int(gw)}
-        return self.table_entry(BUCKETS, match, SET_GATEWAY, params)
+            return P4TableEntry(BUCKETS, match=match)
+        params = {c.PARAM_SET_GATEWAY_PORT: port, c.PARAM_SET_GATEWAY_GATEWAY_MAC: mac or gateway_mac(port)}
+        return P4TableEntry(BUCKETS, match=match, action=P4TableAction(SET_GATEWAY, **params))
 
-    def host_ip_entry(self, ip: str, mac: str | None = None) -> p4r.TableEntry:
-        match = {c.MATCH_HOST_IPS_TARGET_IP: pk.ip_int(ip)}
+    def host_ip_entry(self, ip: str, mac: str | None = None) -> P4TableEntry:
+        match = P4TableMatch({c.MATCH_HOST_IPS_TARGET_IP: ip})
         if mac is None:
-            return self.table_entry(HOST_IPS, match)
-        return self.table_entry(HOST_IPS, match, REPLY_WITH_HOST_MAC, {c.PARAM_REPLY_WITH_HOST_MAC_HOST_MAC: pk.mac_int(mac)})
+            return P4TableEntry(HOST_IPS, match=match)
+        action = P4TableAction(REPLY_WITH_HOST_MAC, **{c.PARAM_REPLY_WITH_HOST_MAC_HOST_MAC: mac})
+        return P4TableEntry(HOST_IPS, match=match, action=action)
 
-    def mac_entry(self, mac: str, port: Value | None = None, role: Value | None = None) -> p4r.TableEntry:
+    def mac_entry(self, mac: str, port: int | None = None, role: int | None = None) -> P4TableEntry:
         """set_output_port(port, role); role defaults to the port map's role of port, as the
         controller writes it (UNKNOWN for a port without a port_roles entry)."""
-        match = {c.MATCH_MAC_TABLE_DST_MAC: pk.mac_int(mac)}
+        match = P4TableMatch({c.MATCH_MAC_TABLE_DST_MAC: mac})
         if port is None:
-            return self.table_entry(MAC_TABLE, match)
-        if role is None:
-            role = int(self.port_role(port)) if isinstance(port, int) else int(PortRole.HOST)
+            return P4TableEntry(MAC_TABLE, match=match)
+        role = int(self.port_role(port)) if role is None else role
         params = {c.PARAM_SET_OUTPUT_PORT_PORT: port, c.PARAM_SET_OUTPUT_PORT_ROLE: role}
-        return self.table_entry(MAC_TABLE, match, SET_OUTPUT_PORT, params)
+        return P4TableEntry(MAC_TABLE, match=match, action=P4TableAction(SET_OUTPUT_PORT, **params))
 
     def port_role(self, port: int) -> c.PortRole:
         """The port map's role of port; UNKNOWN for a port not in the map."""
         roles = {p.port: p.role for p in self.ports.ports}
         return c.PortRole[roles.get(port, "UNKNOWN")]
 
-    def learned_entry(self, mac: str, port: int | None) -> p4r.TableEntry:
-        match: dict[str, Value] = {c.MATCH_LEARNED_SOURCES_SRC_MAC: pk.mac_int(mac)}
+    def learned_entry(self, mac: str, port: int | None) -> P4TableEntry:
+        """mark_known for (mac, port); without `port` the entry lacks a key field (an invalid
+        entry, for the negative tests)."""
+        match = P4TableMatch({c.MATCH_LEARNED_SOURCES_SRC_MAC: mac})
         if port is not None:
             match[c.MATCH_LEARNED_SOURCES_PORT] = port
-        return self.table_entry(LEARNED_SOURCES, match, MARK_KNOWN)
+        return P4TableEntry(LEARNED_SOURCES, match=match, action=P4TableAction(MARK_KNOWN))
 
     # ---- configuration
 
-    def set_port_roles(self) -> None:
+    def port_role_entries(self) -> list[P4TableEntry]:
         """port_roles for every HOST/GATEWAY port of the port map (UNKNOWN ports get none)."""
-        self.insert(*(self.port_role_entry(p.port, int(c.PortRole[p.role])) for p in self.ports.ports if p.role != "UNKNOWN"))
+        return [self.port_role_entry(p.port, int(c.PortRole[p.role])) for p in self.ports.ports if p.role != "UNKNOWN"]
+
+    def set_port_roles(self) -> None:
+        self.insert(*self.port_role_entries())
 
     def configure_dispatch(self, dispatch: Dispatch | None = None) -> None:
         self.dispatch = dispatch or self.dispatch
         d = self.dispatch
-        self.set_default_action(
-            SETTINGS,
-            SET_DISPATCH_CONFIG,
-            {
-                c.PARAM_SET_DISPATCH_CONFIG_GATEWAY_IP: pk.ip_int(d.gateway_ip),
-                c.PARAM_SET_DISPATCH_CONFIG_VMAC_BASE: pk.mac_int(d.vmac_base),
-                c.PARAM_SET_DISPATCH_CONFIG_BUCKET_MASK: d.mask,
-            },
-            restore=(MARK_UNCONFIGURED, {}),
-        )
+        params = {
+            c.PARAM_SET_DISPATCH_CONFIG_GATEWAY_IP: d.gateway_ip,
+            c.PARAM_SET_DISPATCH_CONFIG_VMAC_BASE: d.vmac_base,
+            c.PARAM_SET_DISPATCH_CONFIG_BUCKET_MASK: d.mask,
+            c.PARAM_SET_DISPATCH_CONFIG_BUCKET_HASH: int(d.hash),
+        }
+        self.set_default_action(SETTINGS, P4TableAction(SET_DISPATCH_CONFIG, **params), restore=P4TableAction(MARK_UNCONFIGURED))
 
     def set_flood_group(self) -> None:
-        self.insert(self.multicast_group(c.HOST_FLOOD_GROUP, self.ports.hosts, legacy_port_field=self.target == "bmv2"))
+        self.insert(P4MulticastGroupEntry(c.HOST_FLOOD_GROUP, replicas=tuple(self.ports.hosts)))
 
     def setup_switch(self, dispatch: Dispatch | None = None) -> None:
         """The common starting point: roles, dispatch settings and the host flood group."""
@@ -209,10 +228,19 @@ class SupergwTest(P4RuntimeTest):
 
     def learn_digest(self, mac: str, port: int, src_ip: str | None) -> dict[str, int]:
         return {
-            c.DIGEST_LEARN_DIGEST_SRC_MAC: pk.mac_int(mac),
+            c.DIGEST_LEARN_DIGEST_SRC_MAC: mac_to_int(mac),
             c.DIGEST_LEARN_DIGEST_PORT: port,
-            c.DIGEST_LEARN_DIGEST_SRC_IP: pk.ip_int(src_ip) if src_ip else 0,
+            c.DIGEST_LEARN_DIGEST_SRC_IP: ipv4_to_int(src_ip) if src_ip else 0,
         }
+
+    def to_host(self, frame: bytes, host: str) -> bytes:
+        """A gateway's `frame` as the switch forwards it to `host`: src := vmac(bucket(host))."""
+        return pk.with_macs(frame, eth_src=self.dispatch.vmac_of(host))
+
+    def gateway_ip_reply(self, host: str, host_ip: str, vmac: str | None = None) -> bytes:
+        """The switch's ARP reply to `host` asking for IP_G: from vmac(bucket(host)), or `vmac`."""
+        src = vmac or self.dispatch.vmac_of(host)
+        return pk.arp(eth_src=src, eth_dst=host, op=pk.ARP_REPLY, sha=src, spa=self.dispatch.gateway_ip, tha=host, tpa=host_ip)
 
     # ---- counters
 
@@ -239,6 +267,13 @@ class SupergwTest(P4RuntimeTest):
 
     def expect_nothing(self) -> None:
         testutils.verify_no_other_packets(self)
+
+    def assert_dispatched(self, port: int, frame: bytes, gateway: int) -> None:
+        """`frame` sent on host `port` leaves only on `gateway`'s port, dst rewritten to that
+        gateway's MAC and nothing else changed."""
+        self.send(port, frame)
+        self.expect(pk.with_macs(frame, eth_dst=gateway_mac(gateway)), gateway)
+        self.expect_nothing()
 
     def assert_dropped(
         self,

@@ -125,11 +125,19 @@ static __always_inline int sgw_punt(struct __sk_buff *skb, struct sgw_md *md, __
 	return TC_ACT_SHOT;
 }
 
-/* vmac(bucket(mac)) = vmac_base | (crc32(mac) & bucket_mask). */
+/* vmac(bucket(mac)) = vmac_base | (hash(mac) & bucket_mask): hash is the MAC's low 16 bits
+ * (BUCKET_HASH_IDENTITY) or its CRC-32 (BUCKET_HASH_CRC32). */
 static __always_inline void sgw_vmac_of(const struct sgw_dispatch_config *cfg, const __u8 mac[6],
 					__u8 out[6])
 {
-	__u16 b = (__u16)(sgw_crc32_mac(mac) & cfg->bucket_mask);
+	__u32 h;
+	__u16 b;
+
+	if (cfg->bucket_hash == BUCKET_HASH_IDENTITY)
+		h = ((__u32)mac[4] << 8) | mac[5];
+	else
+		h = sgw_crc32_mac(mac);
+	b = (__u16)(h & cfg->bucket_mask);
 
 	out[0] = cfg->vmac_base[0];
 	out[1] = cfg->vmac_base[1];
@@ -206,13 +214,15 @@ static __always_inline int sgw_classify_port(struct __sk_buff *skb, struct sgw_m
 	return SGW_CONTINUE;
 }
 
-/* Stage 3: settings must hold set_dispatch_config. */
+/* Stage 3: settings must hold set_dispatch_config with a defined bucket_hash (the server
+ * refuses any other; as in p4src, an undefined one would leave the switch unconfigured). */
 static __always_inline int sgw_check_configured(struct sgw_md *md)
 {
 	__u32 zero = 0;
 	const struct sgw_dispatch_config *cfg = bpf_map_lookup_elem(&sgw_settings, &zero);
 
-	if (!cfg || !cfg->configured)
+	if (!cfg || !cfg->configured ||
+	    (cfg->bucket_hash != BUCKET_HASH_CRC32 && cfg->bucket_hash != BUCKET_HASH_IDENTITY))
 		return sgw_drop(md, DROP_REASON_NOT_CONFIGURED);
 	md->cfg = cfg;
 	return SGW_CONTINUE;

@@ -52,7 +52,7 @@ struct sgw_dispatch_config {
 	__be32 gateway_ip;
 	__u16 bucket_mask;
 	__u8 configured;
-	__u8 pad;
+	__u8 bucket_hash; /* BUCKET_HASH_CRC32 or BUCKET_HASH_IDENTITY */
 	__u8 vmac_base[6]; /* low 16 bits are zero */
 	__u16 pad2;
 };

@@ -110,7 +110,7 @@ func (e *benchEnv) enterNetns() error {
 }
 
 func (e *benchEnv) configure() error {
-	b, err := bucket.Of(hostMAC, kBuckets)
+	b, err := bucket.Of(hostMAC, kBuckets, p4constants.BucketHashCRC32)
 	if err != nil {
 		return err
 	}
@@ -123,7 +123,8 @@ func (e *benchEnv) configure() error {
 	return errors.Join(
 		dp.SetPortRole(hostPort, uint8(p4constants.PortRoleHost)),
 		dp.SetPortRole(gwPort, uint8(p4constants.PortRoleGateway)),
-		dp.SetDispatchConfig(dataplane.DispatchConfig{Configured: true, GatewayIP: gwIP, VMACBase: vmacBase, BucketMask: kBuckets - 1}),
+		dp.SetDispatchConfig(dataplane.DispatchConfig{Configured: true, GatewayIP: gwIP, VMACBase: vmacBase, BucketMask: kBuckets - 1,
+			BucketHash: p4constants.BucketHashCRC32}),
 		dp.SetLearned(hostMAC, hostPort),
 		dp.SetFloodGroup(p4constants.HostFloodGroup, []uint16{hostPort}),
 	)

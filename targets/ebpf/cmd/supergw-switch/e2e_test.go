@@ -270,7 +270,7 @@ func TestEndToEndRealDataplane(t *testing.T) {
 	_, err = client.Write(ctx, &p4v1.WriteRequest{DeviceId: dev, ElectionId: eid, Updates: []*p4v1.Update{
 		te(c.TablePortRoles, [][]byte{port(1)}, c.ActionSetPortRole, []byte{byte(c.PortRoleHost)}),
 		te(c.TablePortRoles, [][]byte{port(2)}, c.ActionSetPortRole, []byte{byte(c.PortRoleGateway)}),
-		te(c.TableSettings, nil, c.ActionSetDispatchConfig, gwIP, []byte{2, 0, 0, 0, 0, 0}, port(15)),
+		te(c.TableSettings, nil, c.ActionSetDispatchConfig, gwIP, []byte{2, 0, 0, 0, 0, 0}, port(15), []byte{byte(c.BucketHashCRC32)}),
 		{Type: p4v1.Update_INSERT, Entity: &p4v1.Entity{Entity: &p4v1.Entity_DigestEntry{DigestEntry: &p4v1.DigestEntry{
 			DigestId: ids[c.DigestLearnDigest], Config: &p4v1.DigestEntry_Config{MaxListSize: 1, AckTimeoutNs: int64(time.Second)}}}}},
 	}})

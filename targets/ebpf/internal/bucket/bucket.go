@@ -1,11 +1,14 @@
 // Package bucket is the Go copy of the pipeline's bucket math
-// (docs/pipeline-contract.md, "Terms"): bucket(mac) = crc32(mac) & (K-1),
-// vmac(b) = vmac_base | b. Tested against p4src/vectors/bucket-crc32.json.
+// (docs/pipeline-contract.md, "Terms"): bucket(mac) = hash(mac) & (K-1) with the
+// settings' bucket_hash (CRC-32 or the MAC's low bits), vmac(b) = vmac_base | b.
+// Tested against p4src/vectors/bucket-crc32.json and bucket-identity.json.
 package bucket
 
 import (
 	"fmt"
 	"hash/crc32"
+
+	c "supergw/targets/ebpf/internal/p4constants"
 )
 
 // CRC32 is the standard CRC-32 (IEEE 802.3: poly 0x04C11DB7 reflected, init and final
@@ -14,12 +17,28 @@ func CRC32(data []byte) uint32 {
 	return crc32.ChecksumIEEE(data)
 }
 
-// Of returns the bucket of mac for k buckets; k must be a power of two.
-func Of(mac [6]byte, k int) (uint16, error) {
+// Hash16 returns the 16 bits of mac that the data plane masks with K-1 under h: the
+// low 16 bits of its CRC-32 (BucketHashCRC32) or of the MAC itself (BucketHashIdentity).
+func Hash16(mac [6]byte, h c.BucketHash) (uint16, error) {
+	switch h {
+	case c.BucketHashCRC32:
+		return uint16(CRC32(mac[:])), nil
+	case c.BucketHashIdentity:
+		return uint16(mac[4])<<8 | uint16(mac[5]), nil
+	}
+	return 0, fmt.Errorf("bucket hash %v: must be CRC32 or IDENTITY", h)
+}
+
+// Of returns the bucket of mac for k buckets under hash h; k must be a power of two.
+func Of(mac [6]byte, k int, h c.BucketHash) (uint16, error) {
 	if k <= 0 || k > 1<<16 || k&(k-1) != 0 {
 		return 0, fmt.Errorf("bucket count %d: must be a power of two in [1, 65536]", k)
 	}
-	return uint16(CRC32(mac[:]) & uint32(k-1)), nil
+	v, err := Hash16(mac, h)
+	if err != nil {
+		return 0, err
+	}
+	return v & uint16(k-1), nil
 }
 
 // VMAC returns vmac_base | b; base must have its low 16 bits zero.

@@ -6,22 +6,28 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	c "supergw/targets/ebpf/internal/p4constants"
 )
 
-// VectorsPath is the BMv2-computed vector file, relative to this package.
-var vectorsPath = filepath.Join("..", "..", "..", "..", "p4src", "vectors", "bucket-crc32.json")
+// The BMv2-computed vector files, relative to this package.
+var (
+	vectorsPath         = filepath.Join("..", "..", "..", "..", "p4src", "vectors", "bucket-crc32.json")
+	identityVectorsPath = filepath.Join("..", "..", "..", "..", "p4src", "vectors", "bucket-identity.json")
+)
 
 type vector struct {
 	MAC         string `json:"mac"`
 	CRC32       uint32 `json:"crc32"`
+	Low16       uint16 `json:"low16"`
 	BucketK64   uint16 `json:"bucket_k64"`
 	BucketK256  uint16 `json:"bucket_k256"`
 	BucketK4096 uint16 `json:"bucket_k4096"`
 }
 
-func loadVectors(t *testing.T) []vector {
+func loadVectors(t *testing.T, path string) []vector {
 	t.Helper()
-	raw, err := os.ReadFile(vectorsPath)
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("read vectors: %v", err)
 	}
@@ -29,31 +35,41 @@ func loadVectors(t *testing.T) []vector {
 		Vectors []vector `json:"vectors"`
 	}
 	if err := json.Unmarshal(raw, &f); err != nil {
-		t.Fatalf("parse %s: %v", vectorsPath, err)
+		t.Fatalf("parse %s: %v", path, err)
 	}
 	if len(f.Vectors) == 0 {
-		t.Fatalf("%s holds no vectors", vectorsPath)
+		t.Fatalf("%s holds no vectors", path)
 	}
 	return f.Vectors
 }
 
+// TestVectors checks each hash against its BMv2 vector file: the 16 hashed bits (the
+// CRC-32 file records the whole CRC) and the buckets for K = 64, 256 and 4096.
 func TestVectors(t *testing.T) {
-	for _, v := range loadVectors(t) {
-		hw, err := net.ParseMAC(v.MAC)
-		if err != nil {
-			t.Fatalf("vector mac %q: %v", v.MAC, err)
-		}
-		mac := [6]byte(hw)
-		if got := CRC32(mac[:]); got != v.CRC32 {
-			t.Errorf("crc32(%s) = %d, want %d", v.MAC, got, v.CRC32)
-		}
-		for _, c := range []struct {
-			k    int
-			want uint16
-		}{{64, v.BucketK64}, {256, v.BucketK256}, {4096, v.BucketK4096}} {
-			got, err := Of(mac, c.k)
-			if err != nil || got != c.want {
-				t.Errorf("Of(%s, %d) = %d, %v; want %d", v.MAC, c.k, got, err, c.want)
+	for _, file := range []struct {
+		path string
+		hash c.BucketHash
+	}{{vectorsPath, c.BucketHashCRC32}, {identityVectorsPath, c.BucketHashIdentity}} {
+		for _, v := range loadVectors(t, file.path) {
+			hw, err := net.ParseMAC(v.MAC)
+			if err != nil {
+				t.Fatalf("vector mac %q: %v", v.MAC, err)
+			}
+			mac := [6]byte(hw)
+			want16 := v.Low16
+			if file.hash == c.BucketHashCRC32 {
+				want16 = uint16(v.CRC32)
+				if got := CRC32(mac[:]); got != v.CRC32 {
+					t.Errorf("crc32(%s) = %d, want %d", v.MAC, got, v.CRC32)
+				}
+			}
+			if got, err := Hash16(mac, file.hash); err != nil || got != want16 {
+				t.Errorf("Hash16(%s, %v) = %d, %v; want %d", v.MAC, file.hash, got, err, want16)
+			}
+			for k, want := range map[int]uint16{64: v.BucketK64, 256: v.BucketK256, 4096: v.BucketK4096} {
+				if got, err := Of(mac, k, file.hash); err != nil || got != want {
+					t.Errorf("Of(%s, %d, %v) = %d, %v; want %d", v.MAC, k, file.hash, got, err, want)
+				}
 			}
 		}
 	}
@@ -68,8 +84,13 @@ func TestCheckValue(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	for _, k := range []int{0, -1, 3, 1000, 1 << 17} {
-		if _, err := Of([6]byte{}, k); err == nil {
+		if _, err := Of([6]byte{}, k, c.BucketHashCRC32); err == nil {
 			t.Errorf("Of(k=%d): want error", k)
+		}
+	}
+	for _, h := range []c.BucketHash{2, 255} {
+		if _, err := Of([6]byte{}, 256, h); err == nil {
+			t.Errorf("Of(hash=%d): want error", h)
 		}
 	}
 	if _, err := VMAC([6]byte{2, 0, 0, 0, 0, 1}, 5); err == nil {

@@ -57,7 +57,7 @@ func TestAttachOnVeths(t *testing.T) {
 
 	hostSock := openPacketSocket(t, hostNS, "sgw-dp-h0")
 	gwSock := openPacketSocket(t, gwNS, "sgw-dp-g0")
-	vH1 := vmacOf(t, macH1, kBuckets)
+	vH1 := vmacOf(t, macH1, kBuckets, crcHash)
 
 	// Host → gateway: dst rewritten to the gateway's MAC; the unknown source is reported.
 	up := ipv4Frame(vH1, macH1, ipH1, ip4("192.0.2.1"))

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"supergw/targets/ebpf/internal/bucket"
+	"supergw/targets/ebpf/internal/p4constants"
 )
 
 // BPF_PROG_RUN tests of bpf/supergw.c: one table row per line of the
@@ -49,6 +50,9 @@ var (
 
 const kBuckets = 256
 
+// crcHash is the bucket hash the rig configures (settings' bucket_hash 0).
+const crcHash = p4constants.BucketHashCRC32
+
 // rig holds the namespace and the veths standing in for front ports.
 type rig struct {
 	ns      *netns
@@ -75,9 +79,9 @@ func newRigIn(t testing.TB, ns *netns) *rig {
 	return r
 }
 
-func vmacOf(t testing.TB, m MAC, k int) MAC {
+func vmacOf(t testing.TB, m MAC, k int, h p4constants.BucketHash) MAC {
 	t.Helper()
-	b, err := bucket.Of(m, k)
+	b, err := bucket.Of(m, k, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +94,7 @@ func vmacOf(t testing.TB, m MAC, k int) MAC {
 
 func bucketOf(t testing.TB, m MAC) uint16 {
 	t.Helper()
-	b, err := bucket.Of(m, kBuckets)
+	b, err := bucket.Of(m, kBuckets, crcHash)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,10 +242,16 @@ type dpCase struct {
 
 func TestDatapath(t *testing.T) {
 	r := newRig(t)
-	vH1 := vmacOf(t, macH1, kBuckets)
-	vH2 := vmacOf(t, macH2, kBuckets)
-	vH3 := vmacOf(t, macH3, kBuckets)
-	vGW2 := vmacOf(t, macGW2, kBuckets)
+	vH1 := vmacOf(t, macH1, kBuckets, crcHash)
+	vH2 := vmacOf(t, macH2, kBuckets, crcHash)
+	vH3 := vmacOf(t, macH3, kBuckets, crcHash)
+	vGW2 := vmacOf(t, macGW2, kBuckets, crcHash)
+	// Under IDENTITY h1's vmac is its low byte: 02:53:47:00:00:19 (K = 256).
+	idH1 := vmacOf(t, macH1, kBuckets, p4constants.BucketHashIdentity)
+	identity := func(e *EBPF) error {
+		return e.SetDispatchConfig(DispatchConfig{Configured: true, GatewayIP: ipG, VMACBase: vmacBase, BucketMask: kBuckets - 1,
+			BucketHash: p4constants.BucketHashIdentity})
+	}
 	g2g := ipv4Frame(macGW2, macGW1, ipGW1, ipGW1)
 	upFrame := ipv4Frame(vH1, macH1, ipH1, ip4("192.0.2.1"))
 	downFrame := ipv4Frame(macH1, macGW1, ip4("192.0.2.1"), ipH1)
@@ -266,6 +276,10 @@ func TestDatapath(t *testing.T) {
 		{name: "not configured", noConfig: true, port: portH1, frame: upFrame, verdict: tcActShot, drop: "NOT_CONFIGURED"},
 		{name: "not configured wins over malformed ARP", noConfig: true, port: portH1, frame: pad(ethFrame(broadcast, macH1, 0x0806, []byte{0, 1})), verdict: tcActShot, drop: "NOT_CONFIGURED"},
 		{name: "unconfigured again after set_dispatch_config", setup: func(e *EBPF) error { return e.SetDispatchConfig(DispatchConfig{}) }, port: portG1, frame: downFrame, verdict: tcActShot, drop: "NOT_CONFIGURED"},
+		// The server refuses an undefined bucket_hash; written to the map anyway, it is NOT_CONFIGURED, as in p4src.
+		{name: "undefined bucket_hash is NOT_CONFIGURED", setup: func(e *EBPF) error {
+			return e.SetDispatchConfig(DispatchConfig{Configured: true, GatewayIP: ipG, VMACBase: vmacBase, BucketMask: kBuckets - 1, BucketHash: 2})
+		}, port: portH1, frame: arpForG, verdict: tcActShot, drop: "NOT_CONFIGURED"},
 		// 4. ARP validation, from either role
 		{name: "ARP header only (14 bytes)", port: portH1, frame: ethFrame(broadcast, macH1, 0x0806, nil), verdict: tcActShot, drop: "MALFORMED_ARP"},
 		{name: "truncated ARP (41 bytes)", port: portH1, frame: arpRequest(macH1, ipH1, ipG)[:41], verdict: tcActShot, drop: "MALFORMED_ARP"},
@@ -296,6 +310,8 @@ func TestDatapath(t *testing.T) {
 			events: []Event{digest(macH3, portH1, IPv4{})}},
 		{name: "host asks for IP_G: answered with its vmac", port: portH1, frame: arpForG, verdict: tcActRedirect,
 			out: pad(ethFrame(macH1, vH1, 0x0806, arpBody(arpFields{op: 2, sha: vH1, spa: ipG, tha: macH1, tpa: ipH1}))), tx: []uint16{portH1}},
+		{name: "identity hash: IP_G answered with vmac(mac & mask)", setup: identity, port: portH1, frame: arpForG, verdict: tcActRedirect,
+			out: pad(ethFrame(macH1, idH1, 0x0806, arpBody(arpFields{op: 2, sha: idH1, spa: ipG, tha: macH1, tpa: ipH1}))), tx: []uint16{portH1}},
 		{name: "unicast ARP request for IP_G is answered too", port: portH2, frame: withMACs(arpRequest(macH2, ipH2, ipG), &vH2, nil), verdict: tcActRedirect,
 			out: pad(ethFrame(macH2, vH2, 0x0806, arpBody(arpFields{op: 2, sha: vH2, spa: ipG, tha: macH2, tpa: ipH2}))), tx: []uint16{portH2}},
 		{name: "host ARP request for another host floods", port: portH1, frame: arpRequest(macH1, ipH1, ipH2), verdict: tcActShot, tx: []uint16{portH2}},
@@ -331,6 +347,8 @@ func TestDatapath(t *testing.T) {
 		{name: "gateway broadcast", port: portG1, frame: pad(ethFrame(broadcast, macGW1, 0x88b5, nil)), verdict: tcActShot, drop: "GATEWAY_BROADCAST"},
 		{name: "gateway multicast", port: portG2, frame: ipv4Frame(mac("01:00:5e:00:00:01"), macGW2, ipGW1, ip4("224.0.0.1")), verdict: tcActShot, drop: "GATEWAY_BROADCAST"},
 		{name: "gateway to host: src := vmac(bucket(dst))", port: portG1, frame: downFrame, verdict: tcActRedirect, out: withMACs(downFrame, nil, &vH1), tx: []uint16{portH1}},
+		{name: "identity hash: gateway to host: src := vmac(dst & mask)", setup: identity, port: portG1, frame: downFrame, verdict: tcActRedirect,
+			out: withMACs(downFrame, nil, &idH1), tx: []uint16{portH1}},
 		{name: "gateway to host h2 (bucket owned by nobody)", port: portG2, frame: ipv4Frame(macH2, macGW2, ipGW1, ipH2), verdict: tcActRedirect,
 			out: withMACs(ipv4Frame(macH2, macGW2, ipGW1, ipH2), nil, &vH2), tx: []uint16{portH2}},
 		// The src rewrite precedes the mac_table lookup, so the dropped frame carries it.
@@ -431,30 +449,36 @@ func TestRuntFrameRejectedByKernel(t *testing.T) {
 	}
 }
 
-// The eBPF CRC-32 against every BMv2 vector, observed through the vmac of
-// the switch's ARP answer for IP_G, for K = 64, 256 and 4096.
+// The eBPF CRC-32 and identity hashes against every BMv2 vector, observed through the
+// vmac of the switch's ARP answer for IP_G, for K = 64, 256 and 4096.
 func TestBucketVectorsInDatapath(t *testing.T) {
 	r := newRig(t)
-	vectors := loadVectors(t)
-	for _, k := range []int{64, 256, 4096} {
-		t.Run(fmt.Sprintf("K=%d", k), func(t *testing.T) {
-			e := r.pipeline(t, true)
-			if err := e.SetDispatchConfig(DispatchConfig{Configured: true, GatewayIP: ipG, VMACBase: vmacBase, BucketMask: uint16(k - 1)}); err != nil {
-				t.Fatal(err)
-			}
-			for _, v := range vectors {
-				m := mac(v.MAC)
-				want := map[int]uint16{64: v.BucketK64, 256: v.BucketK256, 4096: v.BucketK4096}[k]
-				res := r.runOn(t, e, r.ifindex[portH1], arpRequest(m, ipH1, ipG))
-				if res.verdict != tcActRedirect || len(res.out) < 12 {
-					t.Fatalf("%s: verdict %d, out %x", v.MAC, res.verdict, res.out)
-				}
-				got := binary.BigEndian.Uint16(res.out[10:12])
-				if got != want || !bytes.Equal(res.out[6:10], vmacBase[:4]) {
-					t.Errorf("%s: vmac %x, want bucket %d", v.MAC, res.out[6:12], want)
-				}
-			}
-		})
+	for _, h := range []p4constants.BucketHash{p4constants.BucketHashCRC32, p4constants.BucketHashIdentity} {
+		vectors := loadVectors(t, h)
+		for _, k := range []int{64, 256, 4096} {
+			t.Run(fmt.Sprintf("%v/K=%d", h, k), func(t *testing.T) {
+				checkVectorsInDatapath(t, r, h, k, vectors)
+			})
+		}
+	}
+}
+
+func checkVectorsInDatapath(t *testing.T, r *rig, h p4constants.BucketHash, k int, vectors []bucketVector) {
+	e := r.pipeline(t, true)
+	if err := e.SetDispatchConfig(DispatchConfig{Configured: true, GatewayIP: ipG, VMACBase: vmacBase, BucketMask: uint16(k - 1), BucketHash: h}); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vectors {
+		m := mac(v.MAC)
+		want := map[int]uint16{64: v.BucketK64, 256: v.BucketK256, 4096: v.BucketK4096}[k]
+		res := r.runOn(t, e, r.ifindex[portH1], arpRequest(m, ipH1, ipG))
+		if res.verdict != tcActRedirect || len(res.out) < 12 {
+			t.Fatalf("%s: verdict %d, out %x", v.MAC, res.verdict, res.out)
+		}
+		got := binary.BigEndian.Uint16(res.out[10:12])
+		if got != want || !bytes.Equal(res.out[6:10], vmacBase[:4]) {
+			t.Errorf("%s: vmac %x, want bucket %d", v.MAC, res.out[6:12], want)
+		}
 	}
 }
 
@@ -518,7 +542,7 @@ func TestLearnedIdleAll(t *testing.T) {
 func BenchmarkHostToGateway(b *testing.B) {
 	r := newRig(b)
 	e := r.pipeline(b, true)
-	v := vmacOf(b, macH1, kBuckets)
+	v := vmacOf(b, macH1, kBuckets, crcHash)
 	if err := e.SetBucket(bucketOf(b, macH1), portG1, v); err != nil {
 		b.Fatal(err)
 	}

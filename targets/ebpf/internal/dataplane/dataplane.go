@@ -7,6 +7,8 @@ package dataplane
 import (
 	"errors"
 	"time"
+
+	"supergw/targets/ebpf/internal/p4constants"
 )
 
 // MAC is an Ethernet address in network byte order.
@@ -22,6 +24,8 @@ type DispatchConfig struct {
 	GatewayIP  IPv4
 	VMACBase   MAC
 	BucketMask uint16
+	// BucketHash picks bucket(mac): CRC-32 (the zero value) or the MAC's low bits.
+	BucketHash p4constants.BucketHash
 }
 
 // LearnedKey identifies a learned_sources entry.

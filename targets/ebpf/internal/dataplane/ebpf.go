@@ -255,6 +255,7 @@ func (e *EBPF) SetDispatchConfig(cfg DispatchConfig) error {
 			GatewayIp:  nativeU32(cfg.GatewayIP),
 			BucketMask: cfg.BucketMask,
 			Configured: 1,
+			BucketHash: uint8(cfg.BucketHash),
 			VmacBase:   cfg.VMACBase,
 		}
 	}

@@ -212,7 +212,7 @@ func shapeFrame(shape uint32, data []byte) []byte {
 
 // vmacFor is vmacOf without a testing.TB, for building seeds and shapes.
 func vmacFor(m MAC) MAC {
-	b, err := bucket.Of(m, kBuckets)
+	b, err := bucket.Of(m, kBuckets, crcHash)
 	if err != nil {
 		panic(err)
 	}

@@ -5,25 +5,35 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"supergw/targets/ebpf/internal/p4constants"
 )
 
-type crcVector struct {
+// bucketVector is one MAC of p4src/vectors/bucket-*.json with the buckets BMv2 computed.
+type bucketVector struct {
 	MAC         string `json:"mac"`
-	CRC32       uint32 `json:"crc32"`
 	BucketK64   uint16 `json:"bucket_k64"`
 	BucketK256  uint16 `json:"bucket_k256"`
 	BucketK4096 uint16 `json:"bucket_k4096"`
 }
 
-func loadVectors(t *testing.T) []crcVector {
+// loadVectors reads the vector file of hash h.
+func loadVectors(t *testing.T, h p4constants.BucketHash) []bucketVector {
 	t.Helper()
-	path := filepath.Join("..", "..", "..", "..", "p4src", "vectors", "bucket-crc32.json")
+	name := map[p4constants.BucketHash]string{
+		p4constants.BucketHashCRC32:    "bucket-crc32.json",
+		p4constants.BucketHashIdentity: "bucket-identity.json",
+	}[h]
+	if name == "" {
+		t.Fatalf("no vector file for bucket hash %v", h)
+	}
+	path := filepath.Join("..", "..", "..", "..", "p4src", "vectors", name)
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("read vectors: %v", err)
 	}
 	var f struct {
-		Vectors []crcVector `json:"vectors"`
+		Vectors []bucketVector `json:"vectors"`
 	}
 	if err := json.Unmarshal(raw, &f); err != nil {
 		t.Fatalf("parse %s: %v", path, err)

@@ -38,7 +38,7 @@ func TestTruncatedIPv4OnTheWire(t *testing.T) {
 
 	hostSock := openPacketSocket(t, hostNS, "sgw-hd-h0")
 	gwSock := openPacketSocket(t, gwNS, "sgw-hd-g0")
-	vH3 := vmacOf(t, macH3, kBuckets)
+	vH3 := vmacOf(t, macH3, kBuckets, crcHash)
 	for i, n := range []int{14, 20, 33} {
 		// A distinct source per frame, so that each one is a new (mac, port).
 		src := macH3

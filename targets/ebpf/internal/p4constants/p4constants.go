@@ -97,6 +97,24 @@ func (v PuntReason) String() string {
 	return fmt.Sprintf("PuntReason(%d)", uint16(v))
 }
 
+// BucketHash mirrors the P4 BUCKET_HASH_* constants.
+type BucketHash uint8
+
+const (
+	BucketHashCRC32    BucketHash = 0
+	BucketHashIdentity BucketHash = 1
+)
+
+func (v BucketHash) String() string {
+	switch v {
+	case BucketHashCRC32:
+		return "CRC32"
+	case BucketHashIdentity:
+		return "IDENTITY"
+	}
+	return fmt.Sprintf("BucketHash(%d)", uint8(v))
+}
+
 // Scalar constants of defines.p4 and size.p4.
 const (
 	MaxBuckets              = 4096
@@ -168,6 +186,7 @@ const (
 	ParamSetDispatchConfigGatewayIP  = "gateway_ip"
 	ParamSetDispatchConfigVmacBase   = "vmac_base"
 	ParamSetDispatchConfigBucketMask = "bucket_mask"
+	ParamSetDispatchConfigBucketHash = "bucket_hash"
 )
 
 // SupergwIngress.dispatch_config.mark_unconfigured

@@ -29,7 +29,7 @@ type binding struct {
 
 	setPortRole, setDispatch, unconfigured, replyHostMAC, setGateway, setOutputPort, markKnown uint32
 
-	roleParam, gwIPParam, vmacParam, maskParam, hostMACParam, gwPortParam, gwMACParam, outPortParam, outRoleParam uint32
+	roleParam, gwIPParam, vmacParam, maskParam, hashParam, hostMACParam, gwPortParam, gwMACParam, outPortParam, outRoleParam uint32
 
 	dropCounter, bucketCounter uint32
 	dropCounterSize            int64
@@ -102,6 +102,7 @@ func newBinding(s *schema, dp dataplane.Dataplane) (*binding, error) {
 	b.setPortRole, b.setDispatch, b.unconfigured, b.replyHostMAC, b.setGateway, b.setOutputPort, b.markKnown = aid(spr), aid(sdc), aid(unc), aid(rhm), aid(sgw), aid(sop), aid(mk)
 	b.roleParam = param(spr, c.ParamSetPortRoleRole)
 	b.gwIPParam, b.vmacParam, b.maskParam = param(sdc, c.ParamSetDispatchConfigGatewayIP), param(sdc, c.ParamSetDispatchConfigVmacBase), param(sdc, c.ParamSetDispatchConfigBucketMask)
+	b.hashParam = param(sdc, c.ParamSetDispatchConfigBucketHash)
 	b.hostMACParam = param(rhm, c.ParamReplyWithHostMACHostMAC)
 	b.gwPortParam, b.gwMACParam = param(sgw, c.ParamSetGatewayPort), param(sgw, c.ParamSetGatewayGatewayMAC)
 	b.outPortParam, b.outRoleParam = param(sop, c.ParamSetOutputPortPort), param(sop, c.ParamSetOutputPortRole)
@@ -240,18 +241,22 @@ func (b *binding) setDefault(table uint32, a *p4v1.Action, isInitial bool) error
 			return b.dp.SetDispatchConfig(dataplane.DispatchConfig{})
 		case b.setDispatch:
 			p := paramsOf(a)
-			vmac, mask := mac(p[b.vmacParam]), u16(p[b.maskParam])
+			vmac, mask, hash := mac(p[b.vmacParam]), u16(p[b.maskParam]), c.BucketHash(toUint(p[b.hashParam]))
 			if vmac[4] != 0 || vmac[5] != 0 {
 				return fmt.Errorf("%w: vmac_base %x must have its low 16 bits zero", errBadValue, vmac[:])
 			}
 			if mask&(mask+1) != 0 {
 				return fmt.Errorf("%w: bucket_mask %#x is not K-1 for a power of two K", errBadValue, mask)
 			}
+			if hash != c.BucketHashCRC32 && hash != c.BucketHashIdentity {
+				return fmt.Errorf("%w: bucket_hash %d is neither CRC32 (%d) nor IDENTITY (%d)", errBadValue, uint8(hash), c.BucketHashCRC32, c.BucketHashIdentity)
+			}
 			return b.dp.SetDispatchConfig(dataplane.DispatchConfig{
 				Configured: true,
 				GatewayIP:  ipv4(p[b.gwIPParam]),
 				VMACBase:   mac(p[b.vmacParam]),
-				BucketMask: u16(p[b.maskParam]),
+				BucketMask: mask,
+				BucketHash: hash,
 			})
 		}
 	}

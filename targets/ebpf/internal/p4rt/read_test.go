@@ -56,10 +56,10 @@ func TestReadDefaultEntries(t *testing.T) {
 		t.Fatalf("initial settings default: %v", got)
 	}
 	h.mustWrite(mod(&p4v1.TableEntry{TableId: b.settings, IsDefaultAction: true, Action: action(b.setDispatch,
-		param(b.gwIPParam, 10, 0, 0, 1), param(b.vmacParam, 2, 0, 0, 0, 0, 0), param(b.maskParam, 0, 15))}))
+		param(b.gwIPParam, 10, 0, 0, 1), param(b.vmacParam, 2, 0, 0, 0, 0, 0), param(b.maskParam, 0, 15), param(b.hashParam, 1))}))
 	got = h.mustRead(tableRead(&p4v1.TableEntry{TableId: b.settings, IsDefaultAction: true}))
 	a := got[0].GetTableEntry().GetAction().GetAction()
-	if a.GetActionId() != b.setDispatch || toUint(a.GetParams()[2].GetValue()) != 15 {
+	if a.GetActionId() != b.setDispatch || toUint(a.GetParams()[2].GetValue()) != 15 || toUint(a.GetParams()[3].GetValue()) != 1 {
 		t.Fatalf("modified settings default: %v", got)
 	}
 	if got := h.mustRead(tableRead(&p4v1.TableEntry{IsDefaultAction: true})); len(got) != len(h.srv.sch.tables) {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"supergw/targets/ebpf/internal/dataplane"
+	c "supergw/targets/ebpf/internal/p4constants"
 )
 
 func TestWriteTablesReachDataplane(t *testing.T) {
@@ -25,7 +26,7 @@ func TestWriteTablesReachDataplane(t *testing.T) {
 			Action: action(b.setOutputPort, param(b.outPortParam, 0, 3), param(b.outRoleParam, 1))}),
 		ins(h.learnedEntry(7, 3, 0)),
 		mod(&p4v1.TableEntry{TableId: b.settings, IsDefaultAction: true, Action: action(b.setDispatch,
-			param(b.gwIPParam, 10, 0, 0, 1), param(b.vmacParam, 2, 0, 0, 0, 0, 0), param(b.maskParam, 0, 255))}),
+			param(b.gwIPParam, 10, 0, 0, 1), param(b.vmacParam, 2, 0, 0, 0, 0, 0), param(b.maskParam, 0, 255), param(b.hashParam, 1))}),
 	)
 	if got := h.fake.PortRoles(); got[1] != 1 {
 		t.Errorf("port roles %v", got)
@@ -42,9 +43,16 @@ func TestWriteTablesReachDataplane(t *testing.T) {
 	if got := h.fake.Learned(); len(got) != 1 || got[0].Port != 3 {
 		t.Errorf("learned = %v", got)
 	}
-	want := dataplane.DispatchConfig{Configured: true, GatewayIP: dataplane.IPv4{10, 0, 0, 1}, VMACBase: dataplane.MAC{2, 0, 0, 0, 0, 0}, BucketMask: 255}
+	want := dataplane.DispatchConfig{Configured: true, GatewayIP: dataplane.IPv4{10, 0, 0, 1}, VMACBase: dataplane.MAC{2, 0, 0, 0, 0, 0}, BucketMask: 255,
+		BucketHash: c.BucketHashIdentity}
 	if got := h.fake.Dispatch(); got != want {
 		t.Errorf("dispatch = %+v", got)
+	}
+	// The hash is a run-time setting: one MODIFY back to CRC-32.
+	h.mustWrite(mod(&p4v1.TableEntry{TableId: b.settings, IsDefaultAction: true, Action: action(b.setDispatch,
+		param(b.gwIPParam, 10, 0, 0, 1), param(b.vmacParam, 2, 0, 0, 0, 0, 0), param(b.maskParam, 0, 255), param(b.hashParam, 0))}))
+	if got := h.fake.Dispatch().BucketHash; got != c.BucketHashCRC32 {
+		t.Errorf("bucket hash after MODIFY = %v, want CRC32", got)
 	}
 	// MODIFY then DELETE.
 	h.mustWrite(mod(h.bucket(5, 4)))
@@ -105,9 +113,15 @@ func TestWriteErrorCodes(t *testing.T) {
 		{"undefined port role", ins(h.portRole(3, 3)), codes.InvalidArgument, "role 3 is not HOST"},
 		{"unknown port role as entry", ins(h.portRole(3, 0)), codes.InvalidArgument, "role 0 is not HOST"},
 		{"vmac_base with low bits", mod(&p4v1.TableEntry{TableId: b.settings, IsDefaultAction: true, Action: action(b.setDispatch,
-			param(b.gwIPParam, 10, 0, 0, 1), param(b.vmacParam, 2, 0, 0, 0, 0, 1), param(b.maskParam, 0, 255))}), codes.InvalidArgument, "low 16 bits zero"},
+			param(b.gwIPParam, 10, 0, 0, 1), param(b.vmacParam, 2, 0, 0, 0, 0, 1), param(b.maskParam, 0, 255), param(b.hashParam, 0))}), codes.InvalidArgument, "low 16 bits zero"},
 		{"bucket_mask not K-1", mod(&p4v1.TableEntry{TableId: b.settings, IsDefaultAction: true, Action: action(b.setDispatch,
-			param(b.gwIPParam, 10, 0, 0, 1), param(b.vmacParam, 2, 0, 0, 0, 0, 0), param(b.maskParam, 0, 254))}), codes.InvalidArgument, "power of two"},
+			param(b.gwIPParam, 10, 0, 0, 1), param(b.vmacParam, 2, 0, 0, 0, 0, 0), param(b.maskParam, 0, 254), param(b.hashParam, 0))}), codes.InvalidArgument, "power of two"},
+		{"undefined bucket_hash", mod(&p4v1.TableEntry{TableId: b.settings, IsDefaultAction: true, Action: action(b.setDispatch,
+			param(b.gwIPParam, 10, 0, 0, 1), param(b.vmacParam, 2, 0, 0, 0, 0, 0), param(b.maskParam, 0, 255), param(b.hashParam, 2))}), codes.InvalidArgument, "bucket_hash 2 is neither CRC32 (0) nor IDENTITY (1)"},
+		{"bucket_hash 255", mod(&p4v1.TableEntry{TableId: b.settings, IsDefaultAction: true, Action: action(b.setDispatch,
+			param(b.gwIPParam, 10, 0, 0, 1), param(b.vmacParam, 2, 0, 0, 0, 0, 0), param(b.maskParam, 0, 255), param(b.hashParam, 255))}), codes.InvalidArgument, "bucket_hash 255"},
+		{"missing bucket_hash", mod(&p4v1.TableEntry{TableId: b.settings, IsDefaultAction: true, Action: action(b.setDispatch,
+			param(b.gwIPParam, 10, 0, 0, 1), param(b.vmacParam, 2, 0, 0, 0, 0, 0), param(b.maskParam, 0, 255))}), codes.InvalidArgument, "is missing"},
 	} {
 		code, msg := h.writeCode(tc.u)
 		if code != tc.code || !strings.Contains(msg, tc.msg) {

@@ -34,7 +34,8 @@ func run() error {
 	preset := flag.String("preset", "", "paper-a or paper-b: the paper's gateway IP, first IP and MAC, 224 hosts")
 	gw := flag.String("gateway-ip", "", "IP_G, the gateway IP every host ARPs for")
 	firstIP := flag.String("first-ip", "", "IPv4 of host 0 (host k has first-ip + k)")
-	firstMAC := flag.String("first-mac", "", "MAC of host 0 (host k has first-mac + k)")
+	firstMAC := flag.String("first-mac", "", "MAC of host 0 (host k has first-mac + k * mac-step)")
+	macStep := flag.Uint64("mac-step", 1, "distance between two hosts' MACs (256: the paper's §4.3 hosts ..:18:00, ..:19:00, ...)")
 	count := flag.Int("count", 0, "number of hosts")
 	prefixLen := flag.Int("prefix-len", 24, "the LAN's prefix length")
 	flag.Parse()
@@ -54,7 +55,10 @@ func run() error {
 	if *iface == "" || *socket == "" || *gw == "" || *firstIP == "" || *firstMAC == "" || *count == 0 {
 		return fmt.Errorf("--iface, --socket, --gateway-ip, --first-ip, --first-mac and --count are required (or --preset)")
 	}
-	cfg := sim.Config{Count: *count, PrefixLen: *prefixLen}
+	if *macStep == 0 {
+		return fmt.Errorf("--mac-step must be at least 1")
+	}
+	cfg := sim.Config{Count: *count, PrefixLen: *prefixLen, MACStep: *macStep}
 	var err error
 	if cfg.GatewayIP, err = netip.ParseAddr(*gw); err != nil {
 		return fmt.Errorf("--gateway-ip: %w", err)

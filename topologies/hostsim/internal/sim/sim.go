@@ -25,11 +25,14 @@ type Link interface {
 	Close() error
 }
 
-// Config names the emulated hosts: host k has FirstIP+k and FirstMAC+k.
+// Config names the emulated hosts: host k has FirstIP+k and FirstMAC+k*MACStep.
 type Config struct {
 	GatewayIP netip.Addr
 	FirstIP   netip.Addr
 	FirstMAC  net.HardwareAddr
+	// MACStep is the distance between two hosts' MACs (0 means 1); the clustering paper's
+	// §4.3 hosts 00:00:03:00:18:00, 19:00, ... are 256 apart.
+	MACStep   uint64
 	Count     int
 	PrefixLen int
 	// Clock is CLOCK_MONOTONIC in ns (shared by every hostsim on the machine).
@@ -96,6 +99,9 @@ func New(cfg Config, link Link) (*Sim, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = MonotonicClock()
 	}
+	if cfg.MACStep == 0 {
+		cfg.MACStep = 1
+	}
 	s := &Sim{cfg: cfg, subnet: subnet, link: link, rx: newReceiver()}
 	macBase := macToUint(cfg.FirstMAC)
 	ip := cfg.FirstIP
@@ -103,10 +109,11 @@ func New(cfg Config, link Link) (*Sim, error) {
 		if !subnet.Contains(ip) || ip == cfg.GatewayIP || ip == subnet.Addr() {
 			return nil, fmt.Errorf("host %d's IP %s is not a host address of %s other than the gateway's", k, ip, subnet)
 		}
-		if (macBase+uint64(k))>>48 != 0 {
+		mac := macBase + uint64(k)*cfg.MACStep
+		if cfg.MACStep>>48 != 0 || mac>>48 != 0 {
 			return nil, fmt.Errorf("host %d's MAC overflows 48 bits", k)
 		}
-		s.hosts = append(s.hosts, &Host{Index: k, IP: ip, MAC: uintToMAC(macBase + uint64(k))})
+		s.hosts = append(s.hosts, &Host{Index: k, IP: ip, MAC: uintToMAC(mac)})
 		ip = ip.Next()
 	}
 	if last := s.hosts[len(s.hosts)-1].IP; last == netip.PrefixFrom(last, cfg.PrefixLen).Masked().Addr() {
@@ -145,11 +152,12 @@ func (s *Sim) hostByIP(ip netip.Addr) *Host {
 }
 
 func (s *Sim) hostByMAC(m net.HardwareAddr) *Host {
-	k := int64(macToUint(m)) - int64(macToUint(s.cfg.FirstMAC))
-	if len(m) != 6 || k < 0 || k >= int64(len(s.hosts)) {
+	d := int64(macToUint(m)) - int64(macToUint(s.cfg.FirstMAC))
+	step := int64(s.cfg.MACStep)
+	if len(m) != 6 || d < 0 || d%step != 0 || d/step >= int64(len(s.hosts)) {
 		return nil
 	}
-	return s.hosts[k]
+	return s.hosts[d/step]
 }
 
 // send transmits frames sourced by host h (nil: not counted per host).

@@ -115,6 +115,31 @@ func TestEveryHostARPsForTheGatewayAsALinuxHostDoes(t *testing.T) {
 	}
 }
 
+// The clustering paper's §4.3 hosts: 00:00:03:00:18:00, 00:00:03:00:19:00, ... 256 apart.
+func TestMACStepGivesThePapersSection43Hosts(t *testing.T) {
+	l := &memLink{}
+	s, err := New(Config{GatewayIP: gwIP, FirstIP: netip.MustParseAddr("192.168.203.24"),
+		FirstMAC: net.HardwareAddr{0, 0, 3, 0, 0x18, 0}, MACStep: 256, Count: 224, PrefixLen: 24}, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := s.Hosts()
+	if hosts[1].MAC.String() != "00:00:03:00:19:00" || hosts[223].MAC.String() != "00:00:03:00:f7:00" {
+		t.Fatalf("hosts 1 and 223 are %s and %s", hosts[1].MAC, hosts[223].MAC)
+	}
+	p := NewParser()
+	s.Handle(p, arpReply(t, hosts[5], vmac, gwIP), 1)
+	if hosts[5].GatewayMAC() == nil || hosts[4].GatewayMAC() != nil || hosts[6].GatewayMAC() != nil {
+		t.Fatal("the ARP reply to host 5 did not resolve exactly host 5")
+	}
+	// A MAC between two hosts' is nobody's.
+	for _, m := range []net.HardwareAddr{{0, 0, 3, 0, 0x18, 1}, {0, 0, 3, 0, 0x17, 0}, {0, 0, 3, 0, 0xf8, 0}} {
+		if h := s.hostByMAC(m); h != nil {
+			t.Errorf("hostByMAC(%s) = host %d", m, h.Index)
+		}
+	}
+}
+
 func TestARPReplyFromTheGatewayResolvesOnlyItsTarget(t *testing.T) {
 	s, _ := newSim(t, 4)
 	p := NewParser()
@@ -488,6 +513,8 @@ func TestConfigIsChecked(t *testing.T) {
 		"multicast MAC":   func(c *Config) { c.FirstMAC = net.HardwareAddr{1, 0, 3, 0, 0, 0x18} },
 		"gateway outside": func(c *Config) { c.GatewayIP = netip.MustParseAddr("10.0.0.1") },
 		"covers IP_G":     func(c *Config) { c.FirstIP = netip.MustParseAddr("192.168.203.1"); c.Count = 2 },
+		"MACs overflow":   func(c *Config) { c.MACStep = 1 << 41 },
+		"step too wide":   func(c *Config) { c.MACStep = 1 << 48 },
 	} {
 		c := base
 		mod(&c)

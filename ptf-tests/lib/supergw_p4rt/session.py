@@ -1,6 +1,11 @@
-"""One P4Runtime session: channel, StreamChannel (one reader thread, one request queue),
-arbitration, Write/Read and the forwarding pipeline. Synchronous, for test and
-benchmark code; the controller uses finsy."""
+"""One synchronous P4Runtime session over finsy's schema: channel, StreamChannel (one
+reader thread, one request queue), arbitration, Write/Read with per-update errors, the
+forwarding pipeline, packet-out/in, digests (acked) and idle-timeout notifications.
+
+finsy's `Switch` is asyncio and owns its event loop; unittest-style PTF tests and the
+benchmarks need a blocking session they can drive step by step, so this is that session.
+Entities are finsy's: built by name, encoded and decoded by finsy against `schema`.
+"""
 
 from __future__ import annotations
 
@@ -10,28 +15,35 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from types import TracebackType
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import grpc
+from finsy import P4DigestList, P4PacketIn, P4PacketOut
+from finsy.p4entity import P4IdleTimeoutNotification
+from finsy.p4schema import P4Schema
 from finsy.proto import p4r, p4r_grpc, rpc_code
 
 from .errors import P4RuntimeClientError, code_name, write_error
+from .schema import Entity, encode, update
 
 LOG = logging.getLogger("supergw_p4rt")
-_STALE_ELECTION = "Election id already exists"
+STALE_ELECTION = "Election id already exists"
 
 StreamKind = Literal["arbitration", "packet", "digest", "idle_timeout_notification", "error", "other"]
 STREAM_KINDS: tuple[StreamKind, ...] = get_args(StreamKind)
 
 
-class P4RuntimeClient:
+class P4RuntimeSession:
     """One P4Runtime session with one device. `arbitrate()` (or `become_primary()`) before
     writing; `close()` (or use it as a context manager) ends the stream and the channel."""
 
-    def __init__(self, addr: str, device_id: int, election_low: int, *, rpc_timeout: float = 10.0) -> None:
+    def __init__(
+        self, addr: str, device_id: int, election_low: int, schema: P4Schema, *, rpc_timeout: float = 10.0
+    ) -> None:
         self.addr = addr
         self.device_id = device_id
         self.election_id = p4r.Uint128(high=0, low=election_low)
+        self.schema = schema
         self.rpc_timeout = rpc_timeout
         self.channel = grpc.insecure_channel(addr)
         self.stub = p4r_grpc.P4RuntimeStub(self.channel)
@@ -43,7 +55,35 @@ class P4RuntimeClient:
         self._reader = threading.Thread(target=self._read_stream, name="p4rt-stream", daemon=True)
         self._reader.start()
 
-    def __enter__(self) -> P4RuntimeClient:
+    @classmethod
+    def connect_primary(
+        cls,
+        addr: str,
+        device_id: int,
+        election_low: int,
+        schema: P4Schema,
+        *,
+        timeout: float = 5.0,
+        rpc_timeout: float = 10.0,
+    ) -> P4RuntimeSession:
+        """A new session that is primary. p4lang/PI can refuse an election id for a moment
+        after the previous stream with that id closed (INVALID_ARGUMENT "Election id already
+        exists": its teardown is asynchronous), so that one refusal is retried on a fresh
+        stream until `timeout`; anything else raises at once."""
+        deadline = time.monotonic() + timeout
+        while True:
+            session = cls(addr, device_id, election_low, schema, rpc_timeout=rpc_timeout)
+            try:
+                session.become_primary(timeout=max(0.5, deadline - time.monotonic()))
+                return session
+            except P4RuntimeClientError as err:
+                session.close()
+                if STALE_ELECTION not in str(err) or time.monotonic() >= deadline:
+                    raise
+                LOG.info("%s still holds election id %d of a closed stream; retrying", addr, election_low)
+                time.sleep(0.1)
+
+    def __enter__(self) -> P4RuntimeSession:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -109,27 +149,6 @@ class P4RuntimeClient:
         arbitration: p4r.MasterArbitrationUpdate = msg.arbitration
         return arbitration
 
-    @classmethod
-    def connect_primary(
-        cls, addr: str, device_id: int, election_low: int, *, timeout: float = 5.0, rpc_timeout: float = 10.0
-    ) -> P4RuntimeClient:
-        """A new session that is primary. p4lang/PI can refuse an election id for a moment
-        after the previous stream with that id closed (INVALID_ARGUMENT "Election id already
-        exists": its teardown is asynchronous), so that one refusal is retried on a fresh
-        stream until `timeout`; anything else raises at once."""
-        deadline = time.monotonic() + timeout
-        while True:
-            client = cls(addr, device_id, election_low, rpc_timeout=rpc_timeout)
-            try:
-                client.become_primary(timeout=max(0.5, deadline - time.monotonic()))
-                return client
-            except P4RuntimeClientError as err:
-                client.close()
-                if _STALE_ELECTION not in str(err) or time.monotonic() >= deadline:
-                    raise
-                LOG.info("%s still holds election id %d of a closed stream; retrying", addr, election_low)
-                time.sleep(0.1)
-
     def become_primary(self, timeout: float = 5.0) -> None:
         """Arbitrate and raise unless this session is now the primary."""
         arb = self.arbitrate(timeout)
@@ -139,7 +158,34 @@ class P4RuntimeClient:
                 f"{code_name(arb.status.code)} {arb.status.message}"
             )
 
+    # ---- stream messages, encoded and decoded by finsy
+
+    def packet_out(self, payload: bytes, **metadata: Any) -> None:
+        """A packet-out with `packet_out` metadata by field name."""
+        self.send(P4PacketOut(payload, **metadata).encode_update(self.schema))
+
+    def packet_in(self, timeout: float) -> P4PacketIn | None:
+        msg = self.get("packet", timeout)
+        return None if msg is None else P4PacketIn.decode(msg, self.schema)
+
+    def digest(self, timeout: float) -> P4DigestList | None:
+        """The next digest list, acknowledged at once."""
+        msg = self.get("digest", timeout)
+        if msg is None:
+            return None
+        digests = P4DigestList.decode(msg, self.schema)
+        self.send(digests.ack().encode_update(self.schema))
+        return digests
+
+    def idle_timeout_notification(self, timeout: float) -> P4IdleTimeoutNotification | None:
+        msg = self.get("idle_timeout_notification", timeout)
+        return None if msg is None else P4IdleTimeoutNotification.decode(msg, self.schema)
+
     # ---- RPCs
+
+    def updates(self, kind: p4r.Update.Type.ValueType, entities: Sequence[Entity]) -> list[p4r.Update]:
+        """`entities` encoded into updates of one kind (encode before timing a write)."""
+        return [update(kind, e, self.schema) for e in entities]
 
     def write(self, updates: Sequence[p4r.Update], timeout: float | None = None) -> float:
         """One CONTINUE_ON_ERROR WriteRequest; seconds from send to the reply. Raises
@@ -155,9 +201,11 @@ class P4RuntimeClient:
             raise write_error(err, len(updates)) from None
         return time.perf_counter() - start
 
-    def read(self, entities: Sequence[p4r.Entity], timeout: float | None = None) -> list[p4r.Entity]:
+    def read(self, entities: Sequence[Entity], timeout: float | None = None) -> list[p4r.Entity]:
+        """The entities the switch holds for `entities` (wildcards allowed), as sent on the
+        wire; decode them with finsy's `<Entity>.decode(msg, session.schema)`."""
         req = p4r.ReadRequest(device_id=self.device_id)
-        req.entities.extend(entities)
+        req.entities.extend(encode(e, self.schema) for e in entities)
         out: list[p4r.Entity] = []
         for resp in self.stub.Read(req, timeout=self.rpc_timeout if timeout is None else timeout):
             out.extend(resp.entities)
@@ -173,14 +221,31 @@ class P4RuntimeClient:
         config: p4r.ForwardingPipelineConfig = self.stub.GetForwardingPipelineConfig(req, timeout=self.rpc_timeout).config
         return config
 
-    def set_pipeline(self, config: p4r.ForwardingPipelineConfig, timeout: float = 60.0) -> None:
+    def set_pipeline(self, config: p4r.ForwardingPipelineConfig | None = None, timeout: float = 60.0) -> None:
+        """VERIFY_AND_COMMIT `config`, by default the schema's (P4Info, device config and
+        the cookie finsy derives from both)."""
         req = p4r.SetForwardingPipelineConfigRequest(
             device_id=self.device_id,
             election_id=self.election_id,
             action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
-            config=config,
+            config=self.schema.get_pipeline_config() if config is None else config,
         )
         self.stub.SetForwardingPipelineConfig(req, timeout=timeout)
+
+    def ensure_pipeline(self) -> bool:
+        """Push the schema's pipeline unless the switch already runs it (same cookie), as
+        finsy's Switch does on connect; whether it pushed."""
+        try:
+            have = self.get_pipeline(p4r.GetForwardingPipelineConfigRequest.COOKIE_ONLY)
+        except grpc.RpcError as err:
+            # Spec: FAILED_PRECONDITION while no pipeline has been set.
+            if err.code() != grpc.StatusCode.FAILED_PRECONDITION:
+                raise
+        else:
+            if have.HasField("cookie") and have.cookie.cookie == self.schema.p4cookie:
+                return False
+        self.set_pipeline()
+        return True
 
     def close(self) -> None:
         if self._closed:
