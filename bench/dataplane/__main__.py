@@ -38,7 +38,6 @@ from bench.dataplane.generators import Dpbench, DpbenchResult, Traffic
 from bench.dataplane.lan_state import Gateway, Lan
 from bench.dataplane.method import method_text
 from bench.report import Metric, Series, write_report
-from supergw_proto.p4constants import PortRole
 
 REPO = Path(__file__).resolve().parents[2]
 SWITCH_BIN = REPO / "targets" / "ebpf" / "bin" / "supergw-switch"
@@ -82,29 +81,29 @@ def _in_switch_ns(argv: list[str], what: str) -> dict[str, object]:
     return reply
 
 
+def _lan_file(lan: Lan, tmp: Path) -> Path:
+    path = tmp / "lan.json"
+    path.write_text(lan.to_json())
+    return path
+
+
 def configure(lan: Lan, tmp: Path, bmv2: bmv2_tools.Bmv2 | None = None) -> None:
     """The controller's P4Runtime state for the LAN, written as the controller writes it."""
     addr, device = (testbed.BMV2_GRPC_ADDR, testbed.BMV2_DEVICE_ID) if bmv2 else (testbed.GRPC_ADDR, testbed.DEVICE_ID)
-    lan_file = tmp / "lan.json"
-    lan_file.write_text(lan.to_json())
     argv = ["-m", "bench.dataplane.lan_state", "--addr", addr, "--device-id", str(device),
-            "--p4info", str(bmv2.p4info if bmv2 else P4INFO), "--lan", str(lan_file)]
+            "--p4info", str(bmv2.p4info if bmv2 else P4INFO), "--lan", str(_lan_file(lan, tmp))]
     if bmv2:
         argv += ["--device-config", str(bmv2.json)]
     _in_switch_ns(argv, "P4Runtime setup")
 
 
-def time_moves(lan: Lan, writes: int, bucket: int) -> list[float]:
-    """bench.dataplane.control `move`: MODIFYs of one bucket between the gateways, ms each."""
-    spec = {"host_port": lan.host_port, "gateway_ports": [g.port for g in lan.gateways],
-            "gateway_macs": [g.mac for g in lan.gateways], "host_macs": [m for m, _ in lan.hosts],
-            "gateway_ip": lan.gateway_ip, "vmac_base": lan.vmac_base, "buckets": lan.buckets,
-            "role_host": int(PortRole.HOST), "role_gateway": int(PortRole.GATEWAY)}
-    reply = _in_switch_ns(["-m", "bench.dataplane.control", "move", "--addr", testbed.GRPC_ADDR, "--device-id",
-                           str(testbed.DEVICE_ID), "--p4info", str(P4INFO), "--spec", json.dumps(spec),
+def time_moves(lan: Lan, tmp: Path, writes: int, bucket: int) -> list[float]:
+    """bench.dataplane.control: MODIFYs of one bucket between the gateways, ms each."""
+    reply = _in_switch_ns(["-m", "bench.dataplane.control", "--addr", testbed.GRPC_ADDR, "--device-id",
+                           str(testbed.DEVICE_ID), "--p4info", str(P4INFO), "--lan", str(_lan_file(lan, tmp)),
                            "--writes", str(writes), "--bucket", str(bucket)], "P4Runtime move")
     latencies = reply["latencies_ms"]
-    assert isinstance(latencies, list), "control move replies with a list of latencies"
+    assert isinstance(latencies, list), "control replies with a list of latencies"
     return [float(x) for x in latencies]
 
 
@@ -389,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
             program_ns, switch_ns = measure_program(bed, traffic, lan, tmp, s, rows)
             bucket = frames.bucket_of_host(lan.hosts[0][0], lan.buckets)
             say(f"timing {s.writes} MODIFYs of bucket {bucket} ...")
-            lat = time_moves(lan, s.writes, bucket)
+            lat = time_moves(lan, tmp, s.writes, bucket)
             move_ms = statistics.median(lat)
             p99 = sorted(lat)[max(0, int(len(lat) * 0.99) - 1)]
             rows.append({"what": "move: P4Runtime MODIFY", "writes": len(lat), "median_ms": round(move_ms, 3),

@@ -75,9 +75,9 @@ the rewrite writes nothing), generator, switch and sink on one core (softirq, no
 NAPI), frames per wall-clock second counted by the switch's own port tx counter. The
 `progrun` row times the tc program alone (`BPF_PROG_RUN`, no I/O, one cached frame).
 
-**`move_rtt_ms`** - {writes} single-update P4Runtime `Write` RPCs (`bench/dataplane/control.py
-move`), each a MODIFY of one bucket entry, alternating between the two gateways, timed from
-send to reply by a client in the switch namespace after 10 warm-up writes; the median.
+**`move_rtt_ms`** - {writes} single-update P4Runtime `Write` RPCs (`bench/dataplane/control.py`),
+each a MODIFY of one bucket entry, alternating between the two gateways, timed from send to
+reply by a client in the switch namespace after 10 warm-up writes; the median.
 
 **`bmv2_pps_*`** - in the same run, when `simple_switch_grpc` and `p4c` exist: p4c compiles
 `p4src/v1model/supergw.p4` (BMv2 JSON + P4Info), and BMv2 replaces supergw-switch on the same

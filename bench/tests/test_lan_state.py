@@ -62,3 +62,15 @@ def test_bad_lan_is_a_clear_error(bad: str, tmp_path: Path, capsys: pytest.Captu
 def test_lan_round_trips_through_json() -> None:
     lan = _lan()
     assert Lan.from_json(lan.to_json()) == lan
+
+
+def test_move_timing_needs_two_gateways(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.dataplane import control
+
+    lan = tmp_path / "lan.json"
+    lan.write_text(Lan(1, GATEWAYS[:1], [], "10.98.0.1", "02:5e:98:00:00:00", 16).to_json())
+    assert control.main(["--addr", "127.0.0.1:1", "--device-id", "1", "--p4info", "x", "--lan", str(lan)]) == 1
+    assert "a move needs two gateways, the LAN has 1" in capsys.readouterr().err
+    lan.write_text("[")
+    assert control.main(["--addr", "127.0.0.1:1", "--device-id", "1", "--p4info", "x", "--lan", str(lan)]) == 1
+    assert capsys.readouterr().err.startswith("control: ")
