@@ -10,15 +10,13 @@ on stdout. The synchronous session times one RPC, without an event loop in betwe
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from pathlib import Path
 
 import grpc
 from supergw_p4rt import MODIFY, P4RuntimeClientError, P4RuntimeSession, load_schema
 
-from bench.dataplane.lan_state import ELECTION_ID, Lan
+from bench.dataplane.lan_state import ELECTION_ID, Lan, parser_for
 from supergw_controller.southbound import entities as ent
 
 WARMUP = 10
@@ -33,12 +31,7 @@ def move(session: P4RuntimeSession, lan: Lan, writes: int, bucket: int) -> list[
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.dataplane.control", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--addr", required=True)
-    parser.add_argument("--device-id", type=int, required=True)
-    parser.add_argument("--p4info", type=Path, required=True)
-    parser.add_argument("--lan", type=Path, required=True, help="JSON file of bench.dataplane.lan_state.Lan")
+    parser = parser_for("python -m bench.dataplane.control", __doc__)
     parser.add_argument("--writes", type=int, default=200)
     parser.add_argument("--bucket", type=int, default=0)
     args = parser.parse_args(argv)

@@ -93,14 +93,19 @@ async def write(addr: str, device_id: int, p4info: Path, device_config: bytes, b
         await sw.write([+u.entity if u.op is Op.INSERT else ~u.entity for u in batch])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.dataplane.lan_state", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser_for(prog: str, doc: str | None) -> argparse.ArgumentParser:
+    """The options of every P4Runtime client of the benchmark: the switch and the LAN."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--addr", required=True)
     parser.add_argument("--device-id", type=int, required=True)
     parser.add_argument("--p4info", type=Path, required=True)
-    parser.add_argument("--device-config", type=Path, help="target config for the pipeline push (BMv2 JSON)")
     parser.add_argument("--lan", type=Path, required=True, help="JSON file of bench.dataplane.lan_state.Lan")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = parser_for("python -m bench.dataplane.lan_state", __doc__)
+    parser.add_argument("--device-config", type=Path, help="target config for the pipeline push (BMv2 JSON)")
     args = parser.parse_args(argv)
     try:
         lan = Lan.from_json(args.lan.read_text())
