@@ -51,8 +51,9 @@ receiving end's ring instead of being received on the switch's core). The genera
 sinks' threads (real-time priority, so counting never loses to generating) run on core
 {traffic_cpu}. **`switch_pps_*` = delivered frames / (run time of the switch's port threads,
 from the scheduler's nanosecond count in `/proc/<pid>/schedstat`, + CPU time of the
-supergw-switch process, `/proc/<pid>/stat`), both from just before the first frame to after
-the drain.** The process's share is its control plane (P4Runtime, the idle-timeout scan of the
+supergw-switch process, `/proc/<pid>/stat`), both read just before sgw-traffic starts and
+after it exits (it attaches its sinks before its first frame and reads them 200 ms after its
+last).** The process's share is its control plane (P4Runtime, the idle-timeout scan of the
 learned hosts every 100 ms), which runs whether frames flow or not. `switch_wall_pps_64` =
 delivered frames / seconds of sending: with the switch's core to itself that is its capacity
 on one core; the rows give the share of the core its threads got (`switch_thread_share`) and
