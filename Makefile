@@ -81,6 +81,8 @@ unit: deps
 	@rc=0; \
 	 echo "== unit: every command the project runs comes from a package .ci/install-deps installs"; \
 	 $(PY) .ci/check-commands --junit $(RESULTS)/commands.xml || rc=1; \
+	 echo "== unit: no import cycles, no private names imported across modules"; \
+	 $(PY) .ci/check-imports || rc=1; \
 	 echo "== unit: generated constants are current"; \
 	 $(PY) p4src/gen_constants.py --check || rc=1; \
 	 echo "== unit: Go (eBPF target)"; \

@@ -1,21 +1,20 @@
 """What the failover-type benchmarks (bench/failover, its two-site variant, bench/ha) share:
-the 10 ms ping probe and how its output is read, the failures they inject into a gateway
-and how they undo them, and the soaks' background load."""
+the 10 ms ping probe and how its output is read (through bench/gaps.py, the one gap analysis),
+the failures they inject into a gateway and how they undo them, and the soaks' background load."""
 
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
 import time
 
+from bench.gaps import REPLY_WINDOW_S, FlowGap, ProbeOutputError, ping_flow
 from topologies.site import Site
 
 GOAL_MS = 500.0
 PING_INTERVAL_S = 0.01
 PROBE_PINGS = 500  # 5 s: 1 s before the failure, 4 s after
 KINDS = ("freeze", "kill", "link")
-_REPLY = re.compile(r"^\[(\d+\.\d+)\] \d+ bytes from .*icmp_seq=(\d+)")
 
 
 class BenchError(RuntimeError):
@@ -30,22 +29,35 @@ def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 def ping_probe(netns: str, dst: str) -> subprocess.Popen[str]:
-    """A ping every 10 ms with timestamps (`-D`), PROBE_PINGS of them, from `netns` to `dst`."""
+    """A ping every 10 ms, PROBE_PINGS of them, from `netns` to `dst`: with timestamps (`-D`)
+    and a line for every probe still unanswered when the next goes out (`-O`), so the output
+    shows when each probe was sent, answered or not (bench/gaps.py `ping_flow` reads it)."""
     # -c, not -w: with a deadline ping quits at the first error, and a gateway whose charon
     # died answers "net unreachable" until its hosts are failed over.
-    return subprocess.Popen(["ip", "netns", "exec", netns, "ping", "-n", "-D", "-i", str(PING_INTERVAL_S), "-W", "1",
-                             "-c", str(PROBE_PINGS), dst], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(["ip", "netns", "exec", netns, "ping", "-n", "-D", "-O", "-i", str(PING_INTERVAL_S),
+                             "-W", str(int(REPLY_WINDOW_S)), "-c", str(PROBE_PINGS), dst],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def max_gap_ms(ping_out: str) -> tuple[float, int]:
-    """Longest time between two consecutive replies (ms), and how many sequence numbers got no reply."""
-    replies = [(float(m.group(1)), int(m.group(2))) for m in map(_REPLY.match, ping_out.splitlines()) if m]
-    if len(replies) < 2:
-        raise BenchError(f"the probe got {len(replies)} replies: no path at all?\n{ping_out[-500:]}")
-    ts = [t for t, _ in replies]
-    seqs = {s for _, s in replies}
-    lost = max(seqs) - min(seqs) + 1 - len(seqs)
-    return 1000 * max(b - a for a, b in zip(ts, ts[1:])), lost
+def read_probe(flow: str, out: str, fault: float, budget_s: float) -> FlowGap:
+    """The probe's flow, judged (bench/gaps.py): `fault` is the wall-clock instant the failure
+    was injected, `budget_s` how long the flow may be silent at the end of the run."""
+    try:
+        return ping_flow(flow, out, fault, budget_s)
+    except ProbeOutputError as exc:
+        raise BenchError(f"the probe {flow}: {exc}") from None
+
+
+def frames_entering(gateways: list[tuple[Site, str]], seconds: float = 1.0) -> list[int]:
+    """Frames each (site, gateway) LAN interface received from its switch over `seconds`: with a
+    probe running, whether the probe really enters the gateway it is meant to (a 10 ms probe
+    brings 100 a second; see MIN_PROBE_FRAMES)."""
+    before = [site.lan_rx(gw) for site, gw in gateways]
+    time.sleep(seconds)
+    return [site.lan_rx(gw) - b for (site, gw), b in zip(gateways, before)]
+
+
+MIN_PROBE_FRAMES = 50  # of the 100 frames a 10 ms probe sends in a second
 
 
 def inject(site: Site, kind: str, gateway: str, pids: list[int]) -> None:

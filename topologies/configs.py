@@ -189,18 +189,15 @@ def gateway_config(
             # with replicas the agent reports to every one of them
             **({"urls": urls} if topo.replicated else {"url": urls[0]}),
             "token_file": str(agent_token_file(conf_dir, name)),
-            "report_interval_ms": REPORT_MS,
-            "heartbeat_interval_ms": HEARTBEAT_MS,
+            # no timing here: the controller tells the agent its `timing` in every answer
         }
     if side == "lan" and topo.partner_site is not None:
         # Facing a partner super gateway: pair beacons through the tunnel, at the heartbeat
-        # cadence, so that the partner site stops using the partner of a failed gateway.
+        # cadence (the controller's), so that the partner site stops using the partner of a failed gateway.
         cfg["partner"] = {
             "name": g.peer.name,
             "address": str(g.peer.lan_ip),
             "secret_file": str(pair_secret_file(conf_dir, name)),
-            "interval_ms": HEARTBEAT_MS,
-            "missed": MISSED_HEARTBEATS,
         }
     return cfg
 

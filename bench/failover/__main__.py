@@ -1,20 +1,28 @@
 """Failover on the real one-site emulation (`make run`): real agents, real tunnels, shipped defaults.
 
-`python -m bench.failover [--trials 5] [--soak-s 180]` (root; uses the running one-site
-emulation, or boots one through the emulation engine (topologies/emulation.py) and stops it
-again afterwards; run it under `flock /tmp/supergw-netns.lock`).
+`python -m bench.failover [--trials 5] [--soak-s 180] [--quick]` (root; uses the running
+one-site emulation, or boots one through the emulation engine (topologies/emulation.py) and
+stops it again afterwards; run it under `flock /work/.emu.lock`).
 
 For each kind of failure -- freeze (SIGSTOP of the gateway's charon and agent, link up),
 kill (SIGKILL of both), link (its LAN interface down) -- each trial picks a LAN host, the
-gateway that serves it (from the controller's host view) as the victim, and a remote host
-whose return path does not cross the victim (the remote site is plain routed peers in the
-one-site emulation: the return direction is the two-site topology's job). The host pings
-the remote host every 10 ms; the longest gap between two replies is the failover gap as a
-user sees it. Then the victim is restored (SIGCONT; `supergw-gateway up` and a new agent;
-link up), and the time until it holds its weighted share of buckets again is the refill
-time (the system is idle apart from the probe). A soak then loads the machine (two busy
-loops and 1200-byte pings every 2 ms from every host through the tunnels) and counts
-failovers nobody caused. Writes bench/results/failover.{json,md,png}.
+gateway that serves it (from the controller's host view, and checked: the probe's frames must
+enter that gateway's LAN port before the failure) as the victim, and a remote host whose
+return path does not cross the victim (the remote site is plain routed peers in the one-site
+emulation: the return direction is the two-site topology's job). The host pings the remote
+host every 10 ms (500 probes, the failure after 1 s); bench/gaps.py reads the probe: probes
+sent and answered over the whole run, and the gap from the last answer before the failure to
+the first answer after it (or to the end of the run when the answers do not come back). A
+flow whose answers have not come back within GOAL_MS of the end of its run has not recovered:
+its trial fails, the report lists it and the benchmark exits 1. Then the victim is restored
+(SIGCONT; `supergw-gateway up` and a new agent; link up), and the time until it holds its
+weighted share of buckets again is the refill time (the system is idle apart from the probe).
+A soak then loads the machine (two busy loops and 1200-byte pings every 2 ms from every host
+through the tunnels) and counts failovers nobody caused. Writes
+bench/results/failover.{json,md,png}.
+
+`--unrecoverable` is for testing the benchmark itself: the probe's remote host returns through
+the victim's peer, a path no LAN-side failover can restore, so every trial must fail.
 
 `python -m bench.failover --two-site [--trials 5]`: the same failures on the two-site
 emulation, with a flow in each direction (two_site.py; bench/results/failover-two-site.*).
@@ -30,7 +38,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bench.probes import GOAL_MS, KINDS, BenchError, busy_pings, inject, max_gap_ms, ping_probe, restore
+from bench.gaps import FlowGap
+from bench.probes import (GOAL_MS, KINDS, MIN_PROBE_FRAMES, BenchError, busy_pings, frames_entering, inject, ping_probe,
+                          read_probe, restore)
 from bench.report import Metric, Series, write_report
 from topologies.configs import HEARTBEAT_MS, MISSED_HEARTBEATS
 from topologies.emulation import Emulation, EmulationError, running_or_booted
@@ -41,13 +51,30 @@ from topologies.site import Site
 @dataclass
 class Trial:
     kind: str
+    trial: int
     victim: str
-    host: str
-    target: str
-    gap_ms: float
-    lost: int
+    flow: str  # "<host> -> <remote host>"
+    sent: int  # probes sent over the whole run (bench/gaps.py)
+    answered: int  # probes answered within 1 s
+    lost: int  # sent - answered, those after the last answer included
+    gap_ms: float  # last answer before the failure -> first answer after it (or -> end of the run)
+    tail_ms: float  # last answer -> end of the run
+    recovered: bool
+    problem: str | None
     detect_ms: float | None  # failure injected -> controller logged the gateway dead
     refill_s: float | None  # restored -> victim holds its weighted share of buckets again
+
+    def failure(self) -> dict[str, object] | None:
+        if self.recovered:
+            return None
+        return {"kind": self.kind, "trial": self.trial, "victim": self.victim, "flow": self.flow,
+                "problem": self.problem}
+
+
+def trial_of(kind: str, round_: int, victim: str, flow: FlowGap, detect_ms: float | None,
+             refill_s: float | None) -> Trial:
+    return Trial(kind, round_, victim, flow.flow, flow.sent, flow.answered, flow.lost, flow.gap_ms, flow.tail_ms,
+                 flow.recovered, flow.problem, detect_ms, refill_s)
 
 
 class OneSite:
@@ -62,8 +89,9 @@ class OneSite:
         except Timeout as exc:
             raise BenchError(str(exc)) from None
 
-    def pick(self, round_: int) -> tuple[str, str, str, str]:
-        """(host name, its gateway, remote host name, remote ip) for this trial."""
+    def pick(self, round_: int, unrecoverable: bool = False) -> tuple[str, str, str, str]:
+        """(host name, its gateway, remote host name, remote ip) for this trial; `unrecoverable`:
+        a remote host that returns through the victim's peer (testing the benchmark)."""
         served = {h.ip: h.gateway for h in self.api.hosts() if h.gateway and h.ip}
         hosts = [h for h in self.topo.hosts if str(h.ip) in served]
         if not hosts:
@@ -72,9 +100,10 @@ class OneSite:
         victim = served[str(host.ip)]
         assert victim is not None
         peer = next(g.peer.name for g in self.topo.gateways if g.name == victim)
-        remote = next((r for r in self.topo.remote.hosts if r.via != peer), None)
+        remote = next((r for r in self.topo.remote.hosts if (r.via == peer) == unrecoverable), None)
         if remote is None:
-            raise BenchError(f"every remote host returns through {peer}: no probe path avoids {victim}")
+            raise BenchError(f"no remote host returns {'through' if unrecoverable else 'avoiding'} {peer} "
+                             f"(the peer of {victim})")
         return host.name, victim, remote.name, str(remote.ip)
 
     def dead_event_ts(self, gw: str, after: float) -> float | None:
@@ -86,13 +115,16 @@ class OneSite:
     def failovers(self) -> int:
         return self.api.status().failovers_total
 
-    def trial(self, kind: str, round_: int) -> Trial:
+    def trial(self, kind: str, round_: int, unrecoverable: bool = False) -> Trial:
         self.wait_healthy()
-        host, victim, remote, rip = self.pick(round_)
+        host, victim, remote, rip = self.pick(round_, unrecoverable)
         pids = self.site.gateway_pids(victim)
         probe = ping_probe(self.topo.ns(host), rip)
         try:
-            time.sleep(1.0)
+            (entered,) = frames_entering([(self.site, victim)])
+            if entered < MIN_PROBE_FRAMES:
+                raise BenchError(f"{host}'s probe does not enter {victim}, the gateway the controller says serves it "
+                                 f"({entered} frames in 1 s)")
             t_inject = time.time()
             inject(self.site, kind, victim, pids)
             out, _ = probe.communicate(timeout=15)
@@ -100,7 +132,7 @@ class OneSite:
             if probe.poll() is None:
                 probe.kill()
                 probe.wait()
-        gap, lost = max_gap_ms(out)
+        flow = read_probe(f"{host} -> {remote}", out, t_inject, GOAL_MS / 1000)
         dead_ts = self.dead_event_ts(victim, t_inject)
         t_restore = time.monotonic()
         restore(self.site, kind, victim, pids)
@@ -113,10 +145,10 @@ class OneSite:
                 refill = time.monotonic() - t_restore
                 break
             time.sleep(0.1)
-        t = Trial(kind, victim, host, remote, round(gap, 1), lost,
-                  None if dead_ts is None else round(1000 * (dead_ts - t_inject), 1),
-                  None if refill is None else round(refill, 2))
-        print(f"  {kind:6s} {victim} (probe {host} -> {remote}): gap {t.gap_ms:.0f} ms, {lost} lost, "
+        t = trial_of(kind, round_, victim, flow, None if dead_ts is None else round(1000 * (dead_ts - t_inject), 1),
+                     None if refill is None else round(refill, 2))
+        print(f"  {kind:6s} {victim} (probe {t.flow}): gap {t.gap_ms:.0f} ms, {t.lost} of {t.sent} lost"
+              f"{'' if t.recovered else f', FAILED: {t.problem}'}; "
               f"declared dead after {t.detect_ms} ms, share {share} buckets back after {t.refill_s} s", flush=True)
         return t
 
@@ -149,9 +181,18 @@ def main(argv: list[str] | None = None) -> int:
 
         return two_site.main([a for a in argv if a != "--two-site"])
     ap = argparse.ArgumentParser(prog="python -m bench.failover", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--trials", type=int, default=5, help="trials per kind of failure (default 5)")
-    ap.add_argument("--soak-s", type=float, default=180.0, help="soak duration in seconds (default 180)")
+    ap.add_argument("--trials", type=int, default=None, help="trials per kind of failure (default 5; --quick 1)")
+    ap.add_argument("--soak-s", type=float, default=None, help="soak duration in seconds (default 180; --quick 10)")
+    ap.add_argument("--quick", action="store_true", help="1 trial per kind and a 10 s soak: proves the benchmark "
+                                                         "works, measures nothing worth publishing")
+    ap.add_argument("--unrecoverable", action="store_true",
+                    help="testing the benchmark: probe a remote host that returns through the victim's peer, which "
+                         "no failover restores; every trial must be reported as failed")
     args = ap.parse_args(argv)
+    args.trials = args.trials if args.trials is not None else (1 if args.quick else 5)
+    args.soak_s = args.soak_s if args.soak_s is not None else (10.0 if args.quick else 180.0)
+    if args.trials < 1 or args.soak_s < 0:
+        ap.error("--trials must be >= 1 and --soak-s >= 0")
     if os.geteuid() != 0:
         print("bench.failover: needs root (namespaces, signals to charon)", file=sys.stderr)
         return 2
@@ -162,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             for kind in KINDS:
                 print(f"== {kind}: {args.trials} trials", flush=True)
                 for i in range(args.trials):
-                    trials.append(bench.trial(kind, i))
+                    trials.append(bench.trial(kind, i, args.unrecoverable))
             print(f"== soak: {args.soak_s:.0f} s under load", flush=True)
             soak = bench.soak(args.soak_s)
             print(f"  {soak}", flush=True)
@@ -170,17 +211,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench.failover: {exc}", file=sys.stderr)
         return 1
     write(trials, soak, args)
-    return 0
+    failures = [f for t in trials if (f := t.failure()) is not None]
+    for f in failures:
+        print(f"bench.failover: FAILED {f['kind']} trial {f['trial']} ({f['victim']}), flow {f['flow']}: "
+              f"{f['problem']}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def write(trials: list[Trial], soak: dict[str, Any], args: argparse.Namespace) -> None:
     metrics: dict[str, Metric] = {}
     for kind in KINDS:
-        gaps = [t.gap_ms for t in trials if t.kind == kind]
+        ts = [t for t in trials if t.kind == kind]
+        gaps = [t.gap_ms for t in ts]
+        down = sum(1 for t in ts if not t.recovered)
+        failed = f"; {down} not recovered (gap = to the end of the run)" if down else ""
         metrics[f"failover_{kind}_ms"] = Metric(round(statistics.median(gaps), 1), "ms", goal=GOAL_MS,
-                                                higher_is_better=False, note=f"median of {len(gaps)}")
+                                                higher_is_better=False, note=f"median of {len(gaps)}{failed}")
         metrics[f"failover_{kind}_max_ms"] = Metric(max(gaps), "ms", goal=GOAL_MS, higher_is_better=False,
-                                                    note=f"worst of {len(gaps)}")
+                                                    note=f"worst of {len(gaps)}{failed}")
+    sent, lost = sum(t.sent for t in trials), sum(t.lost for t in trials)
+    metrics["failover_not_recovered"] = Metric(
+        sum(1 for t in trials if not t.recovered), "trials",
+        note=f"goal 0; of {len(trials)}: probe answers not back within {GOAL_MS:.0f} ms of the end of the run")
+    metrics["probe_lost"] = Metric(lost, "probes", note=f"of {sent} sent across all trials, every probe without an "
+                                                        "answer within 1 s (those after the last answer included)")
     refills = [t.refill_s for t in trials if t.refill_s is not None]
     missing = sum(1 for t in trials if t.refill_s is None)
     metrics["refill_s"] = Metric(statistics.median(refills) if refills else None, "s",
@@ -197,9 +251,17 @@ def write(trials: list[Trial], soak: dict[str, Any], args: argparse.Namespace) -
     method = (
         f"One-site emulation (`make run`, eBPF switch, 3 strongSwan gateways with kernel-libipsec, real agents), "
         f"shipped defaults: UDP heartbeats every {HEARTBEAT_MS} ms, dead after {MISSED_HEARTBEATS} missed, "
-        "port monitor on. Per trial: a LAN host pings a remote host every 10 ms (`ping -D -i 0.01`); after 1 s its "
-        "gateway is frozen (SIGSTOP charon + agent), killed (SIGKILL both) or unplugged (its LAN interface down); the "
-        "longest interval between two replies is the gap. The remote host's return path avoids the victim (one-site "
+        "port monitor on. Per trial: a LAN host pings a remote host every 10 ms (`ping -D -O -i 0.01 -W 1`, 500 "
+        "probes); its probe is checked to enter the gateway the controller says serves it (>= 50 frames into that "
+        "gateway's LAN port in 1 s); then that gateway is frozen (SIGSTOP charon + agent), killed (SIGKILL both) or "
+        "unplugged (its LAN interface down). The probe is read by bench/gaps.py: `sent` probes over the whole run, "
+        "`answered` those with a reply within 1 s, `lost` = sent - answered (the probes after the last answer "
+        "included); `gap_ms` = from the arrival of the last answer to a probe sent before the failure to the first "
+        "answer to a probe sent after it, or between later answers, or from the last answer to the end of the run "
+        "(the send of the last probe), whichever is longest; `tail_ms` = last answer -> end of the run. A flow whose "
+        f"tail exceeds {GOAL_MS:.0f} ms (or with no answer after the failure) has not recovered: its gap runs to the "
+        "end of the run, the trial is listed under the failed trials and the benchmark exits 1. "
+        "The remote host's return path avoids the victim (one-site "
         "topology: the remote side is routed peers). detect_ms: failure to the controller's 'gateway dead' event. "
         "refill_s: restore (SIGCONT / `supergw-gateway up` + new agent / link up) until the victim holds "
         f"floor(K x weight / total weight) buckets again, on an otherwise idle system. {args.trials} trials per kind. "
@@ -207,9 +269,11 @@ def write(trials: list[Trial], soak: dict[str, Any], args: argparse.Namespace) -
         f"every host through the tunnels; failovers counted from /api/v1/status (dead events: "
         f"{soak['dead_events']}, {soak['dead_detail']}; UDP heartbeats rejected: {soak['heartbeats_rejected']}). "
         "The machine is shared with other work, so this is a loaded machine."
+        + (" **Run with --unrecoverable (testing the benchmark): the probes returned through the victim's peer, "
+           "which no failover restores.**" if args.unrecoverable else "")
     )
     paths = write_report("failover", metrics, rows, series, title="Gateway failover on the emulation (shipped defaults)",
-                         method=method)
+                         method=method, failures=[f for t in trials if (f := t.failure()) is not None])
     print(f"wrote {paths.json}, {paths.markdown}, {paths.png}")
 
 

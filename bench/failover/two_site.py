@@ -15,12 +15,16 @@ the one its ARP cache's virtual MAC for IP_G names: what the switch dispatches o
     B -> A:  host b2 pings host a2;  b2's bucket pinned to bgw_i at site B,  a2's to agw_j at A
 
 Each flow is seen entering its gateway's LAN port before the failure (or the trial stops and
-says so). The longest gap between two replies of the A -> B flow is the time until site A
-stops using agw_i, that of the B -> A flow the time until site B stops using its partner
-bgw_i (pair beacons through the tunnel). Pins make the flows independent of the rebalancer; a pin
-to a dead gateway is failed over like any bucket, and the pins are removed after each trial.
-Then the victim is restored (SIGCONT; `supergw-gateway up` and a new agent; link up) and
-both sites must show every gateway alive with its partner up before the next trial.
+says so). Each probe is read by bench/gaps.py: probes sent and answered over the whole run,
+and the gap from the last answer before the failure to the first answer after it (or to the
+end of the run when the answers do not come back). The A -> B flow's gap is the time until
+site A stops using agw_i, the B -> A flow's the time until site B stops using its partner
+bgw_i (pair beacons through the tunnel). A flow whose answers are not back within GOAL_MS of
+the end of its run has not recovered: its trial fails (`measure` raises, `main` lists it in
+the report and exits 1). Pins make the flows independent of the rebalancer; a pin to a dead
+gateway is failed over like any bucket, and the pins are removed after each trial. Then the
+victim is restored (SIGCONT; `supergw-gateway up` and a new agent; link up) and both sites
+must show every gateway alive with its partner up before the next trial.
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.probes import GOAL_MS, KINDS, BenchError, busy_pings, inject, max_gap_ms, ping_probe, restore, sh
+from bench.gaps import FlowGap
+from bench.probes import (GOAL_MS, KINDS, MIN_PROBE_FRAMES, BenchError, busy_pings, frames_entering, inject, ping_probe,
+                          read_probe, restore, sh)
 from bench.report import Metric, Series, write_report
 from supergw_proto.bucket import bucket_of_vmac
 from supergw_proto.rest import ApiError
@@ -54,16 +60,34 @@ __all__ = ["KINDS", "BenchError", "Trial", "measure", "run_trials", "summarize"]
 @dataclass
 class Trial:
     kind: str
+    trial: int
     victim: str
     partner: str
-    gap_a_to_b_ms: float
-    gap_b_to_a_ms: float
-    lost_a_to_b: int
-    lost_b_to_a: int
+    flow_a_to_b: FlowGap  # bench/gaps.py: sent, answered, lost, gap, tail, recovered
+    flow_b_to_a: FlowGap
     detect_a_ms: float | None  # failure -> site A's "gateway dead" event for the victim
     detect_b_ms: float | None  # failure -> site B's "gateway dead" event for the partner
     why_b: str  # site B's reason
     restore_s: float | None  # restored -> both sites all alive, partners up
+
+    def flows(self) -> dict[str, FlowGap]:
+        return {"a_to_b": self.flow_a_to_b, "b_to_a": self.flow_b_to_a}
+
+    def gap_ms(self, direction: str) -> float:
+        return self.flows()[direction].gap_ms
+
+    def failures(self) -> list[dict[str, object]]:
+        return [{"kind": self.kind, "trial": self.trial, "victim": self.victim, "direction": d, "flow": f.flow,
+                 "problem": f.problem} for d, f in self.flows().items() if not f.recovered]
+
+    def row(self) -> dict[str, object]:
+        out: dict[str, object] = {"kind": self.kind, "trial": self.trial, "victim": self.victim,
+                                  "partner": self.partner}
+        for d, f in self.flows().items():
+            out |= {f"gap_{d}_ms": f.gap_ms, f"sent_{d}": f.sent, f"lost_{d}": f.lost, f"tail_{d}_ms": f.tail_ms,
+                    f"recovered_{d}": f.recovered}
+        return out | {"detect_a_ms": self.detect_a_ms, "detect_b_ms": self.detect_b_ms, "why_b": self.why_b,
+                      "restore_s": self.restore_s}
 
 
 def dead_event(site: Site, gw: str, after: float) -> tuple[float, str] | None:
@@ -145,11 +169,10 @@ class TwoSites:
             }
             outs: dict[str, str] = {}
             try:
-                rx0 = (a.lan_rx(victim), b.lan_rx(partner))
-                time.sleep(1.0)
-                rx1 = (a.lan_rx(victim), b.lan_rx(partner))
-                entering = {"a_to_b": (ah1.name, victim, rx1[0] - rx0[0]), "b_to_a": (bh2.name, partner, rx1[1] - rx0[1])}
-                wrong = [f"{h}'s pings: {n} frames entered {g} in 1 s" for h, g, n in entering.values() if n < 50]
+                into_victim, into_partner = frames_entering([(a, victim), (b, partner)])
+                entering = {"a_to_b": (ah1.name, victim, into_victim), "b_to_a": (bh2.name, partner, into_partner)}
+                wrong = [f"{h}'s pings: {n} frames entered {g} in 1 s" for h, g, n in entering.values()
+                         if n < MIN_PROBE_FRAMES]
                 if wrong:
                     raise BenchError("a flow does not enter the victim's pair although its bucket is pinned "
                                      f"there ({'; '.join(wrong)})")
@@ -162,7 +185,8 @@ class TwoSites:
                     if p.poll() is None:
                         p.kill()
                         p.wait()
-            gaps = {d: max_gap_ms(outs[d]) for d in DIRECTIONS}
+            names = {"a_to_b": f"{ah1.name} -> {bh1.name}", "b_to_a": f"{bh2.name} -> {ah2.name}"}
+            flows = {d: read_probe(names[d], outs[d], t_inject, GOAL_MS / 1000) for d in DIRECTIONS}
             dead_a, dead_b = dead_event(a, victim, t_inject), dead_event(b, partner, t_inject)
             t_restore = time.monotonic()
             restore(a, kind, victim, pids)
@@ -173,14 +197,16 @@ class TwoSites:
         except BenchError as exc:
             print(f"  {exc}", flush=True)
             restore_s = None
-        t = Trial(kind, victim, partner, round(gaps["a_to_b"][0], 1), round(gaps["b_to_a"][0], 1),
-                  gaps["a_to_b"][1], gaps["b_to_a"][1],
+        t = Trial(kind, round_, victim, partner, flows["a_to_b"], flows["b_to_a"],
                   None if dead_a is None else round(1000 * (dead_a[0] - t_inject), 1),
                   None if dead_b is None else round(1000 * (dead_b[0] - t_inject), 1),
                   "" if dead_b is None else dead_b[1], restore_s)
-        print(f"  {kind:6s} {victim}/{partner}: gap A->B {t.gap_a_to_b_ms:.0f} ms, B->A {t.gap_b_to_a_ms:.0f} ms; "
+        failed = "".join(f"; FAILED {f['direction']}: {f['problem']}" for f in t.failures())
+        print(f"  {kind:6s} {victim}/{partner}: gap A->B {t.gap_ms('a_to_b'):.0f} ms "
+              f"({t.flow_a_to_b.lost} of {t.flow_a_to_b.sent} lost), B->A {t.gap_ms('b_to_a'):.0f} ms "
+              f"({t.flow_b_to_a.lost} of {t.flow_b_to_a.sent} lost); "
               f"dead at A after {t.detect_a_ms} ms, at B after {t.detect_b_ms} ms ({t.why_b or 'no event'}); "
-              f"healthy again after {restore_s} s", flush=True)
+              f"healthy again after {restore_s} s{failed}", flush=True)
         if restore_s is None:
             raise BenchError(f"after the {kind} of {victim} the sites did not recover (see above)")
         return t
@@ -244,17 +270,23 @@ def run_trials(trials: int = 5, kinds: Sequence[str] = KINDS, topology: Path = T
 
 
 def summarize(trials: Sequence[Trial]) -> dict[str, float]:
-    """The keys `measure` returns, from trials."""
+    """The keys `measure` returns, from trials (a flow that did not recover counts with its gap
+    to the end of its run)."""
     out: dict[str, float] = {}
     for kind in dict.fromkeys(t.kind for t in trials):
         ts = [t for t in trials if t.kind == kind]
-        a_to_b = statistics.median(t.gap_a_to_b_ms for t in ts)
-        b_to_a = statistics.median(t.gap_b_to_a_ms for t in ts)
+        a_to_b = statistics.median(t.gap_ms("a_to_b") for t in ts)
+        b_to_a = statistics.median(t.gap_ms("b_to_a") for t in ts)
         out[f"failover_{kind}_ms"] = round(max(a_to_b, b_to_a), 1)
         out[f"failover_{kind}_a_to_b_ms"] = round(a_to_b, 1)
         out[f"failover_{kind}_b_to_a_ms"] = round(b_to_a, 1)
-        out[f"failover_{kind}_max_ms"] = max(max(t.gap_a_to_b_ms, t.gap_b_to_a_ms) for t in ts)
+        out[f"failover_{kind}_max_ms"] = max(max(t.gap_ms("a_to_b"), t.gap_ms("b_to_a")) for t in ts)
     return out
+
+
+def failures(trials: Sequence[Trial]) -> list[dict[str, object]]:
+    """Every flow of every trial that did not recover (which trial, which direction, why)."""
+    return [f for t in trials for f in t.failures()]
 
 
 def measure(trials: int = 5, kinds: Sequence[str] = KINDS, topology: Path = TWO_SITE_TOPOLOGY) -> dict[str, float]:
@@ -262,13 +294,21 @@ def measure(trials: int = 5, kinds: Sequence[str] = KINDS, topology: Path = TWO_
 
     Uses the running two-site emulation when one is up; otherwise boots `topology` and stops it
     afterwards. Needs root; call it under
-    `flock /tmp/supergw-netns.lock`. Keys, for each kind in `kinds`:
+    `flock /work/.emu.lock`. Keys, for each kind in `kinds`:
     `failover_<kind>_ms` (the worse direction's median), `failover_<kind>_a_to_b_ms` and
     `failover_<kind>_b_to_a_ms` (median gap of a flow entering the victim's pair at site A,
-    resp. site B), `failover_<kind>_max_ms` (worst trial, either direction).
-    Raises `BenchError` (bench.failover.two_site) when the emulation cannot be booted or probed.
+    resp. site B), `failover_<kind>_max_ms` (worst trial, either direction); each gap as
+    bench/gaps.py measures it.
+    Raises `BenchError` (bench.failover.two_site) when the emulation cannot be booted or probed,
+    and when a flow has not recovered by the end of its run (naming the trials and flows): a
+    failover that never completes has no gap to report.
     """
-    return summarize(run_trials(trials, kinds, topology)[0])
+    done = run_trials(trials, kinds, topology)[0]
+    bad = failures(done)
+    if bad:
+        raise BenchError(f"{len(bad)} probe flow(s) did not recover: " + "; ".join(
+            f"{f['kind']} trial {f['trial']} {f['direction']} {f['flow']}: {f['problem']}" for f in bad))
+    return summarize(done)
 
 
 def write(trials: Sequence[Trial], n_trials: int, topology: str = "topologies/two-site.yaml",
@@ -294,9 +334,17 @@ def write(trials: Sequence[Trial], n_trials: int, topology: str = "topologies/tw
         metrics[f"{k}_partner_detect_ms"] = Metric(
             statistics.median(detects) if detects else None, "ms",
             note="median, failure -> site B's 'gateway dead' event for the partner")
+    flows = [f for t in trials for f in t.flows().values()]
+    metrics["failover_not_recovered"] = Metric(
+        sum(1 for f in flows if not f.recovered), "flows",
+        note=f"goal 0; of {len(flows)} (two per trial): answers not back within {GOAL_MS:.0f} ms of the end of the run")
+    metrics["probe_lost"] = Metric(
+        sum(f.lost for f in flows), "probes",
+        note=f"of {sum(f.sent for f in flows)} sent by all flows, every probe without an answer within 1 s "
+             "(those after the last answer included)")
     series = [Series(f"{kind} {d.replace('_to_', '->').upper()}",
                      x=[i + 1 for i in range(sum(1 for t in trials if t.kind == kind))],
-                     y=[getattr(t, f"gap_{d}_ms") for t in trials if t.kind == kind],
+                     y=[t.gap_ms(d) for t in trials if t.kind == kind],
                      xlabel="trial", ylabel="longest gap (ms)")
               for kind in dict.fromkeys(t.kind for t in trials) for d in DIRECTIONS]
     method = (
@@ -306,25 +354,37 @@ def write(trials: Sequence[Trial], n_trials: int, topology: str = "topologies/tw
         f"through their tunnel at the same cadence, partner down after {MISSED_HEARTBEATS} missed (or when the "
         "partner says its charon or LAN is down); port monitor on. Per trial gateway i of site A is frozen (SIGSTOP "
         "charon + agent, link up), killed (SIGKILL both) or unplugged (its LAN interface down) while two flows cross "
-        "its pair, one each way (`ping -D -i 0.01`, 500 pings, failure after 1 s), each returning over another pair "
-        "(host buckets pinned for the trial): the A -> B flow's longest gap between replies is the time until site A "
-        "stops using the victim, the B -> A flow's the time until site B stops using the victim's partner. "
+        "its pair, one each way (`ping -D -O -i 0.01 -W 1`, 500 probes, failure after 1 s), each returning over "
+        "another pair (host buckets pinned for the trial; each flow checked to enter the victim's pair, >= 50 frames "
+        "in 1 s, before the failure). Each probe is read by bench/gaps.py: `sent` probes over the whole run, "
+        "`lost` = sent - those answered within 1 s (the probes after the last answer included); the gap runs from "
+        "the arrival of the last answer to a probe sent before the failure to the first answer to a probe sent after "
+        "it, or between later answers, or from the last answer to the end of the run (the send of the last probe), "
+        "whichever is longest. The A -> B flow's gap is the time until site A stops using the victim, the B -> A "
+        "flow's the time until site B stops using the victim's partner. A flow whose answers are not back within "
+        f"{GOAL_MS:.0f} ms of the end of its run (or never came after the failure) has not recovered: its gap runs "
+        "to the end of the run, the trial is listed under the failed trials and the benchmark exits 1. "
         f"{n_trials} trials per kind, i rotating over the pairs; the victim is restored and both sites are healthy "
         f"again before the next trial. Topology: {topology}. The machine (2 cores) is shared with other work."
     )
-    paths = write_report("failover-two-site", metrics, [vars(t) for t in trials], series,
+    paths = write_report("failover-two-site", metrics, [t.row() for t in trials], series,
                          title="Gateway failover on the two-site emulation, both directions (shipped defaults)",
-                         method=method)
+                         method=method, failures=failures(trials))
     print(f"wrote {paths.json}, {paths.markdown}, {paths.png}")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.failover --two-site", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--trials", type=int, default=5, help="trials per kind of failure (default 5)")
+    ap.add_argument("--trials", type=int, default=None, help="trials per kind of failure (default 5; --quick 1)")
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated subset of {','.join(KINDS)}")
     ap.add_argument("--topology", type=Path, default=TWO_SITE_TOPOLOGY, help="two-site file to boot if none is up")
-    ap.add_argument("--soak-s", type=float, default=60.0, help="soak under load afterwards, seconds (0: none; default 60)")
+    ap.add_argument("--soak-s", type=float, default=None,
+                    help="soak under load afterwards, seconds (0: none; default 60; --quick 10)")
+    ap.add_argument("--quick", action="store_true", help="1 trial per kind and a 10 s soak: proves the benchmark "
+                                                         "works, measures nothing worth publishing")
     args = ap.parse_args(argv)
+    args.trials = args.trials if args.trials is not None else (1 if args.quick else 5)
+    args.soak_s = args.soak_s if args.soak_s is not None else (10.0 if args.quick else 60.0)
     try:
         trials, soak = run_trials(args.trials, [k for k in args.kinds.split(",") if k], args.topology, args.soak_s)
     except BenchError as exc:
@@ -335,4 +395,8 @@ def main(argv: list[str] | None = None) -> int:
                                f"site, gateway CPU cap {a.gateway_cpu_percent} % of a core"
                                f"{'' if a.simulated_hosts is None else f', {a.simulated_hosts.count} simulated hosts'})",
           soak)
-    return 0
+    bad = failures(trials)
+    for f in bad:
+        print(f"bench.failover --two-site: FAILED {f['kind']} trial {f['trial']} ({f['victim']}), {f['direction']} "
+              f"flow {f['flow']}: {f['problem']}", file=sys.stderr)
+    return 1 if bad else 0

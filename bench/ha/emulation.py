@@ -15,7 +15,7 @@ from typing import Any
 from bench.ha.analysis import log_time
 from bench.probes import BenchError
 from supergw_controller.ha import view as ha_view
-from supergw_proto.api import GatewayView
+from supergw_proto.api import GatewayView, HostView
 from supergw_proto.rest import ControllerClient
 from topologies.emulation import Emulation
 from topologies.ha_load import MoveWriter
@@ -144,6 +144,10 @@ class HaEmulation:
     # --- the switch as the leader sees it --------------------------------------------
     def buckets(self, name: str) -> dict[int, str | None]:
         return {b.bucket: b.gateway for b in self.api(name).buckets()}
+
+    def hosts(self, name: str) -> list[HostView]:
+        """The LAN hosts replica `name` has learned, with their bucket and its gateway."""
+        return self.api(name).hosts()
 
     def served(self, name: str) -> dict[str, str]:
         """LAN host ip -> the gateway its bucket points at."""

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import gaps
 from bench.report import Metric, Series, write_report
 from bench.scaling import plots
 from bench.scaling.analysis import ZERO_LOSS, Snapshot, cpu_spread, redistribution_s, zero_loss_rate
@@ -44,6 +45,7 @@ OTHER_SUITE = "aes128-sha256-x25519"  # AES-CBC + HMAC-SHA-256: the paper's "cip
 SUITE_LABEL = {DEFAULT_SUITE: "gcm", OTHER_SUITE: "cbc-sha256"}
 FIG5_LOAD = 0.90
 SOAK_LOAD = 0.80
+SOAK_FLOW_BUDGET_S = 1.0  # a soak flow silent for longer at the end of the soak has not recovered (bench/gaps.py)
 BIG_FRAME, SMALL_FRAME = 1408, 64
 
 
@@ -242,9 +244,17 @@ def soak(emu: LoadedEmulation, s: Settings, res: Results, rate: float) -> None:
 
     sa, sb = a.hostsim.stats(flows=True), b.hostsim.stats(flows=True)
     ab, ba = run_loss(sa, sb), run_loss(sb, sa)
+    # a healthy flow's tail is about one frame spacing (its last frame lost by chance): allow three
+    budget = max(SOAK_FLOW_BUDGET_S, 3 * max(sa["run"]["flows"], sb["run"]["flows"]) / rate)
+    flows = gaps.hostsim_flows(sa, sb, budget) + gaps.hostsim_flows(sb, sa, budget)
+    stalled = gaps.failed(flows)
     res.soak = {"seconds": s.soak_s, "rate_pps": round(rate, 1), "failovers": emu.failovers() - before,
-                "loss": (ab.lost + ba.lost) / max(1, ab.sent + ba.sent)}
-    say(f"soak: {res.soak['failovers']} failovers, loss {100 * res.soak['loss']:.4f} %")
+                "loss": (ab.lost + ba.lost) / max(1, ab.sent + ba.sent),
+                "flows": len(flows), "longest_flow_gap_ms": max((f.gap_ms for f in flows), default=None),
+                "flows_not_recovered": len(stalled),
+                "not_recovered": [f"{f.flow}: {f.problem}" for f in stalled][:10]}
+    say(f"soak: {res.soak['failovers']} failovers, loss {100 * res.soak['loss']:.4f} %, longest flow gap "
+        f"{res.soak['longest_flow_gap_ms']} ms, {len(stalled)} of {len(flows)} flows not recovered")
 
 
 def failover(emu: LoadedEmulation, s: Settings, res: Results) -> None:
@@ -333,7 +343,13 @@ def method_text(s: Settings, res: Results) -> str:
         f"redistribution_s = end of the first second after which loss stays zero and max/mean gateway CPU <= 1.10 at "
         f"both sites until the run ends (runs stop after 15 settled seconds). The paper's policy runs in the same "
         f"boot with both controllers restarted with rebalancer.policy: paper (seed 1). Soak: {s.soak_s:.0f} s at "
-        f"{100 * SOAK_LOAD:.0f} % of T(3). Machine load average (1/5/15 min), shared with other work: {loads}."
+        f"{100 * SOAK_LOAD:.0f} % of T(3); every simulated-host flow is read by bench/gaps.py (`hostsim_flows`: "
+        f"sent by the sender, received by the receiver; its gap the longest of first send -> first arrival, between "
+        f"two arrivals, last arrival -> last send), and a flow whose last arrival is more than max("
+        f"{SOAK_FLOW_BUDGET_S:g} s, 3 frame spacings) before its last send has not recovered "
+        f"(soak_flows_not_recovered; any fails the run). Failover: bench.failover.two_site.measure, whose probes "
+        f"are read the same way (bench/failover's method); a probe that never came back leaves the failover keys "
+        f"null with the reason and fails the run. Machine load average (1/5/15 min), shared with other work: {loads}."
     )
 
 
@@ -369,6 +385,11 @@ def report(s: Settings, res: Results) -> None:
     metrics["spurious_failovers_soak"] = Metric(
         res.soak.get("failovers"), "", note=f"goal 0; {res.soak['seconds']:.0f} s at 80 % of T(3)" if res.soak
         else "soak not run")
+    metrics["soak_flows_not_recovered"] = Metric(
+        res.soak.get("flows_not_recovered"), "flows",
+        note=(f"goal 0; of {res.soak['flows']} simulated-host flows, silent at the end of the soak (bench/gaps.py: "
+              f"last arrival -> last send; longest gap of any flow {res.soak['longest_flow_gap_ms']} ms) "
+              f"{res.soak['not_recovered']}") if "flows" in res.soak else "soak not run")
     metrics["gateway_cpu_percent"] = Metric(s.cpu_percent, "% of a core", note="cgroup cap of each gateway's charon")
     one, five, fifteen = os.getloadavg()
     metrics["loadavg_1m_end"] = Metric(one, "", note=f"5 min {five:.2f}, 15 min {fifteen:.2f}")
@@ -482,6 +503,11 @@ def main(argv: list[str] | None = None) -> int:
                 failed.append(f"N={n} {SUITE_LABEL[suite]}: {exc}")
                 say(f"FAILED N={n} {SUITE_LABEL[suite]}: {exc}")
             report(s, res)  # after every boot: a late or failed run still leaves what it measured
+    if res.failover_note and not res.failover:  # e.g. a failover whose probe never came back (two_site.measure)
+        failed.append(f"failover: {res.failover_note}")
+    if res.soak.get("flows_not_recovered"):
+        failed.append(f"soak: {res.soak['flows_not_recovered']} flows had not recovered at its end: "
+                      f"{res.soak['not_recovered']}")
     if failed:
         res.notes.append("Failed: " + " | ".join(failed))
         report(s, res)

@@ -1,8 +1,10 @@
-"""What gateway agents send to the controller.
+"""What gateway agents send to the controller, and the timing the controller tells them.
 
 Agents POST a `GatewayReport` every T_L (``timing.report_interval_ms``, default 500 ms)
 and send a heartbeat every ``timing.heartbeat_interval_ms`` (default 100 ms; UDP, see
-`heartbeat.py`, or the REST `Heartbeat`). A heartbeat says whether charon runs and whether
+`beats.py`, or the REST `Heartbeat`). Both intervals are the controller's: it answers every
+report and REST heartbeat with its `AgentTiming` in the `Supergw-Timing` header, and the
+agent adopts it at once. A heartbeat says whether charon runs and whether
 the gateway's partner at the partner site is up; the report says the same with detail. These models are the request schemas of the
 REST API, so they are also the OpenAPI contract. `tunnel_up` is the one reading of a
 report's SAs that both the agent's /health and the controller's failover use.
@@ -15,6 +17,42 @@ from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+
+# The controller's defaults (`timing:` in its config), and what an agent uses until its
+# controller has told it otherwise.
+DEFAULT_HEARTBEAT_INTERVAL_MS = 100
+DEFAULT_MISSED_HEARTBEATS = 3
+DEFAULT_REPORT_INTERVAL_MS = 500
+TIMING_HEADER = "Supergw-Timing"
+
+
+class AgentTiming(BaseModel):
+    """The timing a controller judges its agents by, sent to them as compact JSON in the
+    `Supergw-Timing` header of its answer to every report and REST heartbeat. Unknown keys
+    are ignored, so a newer controller may say more."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    heartbeat_interval_ms: int = Field(default=DEFAULT_HEARTBEAT_INTERVAL_MS, gt=0, lt=1 << 32)
+    missed_heartbeats: int = Field(default=DEFAULT_MISSED_HEARTBEATS, ge=1)
+    report_interval_ms: int = Field(default=DEFAULT_REPORT_INTERVAL_MS, gt=0)
+
+    @property
+    def dead_after_s(self) -> float:
+        return self.heartbeat_interval_ms * self.missed_heartbeats / 1000.0
+
+    def header(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_header(cls, value: str) -> AgentTiming:
+        """Parse the header; ValueError (pydantic's) naming what is wrong."""
+        return cls.model_validate_json(value)
+
+    def describe(self) -> str:
+        return (f"heartbeats every {self.heartbeat_interval_ms} ms (dead after {self.missed_heartbeats} missed), "
+                f"reports every {self.report_interval_ms} ms")
 
 
 class IpsecBackend(StrEnum):
