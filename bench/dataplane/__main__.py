@@ -188,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         ],
         title="supergw dataplane: the shipped switch on one core, and bucket moves",
         log_y=bool(bmv2),  # BMv2 sits two orders of magnitude below the eBPF lines
+        failures=[{"trial": "BMv2", "why": bmv2_missing}] if bmv2_failed else (),
         method=method_text(switch_cpu, traffic_cpu, s.seconds, s.repeat, s.writes, s.rig_packets, s.rig_repeat,
                            N_HOSTS, BUCKETS, NO_LOSS)
         + f"\n\nLoad average before this run: {load1:.2f} (1 min), {load5:.2f} (5 min) on {ncpu} CPUs."

@@ -79,9 +79,9 @@ def updates(lan: Lan) -> list[Update]:
         *(Update(Op.INSERT, ent.bucket(b, g.port, g.mac)) for b, g in sorted(lan.assignment().items())),
     ]
     ageing_ns = int(TimingConfig.model_fields["ageing_s"].default * 1e9)
-    table = HostTable({lan.host_port}, lan.gateway_ip, ageing_ns, ip_wait_s=0)
+    table = HostTable({lan.host_port}, lan.gateway_ip, ip_wait_s=0)
     for mac, ip in lan.hosts:
-        out.extend(table.learn(mac, lan.host_port, ip, now=0.0))
+        out.extend(ent.host_update(w, ageing_ns) for w in table.learn(mac, lan.host_port, ip, now=0.0))
     return out
 
 
