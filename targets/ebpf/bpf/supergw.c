@@ -196,18 +196,16 @@ static __always_inline int sgw_parse(struct __sk_buff *skb, struct sgw_md *md)
 /* Stage 2: port_roles; packet-out headers are only accepted from the CPU port. */
 static __always_inline int sgw_classify_port(struct __sk_buff *skb, struct sgw_md *md)
 {
+	const struct sgw_port_info *pi;
 	struct sgw_eth *eth;
-	__u16 *port;
-	__u8 *role;
 
-	port = bpf_map_lookup_elem(&sgw_ifindex_port, &md->ifindex);
-	if (!port)
+	pi = bpf_map_lookup_elem(&sgw_ifindex_port, &md->ifindex);
+	if (!pi)
 		return sgw_drop(md, DROP_REASON_UNKNOWN_PORT);
-	md->port = *port;
-	role = bpf_map_lookup_elem(&sgw_port_roles, &md->port);
-	if (!role || (*role != PORT_ROLE_HOST && *role != PORT_ROLE_GATEWAY))
+	md->port = pi->port;
+	if (pi->role != PORT_ROLE_HOST && pi->role != PORT_ROLE_GATEWAY)
 		return sgw_drop(md, DROP_REASON_UNKNOWN_PORT);
-	md->role = *role;
+	md->role = pi->role;
 	eth = sgw_eth_hdr(skb);
 	if (!eth)
 		return sgw_drop(md, DROP_REASON_MALFORMED_FRAME);

@@ -114,15 +114,25 @@ struct sgw_event {
 /* Only referenced through pointers: keeps struct sgw_event in BTF for bpf2go. */
 const struct sgw_event *sgw_event_btf __attribute__((unused));
 
-/* ifindex -> P4 port of every attached front port (static, from -i N@iface). */
+/* Value of sgw_ifindex_port. role is the port's port_roles entry (0: none), copied
+ * in by the Go side whenever port_roles changes, so that a frame is classified by
+ * one lookup instead of two. */
+struct sgw_port_info {
+	__u16 port;
+	__u8 role;
+	__u8 pad;
+};
+
+/* ifindex -> {P4 port, role} of every attached front port (ports static, from -i N@iface). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SGW_MAX_PORTS);
 	__type(key, __u32);
-	__type(value, __u16);
+	__type(value, struct sgw_port_info);
 } sgw_ifindex_port SEC(".maps");
 
-/* port_classifier.port_roles: P4 port -> PortRole. */
+/* port_classifier.port_roles: P4 port -> PortRole, as written, for every port (attached or
+ * not): it holds the table's size limit; the program reads the copy in sgw_ifindex_port. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SGW_MAX_PORTS);

@@ -503,6 +503,39 @@ func TestLearnedIdleRefresh(t *testing.T) {
 	}
 }
 
+// LearnedIdleAll reads the whole table in batches and agrees with LearnedIdle.
+func TestLearnedIdleAll(t *testing.T) {
+	r := newRig(t)
+	e := r.pipeline(t, true)
+	const extra = 2500 // more than one batch
+	for i := range extra {
+		if err := e.SetLearned(MAC{0x02, 0xbb, 0, 0, byte(i >> 8), byte(i)}, portH2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	all, err := e.LearnedIdleAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := e.LearnedIdle(macH1, portH1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := all[LearnedKey{macH1, portH1}]
+	if !ok || got > one || got < 10*time.Millisecond {
+		t.Fatalf("LearnedIdleAll[%v@%d] = %v, %v; LearnedIdle says %v", macH1, portH1, got, ok, one)
+	}
+	if _, ok := all[LearnedKey{macH3, portH1}]; ok {
+		t.Fatalf("LearnedIdleAll holds %v@%d, which was never learned", macH3, portH1)
+	}
+	for i := range extra {
+		if _, ok := all[LearnedKey{MAC{0x02, 0xbb, 0, 0, byte(i >> 8), byte(i)}, portH2}]; !ok {
+			t.Fatalf("LearnedIdleAll misses learned entry %d of %d (read %d)", i, extra, len(all))
+		}
+	}
+}
+
 // BenchmarkHostToGateway measures the fast path (host → vmac → gateway) with
 // BPF_PROG_RUN. The bucket's gateway MAC is the vmac itself so that every
 // repetition on the same buffer takes the same path.

@@ -28,6 +28,12 @@ type DispatchConfig struct {
 	BucketHash p4constants.BucketHash
 }
 
+// LearnedKey identifies a learned_sources entry.
+type LearnedKey struct {
+	MAC  MAC
+	Port uint16
+}
+
 // Counter is a packets-and-bytes counter value.
 type Counter struct {
 	Packets uint64
@@ -86,6 +92,9 @@ type Dataplane interface {
 	DeleteLearned(mac MAC, port uint16) error
 	// LearnedIdle reports how long ago (mac, port) last matched a frame.
 	LearnedIdle(mac MAC, port uint16) (time.Duration, error)
+	// LearnedIdleAll reports it for every learned entry, in one read of the table
+	// (the idle-timeout scan reads them all every 100 ms).
+	LearnedIdleAll() (map[LearnedKey]time.Duration, error)
 
 	// SetFloodGroup sets the replicas of multicast group id (only HOST_FLOOD_GROUP is
 	// used by the program); an empty list deletes the group.

@@ -37,12 +37,6 @@ type BucketEntry struct {
 	GatewayMAC MAC
 }
 
-// LearnedKey identifies a learned_sources entry.
-type LearnedKey struct {
-	MAC  MAC
-	Port uint16
-}
-
 // Transmitted is one frame sent with Transmit.
 type Transmitted struct {
 	Port  uint16
@@ -277,6 +271,17 @@ func (f *Fake) LearnedIdle(mac MAC, port uint16) (time.Duration, error) {
 		return 0, fmt.Errorf("learned %v@%d: %w", mac, port, ErrNotFound)
 	}
 	return f.now().Sub(last), nil
+}
+
+func (f *Fake) LearnedIdleAll() (map[LearnedKey]time.Duration, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	out := make(map[LearnedKey]time.Duration, len(f.learned))
+	for k, last := range f.learned {
+		out[k] = now.Sub(last)
+	}
+	return out, nil
 }
 
 func (f *Fake) SetFloodGroup(id uint16, ports []uint16) error {

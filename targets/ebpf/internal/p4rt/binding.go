@@ -311,6 +311,31 @@ func (b *binding) idle(table uint32, match entryKey) (time.Duration, error) {
 	return b.dp.LearnedIdle(mac(match[b.learnedMAC]), u16(match[b.learnedPort]))
 }
 
+// idleAll reads the last hits of a whole idle-timeout table at once; the
+// function it returns answers as idle would for each stored entry of that
+// table (and keeps the entry's data-plane key on it for the next scan).
+func (b *binding) idleAll(table uint32) (func(*storedEntry) (time.Duration, error), error) {
+	if table != b.learned {
+		return nil, errUnsupported
+	}
+	all, err := b.dp.LearnedIdleAll()
+	if err != nil {
+		return nil, err
+	}
+	return func(se *storedEntry) (time.Duration, error) {
+		k, ok := se.dpKey.(dataplane.LearnedKey)
+		if !ok {
+			k = dataplane.LearnedKey{MAC: mac(se.key[b.learnedMAC]), Port: u16(se.key[b.learnedPort])}
+			se.dpKey = k
+		}
+		d, ok := all[k]
+		if !ok {
+			return 0, fmt.Errorf("learned %v@%d: %w", k.MAC, k.Port, dataplane.ErrNotFound)
+		}
+		return d, nil
+	}, nil
+}
+
 // portRoleKey is the match of the port_roles entry for port, used to check
 // that a packet-out egress port is configured.
 func (b *binding) portRoleKey(port uint16) (uint32, entryKey) {

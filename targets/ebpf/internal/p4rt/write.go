@@ -25,6 +25,7 @@ type storedEntry struct {
 	key      entryKey
 	te       *p4v1.TableEntry
 	notified bool // idle timeout already reported for the current idle period
+	dpKey    any  // the binding's data-plane key of the entry, once it computed it
 }
 
 // matchString serialises a canonical match as a map key.
