@@ -2,12 +2,9 @@ package dataplane
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"supergw/targets/ebpf/internal/bucket"
 )
@@ -46,8 +43,8 @@ func FuzzOutside(f *testing.F) {
 		labels:  []ternaryRow{{label1, Gateway{portG1, macGW1}}, {label2, Gateway{portG2, macGW2}}},
 		ranges:  []ternaryRow{{range1, Gateway{portG1, macGW1}}, {range2, Gateway{portG2, macGW2}}},
 	}
-	fz := &outsideFuzz{r: r, e: e, m: m, nDrops: uint16(p4const(f, "DROP_COUNTER_SIZE")),
-		uplink: role(f, "UPLINK"), gatewayOutside: role(f, "GATEWAY_OUTSIDE")}
+	base := &fuzzRig{r: r, e: e, shot: tcActShot, redirect: tcActRedirect, nDrops: uint16(p4const(f, "DROP_COUNTER_SIZE"))}
+	fz := &outsideFuzz{fuzzRig: base, m: m, uplink: role(f, "UPLINK"), gatewayOutside: role(f, "GATEWAY_OUTSIDE")}
 	fz.roles = map[uint16]uint8{portH1: fz.uplink, portH2: fz.uplink, portG1: fz.gatewayOutside, portG2: fz.gatewayOutside}
 	for _, s := range outsideSeeds() {
 		f.Add(s.port, s.shape, s.data)
@@ -154,12 +151,9 @@ func (m *outsideModel) dispatch(f []byte) (string, Gateway) {
 }
 
 type outsideFuzz struct {
-	r                      *rig
-	e                      *EBPF
+	*fuzzRig
 	m                      *outsideModel
-	nDrops                 uint16
 	uplink, gatewayOutside uint8
-	roles                  map[uint16]uint8
 }
 
 var outsidePorts = []uint16{portH1, portH2, portG1, portG2}
@@ -344,43 +338,12 @@ func (fz *outsideFuzz) check(t *testing.T, portSel uint8, shape uint32, data []b
 	role := fz.roles[port]
 	etherType := binary.BigEndian.Uint16(in[12:14])
 	desc := fmt.Sprintf("port %d (role %d), frame %x", port, role, in)
-	for len(fz.e.Events()) > 0 {
-		<-fz.e.Events()
+	fz.drainEvents()
+	o, ran := fz.observe(t, fz.r.ifindex[port], in, desc)
+	if !ran {
+		return
 	}
-	before := readCounters(t, fz.e)
-	res, err := (&fuzzRig{r: fz.r, e: fz.e}).run(fz.r.ifindex[port], in)
-	if err != nil {
-		if errors.Is(err, unix.EINVAL) && ((etherType == 0x0800 && len(in) < ethHdrLen+20) || (etherType == 0x86dd && len(in) < ethHdrLen+40)) {
-			return
-		}
-		t.Fatalf("%s: %v", desc, err)
-	}
-	after := readCounters(t, fz.e)
-	var drops []uint16
-	for i := uint16(0); i < fz.nDrops; i++ {
-		if d := sub(after.drops[i], before.drops[i]); d != (Counter{}) {
-			if d != (Counter{1, uint64(len(in))}) {
-				t.Errorf("%s: drop reason %d moved by %+v", desc, i, d)
-			}
-			drops = append(drops, i)
-		}
-	}
-	var sent []uint16
-	for p := range rigLinks {
-		if d := sub(after.tx[p], before.tx[p]); d != (Counter{}) {
-			sent = append(sent, p)
-		}
-	}
-	slices.Sort(sent)
-	if res.verdict != tcActShot && res.verdict != tcActRedirect || len(res.out) != len(in) {
-		t.Fatalf("%s: verdict %d, %d bytes out", desc, res.verdict, len(res.out))
-	}
-	if len(drops) > 1 || (len(drops) == 1 && (res.verdict != tcActShot || len(sent) > 0)) {
-		t.Fatalf("%s: drops %v, verdict %d, sent %v", desc, drops, res.verdict, sent)
-	}
-	if res.verdict == tcActRedirect && len(sent) != 1 {
-		t.Fatalf("%s: redirected to %v", desc, sent)
-	}
+	res, drops, sent := o.res, o.drops, o.sent
 	toP := etherType == 0x0800 && len(in) >= 34 && IPv4(in[30:34]) == ipP
 	if role == fz.uplink && toP {
 		fz.checkDispatch(t, desc, port, in, res, drops, sent)
