@@ -3,10 +3,11 @@
 One call writes three files for a benchmark ``name`` into ``bench/results/``:
 
 - ``<name>.json`` — machine readable: ``metrics`` (name -> value or null),
-  ``metric_details`` (unit, goal, ratio, met, note per metric), ``rows``,
+  ``metric_details`` (unit, goal, ratio, met, note per metric), ``failures`` (the trials
+  that failed, e.g. a probe flow that did not recover, each saying which and why), ``rows``,
   ``series``, ``method`` and ``generated_at``.
 - ``<name>.md`` — a markdown table ``metric | value | unit | goal | ratio | met | note``,
-  the method text and the rows as a second table.
+  the failed trials (when any), the method text and the rows as a second table.
 - ``<name>.png`` — a matplotlib plot (Agg backend): the series when given,
   otherwise one bar per metric with a goal as its ratio to the goal.
 
@@ -104,11 +105,15 @@ def write_report(
     method: str = "",
     log_y: bool = False,
     results_dir: Path | None = None,
+    rows_title: str = "Samples",
+    failures: Sequence[Mapping[str, object]] = (),
 ) -> ReportPaths:
     """Write ``<name>.json``, ``<name>.md`` and ``<name>.png``; return their paths.
 
     ``metrics`` values may be plain numbers (no unit, no goal) or :class:`Metric`.
-    ``rows`` are table rows (all keys become columns, in first-seen order).
+    ``rows`` are table rows (all keys become columns, in first-seen order), under the
+    markdown heading ``rows_title``. ``failures``: one mapping per failed trial (which trial,
+    which flow, why), shown right under the metrics.
     """
     _check_name(name)
     normalised = {key: _as_metric(key, value) for key, value in metrics.items()}
@@ -127,13 +132,13 @@ def write_report(
     heading = title or name
     paths.json.write_text(
         json.dumps(
-            _json_document(name, heading, normalised, rows, series, method, generated_at),
+            _json_document(name, heading, normalised, rows, series, method, generated_at, failures),
             indent=2,
             default=str,
         )
         + "\n"
     )
-    paths.markdown.write_text(_markdown(heading, normalised, rows, method, generated_at))
+    paths.markdown.write_text(_markdown(heading, normalised, rows, method, generated_at, rows_title, failures))
     _plot(paths.png, heading, normalised, series, log_y)
     return paths
 
@@ -174,6 +179,7 @@ def _json_document(
     series: Sequence[Series],
     method: str,
     generated_at: str,
+    failures: Sequence[Mapping[str, object]] = (),
 ) -> dict[str, object]:
     return {
         "name": name,
@@ -193,6 +199,7 @@ def _json_document(
             }
             for key, m in metrics.items()
         },
+        "failures": [dict(f) for f in failures],
         "rows": [dict(row) for row in rows],
         "series": [
             {"label": s.label, "x": list(s.x), "y": list(s.y), "xlabel": s.xlabel, "ylabel": s.ylabel}
@@ -238,6 +245,8 @@ def _markdown(
     rows: Sequence[Mapping[str, object]],
     method: str,
     generated_at: str,
+    rows_title: str = "Samples",
+    failures: Sequence[Mapping[str, object]] = (),
 ) -> str:
     host = platform.node() or "unknown host"
     lines = [
@@ -255,17 +264,23 @@ def _markdown(
             f"{'—' if ratio is None else _fmt(round(ratio, 3))} | {_fmt(m.met())} | {_fmt(m.note) if m.note else ''} |"
         )
     lines += ["", "Ratio ≥ 1 means the goal is met (value/goal, or goal/value where lower is better).", ""]
+    if failures:
+        lines += ["## Failed trials", "", f"**{len(failures)} failed**: the benchmark exited non-zero.", ""]
+        lines += _table(failures)
     if method:
         lines += ["## Method", "", method.strip(), ""]
     if rows:
-        columns: list[str] = []
-        for row in rows:
-            columns += [c for c in row if c not in columns]
-        lines += ["## Samples", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-        for row in rows:
-            lines.append("| " + " | ".join(_fmt(row.get(c)) for c in columns) + " |")
-        lines.append("")
+        lines += [f"## {rows_title}", ""] + _table(rows)
     return "\n".join(lines)
+
+
+def _table(rows: Sequence[Mapping[str, object]]) -> list[str]:
+    columns: list[str] = []
+    for row in rows:
+        columns += [c for c in row if c not in columns]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_fmt(row.get(c)) for c in columns) + " |" for row in rows]
+    return lines + [""]
 
 
 def _plot(

@@ -1,9 +1,10 @@
-"""BMv2 (`simple_switch_grpc`) as the emulation's switch: what it needs, how it starts.
+"""BMv2 (`simple_switch_grpc`) as the emulation's switch: what it needs and where it logs.
 
 BMv2 starts without a program (`--no-p4`) on the same veths, device id, P4Runtime address
-and CPU port as the eBPF switch; the controller pushes the JSON that `make p4` compiled,
-with the committed P4Info (`pipeline.device_config`). Nothing falls back to the eBPF
-switch: when BMv2 or the JSON is missing, `missing()` says what to install or run.
+and CPU port as the eBPF switch (switch.py builds both command lines); the controller
+pushes the JSON that `make p4` compiled, with the committed P4Info
+(`pipeline.device_config`). Nothing falls back to the eBPF switch: when BMv2 or the JSON is
+missing, `missing()` says what to install or run.
 
 The binary is whichever `simple_switch_grpc` comes first on PATH (the Makefile puts
 /opt/p4tools/bin there when it exists). That is normally a build with logging compiled in:
@@ -17,9 +18,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from topologies.configs import BMV2_BUILT_P4INFO, BMV2_JSON, P4INFO, REPO
-from topologies.model import Topology
-from topologies.network import switch_interfaces
+from topologies.paths import BMV2_BUILT_P4INFO, BMV2_JSON, P4INFO, REPO
 
 BINARY = "simple_switch_grpc"
 INSTALL = (
@@ -35,6 +34,14 @@ def binary() -> Path | None:
     return Path(found) if found else None
 
 
+def stale_json() -> str | None:
+    """Why `make p4`'s JSON does not belong to the committed P4Info (p4c wrote its own P4Info
+    beside the JSON: a different one means other sources), or None."""
+    if not BMV2_BUILT_P4INFO.is_file() or BMV2_BUILT_P4INFO.read_bytes() != P4INFO.read_bytes():
+        return f"{BMV2_JSON.relative_to(REPO)} was not compiled from the sources of the committed P4Info: run `make p4`"
+    return None
+
+
 def missing() -> str | None:
     """Why BMv2 cannot be the switch here, with what to do; None when it can."""
     if binary() is None:
@@ -44,22 +51,9 @@ def missing() -> str | None:
         if shutil.which("p4c") is None:
             return f"{json} is missing and p4c is not installed: {INSTALL}; then `make p4`"
         return f"{json} is missing: run `make p4` (make run SWITCH=bmv2 does)"
-    if not BMV2_BUILT_P4INFO.is_file() or BMV2_BUILT_P4INFO.read_bytes() != P4INFO.read_bytes():
-        return f"{json} was not compiled from the sources of the committed P4Info: run `make p4`"
-    return None
+    return stale_json()
 
 
 def log_file(logs: Path) -> Path:
     """BMv2 appends `.txt` to the --log-file it is given."""
     return logs / "bmv2.txt"
-
-
-def argv(topo: Topology, logs: Path) -> list[str]:
-    exe = binary()
-    if exe is None:
-        raise FileNotFoundError(f"{BINARY} is not on PATH: {INSTALL}")
-    args = [str(exe), "--device-id", str(topo.switch.device_id), "--no-p4"]
-    for port, ifname in switch_interfaces(topo).items():
-        args += ["-i", f"{port}@{ifname}"]
-    args += ["--log-file", str(log_file(logs).with_suffix("")), "--log-flush", "--log-level", LOG_LEVEL]
-    return [*args, "--", "--grpc-server-addr", topo.switch.grpc_addr, "--cpu-port", str(topo.switch.cpu_port)]

@@ -1,60 +1,43 @@
-"""How each component of the emulation is started and checked.
+"""How each component of a site is started and checked: the switch, the controller(s), the
+gateways (strongSwan through the gateway CLI) and their agents.
 
-One function per component returns the `ProcRecord`s it started; readiness checks
-return (ok, detail) and never raise for "not ready yet".
+Each start function records its process with `track` before it waits for readiness, so
+`down` finds it even when it never becomes ready; readiness checks return (ok, detail)
+and never raise for "not ready yet".
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
-from typing import Any
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from topologies import bmv2, processes
-from topologies.configs import REPO, GeneratedConfigs, controller_url
-from topologies.model import Topology
-from topologies.network import switch_interfaces
+from supergw_proto.rest import ApiError, ControllerClient
+from topologies import bmv2, ha, processes
+from topologies.configs import AGENT_PORT
+from topologies.model import ControllerSlot, GatewaySpec, Topology
+from topologies.paths import REPO, SWITCH_BIN, SitePaths
+from topologies.poll import wait_until
 from topologies.processes import ProcRecord
+from topologies.switch import site_command
 
-SWITCH_BIN = REPO / "targets" / "ebpf" / "bin" / "supergw-switch"
 VENV_BIN = Path(sys.executable).parent
 CONTROLLER_BIN = VENV_BIN / "supergw-controller"
 GATEWAY_BIN = VENV_BIN / "supergw-gateway"
+
+Track = Callable[[ProcRecord], None]
 
 
 class ComponentError(RuntimeError):
     """A component could not be started or never became ready."""
 
 
-def wait_until(check: Callable[[], tuple[bool, str]], timeout: float, what: str, proc: ProcRecord | None = None) -> str:
-    """Poll `check` until ok; raise ComponentError with the last detail (and log tail) on timeout."""
-    deadline = time.monotonic() + timeout
-    detail = "not checked"
-    while time.monotonic() < deadline:
-        ok, detail = check()
-        if ok:
-            return detail
-        if proc is not None and not processes.alive(proc):
-            raise ComponentError(f"{what}: process exited; last lines of {proc.log}:\n{log_tail(Path(proc.log))}")
-        time.sleep(0.3)
-    tail = f"\nlast lines of {proc.log}:\n{log_tail(Path(proc.log))}" if proc else ""
-    raise ComponentError(f"{what}: not ready after {timeout:.0f}s ({detail}){tail}")
-
-
-def log_tail(path: Path, lines: int = 15) -> str:
-    try:
-        return "\n".join("    " + line for line in path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "    (no log)"
-
-
 def probe_in_netns(netns: str, *args: str, timeout: float = 10.0) -> tuple[bool, str]:
+    """`python -m topologies.probe ARGS` inside `netns` (a namespace's 127.0.0.1 is its own)."""
     proc = subprocess.run(
         ["ip", "netns", "exec", netns, sys.executable, "-m", "topologies.probe", *args],
         capture_output=True, text=True, cwd=REPO, timeout=timeout, check=False,
@@ -64,96 +47,87 @@ def probe_in_netns(netns: str, *args: str, timeout: float = 10.0) -> tuple[bool,
 
 # --- switch ---------------------------------------------------------------------------
 
-def pin_dir(topo: Topology) -> Path:
-    return Path("/sys/fs/bpf") / topo.prefix
-
-
-def switch_argv(topo: Topology, logs: Path) -> list[str]:
+def switch_missing(topo: Topology) -> str | None:
+    """Why the site's switch cannot start here, with what to do; None when it can."""
     if topo.switch.kind == "bmv2":
-        return bmv2.argv(topo, logs)
-    argv = [
-        str(SWITCH_BIN),
-        "--device-id", str(topo.switch.device_id),
-        "--grpc-server-addr", topo.switch.grpc_addr,
-        "--cpu-port", str(topo.switch.cpu_port),
-        "--pin-dir", str(pin_dir(topo)),
-        "--log-level", "info",
-    ]
-    for port, ifname in switch_interfaces(topo).items():
-        argv += ["-i", f"{port}@{ifname}"]
-    return argv
+        return bmv2.missing()
+    return None if SWITCH_BIN.is_file() else f"{SWITCH_BIN.relative_to(REPO)} is missing (build it with `make switch`)"
 
 
-def start_switch(topo: Topology, logs: Path, track: Callable[[ProcRecord], None]) -> ProcRecord:
-    """Starts the switch and waits for its gRPC; `track` records the process before the wait,
-    so `make stop` finds it even when it never becomes ready."""
-    if topo.switch.kind == "bmv2":
-        if (why := bmv2.missing()) is not None:
-            raise ComponentError(f"switch: {why}")
-    elif not SWITCH_BIN.is_file():
-        raise ComponentError(f"switch: {SWITCH_BIN.relative_to(REPO)} is missing (build it with `make switch`)")
-    rec = processes.start("switch", switch_argv(topo, logs), logs / "switch.log", netns=topo.switch_ns, cwd=REPO)
+def wait_switch(topo: Topology, rec: ProcRecord) -> None:
+    wait_until(lambda: probe_in_netns(topo.switch_ns, "grpc", topo.p4runtime_addr), 20, "switch gRPC", rec)
+
+
+def start_switch(topo: Topology, logs: Path, track: Track) -> ProcRecord:
+    """Starts the site's switch and waits for its gRPC."""
+    if (why := switch_missing(topo)) is not None:
+        raise ComponentError(f"switch: {why}")
+    rec = processes.start("switch", site_command(topo, logs).argv(), logs / "switch.log", netns=topo.switch_ns,
+                          cwd=REPO, site=topo.prefix)
     track(rec)
-    wait_until(lambda: probe_in_netns(topo.switch_ns, "grpc", topo.switch.grpc_addr), 20, "switch gRPC", rec)
+    wait_switch(topo, rec)
     return rec
 
 
-# --- controller -----------------------------------------------------------------------
+def switch_detail(topo: Topology, pid: int) -> str:
+    what = "BMv2 simple_switch_grpc" if topo.switch.kind == "bmv2" else "eBPF supergw-switch"
+    return f"{what}, pid {pid} in {topo.switch_ns}, P4Runtime on {topo.p4runtime_addr}"
 
-def start_controller(
-    topo: Topology, gen: GeneratedConfigs, logs: Path, track: Callable[[ProcRecord], None]
-) -> ProcRecord:
-    """Starts the controller and waits for its API and pipeline; `track` as in start_switch."""
+
+# --- controllers ----------------------------------------------------------------------
+
+def start_controller(topo: Topology, slot: ControllerSlot, config: Path, logs: Path) -> ProcRecord:
+    """One controller process in its namespace (by `up`, and again after a kill)."""
     if not CONTROLLER_BIN.is_file():
         raise ComponentError(f"controller: {CONTROLLER_BIN} is missing (pip install -e controller)")
-    rec = processes.start(
-        "controller",
-        [str(CONTROLLER_BIN), "--config", str(gen.controller)],
-        logs / "controller.log",
-        netns=topo.switch_ns,
-        cwd=REPO,
-    )
-    track(rec)
-    url = controller_url(topo)
-    wait_until(lambda: http_answers(f"{url}/metrics"), 30, f"controller API {url}", rec)
-    wait_until(
-        lambda: probe_in_netns(topo.switch_ns, "pipeline", topo.switch.grpc_addr, str(topo.switch.device_id)),
-        20, "pipeline pushed by the controller", rec,
-    )
-    return rec
+    return processes.start(slot.process, [str(CONTROLLER_BIN), "--config", str(config)],
+                           logs / f"{slot.process}.log", netns=slot.netns, cwd=REPO, site=topo.prefix)
 
 
-def http_answers(url: str) -> tuple[bool, str]:
-    """The server is up when it answers at all (an auth error is an answer)."""
-    ok, detail = http_ok(url)
-    return ok or detail.startswith("HTTP 4"), detail
+def api_answers(url: str) -> tuple[bool, str]:
+    """The controller's API serves (any HTTP answer counts, an auth error too)."""
+    with ControllerClient(url, timeout=2) as api:
+        try:
+            health = api.health()
+        except ApiError as exc:
+            return exc.answered, str(exc)
+    return True, f"status {health.status}"
+
+
+def start_controllers(topo: Topology, paths: SitePaths, configs: dict[str, Path], track: Track) -> str:
+    """The site's controller, or its etcd members and replicas; waits for every API, the
+    pipeline on the switch and, with replicas, exactly one leader."""
+    etcd = ""
+    if topo.replicated:
+        etcd = f"etcd {ha.start_etcd_cluster(topo, paths, track)}; "
+    recs = []
+    for slot in topo.controllers():
+        rec = start_controller(topo, slot, configs[slot.process], paths.logs)
+        track(rec)
+        recs.append((slot, rec))
+    for slot, rec in recs:
+        wait_until(functools.partial(api_answers, slot.api_url), 30, f"{slot.process} API {slot.api_url}", rec)
+    leader = recs[0][1] if not topo.replicated else None
+    wait_until(lambda: probe_in_netns(topo.switch_ns, "pipeline", topo.p4runtime_addr, str(topo.switch.device_id)),
+               30, "pipeline pushed by the controller", leader)
+    if not topo.replicated:
+        return f"pid {recs[0][1].pid}, API {topo.api_url()}"
+    return f"{etcd}{len(recs)} replicas: {ha.wait_one_leader(topo)}"
 
 
 def gateways_alive(url: str, token: str, names: set[str]) -> tuple[bool, str]:
-    """GET the controller's gateway list; ok when every gateway in `names` is alive."""
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    """Whether the controller at `url` counts every gateway in `names` alive."""
     try:
-        with urllib.request.urlopen(req, timeout=3) as resp:
-            views = json.loads(resp.read())
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return False, f"{url}: {getattr(exc, 'reason', exc)}"
-    states = {v.get("name"): v.get("state") for v in views if isinstance(v, dict)}
+        with ControllerClient(url, token, timeout=3) as api:
+            views = api.gateways()
+    except ApiError as exc:
+        return False, str(exc)
+    states = {v.name: v.state for v in views}
     missing = names - set(states)
     if missing:
         return False, f"controller does not list {sorted(missing)}"
     ok = all(states[n] == "alive" for n in names)
     return ok, ", ".join(f"{n} {states[n]}" for n in sorted(names))
-
-
-def http_ok(url: str, token: str | None = None, timeout: float = 2.0) -> tuple[bool, str]:
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return 200 <= resp.status < 300, f"HTTP {resp.status}"
-    except urllib.error.HTTPError as exc:
-        return False, f"HTTP {exc.code}"
-    except (urllib.error.URLError, OSError) as exc:
-        return False, str(getattr(exc, "reason", exc))
 
 
 # --- gateways -------------------------------------------------------------------------
@@ -176,12 +150,22 @@ def gateway_up(name: str, config: Path, logs: Path) -> str:
         proc = gateway_cli("up", config)
     except subprocess.TimeoutExpired:
         raise ComponentError(f"gateway {name}: `supergw-gateway up` took longer than 90s") from None
+    logs.mkdir(parents=True, exist_ok=True)
     with open(logs / f"gateway-{name}.log", "a") as log:
         log.write(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         raise ComponentError(f"gateway {name}: `supergw-gateway up` failed ({proc.returncode}): "
                              f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
     return (proc.stdout.strip().splitlines() or ["up"])[-1]
+
+
+def gateway_down(config: Path) -> str | None:
+    """`supergw-gateway down` (stops its charon, removes its cgroup); what failed, or None."""
+    try:
+        proc = gateway_cli("down", config, timeout=30)
+    except (ComponentError, OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    return None if proc.returncode == 0 else proc.stderr.strip()[-200:]
 
 
 def gateway_status(config: Path) -> dict[str, object]:
@@ -194,16 +178,18 @@ def gateway_status(config: Path) -> dict[str, object]:
     return data
 
 
-def charon_record(name: str, config: Path, logs: Path) -> ProcRecord | None:
-    """A ProcRecord for the gateway's charon, so `down` can stop it by pid if the CLI cannot."""
+def charon_pid(config: Path) -> int | None:
     pid = gateway_status(config).get("charon_pid")
-    if not isinstance(pid, int):
+    return pid if isinstance(pid, int) else None
+
+
+def charon_record(topo: Topology, name: str, config: Path, logs: Path) -> ProcRecord | None:
+    """A ProcRecord for the gateway's charon, so `down` can stop it by pid if the CLI cannot."""
+    pid = charon_pid(config)
+    if pid is None:
         return None
-    ticks = processes.start_ticks(pid)
-    if ticks is None:
-        return None
-    return ProcRecord(name=f"charon-{name}", pid=pid, start_ticks=ticks, argv=["charon-systemd"],
-                      log=str(logs / f"gateway-{name}.log"))
+    return processes.adopt(f"charon-{name}", pid, ["charon-systemd"], str(logs / f"gateway-{name}.log"),
+                           site=topo.prefix)
 
 
 def tunnel_up(config: Path) -> tuple[bool, str]:
@@ -221,14 +207,15 @@ def tunnel_up(config: Path) -> tuple[bool, str]:
     return False, f"backend {st.get('backend')}, SAs {[(sa.get('name'), sa.get('state')) for sa in sas]}"
 
 
-def start_agent(name: str, netns: str, config: Path, health: str, logs: Path) -> ProcRecord:
+def start_agent(topo: Topology, g: GatewaySpec, config: Path, logs: Path) -> ProcRecord:
     """The load agent runs inside the gateway's namespace, reaching the controller over mgmt0."""
     return processes.start(
-        f"agent-{name}",
-        [str(GATEWAY_BIN), "agent", "--config", str(config), "--health", health],
-        logs / f"agent-{name}.log",
-        netns=netns,
+        f"agent-{g.name}",
+        [str(GATEWAY_BIN), "agent", "--config", str(config), "--health", f"{g.mgmt_ip}:{AGENT_PORT}"],
+        logs / f"agent-{g.name}.log",
+        netns=topo.ns(g.name),
         cwd=REPO,
+        site=topo.prefix,
     )
 
 

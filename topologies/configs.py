@@ -1,8 +1,10 @@
-"""Config files the emulation generates for the controller and the gateway agents.
+"""Config files the emulation generates for a site's controller(s) and gateways.
 
 The schemas belong to their owners (controller/supergw_controller/config.py,
 backends/supergw_gateway/config.py); this module only fills them from the topology and
-validates the result with the owners' own loaders when those are importable.
+validates the result with the owners' own loaders when those are importable. With
+replicated controllers each replica gets its own config (`controller-cK.yaml`: intent and
+events in etcd, its own member listed first) and the agents report to every replica.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import importlib
 import os
 import secrets
 from dataclasses import dataclass
@@ -20,14 +23,12 @@ import yaml
 
 from supergw_controller.config import TimingConfig
 
-from topologies.model import GatewaySpec, Topology
+from topologies import ha
+from topologies.model import ControllerSlot, GatewaySpec, Topology
 from topologies.network import switch_interfaces
+from topologies.paths import BMV2_JSON, P4INFO, SitePaths
 
-REPO = Path(__file__).resolve().parent.parent
-P4INFO = REPO / "p4src" / "v1model" / "supergw.p4info.txtpb"
-# `make p4` writes p4c's BMv2 JSON and, beside it, the P4Info it generated with it.
-BMV2_JSON = REPO / "build" / "p4" / "supergw.json"
-BMV2_BUILT_P4INFO = REPO / "build" / "p4" / "supergw.p4info.txtpb"
+AGENT_PORT = 8780  # each gateway agent's health endpoint, on its management address
 
 # The shipped defaults, from their owner (the controller's TimingConfig): UDP heartbeats
 # from a thread of each agent hold 3 x 100 ms on a loaded 2-core machine
@@ -67,10 +68,6 @@ class Secrets:
         return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
-def controller_url(topo: Topology) -> str:
-    return f"http://{topo.mgmt.controller_ip}:{topo.controller.api_port}"
-
-
 def agent_token_file(conf_dir: Path, gateway: str) -> Path:
     return conf_dir / f"agent-{gateway}.token"
 
@@ -83,16 +80,19 @@ def readonly_token_file(conf_dir: Path) -> Path:
     return conf_dir / "api-token-readonly"
 
 
-def controller_config(topo: Topology, run_dir: Path, token_file: Path) -> dict[str, Any]:
+def controller_config(topo: Topology, paths: SitePaths, slot: ControllerSlot | None = None) -> dict[str, Any]:
+    """The config of controller `slot` of the site (None: its first, the only one without replicas)."""
+    slot = slot or topo.controllers()[0]
+    conf_dir = paths.config
     ifaces = switch_interfaces(topo)
     host_ports = topo.host_ports
     ports: dict[int, Any] = {
         port: {"role": "host" if port in host_ports else "gateway", "interface": ifname}
         for port, ifname in ifaces.items()
     }
-    return {
+    cfg: dict[str, Any] = {
         "switch": {
-            "address": topo.switch.grpc_addr,
+            "address": topo.p4runtime_addr,
             "device_id": topo.switch.device_id,
             "election_id": {"high": 0, "low": 10},
         },
@@ -109,8 +109,8 @@ def controller_config(topo: Topology, run_dir: Path, token_file: Path) -> dict[s
                 "port": g.port,
                 "mac": g.mac,
                 "weight": g.weight,
-                "agent_url": f"http://{g.mgmt_ip}:8780",
-                "agent_token_file": str(agent_token_file(token_file.parent, g.name)),
+                "agent_url": f"http://{g.mgmt_ip}:{AGENT_PORT}",
+                "agent_token_file": str(agent_token_file(conf_dir, g.name)),
             }
             for g in topo.gateways
         ],
@@ -119,18 +119,33 @@ def controller_config(topo: Topology, run_dir: Path, token_file: Path) -> dict[s
             "heartbeat_interval_ms": HEARTBEAT_MS,
             "missed_heartbeats": MISSED_HEARTBEATS,
         },
-        # 0.0.0.0 inside the switch namespace: 127.0.0.1 there, and the management address.
+        # 0.0.0.0 inside its namespace: 127.0.0.1 there, and the management address.
         "api": {
             "listen": f"0.0.0.0:{topo.controller.api_port}",
             "tokens": [
-                {"name": "operator", "role": "admin", "token_file": str(token_file)},
-                {"name": "viewer", "role": "read-only", "token_file": str(readonly_token_file(token_file.parent))},
+                {"name": "operator", "role": "admin", "token_file": str(paths.token_file)},
+                {"name": "viewer", "role": "read-only", "token_file": str(readonly_token_file(conf_dir))},
             ],
         },
-        # The controller runs inside the switch namespace, next to the port interfaces.
-        "port_monitor": {"enabled": True},
-        "state_db": str(run_dir / "controller-state.sqlite3"),
+        # The one controller runs inside the switch namespace, next to the port interfaces;
+        # a replica in its own namespace watches them through the switch namespace by name.
+        "port_monitor": {"enabled": True} | ({"netns": topo.switch_ns} if slot.replica else {}),
     }
+    if slot.replica is None:
+        cfg["state_db"] = str(paths.state_db)
+        return cfg
+    names = topo.controller.replica_names()
+    own_first = [slot.replica] + [n for n in names if n != slot.replica]
+    cfg["store"] = {  # intent and events live in etcd
+        "backend": "etcd",
+        "etcd": {
+            "endpoints": [f"{topo.replica_ips()[n]}:{ha.CLIENT_PORT}" for n in own_first],
+            "prefix": ha.etcd_prefix(topo),
+            "timeout_s": ha.STORE_TIMEOUT_S,
+        },
+    }
+    cfg["ha"] = {"replica": slot.replica, "lease_ttl_s": ha.LEASE_TTL_S, "api_url": slot.api_url}
+    return cfg
 
 
 def gateway_config(
@@ -169,38 +184,37 @@ def gateway_config(
     if topo.esp_proposals is not None:
         cfg["proposals"] = {"esp": list(topo.esp_proposals)}
     if side == "lan":
+        urls = [c.api_url for c in topo.controllers()]
         cfg["controller"] = {
-            "url": controller_url(topo),
+            # with replicas the agent reports to every one of them
+            **({"urls": urls} if topo.replicated else {"url": urls[0]}),
             "token_file": str(agent_token_file(conf_dir, name)),
-            "report_interval_ms": REPORT_MS,
-            "heartbeat_interval_ms": HEARTBEAT_MS,
+            # no timing here: the controller tells the agent its `timing` in every answer
         }
     if side == "lan" and topo.partner_site is not None:
         # Facing a partner super gateway: pair beacons through the tunnel, at the heartbeat
-        # cadence, so that the partner site stops using the partner of a failed gateway.
+        # cadence (the controller's), so that the partner site stops using the partner of a failed gateway.
         cfg["partner"] = {
             "name": g.peer.name,
             "address": str(g.peer.lan_ip),
             "secret_file": str(pair_secret_file(conf_dir, name)),
-            "interval_ms": HEARTBEAT_MS,
-            "missed": MISSED_HEARTBEATS,
         }
     return cfg
 
 
 @dataclass(frozen=True)
 class GeneratedConfigs:
-    controller: Path
+    controllers: dict[str, Path]  # controller process name ("controller", "controller-c1", ...) -> its YAML
     token_file: Path
     gateways: dict[str, Path]  # gateway or peer name -> its YAML
     secrets: Secrets
 
 
-def write_all(topo: Topology, run_dir: Path, sec: Secrets) -> GeneratedConfigs:
-    conf_dir = run_dir / "config"
+def write_all(topo: Topology, paths: SitePaths, sec: Secrets) -> GeneratedConfigs:
+    """Every config and secret of site `topo` into `paths.config` (mode 0600 where secret)."""
+    conf_dir = paths.config
     conf_dir.mkdir(parents=True, exist_ok=True)
-    token_file = conf_dir / "api-token"
-    _write_secret(token_file, sec.api_token)
+    _write_secret(paths.token_file, sec.api_token)
     _write_secret(readonly_token_file(conf_dir), sec.readonly_token)
     for g in topo.gateways:
         _write_secret(agent_token_file(conf_dir, g.name), sec.agent_token(g.name))
@@ -208,18 +222,21 @@ def write_all(topo: Topology, run_dir: Path, sec: Secrets) -> GeneratedConfigs:
             if not sec.pair_seed:
                 raise ValueError("Secrets.pair_seed is empty: both sites need the same pair seed")
             _write_secret(pair_secret_file(conf_dir, g.name), sec.pair_secret(g.name, g.peer.name))
-    ctl = conf_dir / "controller.yaml"
-    ctl.write_text(_yaml(controller_config(topo, run_dir, token_file)))
+    controllers: dict[str, Path] = {}
+    for slot in topo.controllers():
+        path = paths.controller_config(slot.replica)
+        path.write_text(_yaml(controller_config(topo, paths, slot)))
+        controllers[slot.process] = path
     gws: dict[str, Path] = {}
     for g in topo.gateways:
         # A partner site writes its own gateways' configs.
         sides = (("lan", g.name),) if topo.partner_site is not None else (("remote", g.peer.name), ("lan", g.name))
         for side, name in sides:
-            path = conf_dir / f"gateway-{name}.yaml"
-            path.write_text(_yaml(gateway_config(topo, g, side, sec, run_dir / "gateways", conf_dir)))
+            path = paths.gateway_config(name)
+            path.write_text(_yaml(gateway_config(topo, g, side, sec, paths.gateways, conf_dir)))
             path.chmod(0o600)
             gws[name] = path
-    return GeneratedConfigs(controller=ctl, token_file=token_file, gateways=gws, secrets=sec)
+    return GeneratedConfigs(controllers=controllers, token_file=paths.token_file, gateways=gws, secrets=sec)
 
 
 def _write_secret(path: Path, secret: str) -> None:
@@ -233,24 +250,18 @@ def _write_secret(path: Path, secret: str) -> None:
 def validate_with_owners(generated: GeneratedConfigs) -> list[str]:
     """Load each file with its owner's loader; returns problems (empty when all fine)."""
     problems: list[str] = []
-    try:
-        from supergw_controller.config import load_config as load_controller
-    except ImportError as exc:
-        problems.append(f"controller config not validated: {exc}")
-    else:
+    owners = (("controller config", "supergw_controller.config", list(generated.controllers.values())),
+              ("gateway configs", "supergw_gateway.config", list(generated.gateways.values())))
+    for what, module, paths in owners:
         try:
-            load_controller(generated.controller)
-        except Exception as exc:  # the owner's error type carries the message we show
-            problems.append(str(exc))
-    try:
-        from supergw_gateway.config import load_config as load_gateway
-    except ImportError as exc:
-        problems.append(f"gateway configs not validated: {exc}")
-    else:
-        for path in generated.gateways.values():
+            load = importlib.import_module(module).load_config
+        except ImportError as exc:
+            problems.append(f"{what} not validated: {exc}")
+            continue
+        for path in paths:
             try:
-                load_gateway(path)
-            except Exception as exc:
+                load(path)
+            except Exception as exc:  # the owner's error type carries the message we show
                 problems.append(str(exc))
     return problems
 

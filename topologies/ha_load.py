@@ -3,21 +3,20 @@ partition test and bench/ha check that no two leaders' switch writes overlap."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
+
+from supergw_proto.rest import ApiError, ControllerClient
 
 
 class MoveWriter:
     """Asks every replica (one thread each), every 20 ms, to move `bucket` back and forth
     between `gateways`, so every request a leader accepts is a switch write; records each
-    answer as (replica, sent, answered, HTTP status or 0, body or error)."""
+    answer as (replica, sent, answered, HTTP status or 0 for no answer, body or error)."""
 
-    def __init__(self, apis: Mapping[str, str], token: str, bucket: int, gateways: Sequence[str]) -> None:
-        self.apis, self.token, self.bucket, self.gateways = dict(apis), token, bucket, list(gateways)
+    def __init__(self, apis: Mapping[str, ControllerClient], bucket: int, gateways: Sequence[str]) -> None:
+        self.apis, self.bucket, self.gateways = dict(apis), bucket, list(gateways)
         self.log: list[tuple[str, float, float, int, str]] = []
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, args=(n,), daemon=True) for n in self.apis]
@@ -33,21 +32,17 @@ class MoveWriter:
             t.join(10)
 
     def _run(self, name: str) -> None:
-        url = f"{self.apis[name]}/api/v1/buckets/{self.bucket}/move"
-        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+        api = self.apis[name]
         i = 0
         while not self._stop.is_set():
-            body = json.dumps({"gateway": self.gateways[i % len(self.gateways)]}).encode()
+            gateway = self.gateways[i % len(self.gateways)]
             i += 1
             t0 = time.time()
-            req = urllib.request.Request(url, data=body, headers=headers, method="POST")
             try:
-                with urllib.request.urlopen(req, timeout=3) as resp:
-                    code, said = resp.status, resp.read(300).decode(errors="replace")
-            except urllib.error.HTTPError as exc:
-                code, said = exc.code, exc.read(300).decode(errors="replace")
-            except (urllib.error.URLError, OSError) as exc:
-                code, said = 0, str(exc)
+                said = api.move(self.bucket, gateway).model_dump_json()[:300]
+                code = 200
+            except ApiError as exc:
+                code, said = exc.status or 0, exc.detail[:300]
             self.log.append((name, t0, time.time(), code, said))
             self._stop.wait(0.02)
 

@@ -133,25 +133,24 @@ class RunLoss:
     received: int
     lost: int
     loss_ratio: float
-    max_gap_ms: float
 
 
 def run_loss(tx_stats: dict[str, Any], rx_stats: dict[str, Any]) -> RunLoss:
     """The exact loss of the sender's current run: its per-flow `sent` against what the receiver
-    got of the same run (both `stats(flows=True)`; read after the run stopped and frames landed)."""
+    got of the same run (both `stats(flows=True)`; read after the run stopped and frames landed).
+    Per-flow gaps, including a flow that stopped arriving for good, are bench/gaps.py's
+    `hostsim_flows` (the receiver's `max_gap_ms` alone cannot see that)."""
     run_id = tx_stats["run"]["id"]
     received: dict[tuple[str, str, int], dict[str, Any]] = {
         (f["src"], f["dst"], f["flow"]): f for f in rx_stats.get("flows_rx", []) if f["run"] == run_id}
     sent = got = 0
-    gap = 0.0
     for f in tx_stats.get("flows_tx", []):
         sent += f["sent"]
         rx = received.get((f["src"], f["dst"], f["flow"]))
         if rx is not None:
             got += rx["received"] - rx["duplicates"]
-            gap = max(gap, float(rx["max_gap_ms"]))
     lost = max(0, sent - got)
-    return RunLoss(sent=sent, received=got, lost=lost, loss_ratio=lost / sent if sent else 0.0, max_gap_ms=gap)
+    return RunLoss(sent=sent, received=got, lost=lost, loss_ratio=lost / sent if sent else 0.0)
 
 
 @dataclass

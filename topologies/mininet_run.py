@@ -1,11 +1,11 @@
 """`python -m topologies.mininet_run [--topology FILE] [--switch ebpf|bmv2] [--no-cli]` — `make run` in Mininet.
 
-Boots exactly what `make run` boots (same topology file, same wiring by network.py, same
-configs and components, same health stages), with every namespace a Mininet node and the
-switch a `SupergwSwitch` started by Mininet, then opens the Mininet CLI
-(`mininet> h1 ping r1`). Leaving the CLI stops everything (as `make stop`, which also
-cleans up after a crashed session). `--no-cli` boots, pings h1 -> r1 and back from Mininet,
-stops; the exit status says whether every stage and both pings worked.
+Boots exactly what `make run` boots (same topology file, same engine: wiring by network.py,
+configs, components, health stages), with every namespace a Mininet node and the switch a
+`SupergwSwitch` started by Mininet, then opens the Mininet CLI (`mininet> h1 ping r1`).
+Leaving the CLI stops everything (as `make stop`, which also cleans up after a crashed
+session). `--no-cli` boots, pings h1 -> r1 and back from Mininet, stops; the exit status
+says whether every stage and both pings worked. One site only.
 """
 
 from __future__ import annotations
@@ -16,9 +16,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from topologies import bmv2, components, processes, run
-from topologies.components import SWITCH_BIN, ComponentError
-from topologies.model import DEFAULT_TOPOLOGY, SWITCH_KINDS, Topology, TopologyError, load_topology
+from topologies import components, processes
+from topologies.bringup import Bringup
+from topologies.components import ComponentError
+from topologies.emulation import AlreadyRunning, Emulation, EmulationError, say
+from topologies.model import DEFAULT_TOPOLOGY, SWITCH_KINDS, Topology, TopologyError
+from topologies.poll import wait_until
+from topologies.site import Site
+from topologies.switch import site_command
+from topologies.where import where_lines
 
 
 def build_net(topo: Topology, logs: Path) -> Any:
@@ -31,7 +37,7 @@ def build_net(topo: Topology, logs: Path) -> Any:
     net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False, autoStaticArp=False)
     net.built = True  # nothing for Mininet to build: the links exist, addresses are set
     net.addSwitch(
-        "sw", cls=SupergwSwitch, netns=topo.switch_ns, argv=components.switch_argv(topo, logs),
+        "sw", cls=SupergwSwitch, netns=topo.switch_ns, argv=site_command(topo, logs).argv(),
         log=logs / "switch.log", kind=topo.switch.kind, dpid="1",
     )
     for i, name in enumerate(("wan", "rlan", "mgmt"), start=2):
@@ -50,38 +56,56 @@ def build_net(topo: Topology, logs: Path) -> Any:
     return net
 
 
-class MininetBringup(run.Bringup):
+class MininetBringup(Bringup):
     """`make run`'s stages, with the switch started as a Mininet node."""
 
     net: Any = None
 
-    def _switch(self) -> str:
-        topo = self.topo
-        if topo.switch.kind == "bmv2":
-            if (why := bmv2.missing()) is not None:
-                raise ComponentError(f"switch: {why}")
-        elif not SWITCH_BIN.is_file():
-            raise ComponentError(f"switch: {SWITCH_BIN} is missing (build it with `make switch`)")
-        self.net = build_net(topo, run.LOGS)
+    def start_switch(self, site: Site) -> str:
+        topo = site.topo
+        if (why := components.switch_missing(topo)) is not None:
+            raise ComponentError(f"switch: {why}")
+        self.net = build_net(topo, site.paths.logs)
         for node in self.net.hosts + self.net.switches:
             # `make stop` ends the nodes' shells too, should this process die without net.stop().
-            self._track(f"mininet-{node.name}", node.pid, [], node.netns)
+            self.adopt(site, f"mininet-{node.name}", node.pid, [], node.netns)
         self.net.start()
         sw = self.net["sw"]
-        rec = self._track("switch", sw.proc.pid, sw.argv, topo.switch_ns, str(sw.log))
-        components.wait_until(
-            lambda: components.probe_in_netns(topo.switch_ns, "grpc", topo.switch.grpc_addr), 20, "switch gRPC", rec
-        )
-        what = "BMv2 simple_switch_grpc" if topo.switch.kind == "bmv2" else "eBPF supergw-switch"
-        return f"Mininet node sw ({what}), pid {rec.pid} in {topo.switch_ns}, P4Runtime on {topo.switch.grpc_addr}"
+        rec = self.adopt(site, "switch", sw.proc.pid, sw.argv, topo.switch_ns, str(sw.log))
+        wait_until(lambda: components.probe_in_netns(topo.switch_ns, "grpc", topo.p4runtime_addr), 20, "switch gRPC", rec)
+        return f"Mininet node sw ({components.switch_detail(topo, rec.pid)})"
 
-    def _track(self, name: str, pid: int, argv: list[str], netns: str, log: str = "") -> processes.ProcRecord:
-        ticks = processes.start_ticks(pid)
-        if ticks is None:
-            raise ComponentError(f"{name} (pid {pid}) exited at once; see {log or run.LOGS}")
-        rec = processes.ProcRecord(name=name, pid=pid, start_ticks=ticks, argv=argv, log=log, netns=netns)
-        self.add(rec)
+    def adopt(self, site: Site, name: str, pid: int, argv: list[str], netns: str, log: str = "") -> processes.ProcRecord:
+        rec = processes.adopt(name, pid, argv, log, netns, site=site.prefix)
+        if rec is None:
+            raise ComponentError(f"{name} (pid {pid}) exited at once; see {log or site.paths.logs}")
+        self.run.track(rec)
         return rec
+
+
+class MininetEmulation:
+    """The engine's emulation with the Mininet network its switch stage built."""
+
+    def __init__(self, emu: Emulation) -> None:
+        self.emu = emu
+        self.bringup: MininetBringup | None = None
+
+    def up(self) -> bool:
+        def bringup(*args: Any) -> Bringup:
+            self.bringup = MininetBringup(*args)
+            return self.bringup
+
+        self.emu.state.front_end = "mininet"
+        return self.emu.up(bringup)
+
+    @property
+    def net(self) -> Any:
+        return None if self.bringup is None else self.bringup.net
+
+    def shutdown(self) -> None:
+        if self.net is not None:
+            self.net.stop()
+        self.emu.down(quiet=True)
 
 
 def ping_through(net: Any, src: str, dst: str, count: int = 3) -> tuple[int, int]:
@@ -94,33 +118,8 @@ def ping_through(net: Any, src: str, dst: str, count: int = 3) -> tuple[int, int
     raise RuntimeError(f"ping {src} -> {dst}: output not understood: {out!r}")
 
 
-class AlreadyRunning(RuntimeError):
-    """An emulation (`make run` or this script) is running already."""
-
-
-def boot(topo: Topology, topo_path: Path) -> tuple[MininetBringup, bool]:
-    """Clean up a crashed run's leftovers, then bring everything up. The caller must call `shutdown`."""
-    try:
-        state = processes.RunState.load(run.STATE)
-    except ValueError:
-        state = None  # unreadable: a crashed run, cleaned up below
-    if state is not None and any(processes.alive(p) for p in state.processes):
-        raise AlreadyRunning(f"a supergw emulation is already running (phase {state.phase}): `make stop` first")
-    run.cmd_down(topo, quiet=True)
-    for leftover in run.RUN_DIR.glob("controller-state.sqlite3*"):
-        leftover.unlink()
-    bringup = MininetBringup(topo, topo_path)
-    return bringup, bringup.run()
-
-
-def shutdown(bringup: MininetBringup) -> None:
-    if bringup.net is not None:
-        bringup.net.stop()
-    run.cmd_down(bringup.topo, quiet=True)
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--topology", type=Path, default=DEFAULT_TOPOLOGY, help="topology file (default: %(default)s)")
     ap.add_argument("--switch", choices=SWITCH_KINDS, default=None, help="override the file's switch.kind")
     ap.add_argument("--no-cli", action="store_true", help="boot, ping the first host <-> the first remote host, stop")
@@ -129,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         print("Mininet needs root (namespaces, veths, eBPF)", file=sys.stderr)
         return 1
     try:
-        topo = load_topology(args.topology, args.switch)
+        emu = Emulation.from_file(args.topology, switch=args.switch)
+        topo = emu.spec.single
         import topologies.mininet_nodes  # noqa: F401, PLC0415 - loads Debian's Mininet, or says it is missing
     except (TopologyError, RuntimeError) as exc:
         print(exc, file=sys.stderr)
@@ -138,33 +138,35 @@ def main(argv: list[str] | None = None) -> int:
     from mininet.log import setLogLevel  # noqa: PLC0415
 
     setLogLevel("info")
+    mn = MininetEmulation(emu)
     try:
-        bringup, ok = boot(topo, args.topology)
-    except AlreadyRunning as exc:
+        ok = mn.up()
+    except (AlreadyRunning, EmulationError) as exc:
         print(exc, file=sys.stderr)
         return 1
     try:
-        if bringup.net is None:
-            run.say("FAIL: the Mininet network was not built (see the stages above)")
+        if mn.net is None:
+            say("FAIL: the Mininet network was not built (see the stages above)")
             return 1
         print()
-        run.print_where_to_look(topo, bringup.state)
+        for line in where_lines(emu):
+            print(line)
         h, r = topo.hosts[0].name, topo.remote.hosts[0].name
         if not ok:
-            run.say("DEGRADED: some stages failed (above); the CLI still opens on what runs")
+            say("DEGRADED: some stages failed (above); the CLI still opens on what runs")
         if args.no_cli:
-            run.say(f"mininet: {len(bringup.net.links)} links, {len(bringup.net.hosts)} hosts, {len(bringup.net.switches)} switches")
+            say(f"mininet: {len(mn.net.links)} links, {len(mn.net.hosts)} hosts, {len(mn.net.switches)} switches")
             answered = True
             for src, dst in ((h, r), (r, h)):
-                sent, got = ping_through(bringup.net, src, dst)
-                run.say(f"mininet: {src} ping {dst}: {got}/{sent} answered")
+                sent, got = ping_through(mn.net, src, dst)
+                say(f"mininet: {src} ping {dst}: {got}/{sent} answered")
                 answered = answered and got == sent
             return 0 if ok and answered else 1
-        run.say(f"Mininet CLI: try `{h} ping {r}`, `net`, `{h} ip addr`; `exit` stops everything")
-        CLI(bringup.net)
+        say(f"Mininet CLI: try `{h} ping {r}`, `net`, `{h} ip addr`; `exit` stops everything")
+        CLI(mn.net)
         return 0 if ok else 1
     finally:
-        shutdown(bringup)
+        mn.shutdown()
 
 
 if __name__ == "__main__":

@@ -1,52 +1,60 @@
-"""The emulated topology as data: a validated YAML file (see default.yaml).
+"""The emulation as data: sites (`Topology`, one super gateway each) and the plan that
+boots them together (`EmulationSpec`).
 
-`load_topology(path)` returns a `Topology` or raises `TopologyError` naming the bad key.
-Derived names (namespaces, interfaces) live here too, so the builder, the health checks
-and `down` agree on them.
+The models validate every cross-reference and name the bad key; derived names
+(namespaces, interfaces, addresses of replicas) live here too, so the builder, the
+health checks and `down` agree on them. The topology files are read by schema.py.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+from dataclasses import dataclass
 from pathlib import Path
-
-import yaml
 from typing import Annotated, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from supergw_controller.config import DispatchConfig
+from supergw_proto.addresses import mac_offset, mac_to_int, normalise_mac
+from supergw_proto.strict import StrictModel, format_validation_error
 
-DEFAULT_TOPOLOGY = Path(__file__).resolve().parent / "default.yaml"
+TOPOLOGY_DIR = Path(__file__).resolve().parent
+DEFAULT_TOPOLOGY = TOPOLOGY_DIR / "default.yaml"
 
-_MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 _NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 # Linux limits interface names to 15 characters; namespace names share our prefix.
 _PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{0,10}$")
+MAX_REPLICAS = 5
+
+
+class Prefixed:
+    """The names every namespace builder shares (an emulated site, a switch lab): each
+    namespace is `<prefix>-<node>`, the switch's is `<prefix>-sw`, and this machine's end of
+    the management link `<prefix>-m0` (so the root namespace holds one interface per prefix)."""
+
+    prefix: str
+
+    def ns(self, node: str) -> str:
+        return f"{self.prefix}-{node}"
+
+    @property
+    def switch_ns(self) -> str:
+        return self.ns("sw")
+
+    @property
+    def mgmt_root_if(self) -> str:
+        return f"{self.prefix}-m0"
 
 
 class TopologyError(ValueError):
     """The topology file is missing, not YAML, or does not validate."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
 def _mac(v: object) -> str:
-    if not isinstance(v, str) or not _MAC_RE.match(v.lower()):
-        raise ValueError(f"{v!r} is not a MAC address like '02:00:00:00:00:01'")
-    mac = v.lower()
-    if int(mac[:2], 16) & 1:
+    mac = normalise_mac(v)
+    if mac_to_int(mac) >> 40 & 1:
         raise ValueError(f"{mac} is multicast")
     return mac
 
@@ -67,7 +75,7 @@ SWITCH_KINDS: tuple[SwitchKind, ...] = ("ebpf", "bmv2")
 BMV2_MAX_PORT = 510
 
 
-class SwitchSpec(_Strict):
+class SwitchSpec(StrictModel):
     # ebpf: targets/ebpf's supergw-switch; bmv2: simple_switch_grpc with `make p4`'s JSON.
     kind: SwitchKind = "ebpf"
     device_id: int = Field(ge=0, lt=2**64)
@@ -79,7 +87,7 @@ class SwitchSpec(_Strict):
         return int(self.grpc_addr.rpartition(":")[2])
 
 
-class LanSpec(_Strict):
+class LanSpec(StrictModel):
     subnet: ipaddress.IPv4Network
     gateway_ip: ipaddress.IPv4Address
     vmac_base: Mac
@@ -96,7 +104,7 @@ class LanSpec(_Strict):
         return self
 
 
-class HostSpec(_Strict):
+class HostSpec(StrictModel):
     name: NodeName
     port: int = Field(ge=0, lt=2**16)
     ip: ipaddress.IPv4Address
@@ -104,14 +112,14 @@ class HostSpec(_Strict):
 
 
 
-class PeerSpec(_Strict):
+class PeerSpec(StrictModel):
     name: NodeName
     wan_ip: ipaddress.IPv4Address
     lan_ip: ipaddress.IPv4Address
 
 
 
-class GatewaySpec(_Strict):
+class GatewaySpec(StrictModel):
     name: NodeName
     port: int = Field(ge=0, lt=2**16)
     lan_ip: ipaddress.IPv4Address
@@ -123,40 +131,51 @@ class GatewaySpec(_Strict):
 
 
 
-class WanSpec(_Strict):
+class WanSpec(StrictModel):
     subnet: ipaddress.IPv4Network
 
 
-class RemoteHostSpec(_Strict):
+class RemoteHostSpec(StrictModel):
     name: NodeName
     ip: ipaddress.IPv4Address
     via: str
 
 
 
-class RemoteSpec(_Strict):
+class RemoteSpec(StrictModel):
     subnet: ipaddress.IPv4Network
     hosts: list[RemoteHostSpec] = Field(min_length=1)
 
 
-class MgmtSpec(_Strict):
+class MgmtSpec(StrictModel):
     subnet: ipaddress.IPv4Network
     host_ip: ipaddress.IPv4Address
     controller_ip: ipaddress.IPv4Address
 
 
-class ControllerSpec(_Strict):
+class ControllerSpec(StrictModel):
     api_port: int = Field(default=8080, gt=0, lt=65536)
     psk_bytes: int = Field(default=24, ge=8, le=64)
     # > 1: that many controller replicas, each with an etcd member in its own namespace on
     # the management network (topologies/ha.py; `make run HA=1` sets 3).
-    replicas: int = Field(default=1, ge=1, le=5)
+    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
 
     def replica_names(self) -> list[str]:
         return [f"c{i}" for i in range(1, self.replicas + 1)] if self.replicas > 1 else []
 
 
-class SimulatedHostsSpec(_Strict):
+@dataclass(frozen=True)
+class ControllerSlot:
+    """One controller process of a site: the one controller (in the switch namespace, next to
+    the port interfaces) or replica `replica` (in its own namespace with its etcd member)."""
+
+    replica: str | None
+    process: str  # its process name: "controller" or "controller-<replica>"
+    netns: str
+    api_url: str
+
+
+class SimulatedHostsSpec(StrictModel):
     """Hosts emulated by one supergw-hostsim on one switch port (topologies/hostsim/README.md):
     host k has first_ip + k and first_mac + k * mac_step; the program runs in namespace `<prefix>-hsim`
     on `hsim0`, whose peer is the switch's `sw-hsim`."""
@@ -171,19 +190,23 @@ class SimulatedHostsSpec(_Strict):
         return [self.first_ip + k for k in range(self.count)]
 
     def macs(self) -> list[str]:
-        base = int(self.first_mac.replace(":", ""), 16)
-        return [":".join(f"{base + k * self.mac_step:012x}"[i:i + 2] for i in range(0, 12, 2)) for k in range(self.count)]
+        return [mac_offset(self.first_mac, k * self.mac_step) for k in range(self.count)]
+
+    def overflows(self) -> bool:
+        """Whether the last host's MAC would run past 48 bits."""
+        return mac_to_int(self.first_mac) + (self.count - 1) * self.mac_step >= 2**48
 
 
-class PartnerSite(_Strict):
-    """The remote side is another super gateway built beside this one (topologies/twosite.py):
-    the peers are its gateways, the remote hosts its hosts; neither is built by this site."""
+class PartnerSite(StrictModel):
+    """The remote side is another super gateway built beside this one (a two-site file,
+    schema.py): the peers are its gateways, the remote hosts its hosts; neither is built by
+    this site."""
 
     wan_netns: str  # the shared WAN namespace (its bridge br0 exists before this site is built)
     initiate: bool  # whether this site's gateways initiate the IKE SAs (exactly one site does)
 
 
-class Topology(_Strict):
+class Topology(StrictModel, Prefixed):
     prefix: str
     switch: SwitchSpec
     lan: LanSpec
@@ -231,12 +254,13 @@ class Topology(_Strict):
                 errors.append(f"switch.kind bmv2: ports {wide} do not fit v1model's 9-bit ports (0-{BMV2_MAX_PORT})")
         macs = [h.mac for h in self.hosts] + [g.mac for g in self.gateways] + [self.lan.vmac_base]
         lan_ips = [h.ip for h in self.hosts] + [g.lan_ip for g in self.gateways] + [self.lan.gateway_ip]
+        if sim is not None and sim.overflows():
+            errors.append("simulated_hosts: first_mac + count * mac_step overflows 48 bits")
+            sim = None  # its ranges cannot be checked
         if sim is not None:
             sim_ips, sim_macs = sim.ips(), sim.macs()
             if sim_ips[-1] not in self.lan.subnet or sim_ips[-1] == self.lan.subnet.broadcast_address:
                 errors.append(f"simulated_hosts: {sim.first_ip} + {sim.count} runs past the LAN subnet {self.lan.subnet}")
-            if int(sim.first_mac.replace(":", ""), 16) + (sim.count - 1) * sim.mac_step >= 2**48:
-                errors.append("simulated_hosts: first_mac + count * mac_step overflows 48 bits")
             if set(sim_ips) & set(lan_ips) or set(sim_macs) & set(macs):
                 errors.append("simulated_hosts: its IP or MAC range overlaps a host, a gateway or IP_G")
             macs += sim_macs
@@ -262,8 +286,6 @@ class Topology(_Strict):
             if r.ip not in self.remote.subnet:
                 errors.append(f"remote host {r.name}: {r.ip} is outside {self.remote.subnet}")
         if self.controller.replicas > 1:
-            if self.partner_site is not None:
-                errors.append("controller.replicas > 1 is for the one-site topology only")
             taken = {self.mgmt.host_ip, self.mgmt.controller_ip, *(g.mgmt_ip for g in self.gateways)}
             for name, ip in self.replica_ips().items():
                 if ip not in self.mgmt.subnet or ip in taken:
@@ -274,18 +296,27 @@ class Topology(_Strict):
             raise ValueError("; ".join(errors))
         return self
 
-    # Derived names: one place, used by build, health checks and teardown.
-    def ns(self, node: str) -> str:
-        return f"{self.prefix}-{node}"
-
+    # Derived names: one place, used by build, health checks and teardown (ns, switch_ns,
+    # mgmt_root_if: Prefixed).
     @property
-    def switch_ns(self) -> str:
-        return self.ns("sw")
+    def replicated(self) -> bool:
+        return self.controller.replicas > 1
 
-    @property
-    def mgmt_root_if(self) -> str:
-        """The machine's end of the management link (root namespace)."""
-        return f"{self.prefix}-m0"
+    def controllers(self) -> list[ControllerSlot]:
+        """The site's controller processes: one, or one per replica."""
+        port = self.controller.api_port
+        if not self.replicated:
+            return [ControllerSlot(None, "controller", self.switch_ns, f"http://{self.mgmt.controller_ip}:{port}")]
+        return [ControllerSlot(name, f"controller-{name}", self.ns(name), f"http://{ip}:{port}")
+                for name, ip in self.replica_ips().items()]
+
+    def api_url(self, replica: str | None = None) -> str:
+        """The REST API of the controller (of replica `replica`; None: the first)."""
+        slots = self.controllers()
+        slot = slots[0] if replica is None else next((c for c in slots if c.replica == replica), None)
+        if slot is None:
+            raise KeyError(f"site {self.prefix} has no controller replica {replica!r}")
+        return slot.api_url
 
     def replica_ips(self) -> dict[str, ipaddress.IPv4Address]:
         """Controller replica name -> its management address (.31, .32, ...); empty with one controller."""
@@ -293,16 +324,35 @@ class Topology(_Strict):
         return {name: base + i for i, name in enumerate(self.controller.replica_names(), start=1)}
 
     def namespaces(self) -> list[str]:
-        """The namespaces this topology builds (with a partner site: not the WAN nor the remote side)."""
+        """The namespaces this site builds (with a partner site: not the WAN nor the remote side)."""
         sim = ["hsim"] if self.simulated_hosts is not None else []
-        if self.partner_site is not None:
-            return [self.ns(n) for n in ["sw", "mgmt", *(h.name for h in self.hosts), *(g.name for g in self.gateways), *sim]]
-        nodes = ["sw", "wan", "rlan", "mgmt", *sim, *self.controller.replica_names()]
-        nodes += [h.name for h in self.hosts]
-        for g in self.gateways:
-            nodes += [g.name, g.peer.name]
-        nodes += [r.name for r in self.remote.hosts]
+        nodes = ["sw", "mgmt", *sim, *self.controller.replica_names(), *(h.name for h in self.hosts)]
+        nodes += [g.name for g in self.gateways]
+        if self.partner_site is None:
+            nodes += ["wan", "rlan", *(g.peer.name for g in self.gateways), *(r.name for r in self.remote.hosts)]
         return [self.ns(n) for n in nodes]
+
+    @property
+    def p4runtime_addr(self) -> str:
+        """Where the switch serves P4Runtime and the controllers reach it: `switch.grpc_addr`
+        inside the switch namespace, or with replicated controllers the switch's management
+        address, where every replica (each in its own namespace) reaches it."""
+        if self.controller.replicas > 1:
+            return f"{self.mgmt.controller_ip}:{self.switch.grpc_port}"
+        return self.switch.grpc_addr
+
+    def with_switch(self, kind: SwitchKind) -> Topology:
+        return self._changed({"switch": {**self.switch.model_dump(mode="json"), "kind": kind}})
+
+    def with_replicas(self, replicas: int) -> Topology:
+        return self._changed({"controller": {**self.controller.model_dump(mode="json"), "replicas": replicas}})
+
+    def _changed(self, update: dict[str, object]) -> Topology:
+        """A validated copy with `update` (top-level keys) applied: a change is checked like the file."""
+        try:
+            return Topology.model_validate({**self.model_dump(mode="json", exclude_none=True), **update})
+        except ValidationError as exc:
+            raise TopologyError(f"site {self.prefix}: {format_validation_error(exc)}") from None
 
     @property
     def host_ports(self) -> set[int]:
@@ -323,23 +373,87 @@ class Topology(_Strict):
         raise KeyError(name)
 
 
-def load_topology(path: Path = DEFAULT_TOPOLOGY, switch: SwitchKind | None = None) -> Topology:
-    """`switch`, when given, replaces the file's `switch.kind` (and is validated with it)."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise TopologyError(f"{path}: cannot read topology: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise TopologyError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise TopologyError(f"{path}: the top level must be a mapping")
-    if switch is not None and isinstance(data.get("switch"), dict):
-        data["switch"] = {**data["switch"], "kind": switch}
-    try:
-        return Topology.model_validate(data)
-    except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"]) or "<top>"
-            lines.append(f"  {loc}: {str(err['msg']).removeprefix('Value error, ')}")
-        raise TopologyError(f"{path}: invalid topology:\n" + "\n".join(lines)) from None
+
+
+class EmulationSpec(StrictModel):
+    """What one emulation boots: one or more sites, and the WAN namespace they share when
+    they face each other (built before them). `make run` is a list of one site."""
+
+    sites: list[Topology] = Field(min_length=1)
+    shared_wan: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9-]{0,30}$")
+
+    @model_validator(mode="after")
+    def _cross_site_checks(self) -> EmulationSpec:
+        errors: list[str] = []
+        prefixes = [s.prefix for s in self.sites]
+        if len(set(prefixes)) != len(prefixes):
+            errors.append(f"sites share a prefix: {prefixes}")
+        spaces = [ns for s in self.sites for ns in s.namespaces()]
+        if len(set(spaces)) != len(spaces) or self.shared_wan in spaces:
+            errors.append("two sites (or a site and the shared WAN) would build the same namespace")
+        # gateway names are cgroup names too (sgw-gw-<name>): unique across sites
+        gws = [g.name for s in self.sites for g in s.gateways]
+        if len(set(gws)) != len(gws):
+            errors.append(f"gateway names must differ between sites (they name cgroups): {gws}")
+        mgmt = [s.mgmt.subnet for s in self.sites]
+        if any(a.overlaps(b) for i, a in enumerate(mgmt) for b in mgmt[i + 1:]):
+            errors.append("the sites' mgmt subnets overlap")
+        facing = [s for s in self.sites if s.partner_site is not None]
+        errors += [f"site {s.prefix} faces a partner site, but no site has its peers {[g.peer.name for g in s.gateways]}"
+                   for s in facing if self.partner(s) is None]
+        if facing and (self.shared_wan is None or any(s.partner_site.wan_netns != self.shared_wan for s in facing
+                                                      if s.partner_site is not None)):
+            errors.append("sites facing a partner site need the shared WAN namespace their partner_site names")
+        if errors:
+            raise ValueError("; ".join(errors))
+        return self
+
+    @property
+    def several(self) -> bool:
+        return len(self.sites) > 1
+
+    @property
+    def single(self) -> Topology:
+        """The site, when there is exactly one (`make run`, `make mininet`)."""
+        if self.several:
+            raise TopologyError(f"{len(self.sites)} sites where one is expected")
+        return self.sites[0]
+
+    def site(self, prefix: str) -> Topology:
+        for s in self.sites:
+            if s.prefix == prefix:
+                return s
+        raise KeyError(f"no site {prefix!r}; sites: {', '.join(s.prefix for s in self.sites)}")
+
+    def namespaces(self) -> list[str]:
+        return [ns for s in self.sites for ns in s.namespaces()] + ([self.shared_wan] if self.shared_wan else [])
+
+    def partner(self, topo: Topology) -> Topology | None:
+        """The site `topo` faces (whose gateways are its peers), or None (plain peers)."""
+        if topo.partner_site is None:
+            return None
+        peers = {g.peer.name for g in topo.gateways}
+        return next((s for s in self.sites if {g.name for g in s.gateways} == peers), None)
+
+    def with_switch(self, kind: SwitchKind | None) -> EmulationSpec:
+        """Every site on switch `kind` (None: as given)."""
+        if kind is None:
+            return self
+        return self._with_sites([s.with_switch(kind) for s in self.sites])
+
+    def with_replicas(self, replicas: int | None, site: str | None = None) -> EmulationSpec:
+        """`replicas` controllers at site `site` (None: at every site; replicas None: as given)."""
+        if replicas is None:
+            return self
+        if site is not None and site not in [s.prefix for s in self.sites]:
+            raise TopologyError(f"replicas for site {site!r}: there is no such site; sites: {', '.join(s.prefix for s in self.sites)}")
+        try:
+            return self._with_sites([s.with_replicas(replicas) if site in (None, s.prefix) else s for s in self.sites])
+        except TopologyError as exc:
+            raise TopologyError(f"controller replicas: {exc}") from None
+
+    def _with_sites(self, sites: list[Topology]) -> EmulationSpec:
+        try:
+            return EmulationSpec(sites=sites, shared_wan=self.shared_wan)
+        except ValidationError as exc:
+            raise TopologyError(format_validation_error(exc)) from None

@@ -1,4 +1,4 @@
-"""Background processes of the emulation, tracked by pid in a state file.
+"""Background processes of the emulation, tracked by pid (state.py keeps their records).
 
 A process is identified by (pid, start time in clock ticks from /proc/<pid>/stat), so a
 recycled pid is never mistaken for ours. Each runs in its own session (pgid = pid),
@@ -7,12 +7,11 @@ so stopping it also reaches helpers it forked, and nothing else.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -24,34 +23,7 @@ class ProcRecord:
     argv: list[str]
     log: str
     netns: str | None = None
-
-
-@dataclass
-class RunState:
-    """What `up` started; written to `.run/state.json`."""
-
-    topology: str
-    started_at: float
-    phase: str = "starting"
-    processes: list[ProcRecord] = field(default_factory=list)
-    info: dict[str, str] = field(default_factory=dict)
-
-    def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
-        tmp.replace(path)
-
-    @classmethod
-    def load(cls, path: Path) -> RunState | None:
-        try:
-            data = json.loads(path.read_text())
-            procs = [ProcRecord(**p) for p in data.pop("processes", [])]
-            return cls(processes=procs, **data)
-        except FileNotFoundError:
-            return None
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"{path}: unreadable state file ({exc}); remove it after checking nothing runs") from None
+    site: str = ""  # the prefix of the site it belongs to ("" for the shared parts)
 
 
 def start_ticks(pid: int) -> int | None:
@@ -81,6 +53,7 @@ def start(
     netns: str | None = None,
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
+    site: str = "",
 ) -> ProcRecord:
     """Start `argv` (inside `netns` if given) in the background, output appended to `log`."""
     full = ["ip", "netns", "exec", netns, *argv] if netns else argv
@@ -101,7 +74,16 @@ def start(
     ticks = start_ticks(proc.pid)
     if ticks is None:
         raise RuntimeError(f"{name} exited immediately; see {log}")
-    return ProcRecord(name=name, pid=proc.pid, start_ticks=ticks, argv=full, log=str(log), netns=netns)
+    return ProcRecord(name=name, pid=proc.pid, start_ticks=ticks, argv=full, log=str(log), netns=netns, site=site)
+
+
+def adopt(name: str, pid: int, argv: list[str], log: str, netns: str | None = None, site: str = "") -> ProcRecord | None:
+    """A record of a process someone else started (charon by the gateway CLI, Mininet's
+    nodes), so that `down` stops it by pid; None when it is gone already."""
+    ticks = start_ticks(pid)
+    if ticks is None:
+        return None
+    return ProcRecord(name=name, pid=pid, start_ticks=ticks, argv=argv, log=log, netns=netns, site=site)
 
 
 def _reap(pid: int) -> None:

@@ -10,18 +10,14 @@ from pathlib import Path
 from supergw_proto import bucket
 
 from topologies import network, processes
-from topologies.components import ComponentError, wait_until
-from topologies.configs import REPO
+from topologies.components import ComponentError
 from topologies.hostsim_client import HOSTSIM_BIN, MAX_SOCKET_PATH, HostsimClient, HostsimError, HostsimProcess
 from topologies.model import Topology
+from topologies.paths import REPO, SitePaths
+from topologies.poll import wait_until
 from topologies.processes import ProcRecord
 
 READY_TIMEOUT_S = 60.0  # BMv2 with its debug log took 14 s for 2 x 224 hosts here
-
-
-def socket_path(run_dir: Path, topo: Topology) -> Path:
-    """The control socket of site `topo`'s hostsim: .run/<prefix>/hostsim.sock."""
-    return run_dir / topo.prefix / "hostsim.sock"
 
 
 def argv(topo: Topology, sock: Path) -> list[str]:
@@ -32,17 +28,18 @@ def argv(topo: Topology, sock: Path) -> list[str]:
                                sim.count, topo.lan.subnet.prefixlen, mac_step=sim.mac_step)
 
 
-def start(topo: Topology, run_dir: Path, logs: Path, track: Callable[[ProcRecord], None]) -> HostsimClient:
+def start(topo: Topology, paths: SitePaths, track: Callable[[ProcRecord], None]) -> HostsimClient:
     """Start the site's hostsim; `track` records it before the wait (so `make stop` finds it)."""
     if not HOSTSIM_BIN.is_file():
         raise ComponentError(f"simulated hosts: {HOSTSIM_BIN.relative_to(REPO)} is missing (build it with `make hostsim`)")
-    sock = socket_path(run_dir, topo)
+    sock = paths.hostsim_socket
     if len(str(sock).encode()) > MAX_SOCKET_PATH:
         raise ComponentError(f"simulated hosts: the control socket path {sock} is longer than a unix socket address "
                              f"holds ({MAX_SOCKET_PATH} bytes): run from a checkout with a shorter path")
     sock.parent.mkdir(parents=True, exist_ok=True)
     sock.unlink(missing_ok=True)
-    rec = processes.start("hostsim", argv(topo, sock), logs / "hostsim.log", netns=topo.ns("hsim"), cwd=REPO)
+    rec = processes.start("hostsim", argv(topo, sock), paths.logs / "hostsim.log", netns=topo.ns("hsim"), cwd=REPO,
+                          site=topo.prefix)
     track(rec)
     wait_until(lambda: (sock.exists(), f"{sock} not there yet"), 5, "hostsim control socket", rec)
     return HostsimClient(sock)
@@ -67,9 +64,9 @@ def check_ready(topo: Topology, client: HostsimClient) -> str:
     return f"{len(hosts)} hosts resolved IP_G ({len(vmacs)} virtual MACs), socket {client.path}"
 
 
-def status_line(topo: Topology, run_dir: Path) -> str:
+def status_line(topo: Topology, paths: SitePaths) -> str:
     """One line of the site's hostsim totals for `status`."""
-    sock = socket_path(run_dir, topo)
+    sock = paths.hostsim_socket
     try:
         st = HostsimClient(sock, timeout=2).stats()
         ready = HostsimClient(sock, timeout=2).status()

@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import ipaddress
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from ci_scripts import REPO, load_script
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _load() -> ModuleType:
-    loader = importlib.machinery.SourceFileLoader("check_commands", str(REPO / ".ci/check-commands"))
-    spec = importlib.util.spec_from_loader("check_commands", loader)
-    assert spec is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["check_commands"] = mod  # dataclasses look their module up
-    loader.exec_module(mod)
-    return mod
-
-
-cc = _load()
+cc = load_script("check-commands")
 needs_dpkg = pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="not a Debian system (no dpkg-query)")
 
 

@@ -1,5 +1,12 @@
 """The agent beside charon: load reports every T_L, heartbeats, and a /health endpoint.
 
+Its timing is its controllers': every answer to a report or REST heartbeat carries the
+controller's `AgentTiming` (`Supergw-Timing` header), which the agent adopts at once and on
+every change (`Timing`): heartbeats, pair beacons and reports follow it. Until the first
+answer it runs on the defaults (`supergw_proto.reports`); its UDP heartbeats and pair
+beacons declare their interval, so a receiver still on another timing judges them by it.
+With several controllers it follows the fastest (and says so when they disagree).
+
 Heartbeats are UDP datagrams from a thread of their own (`beacon.py`), HMAC-keyed by the
 gateway's agent secret, to every configured controller; `heartbeat="http"` keeps the
 older REST heartbeat (one POST per interval per controller). Reports go to every
@@ -31,7 +38,7 @@ from pathlib import Path
 
 import httpx
 
-from supergw_proto.reports import tunnel_up
+from supergw_proto.reports import TIMING_HEADER, AgentTiming, tunnel_up
 
 from supergw_gateway import tunnel
 from supergw_proto.beats import FLAG_CHARON_DOWN, FLAG_LAN_DOWN
@@ -41,6 +48,8 @@ from supergw_gateway.cgroup import CpuAcct
 from supergw_gateway.config import Controller, GatewayConfig
 from supergw_gateway.errors import ConfigError, GatewayError
 from supergw_gateway.partner import PartnerMonitor, link_running
+from supergw_gateway.ra import gateway as ra_gateway
+from supergw_gateway.ra.sessions import ClientMonitor, monitor_for
 from supergw_gateway.report import (
     CpuSample,
     GatewayReport,
@@ -51,6 +60,7 @@ from supergw_gateway.report import (
     parse_proc_stat,
 )
 from supergw_gateway.runtime import Gateway
+from supergw_gateway.tuning import lifecycle as tuning
 from supergw_gateway.vici_client import IkeSaStatus, ViciClient
 
 log = logging.getLogger(__name__)
@@ -171,45 +181,102 @@ class ReportFeed:
             return self.seq, self.report
 
 
+class Timing:
+    """The timing this agent runs by: what its controllers told it, the defaults until then.
+
+    With several controllers (primary and backups, normally one config) it follows the
+    fastest of each value: beating faster than a controller asks costs it a few datagrams,
+    slower would look like death. `on_change` runs whenever the timing in force changes.
+    """
+
+    def __init__(self, on_change: Callable[[AgentTiming], None] = lambda _t: None) -> None:
+        self.current = AgentTiming()
+        self._told: dict[str, AgentTiming] = {}
+        self._on_change = on_change
+        self._quiet: set[str] = set()  # controllers whose silence about timing was said once
+
+    def told(self, url: str, timing: AgentTiming) -> None:
+        if self._told.get(url) == timing:
+            return
+        self._told[url] = timing
+        told = list(self._told.values())
+        new = AgentTiming(
+            heartbeat_interval_ms=min(t.heartbeat_interval_ms for t in told),
+            missed_heartbeats=min(t.missed_heartbeats for t in told),
+            report_interval_ms=min(t.report_interval_ms for t in told),
+        )
+        if len(set(told)) > 1:
+            log.warning("controllers tell different timings (%s): following the fastest: %s",
+                        "; ".join(f"{u}: {t.describe()}" for u, t in sorted(self._told.items())), new.describe())
+        if new != self.current:
+            log.warning("timing from controller %s: %s (was: %s)", url, new.describe(), self.current.describe())
+            self.current = new
+            self._on_change(new)
+
+    def heard(self, url: str, response: httpx.Response) -> None:
+        """A controller's 2xx answer: adopt the timing it carries."""
+        value = response.headers.get(TIMING_HEADER)
+        if value is None:
+            if url not in self._quiet:
+                self._quiet.add(url)
+                log.warning("controller %s does not say its timing (no %s header: an older controller?): keeping %s",
+                            url, TIMING_HEADER, self.current.describe())
+            return
+        try:
+            timing = AgentTiming.from_header(value)
+        except ValueError as exc:
+            if url not in self._quiet:
+                self._quiet.add(url)
+                log.warning("controller %s sent an unusable %s header %r (%s): keeping %s", url, TIMING_HEADER,
+                            value[:200], exc, self.current.describe())
+            return
+        self._quiet.discard(url)
+        self.told(url, timing)
+
+
 class ControllerLink:
     """One controller: its own HTTP clients for heartbeats and reports, so a slow report POST
-    never delays a heartbeat, and an unreachable controller never slows another one."""
+    never delays a heartbeat, and an unreachable controller never slows another one. Every
+    answer tells `timing` the controller's timing."""
 
     def __init__(self, url: str, gateway: str, ctl: Controller, state: AgentState,
                  transport: httpx.AsyncBaseTransport | None = None,
-                 flags: Callable[[], tuple[bool | None, bool | None]] = lambda: (None, None)) -> None:
+                 flags: Callable[[], tuple[bool | None, bool | None]] = lambda: (None, None),
+                 timing: Timing | None = None) -> None:
         self.gateway, self.ctl, self.agg = gateway, ctl, state
         self.flags = flags  # (charon down, partner down) for the REST heartbeat
+        self.timing = timing if timing is not None else Timing()
         self.state = LinkState(url)
         base = url.rstrip("/") + "/api/v1"
         secret = ctl.secret(url)
         headers = {"Authorization": f"Bearer {secret}"} if secret else {}
-        hb_timeout = heartbeat_timeout_s(ctl.heartbeat_interval_ms / 1000)
-        self.hb_http = httpx.AsyncClient(base_url=base, headers=headers, timeout=hb_timeout, transport=transport,
-                                         verify=ctl.verify())
+        self.hb_http = httpx.AsyncClient(base_url=base, headers=headers, transport=transport, verify=ctl.verify())
         self.rep_http = httpx.AsyncClient(base_url=base, headers=headers, timeout=REPORT_TIMEOUT_S,
                                           transport=transport, verify=ctl.verify())
 
-    async def _post(self, http: httpx.AsyncClient, path: str, body: str) -> None:
-        r = await http.post(path, content=body, headers={"Content-Type": "application/json"})
+    async def _post(self, http: httpx.AsyncClient, path: str, body: str, timeout: float | None = None) -> None:
+        r = await http.post(path, content=body, headers={"Content-Type": "application/json"},
+                            timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout)
         if r.status_code >= 300:
             raise GatewayError(f"POST {self.state.url}{path}: HTTP {r.status_code}: {r.text[:200]}")
+        self.timing.heard(self.state.url, r)
 
     def _failed(self, what: str, exc: Exception) -> None:
         msg = f"{what} to {self.state.url}: {type(exc).__name__}: {exc}"
         self.state.last_error = self.agg.last_error = msg
 
     async def heartbeat_loop(self) -> None:
-        interval = self.ctl.heartbeat_interval_ms / 1000
-        backoff = Backoff(interval, HEARTBEAT_BACKOFF_CAP_S)
+        backoff = Backoff(self.timing.current.heartbeat_interval_ms / 1000, HEARTBEAT_BACKOFF_CAP_S)
         path = f"/gateways/{self.gateway}/heartbeat"
         while True:
             t0 = time.monotonic()
+            interval = self.timing.current.heartbeat_interval_ms / 1000
+            backoff.base = interval
             try:
                 charon_down, partner_down = await asyncio.to_thread(self.flags)
                 hb = Heartbeat(gateway=self.gateway, timestamp=time.time(), charon_down=charon_down,
                                partner_down=partner_down)
-                await self._post(self.hb_http, path, hb.model_dump_json())
+                await self._post(self.hb_http, path, hb.model_dump_json(), timeout=heartbeat_timeout_s(interval))
                 self.state.heartbeats_ok += 1
                 self.agg.heartbeats_ok += 1
                 backoff.ok()
@@ -228,8 +295,8 @@ class ControllerLink:
         delay = 0.0
         seq = 0
         path = f"/gateways/{self.gateway}/report"
-        period = self.ctl.report_interval_ms / 1000
         while True:
+            period = self.timing.current.report_interval_ms / 1000
             seq, rep = await feed.newer_than(seq)
             try:
                 await self._post(self.rep_http, path, rep.model_dump_json())
@@ -262,10 +329,17 @@ class Agent:
         self.sampler = Sampler(self.gw)
         self.state = AgentState()
         self.feed = ReportFeed()
+        self.timing = Timing(self._timing_changed)
         self.partner = self._partner_monitor(cfg)
-        self.links = [ControllerLink(u, cfg.name, self.ctl, self.state, transport, self.rest_flags)
+        self.links = [ControllerLink(u, cfg.name, self.ctl, self.state, transport, self.rest_flags, self.timing)
                       for u in self.ctl.endpoints]
         self.heartbeat = heartbeat
+        # Remote-access clients (ra/sessions.py): a client that comes or goes wakes the sampler,
+        # so the controller pins it within a report round trip, not a report period.
+        self._clients_changed = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.clients: ClientMonitor | None = (
+            monitor_for(cfg, self.gw.connect, self._client_change) if cfg.remote_access is not None else None)
         self.sender: HeartbeatSender | None = None
         if heartbeat == "udp":
             keyed: list[tuple[str, bytes]] = []
@@ -275,7 +349,7 @@ class Agent:
                     raise GatewayError(f"{cfg.name}: no agent token for controller {url} (controller.token or "
                                        "token_file): it authenticates the reports and keys the heartbeats")
                 keyed.append((url, secret.encode()))
-            self.sender = HeartbeatSender(cfg.name, keyed, self.ctl.heartbeat_interval_ms / 1000,
+            self.sender = HeartbeatSender(cfg.name, keyed, self.timing.current.heartbeat_interval_ms / 1000,
                                           self.charon_running,
                                           self.partner.down if self.partner is not None else None)
 
@@ -288,9 +362,33 @@ class Agent:
             key = p.secret()
         except ConfigError as exc:
             raise GatewayError(f"{cfg.name}: {exc}") from None
+        t = self.timing.current
         return PartnerMonitor(cfg.name, p.name, key, (str(local), p.port), (str(p.address), p.port),
-                              p.interval_ms / 1000, p.missed, self.own_flags, self._partner_changed,
-                              startup_grace_s=p.startup_grace_s, max_skew_s=p.max_skew_s)
+                              t.heartbeat_interval_ms / 1000, t.missed_heartbeats, self.own_flags,
+                              self._partner_changed, startup_grace_s=p.startup_grace_s, max_skew_s=p.max_skew_s)
+
+    def _timing_changed(self, t: AgentTiming) -> None:
+        """A controller told a new timing: heartbeats and pair beacons follow it now (reports
+        from their next period)."""
+        if self.sender is not None:
+            self.sender.set_interval(t.heartbeat_interval_ms / 1000)
+        if self.partner is not None:
+            self.partner.set_timing(t.heartbeat_interval_ms / 1000, t.missed_heartbeats)
+
+    def _client_change(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._clients_changed.set)
+
+    async def _client_report(self, rep: GatewayReport) -> GatewayReport:
+        """The report with this gateway's remote-access clients (unchanged without remote access)."""
+        if self.clients is None:
+            return rep
+        try:
+            clients = await asyncio.to_thread(self.clients.poll)
+        except Exception as exc:  # clients unknown: say nothing rather than "none"
+            log.warning("remote-access clients unavailable: %s", exc)
+            return rep.model_copy(update={"remote_access": ra_gateway.report_info(self.cfg)})
+        return rep.model_copy(update={"remote_access": ra_gateway.report_info(self.cfg), "clients": clients})
 
     def _partner_changed(self, up: bool | None) -> None:
         if self.sender is not None:
@@ -305,8 +403,10 @@ class Agent:
         if p is None or self.partner is None:
             return ("pair beacons off (no `partner` in the config): a partner site learns of this gateway's "
                     "failure only through IKE DPD")
+        t = self.timing.current
         return (f"pair beacons with {p.name}: {self.partner.local[0]} <-> {p.address} port {p.port} through the "
-                f"tunnel every {p.interval_ms} ms, partner down after {p.missed} missed")
+                f"tunnel at the heartbeat interval (now {t.heartbeat_interval_ms} ms), partner down after "
+                f"{t.missed_heartbeats} of its intervals missed")
 
     def charon_running(self) -> bool | None:
         """Whether the gateway's charon (for UML: its guest) is running, not stopped or gone."""
@@ -341,14 +441,25 @@ class Agent:
         partner = await asyncio.to_thread(self.partner.state) if self.partner is not None else None
         rep = build_report(self.cfg.name, self.backend_label(), prev, cur, sas, tunnel.conn_name(self.cfg),
                            sa_error=sa_error, partner=partner)
-        return rep, cur
+        rep.tuning = await asyncio.to_thread(tuning.summary, self.cfg)
+        return await self._client_report(rep), cur
 
     async def sample_loop(self) -> None:
-        """One report every T_L, published to every controller link."""
-        period = self.ctl.report_interval_ms / 1000
+        """One report every T_L (the controller's report interval), published to every controller link."""
         prev = await asyncio.to_thread(self.sampler.cpu)
+        self._loop = asyncio.get_running_loop()
+        if self.clients is not None:
+            self.clients.start()
         while True:
-            await asyncio.sleep(period)
+            period = self.timing.current.report_interval_ms / 1000
+            t0 = time.monotonic()
+            try:  # a period, or less when a remote-access client came, went or moved
+                await asyncio.wait_for(self._clients_changed.wait(), period)
+                # ... but no CPU sample over less than a fifth of a period (too noisy to use)
+                await asyncio.sleep(max(0.0, period / 5 - (time.monotonic() - t0)))
+            except asyncio.TimeoutError:
+                pass
+            self._clients_changed.clear()
             try:
                 rep, prev = await self.make_report(prev)
             except Exception as exc:
@@ -383,6 +494,8 @@ class Agent:
             self.sender.stop()
         if self.partner is not None:
             self.partner.stop()
+        if self.clients is not None:
+            await asyncio.to_thread(self.clients.stop)
         for link in self.links:
             await link.aclose()
 
@@ -400,6 +513,13 @@ class Agent:
                                                              "last_error": self.partner.last_error})
             if self.partner is not None else None,
             "pair_beacons": self.partner_line(),
+            "timing": self.timing.current.model_dump(),
+            "tuning": tuning.health(self.cfg),
+            "remote_access": None if self.clients is None else {
+                "clients": len(self.clients.tracker.live()), "evicted": self.clients.evicted,
+                "session_log": str(self.clients.log.path), "session_log_error": self.clients.log_error,
+                "event_errors": self.clients.listener.errors,
+                "last_event_error": self.clients.listener.last_error},
             "last_error": self.state.last_error, "uptime_s": round(time.time() - self.state.started, 1),
             "controllers": [vars(link.state).copy() for link in self.links],
         }

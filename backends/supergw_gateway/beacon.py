@@ -6,7 +6,9 @@ agent goes silent as it should. Each beat says whether charon is running: a gate
 charon is stopped or gone carries no traffic even though its agent still talks, and the
 controller fails it over on that beat instead of waiting for silence. Likewise a beat says
 whether the gateway's partner at the partner site is down (`partner.py`); a change of
-either is sent at once (`poke`), not at the next beat.
+either is sent at once (`poke`), not at the next beat. The interval is the controller's
+(`set_interval`, from the answer to the agent's reports) and every beat declares it, so a
+controller judges a sender that has not adopted its timing yet by the sender's own cadence.
 
 The wire format and its HMAC are `supergw_proto.beats`, imported, never copied.
 """
@@ -85,6 +87,12 @@ class HeartbeatSender:
     def start(self) -> None:
         self._thread.start()
 
+    def set_interval(self, interval_s: float) -> None:
+        """Beat every `interval_s` from now on (the next beat goes at once)."""
+        if interval_s != self.interval_s:
+            self.interval_s = interval_s
+            self._wake.set()
+
     def poke(self) -> None:
         """Send the next beat now (a flag changed), then keep the cadence from there."""
         self._wake.set()
@@ -106,7 +114,8 @@ class HeartbeatSender:
             flags |= FLAG_PARTNER_DOWN
             self.stats.partner_down_beats += 1
         sent_ns = time.time_ns()
-        return [encode(self.gateway, key, self._epoch, self._seq, sent_ns, flags) for key in keys]
+        interval_ms = max(1, round(self.interval_s * 1000))
+        return [encode(self.gateway, key, self._epoch, self._seq, sent_ns, flags, interval_ms=interval_ms) for key in keys]
 
     def _resolve(self) -> list[tuple[int, tuple[str, int], bytes]]:
         out: list[tuple[int, tuple[str, int], bytes]] = []

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from supergw_gateway.config import GatewayConfig, load_config
 from supergw_gateway.errors import GatewayError
+from supergw_gateway.tuning.groups import ALL_GROUPS
 
 
 
@@ -31,6 +32,10 @@ def _progress(msg: str) -> None:
 
 def _cmd_validate(cfg: GatewayConfig, a: argparse.Namespace) -> int:
     print(f"{a.config}: ok (gateway {cfg.name}, backend {cfg.backend.value}, namespace {cfg.netns})")
+    if cfg.remote_access is not None:  # what the credential cache becomes (docs/remote-access.md)
+        from supergw_gateway.ra.gateway import cache_mapping
+
+        print("remote access, " + "\n".join(cache_mapping(cfg.remote_access).describe()))
     return 0
 
 
@@ -62,9 +67,11 @@ def _cmd_apply(cfg: GatewayConfig, a: argparse.Namespace) -> int:
 def _cmd_down(cfg: GatewayConfig, a: argparse.Namespace) -> int:
     from supergw_gateway.runtime import Gateway
 
-    Gateway(cfg, _progress).down()
-    print(f"{cfg.name}: down")
-    return 0
+    items = Gateway(cfg, _progress).down()
+    failed = [i for i in items if i.status == "failed"]
+    print(f"{cfg.name}: down" + (f"; {len(failed)} tuning knob(s) not restored (kept in the record, "
+                                 "the next `down` retries)" if failed else ""))
+    return 1 if failed else 0
 
 
 def _cmd_status(cfg: GatewayConfig, a: argparse.Namespace) -> int:
@@ -113,15 +120,18 @@ def build_parser() -> argparse.ArgumentParser:
     with_config("apply", "re-apply the tunnel config over VICI (idempotent)").set_defaults(fn=_cmd_apply)
     with_config("down", "stop the gateway").set_defaults(fn=_cmd_down)
     with_config("status", "backend and SAs with counters").set_defaults(fn=_cmd_status)
-    t = with_config("tune", "tuning profile from the tuning paper")
+    t = with_config("tune", "tuning profile from the tuning paper (`up` applies the config's `tuning` itself)")
     t.add_argument("action", nargs="?", default="plan", choices=["plan", "apply", "verify", "revert"],
                    help="default: plan (same as apply --dry-run)")
     t.add_argument("--role", choices=["gateway", "endpoint"], default="gateway")
     t.add_argument("--dry-run", action="store_true", help="with apply: only show the changes")
-    t.add_argument("--state", type=Path, help="state file (default: <state_dir>/<name>/tune-<role>.json)")
+    t.add_argument("--state", type=Path, help="record (default: <state_dir>/<name>/tune-<role>.json; "
+                   "`up`/`down` keep theirs apart in tuning.json)")
     t.add_argument("--netns", help="with --role endpoint: the TCP endpoint's namespace")
     t.add_argument("--mtu", action="append", metavar="DEV=N", help="the path behind DEV allows MTU N (jumbo)")
     t.add_argument("--host-wide", action="store_true", help="also set host-wide sysctls on the host")
+    t.add_argument("--knobs", metavar="GROUP,...",
+                   help="knob groups (default: the config's tuning.knobs; 'all'): " + ", ".join(ALL_GROUPS))
     t.set_defaults(fn=_cmd_tune)
     ag = with_config("agent", "report load to the controller and serve /health")
     ag.add_argument("--health", default="127.0.0.1:0", type=listen_address,

@@ -1,8 +1,16 @@
-"""Gateway configuration: one validated YAML file per gateway."""
+"""Gateway configuration: one validated YAML file per gateway.
+
+The agent's timing (heartbeat and report intervals, miss count, and so the pair beacons')
+is not here: its controller tells it (`supergw_proto.reports.AgentTiming`, in the answer
+to every report). The keys that used to set it (`controller.heartbeat_interval_ms`,
+`controller.report_interval_ms`, `partner.interval_ms`, `partner.missed`) still load, with
+a warning that they are ignored.
+"""
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import re
 import ssl
 from enum import Enum
@@ -12,12 +20,17 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from supergw_gateway.errors import ConfigError
+from supergw_gateway.tuning.groups import GATEWAY_GROUPS, SECTION, GatewayGroup
+from supergw_gateway.ike_syntax import DEFAULT_ESP_PROPOSAL as DEFAULT_ESP_PROPOSAL
+from supergw_gateway.ike_syntax import DEFAULT_IKE_PROPOSAL as DEFAULT_IKE_PROPOSAL
+from supergw_gateway.ike_syntax import check_proposals
+from supergw_gateway.ra.config import RemoteAccess, check_gateway
 from supergw_proto.strict import StrictModel, read_yaml_mapping, validate
+
+log = logging.getLogger(__name__)
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
 IFNAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
-DEFAULT_IKE_PROPOSAL = "aes128gcm16-prfsha256-x25519"
-DEFAULT_ESP_PROPOSAL = "aes128gcm16-x25519"
 
 
 class Backend(str, Enum):
@@ -87,10 +100,7 @@ class Proposals(StrictModel):
     @field_validator("ike", "esp")
     @classmethod
     def _syntax(cls, v: list[str]) -> list[str]:
-        for p in v:
-            if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", p):
-                raise ValueError(f"invalid proposal {p!r} (strongSwan form like {DEFAULT_ESP_PROPOSAL})")
-        return v
+        return check_proposals(v)
 
 
 class Dpd(StrictModel):
@@ -119,6 +129,11 @@ def read_secret(path: Path, where: str) -> str:
     if not secret:
         raise ConfigError(f"{where}: {path} is empty (expected the gateway's agent token on its first line)")
     return secret
+
+
+def _ignored(key: str, instead: str) -> None:
+    log.warning("config: %s is deprecated and ignored: the controller tells the agent its timing "
+                "(set %s instead)", key, instead)
 
 
 class _Secret(StrictModel):
@@ -160,9 +175,16 @@ class Controller(_Secret):
     url: ControllerUrl | None = None
     urls: list[ControllerUrl | ControllerEndpoint] = Field(default_factory=list)
     ca_file: Path | None = Field(default=None, description="PEM CA bundle that signed the controllers' https certificates")
-    report_interval_ms: int = Field(default=500, ge=50, le=60000)
-    # The controller's default: dead after 3 missed heartbeats of 100 ms.
-    heartbeat_interval_ms: int = Field(default=100, ge=50, le=60000)
+    # Deprecated and ignored: the controller's answers say both (see the module doc).
+    report_interval_ms: int | None = Field(default=None, ge=50, le=60000, description="deprecated, ignored")
+    heartbeat_interval_ms: int | None = Field(default=None, ge=50, le=60000, description="deprecated, ignored")
+
+    @model_validator(mode="after")
+    def _deprecated_timing(self) -> Controller:
+        for key in ("report_interval_ms", "heartbeat_interval_ms"):
+            if getattr(self, key) is not None:
+                _ignored(f"controller.{key}", f"timing.{key} in the controller's config")
+        return self
 
     @model_validator(mode="after")
     def _one_form(self) -> Controller:
@@ -204,10 +226,13 @@ class Controller(_Secret):
 
 class Partner(StrictModel):
     """The paired gateway at the partner site (gateway i of the other super gateway): both
-    agents send each other an authenticated beacon every `interval_ms` from `local_address`
-    to `address`, both inside the tunnel's subnets so that the beacons ride the IPsec SA.
-    The secret (per pair, the same file content at both ends) keys the beacons' HMAC; it is
-    read from `secret_file`, never taken from a command line, never logged."""
+    agents send each other an authenticated beacon from `local_address` to `address`, both
+    inside the tunnel's subnets so that the beacons ride the IPsec SA, at the heartbeat
+    interval their controllers tell them; each beacon declares its interval, and each agent
+    judges its partner's silence by that (so the two sites agree even when their controllers'
+    timings differ) times its own miss count. The secret (per pair, the same file content at
+    both ends) keys the beacons' HMAC; it is read from `secret_file`, never taken from a
+    command line, never logged."""
 
     name: str
     address: ipaddress.IPv4Address = Field(description="the partner's LAN address (inside remote.subnets)")
@@ -216,8 +241,9 @@ class Partner(StrictModel):
     )
     port: int = Field(default=8790, gt=0, lt=65536)
     secret_file: Path
-    interval_ms: int = Field(default=100, ge=20, le=60000)
-    missed: int = Field(default=3, ge=1, le=100, description="down after this many intervals without a beacon")
+    # Deprecated and ignored: the pair beacons follow the heartbeat timing.
+    interval_ms: int | None = Field(default=None, ge=20, le=60000, description="deprecated, ignored")
+    missed: int | None = Field(default=None, ge=1, le=100, description="deprecated, ignored")
     startup_grace_s: float = Field(default=10.0, ge=0, le=3600,
                                    description="before the first beacon: 'not heard yet', not 'down'")
     max_skew_s: float = Field(default=30.0, gt=0, le=86400)
@@ -228,6 +254,14 @@ class Partner(StrictModel):
         if not NAME_RE.match(v):
             raise ValueError(f"invalid partner gateway name {v!r}: lowercase letters, digits and '-', max 31 chars")
         return v
+
+    @model_validator(mode="after")
+    def _deprecated_timing(self) -> Partner:
+        if self.interval_ms is not None:
+            _ignored("partner.interval_ms", "timing.heartbeat_interval_ms in the controller's config")
+        if self.missed is not None:
+            _ignored("partner.missed", "timing.missed_heartbeats in the controller's config")
+        return self
 
     @model_validator(mode="after")
     def _secret(self) -> Partner:
@@ -261,6 +295,32 @@ class CharonTuning(StrictModel):
     log_level: int = Field(default=1, ge=-1, le=4)
 
 
+class Tuning(StrictModel):
+    """The tuning paper's profile on this gateway: `up` applies it, `down` restores exactly
+    what `up` changed (backends/README.md, "Tuning"). Knobs a device, namespace or kernel
+    cannot take are refused with the reason (/health, `tune plan`), never skipped."""
+
+    enabled: bool = False
+    knobs: list[GatewayGroup] = Field(default_factory=lambda: list(GATEWAY_GROUPS), min_length=1,
+                                      description="knob groups (default: all): " + ", ".join(GATEWAY_GROUPS))
+    host_wide: bool = Field(default=False, description=(
+        "also set the host-wide sysctls (net.core.*) on the host: they are shared by every namespace of the "
+        "machine, held by reference between its gateways and restored by the last `down`"))
+    path_mtu: dict[str, Annotated[int, Field(ge=576, le=65535)]] = Field(
+        default_factory=dict, description="device -> the MTU every hop of the path behind it takes (§5.3 jumbo)")
+
+    @field_validator("knobs", mode="before")
+    @classmethod
+    def _gateway_knobs(cls, v: object) -> object:
+        if isinstance(v, list):
+            if "tcp" in v:
+                raise ValueError(f"'tcp' ({SECTION['tcp']}) belongs to the TCP endpoints, not to a gateway, which "
+                                 "forwards TCP: tune hosts with `supergw-gateway tune --role endpoint --netns NS`")
+            if len(set(map(str, v))) != len(v):
+                raise ValueError(f"knob groups listed twice: {v}")
+        return v
+
+
 class GatewayConfig(StrictModel):
     name: str
     namespace: str | None = None
@@ -276,9 +336,11 @@ class GatewayConfig(StrictModel):
     initiate: bool = True
     controller: Controller | None = None
     partner: Partner | None = None  # None: no pair beacons (a one-site peer is plain strongSwan)
+    remote_access: RemoteAccess | None = None  # None: site-to-site only (ra/config.py, docs/remote-access.md)
     cpu_quota_percent: float | None = Field(default=None, gt=0, le=100 * 64)
     uml: Uml = Field(default_factory=Uml)
     charon: CharonTuning = Field(default_factory=CharonTuning)
+    tuning: Tuning = Field(default_factory=Tuning)
     state_dir: Path = Path("/run/sgw-gw")
 
     @field_validator("name")
@@ -317,6 +379,18 @@ class GatewayConfig(StrictModel):
                                  f"{[str(n) for n in self.local.subnets]}: its beacons would not cross the tunnel")
             if p.name == self.name:
                 raise ValueError(f"partner.name {p.name!r} is this gateway's own name")
+        if self.remote_access is not None:
+            check_gateway(self.remote_access, backend=self.backend.value, wan=wan,
+                          lan=[i.address for i in self.interfaces if i.role == "lan"],
+                          local_subnets=self.local.subnets, remote_subnets=self.remote.subnets)
+        return self
+
+    @model_validator(mode="after")
+    def _tuning_devices(self) -> GatewayConfig:
+        devices = [i.device for i in self.interfaces]
+        unknown = [d for d in self.tuning.path_mtu if d not in devices]
+        if unknown:
+            raise ValueError(f"tuning.path_mtu names {unknown}, not interfaces of this gateway {devices}")
         return self
 
     @property

@@ -1,8 +1,12 @@
 """Pair beacons: the agents of two paired gateways (gateway i of site A and gateway i of site B)
 tell each other, through their IPsec tunnel, that they can carry traffic.
 
-Each agent sends a small authenticated datagram every `interval` from its LAN address to
-its partner's LAN address. Both addresses are inside the tunnel's traffic selectors, so a
+Each agent sends a small authenticated datagram every heartbeat interval (its controller's:
+`set_timing`, from the answer to its reports) from its LAN address to its partner's LAN
+address. Each beacon declares that interval, and the partner is judged by it: silent for
+more than `missed` of its own declared intervals (or of ours, whichever is longer), so the
+two sites agree even when their controllers' timings differ, and a beacon from an agent
+not yet told its timing is late by its own clock, not missing. Both addresses are inside the tunnel's traffic selectors, so a
 beacon that arrives proves the partner's agent runs and the SA carries packets end to end:
 with kernel-libipsec a frozen or killed charon stops ESP, with kernel XFRM a frozen agent
 stops the beacons, and a dead WAN stops both. A beacon also says what its sender knows of
@@ -77,7 +81,6 @@ class PartnerMonitor:
         self.gateway, self.partner = gateway, partner
         self.local, self.remote = local, remote
         self.interval_s, self.missed = interval_s, missed
-        self.dead_after_s = interval_s * missed
         self.grace_s = startup_grace_s
         self._key = key
         self._keys = {partner: key}
@@ -90,6 +93,7 @@ class PartnerMonitor:
         self._seq = 0
         self._started = monotonic()
         self._last_rx: float | None = None
+        self._partner_interval_s: float | None = None  # what the partner's last beacon declared
         self._partner_flags = 0
         self._verdict: Verdict = (None, None)
         self._logged: dict[str, float] = {}
@@ -104,11 +108,24 @@ class PartnerMonitor:
         self._thread = threading.Thread(target=self._run, name=f"partner-{partner}", daemon=True)
 
     # -- pure parts (no thread, no socket of their own)
+    def set_timing(self, interval_s: float, missed: int) -> None:
+        """The heartbeat timing the controller told the agent: beacons go at this interval,
+        and the partner is down after `missed` of its intervals without one."""
+        with self._lock:
+            self.interval_s, self.missed = interval_s, missed
+
+    @property
+    def dead_after_s(self) -> float:
+        """Silence longer than this is the partner's death: `missed` of its declared interval
+        (when it declares one), never less than `missed` of ours."""
+        with self._lock:
+            return max(self.interval_s, self._partner_interval_s or 0.0) * self.missed
+
     def beacon(self) -> bytes:
         """This gateway's next beacon."""
         self._seq += 1
         return encode(self.gateway, self._key, self._epoch, self._seq, self._wall(), self._own_flags(),
-                      magic=PAIR_MAGIC)
+                      magic=PAIR_MAGIC, interval_ms=max(1, round(self.interval_s * 1000)))
 
     def receive(self, data: bytes, source: str) -> bool:
         """One datagram from `source` ("ip:port"): True when it is an acceptable beacon of the partner."""
@@ -127,6 +144,8 @@ class PartnerMonitor:
             self.received += 1
             self._last_rx = self._mono()
             self._partner_flags = beat.flags
+            # A version 1 beacon (an older agent) declares nothing: judged by our interval.
+            self._partner_interval_s = None if beat.interval_ms is None else beat.interval_ms / 1000.0
             return True
 
     def verdict(self, now: float | None = None) -> Verdict:

@@ -187,7 +187,7 @@ class UmlGuest:
         pid = self.pid()
         if pid is None:
             return
-        pids = [pid, *_descendants(pid)]
+        pids = [pid, *descendants(pid)]
         _mconsole_halt(self.uml_dir / self.umid / "mconsole")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and _alive(pid):
@@ -215,7 +215,8 @@ def _mconsole_halt(sock: Path) -> None:
             pass  # no console (guest already gone): the caller kills what is left
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (its children, theirs, ...), read from /proc."""
     children: dict[int, list[int]] = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():

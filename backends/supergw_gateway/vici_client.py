@@ -89,6 +89,21 @@ class ViciClient:
     def unload_conn(self, name: str) -> None:
         self._call("unload-conn", lambda: self._s.unload_conn({"name": name}))
 
+    def load_pool(self, pool: dict[str, Any]) -> None:
+        self._call("load-pool", lambda: self._s.load_pool(pool))
+
+    def counters(self, conn: str | None = None) -> dict[str, int]:
+        """IKE message counters (the `counters` plugin): of connection `conn`, or of the daemon."""
+        req: dict[str, Any] = {"name": conn} if conn else {}
+        try:
+            reply = decode(self._s.get_counters(req))
+        except vici.exception.CommandException as exc:
+            if "no counters found" in str(exc):  # nothing happened on that connection yet
+                return {}
+            raise TunnelError(f"strongSwan rejected get-counters: {exc}") from None
+        table = reply.get("counters", {}).get(conn or "", {})
+        return {k: int(v) for k, v in table.items()}
+
     def load_shared(self, secret: dict[str, Any]) -> None:
         self._call("load-shared", lambda: self._s.load_shared(secret))
 
@@ -119,8 +134,12 @@ class ViciClient:
             raise TunnelError(explain_failure(ike, str(exc), lines)) from None
         return lines
 
-    def terminate(self, ike: str | None = None, ike_id: int | None = None, timeout_ms: int = 5000) -> None:
+    def terminate(self, ike: str | None = None, ike_id: int | None = None, timeout_ms: int = 5000,
+                  force: bool = False) -> None:
+        """Delete an IKE SA; `force`: destroy it at once, without waiting for the peer's answer."""
         req: dict[str, Any] = {"timeout": timeout_ms}
+        if force:
+            req["force"] = "yes"
         if ike_id is not None:
             req["ike-id"] = ike_id
         elif ike:
@@ -136,8 +155,9 @@ class ViciClient:
         req: dict[str, Any] = {"child": child} if child else {"ike": ike}
         self._call("rekey", lambda: self._s.rekey(req))
 
-    def raw_sas(self) -> Iterator[dict[str, Any]]:
-        for sa in self._s.list_sas():
+    def raw_sas(self, ike: str | None = None) -> Iterator[dict[str, Any]]:
+        """list-sas replies as dicts (of connection `ike` only when given)."""
+        for sa in self._s.list_sas({"ike": ike} if ike else None):
             yield decode(sa)
 
     def list_sas(self) -> list[IkeSaStatus]:

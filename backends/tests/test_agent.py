@@ -18,9 +18,14 @@ from supergw_gateway.config import parse_config
 from supergw_gateway.errors import ConfigError
 from supergw_gateway.report import CpuSample, GatewayReport, Heartbeat
 from supergw_gateway.vici_client import ChildSaStatus, IkeSaStatus
+from supergw_proto.reports import TIMING_HEADER, AgentTiming
+
+# What the fake controllers tell the agent: heartbeats every 100 ms, reports every 100 ms.
+TOLD = AgentTiming(heartbeat_interval_ms=100, report_interval_ms=100)
+FAST = AgentTiming(heartbeat_interval_ms=50, report_interval_ms=50)
 
 
-class _Sampler:
+class FakeSampler:
     def __init__(self) -> None:
         self.n = 0
 
@@ -39,8 +44,9 @@ class FakeController:
     `report_delay` holds report answers back (a slow controller); `hang` accepts connections
     and never answers (an unreachable-but-routed controller)."""
 
-    def __init__(self, port: int, report_delay: float = 0.0, hang: bool = False) -> None:
-        self.port, self.report_delay, self.hang = port, report_delay, hang
+    def __init__(self, port: int, report_delay: float = 0.0, hang: bool = False,
+                 timing: AgentTiming | None = TOLD) -> None:
+        self.port, self.report_delay, self.hang, self.timing = port, report_delay, hang, timing
         self.posts: list[tuple[float, str, dict[str, Any]]] = []
         self.server: asyncio.Server | None = None
         self.conns: set[asyncio.StreamWriter] = set()
@@ -67,7 +73,8 @@ class FakeController:
                 if path.endswith("/report") and self.report_delay:
                     await asyncio.sleep(self.report_delay)
                 self.posts.append((time.monotonic(), path, body))
-                writer.write(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
+                told = "" if self.timing is None else f"{TIMING_HEADER}: {self.timing.header()}\r\n"
+                writer.write(f"HTTP/1.1 204 No Content\r\n{told}Content-Length: 0\r\n\r\n".encode())
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
@@ -87,16 +94,16 @@ class FakeController:
             self.server = None
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
 def _agent(gw_dict: dict[str, Any], ctl: dict[str, Any]) -> Agent:
-    gw_dict["controller"] = {"token": "agent-test-token", "report_interval_ms": 100, "heartbeat_interval_ms": 100, **ctl}
+    gw_dict["controller"] = {"token": "agent-test-token", **ctl}
     agent = Agent(parse_config(gw_dict), heartbeat="http")  # these tests drive the REST heartbeat
-    agent.sampler = _Sampler()  # type: ignore[assignment]
+    agent.sampler = FakeSampler()  # type: ignore[assignment]
     return agent
 
 
@@ -114,7 +121,7 @@ def _start(agent: Agent, tasks: list[asyncio.Task[None]]) -> None:
     tasks += [asyncio.create_task(agent.report_loop()), asyncio.create_task(agent.heartbeat_loop())]
 
 
-async def _until(cond: Any, timeout: float) -> bool:
+async def until(cond: Any, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
@@ -135,14 +142,13 @@ async def test_agent_survives_controller_downtime(gw_dict: dict[str, Any], runni
         assert req.headers["authorization"] == "Bearer agent-test-token"
         assert req.url.path.startswith("/api/v1/gateways/gw1/")
         got[req.url.path.rsplit("/", 1)[1]].append(json.loads(req.content))
-        return httpx.Response(204)
+        return httpx.Response(204, headers={TIMING_HEADER: FAST.header()})
 
-    gw_dict["controller"] = {"url": "http://ctl.invalid:8080", "token": "agent-test-token",
-                             "report_interval_ms": 50, "heartbeat_interval_ms": 50}
+    gw_dict["controller"] = {"url": "http://ctl.invalid:8080", "token": "agent-test-token"}
     agent = Agent(parse_config(gw_dict), transport=httpx.MockTransport(handler), heartbeat="http")
-    agent.sampler = _Sampler()  # type: ignore[assignment]
+    agent.sampler = FakeSampler()  # type: ignore[assignment]
     _start(agent, running)
-    assert await _until(lambda: len(got["report"]) >= 2 and got["heartbeat"], 5)
+    assert await until(lambda: len(got["report"]) >= 2 and got["heartbeat"], 5)
     assert agent.state.reports_failed + agent.state.heartbeats_failed >= 1
     reports = [GatewayReport.model_validate(r) for r in got["report"]]
     Heartbeat.model_validate(got["heartbeat"][0])
@@ -152,7 +158,7 @@ async def test_agent_survives_controller_downtime(gw_dict: dict[str, Any], runni
 
 
 async def test_heartbeats_resume_quickly_after_long_downtime(gw_dict: dict[str, Any], running: list[Any]) -> None:
-    ctl = FakeController(_free_port())
+    ctl = FakeController(free_port())
     agent = _agent(gw_dict, {"url": ctl.url})
     _start(agent, running)
     await asyncio.sleep(2.5)  # long enough for any uncapped backoff to grow past 1 s
@@ -160,26 +166,26 @@ async def test_heartbeats_resume_quickly_after_long_downtime(gw_dict: dict[str, 
     await ctl.start()
     t_up = time.monotonic()
     try:
-        assert await _until(lambda: ctl.times("heartbeat"), 2.0)
+        assert await until(lambda: ctl.times("heartbeat"), 2.0)
         # cap + one timeout/scheduling slack; the controller's dead timer is 0.3 s
         assert ctl.times("heartbeat")[0] - t_up <= HEARTBEAT_BACKOFF_CAP_S + 0.25
         # and then the normal 100 ms cadence
         await asyncio.sleep(1.0)
         beats = [t for t in ctl.times("heartbeat") if t > t_up + 0.8]
         assert len(beats) >= 3
-        assert await _until(lambda: ctl.times("report"), 6.0)  # reports come back too (longer cap)
+        assert await until(lambda: ctl.times("report"), 6.0)  # reports come back too (longer cap)
     finally:
         await ctl.stop()
 
 
 async def test_controller_restart_then_back(gw_dict: dict[str, Any], running: list[Any]) -> None:
     """Up, down (connections reset), up again on the same port."""
-    port = _free_port()
+    port = free_port()
     ctl = FakeController(port)
     await ctl.start()
     agent = _agent(gw_dict, {"url": ctl.url})
     _start(agent, running)
-    assert await _until(lambda: len(ctl.times("heartbeat")) >= 3 and ctl.times("report"), 3)
+    assert await until(lambda: len(ctl.times("heartbeat")) >= 3 and ctl.times("report"), 3)
     await ctl.stop()
     await asyncio.sleep(1.5)
     failed = agent.state.heartbeats_failed
@@ -188,7 +194,7 @@ async def test_controller_restart_then_back(gw_dict: dict[str, Any], running: li
     await ctl2.start()
     t_up = time.monotonic()
     try:
-        assert await _until(lambda: ctl2.times("heartbeat"), 2.0)
+        assert await until(lambda: ctl2.times("heartbeat"), 2.0)
         assert ctl2.times("heartbeat")[0] - t_up <= HEARTBEAT_BACKOFF_CAP_S + 0.25
     finally:
         await ctl2.stop()
@@ -197,8 +203,8 @@ async def test_controller_restart_then_back(gw_dict: dict[str, Any], running: li
 @pytest.mark.parametrize("down", ["refused", "hang"])
 async def test_two_controllers_one_down(gw_dict: dict[str, Any], running: list[Any], down: str) -> None:
     """Both get heartbeats and reports independently; the dead one does not slow the live one."""
-    live = FakeController(_free_port())
-    dead = FakeController(_free_port(), hang=down == "hang")
+    live = FakeController(free_port())
+    dead = FakeController(free_port(), hang=down == "hang")
     await live.start()
     if down == "hang":
         await dead.start()
@@ -224,14 +230,14 @@ async def test_two_controllers_one_down(gw_dict: dict[str, Any], running: list[A
         # the backup comes up and is told too, without restarting the agent
         if down == "refused":
             await dead.start()
-            assert await _until(lambda: dead.times("heartbeat") and dead.times("report"), 6.0)
+            assert await until(lambda: dead.times("heartbeat") and dead.times("report"), 6.0)
     finally:
         await live.stop()
         await dead.stop()
 
 
 async def test_slow_report_post_does_not_delay_heartbeats(gw_dict: dict[str, Any], running: list[Any]) -> None:
-    ctl = FakeController(_free_port(), report_delay=1.0)
+    ctl = FakeController(free_port(), report_delay=1.0)
     await ctl.start()
     agent = _agent(gw_dict, {"url": ctl.url})
     _start(agent, running)

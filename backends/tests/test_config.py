@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +8,7 @@ import pytest
 from supergw_gateway.cli import main
 from supergw_gateway.config import DEFAULT_ESP_PROPOSAL, DEFAULT_IKE_PROPOSAL, Backend, load_config, parse_config
 from supergw_gateway.errors import ConfigError
+from tests.conftest import with_value
 
 
 def test_valid_defaults(gw_dict: dict[str, Any]) -> None:
@@ -39,13 +39,8 @@ def test_valid_defaults(gw_dict: dict[str, Any]) -> None:
     ],
 )
 def test_bad_config_is_a_clear_error(gw_dict: dict[str, Any], path: tuple[Any, ...], value: Any, needle: str) -> None:
-    d = copy.deepcopy(gw_dict)
-    node: Any = d
-    for p in path[:-1]:
-        node = node[p]
-    node[path[-1]] = value
     with pytest.raises(ConfigError) as ei:
-        parse_config(d, "t.yaml")
+        parse_config(with_value(gw_dict, path, value), "t.yaml")
     assert needle in str(ei.value)
     assert str(ei.value).startswith("t.yaml: invalid gateway config")
 

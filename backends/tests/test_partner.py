@@ -169,7 +169,7 @@ def _pair(interval: float, flags_a: dict[str, int], changes: list[tuple[str, boo
     return a, b
 
 
-def _wait(cond: Any, timeout: float = 5.0) -> bool:
+def wait_for(cond: Any, timeout: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
@@ -185,14 +185,14 @@ def test_two_monitors_see_each_other_and_the_silence_of_a_stopped_one() -> None:
     a.start()
     b.start()
     try:
-        assert _wait(lambda: a.verdict()[0] is True and b.verdict()[0] is True)
+        assert wait_for(lambda: a.verdict()[0] is True and b.verdict()[0] is True)
         flags_a["flags"] = FLAG_LAN_DOWN  # a says its LAN is down: b sees it at the next beacon
-        assert _wait(lambda: b.verdict() == (False, "agw1 reports its LAN interface down"))
+        assert wait_for(lambda: b.verdict() == (False, "agw1 reports its LAN interface down"))
         flags_a["flags"] = 0
-        assert _wait(lambda: b.verdict()[0] is True)
+        assert wait_for(lambda: b.verdict()[0] is True)
         a.stop()  # a's agent is gone: b counts 3 intervals of silence
         t0 = time.monotonic()
-        assert _wait(lambda: ("b", False) in changes[-1:])
+        assert wait_for(lambda: ("b", False) in changes[-1:])
         print(f"b judged a down {1000 * (time.monotonic() - t0):.0f} ms after a stopped (3 x 50 ms)")
         assert b.state().up is False and b.rejected == {} and a.rejected == {}
     finally:
@@ -210,11 +210,11 @@ def test_a_changed_verdict_is_sent_to_the_controller_at_once() -> None:
                              lambda: True, lambda: partner["down"])
     sender.start()
     try:
-        assert _wait(lambda: len(rx.drain()) == 1)  # the first beat; the next is 5 s away
+        assert wait_for(lambda: len(rx.drain()) == 1)  # the first beat; the next is 5 s away
         partner["down"] = True
         sender.poke()
         beats: list[Any] = []
-        assert _wait(lambda: bool(beats.extend(rx.drain()) or beats), 2.0)
+        assert wait_for(lambda: bool(beats.extend(rx.drain()) or beats), 2.0)
         assert beats[0].partner_down and not beats[0].charon_down
     finally:
         sender.stop()

@@ -25,11 +25,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import httpx
 
 from bench.controller import testbed as tb
 from bench.controller.p4push import PushResult, measure_full_table_push
 from bench.controller.traffic import Host, Receiver, Sender, make_hosts, packet_socket
+from supergw_proto.reports import Heartbeat
+from supergw_proto.rest import ApiError, ControllerClient
+from topologies.paths import P4INFO
 
 PH_WARM, PH_CONV, PH_MOVES, PH_CONTROL, PH_FAIL = 1, 2, 3, 4, 5
 TIME_LIMIT_S = 450
@@ -52,22 +54,7 @@ def _terminated(_sig: int, _frame: FrameType | None) -> None:
     raise BenchTimeout("terminated by SIGTERM")
 
 
-class Api:
-    def __init__(self) -> None:
-        self.http = httpx.Client(
-            base_url=f"http://{tb.API_LISTEN}/api/v1", headers={"Authorization": f"Bearer {tb.TOKEN}"}, timeout=10
-        )
-
-    def get(self, path: str, **params: Any) -> Any:
-        r = self.http.get(path, params=params)
-        r.raise_for_status()
-        return r.json()
-
-    def post(self, path: str, body: Any = None) -> Any:
-        r = self.http.post(path, json=body)
-        if r.status_code >= 400:
-            raise RuntimeError(f"POST {path} -> {r.status_code}: {r.text}")
-        return r.json() if r.content else None
+API_URL = f"http://{tb.API_LISTEN}"
 
 
 class Heartbeats:
@@ -85,18 +72,15 @@ class Heartbeats:
             t.start()
 
     def _run(self, g: str) -> None:
-        auth = {"Authorization": f"Bearer {tb.agent_token(g)}"}
-        with httpx.Client(base_url=f"http://{tb.API_LISTEN}/api/v1", headers=auth, timeout=2) as c:
+        with ControllerClient(API_URL, tb.agent_token(g), timeout=2) as c:
             next_t = time.monotonic()
             while not self._halt.is_set():
                 next_t += 0.1
                 if g in self.alive:
                     start = time.monotonic()
                     try:
-                        r = c.post(f"/gateways/{g}/heartbeat", json={"gateway": g, "timestamp": time.time()})
-                        if r.status_code != 204:
-                            self.failures += 1
-                    except httpx.HTTPError:
+                        c.heartbeat(Heartbeat(gateway=g, timestamp=time.time()))
+                    except ApiError:
                         self.failures += 1
                     self.latencies.append(time.monotonic() - start)
                 self._halt.wait(max(0.0, next_t - time.monotonic()))
@@ -244,46 +228,46 @@ def wait_for(what: str, check: Any, timeout: float, every: float = 0.1) -> Any:
             value = check()
             if value:
                 return value
-        except (httpx.HTTPError, RuntimeError, KeyError) as exc:
+        except (ApiError, RuntimeError, KeyError) as exc:
             last_exc = exc
         time.sleep(every)
     raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}" + (f" (last error: {last_exc})" if last_exc else ""))
 
 
-def wait_stable(api: Api, timeout: float = 10.0) -> bool:
+def wait_stable(api: ControllerClient, timeout: float = 10.0) -> bool:
     """Every gateway alive (not recovering) and no failover for 1.5 s."""
     deadline = time.monotonic() + timeout
-    last = (api.get("/status")["failovers_total"], time.monotonic())
+    last = (api.status().failovers_total, time.monotonic())
     while time.monotonic() < deadline:
-        n = api.get("/status")["failovers_total"]
+        n = api.status().failovers_total
         if n != last[0]:
             last = (n, time.monotonic())
-        if all(g["state"] == "alive" for g in api.get("/gateways")) and time.monotonic() - last[1] >= 1.5:
+        if all(g.state == "alive" for g in api.gateways()) and time.monotonic() - last[1] >= 1.5:
             return True
         time.sleep(0.2)
     return False
 
 
-def gateway_of(api: Api, hosts: Sequence[Host]) -> dict[int, str | None]:
+def gateway_of(api: ControllerClient, hosts: Sequence[Host]) -> dict[int, str | None]:
     """Gateway of each probe host: from /hosts (small) once all are learned, else /buckets."""
-    learned = {h["mac"]: h["gateway"] for h in api.get("/hosts")}
+    learned = {h.mac: h.gateway for h in api.hosts()}
     if all(h.mac in learned for h in hosts):
         return {h.index: learned[h.mac] for h in hosts}
-    buckets = api.get("/buckets")
-    return {h.index: buckets[h.bucket]["gateway"] for h in hosts}
+    buckets = api.buckets()
+    return {h.index: buckets[h.bucket].gateway for h in hosts}
 
 
 def smoke_unauthenticated(res: Results) -> None:
     """/metrics, /healthz and the dashboard of the real controller answer without a token."""
-    base = f"http://{tb.API_LISTEN}"
-    metrics = httpx.get(base + "/metrics", timeout=10)
-    health = httpx.get(base + "/healthz", timeout=10).json()
-    page = httpx.get(base + "/dashboard/", timeout=10)
+    anonymous = ControllerClient(API_URL)  # no token
+    metrics = anonymous.request("GET", "/metrics")
+    health = anonymous.health()
+    page = anonymous.request("GET", "/dashboard/")
     checks = {
         "/metrics 200": metrics.status_code == 200,
         "gateway_up series": 'supergw_gateway_up{gateway="gw1"}' in metrics.text,
         "bucket rate series": "supergw_bucket_packets_per_second{" in metrics.text,
-        "/healthz ok": health.get("status") == "ok",
+        "/healthz ok": health.status == "ok",
         "/dashboard/ 200": page.status_code == 200,
     }
     ok = all(checks.values())
@@ -292,28 +276,29 @@ def smoke_unauthenticated(res: Results) -> None:
     say(f"unauthenticated /metrics, /healthz, /dashboard/: {'ok' if ok else 'NOT ok'}")
 
 
-def load_moves_total(api: Api) -> tuple[int, int]:
+def load_moves_total(api: ControllerClient) -> tuple[int, int]:
     """(rebalance + refill moves, failovers) so far, from the controller's own counters."""
-    st = api.get("/status")
-    return sum(st["moves_total"].get(r, 0) for r in ("rebalance", "refill")), st["failovers_total"]
+    st = api.status()
+    return sum(st.moves_total.get(r, 0) for r in ("rebalance", "refill")), st.failovers_total
 
 
 def phase_convergence(
-    api: Api, sender: Sender, rx: Receiver, hosts: Sequence[Host], res: Results, observe_s: float, attempts: int = 3
+    api: ControllerClient, sender: Sender, rx: Receiver, hosts: Sequence[Host], res: Results, observe_s: float,
+    attempts: int = 3
 ) -> None:
     for attempt in range(1, attempts + 1):
         if not wait_stable(api):
             res.notes.append(f"convergence attempt {attempt}: cluster not stable before the start")
         say(f"convergence (attempt {attempt}): draining gw2 and gw3 so every bucket sits on gw1")
-        api.post("/gateways/gw2/drain")
-        api.post("/gateways/gw3/drain")
+        api.drain("gw2")
+        api.drain("gw3")
         wait_for("all probe buckets on gw1", lambda: set(gateway_of(api, hosts).values()) == {"gw1"}, 10, every=0.25)
         time.sleep(1.5)  # steady load on gw1, counters see it
         sender.phase = PH_CONV
         moves0, fails0 = load_moves_total(api)
         t0 = time.monotonic()
-        api.post("/gateways/gw2/undrain")
-        api.post("/gateways/gw3/undrain")
+        api.undrain("gw2")
+        api.undrain("gw3")
         say(f"convergence: undrained at t0; observing {observe_s:.0f} s of gateway receive rates")
         time.sleep(observe_s)
         t_end = time.monotonic()
@@ -335,7 +320,7 @@ def phase_convergence(
     res.notes.append("convergence: every attempt saw spurious failovers; the value is their median, disturbed")
 
 
-def phase_moves(api: Api, sender: Sender, rx: Receiver, hosts: Sequence[Host], res: Results, n_moves: int) -> None:
+def phase_moves(api: ControllerClient, sender: Sender, rx: Receiver, hosts: Sequence[Host], res: Results, n_moves: int) -> None:
     current = gateway_of(api, hosts)
     sender.phase = PH_MOVES
     time.sleep(0.3)
@@ -347,11 +332,11 @@ def phase_moves(api: Api, sender: Sender, rx: Receiver, hosts: Sequence[Host], r
         dst = tb.GATEWAYS[(tb.GATEWAYS.index(cur) + 1) % len(tb.GATEWAYS)]
         try:
             t_req = time.monotonic()
-            view = api.post(f"/buckets/{h.bucket}/move", {"gateway": dst})
+            view = api.move(h.bucket, dst)
             res.move_latency_ms.append((time.monotonic() - t_req) * 1000)
-            current[h.index] = view["gateway"]
+            current[h.index] = view.gateway
             res.moves_done += 1
-        except (RuntimeError, httpx.HTTPError) as exc:
+        except ApiError as exc:
             res.moves_failed += 1
             res.notes.append(f"move {i}: {exc}")
         time.sleep(0.02)
@@ -369,10 +354,10 @@ def phase_moves(api: Api, sender: Sender, rx: Receiver, hosts: Sequence[Host], r
 
 
 def phase_failover(
-    api: Api, testbed: tb.Testbed, hb: Heartbeats, rx: Receiver, hosts: Sequence[Host], res: Results, reps: int
+    api: ControllerClient, testbed: tb.Testbed, hb: Heartbeats, rx: Receiver, hosts: Sequence[Host], res: Results, reps: int
 ) -> None:
     time.sleep(1.0)
-    res.spurious_failovers = api.get("/status")["failovers_total"]
+    res.spurious_failovers = api.status().failovers_total
     if res.spurious_failovers:
         res.notes.append(f"{res.spurious_failovers} failovers before the planned ones (heartbeats handled late under load)")
     plan = [(mode, rep) for mode in ("heartbeat", "link") for rep in range(reps)]
@@ -380,11 +365,11 @@ def phase_failover(
         stable = wait_stable(api)
         if not stable:
             res.notes.append(f"failover {mode} {rep + 1}: cluster not stable before the kill (flapping gateways)")
-        f0 = api.get("/status")["failovers_total"]
+        f0 = api.status().failovers_total
         current = gateway_of(api, hosts)
         counts = {g: sum(1 for v in current.values() if v == g) for g in tb.GATEWAYS}
-        table = api.get("/buckets")
-        held = {g: sum(1 for b in table if b["gateway"] == g) for g in tb.GATEWAYS}
+        table = api.buckets()
+        held = {g: sum(1 for b in table if b.gateway == g) for g in tb.GATEWAYS}
         # the gateway holding most buckets (the biggest batched failover write) among those carrying probes
         victim = max((g for g in tb.GATEWAYS if counts[g]), key=lambda g: (held[g], g))
         how = "heartbeats stop, link stays up (frames to it count as lost)" if mode == "heartbeat" else "link down + heartbeats stop"
@@ -397,13 +382,13 @@ def phase_failover(
         while time.monotonic() - t_kill < 2.5:
             if detected_ms is None:
                 try:
-                    if api.get(f"/gateways/{victim}")["state"] == "dead":
+                    if api.gateway(victim).state == "dead":
                         detected_ms = (time.monotonic() - t_kill) * 1000
-                except httpx.HTTPError:
+                except ApiError:
                     pass
             time.sleep(0.02)
         worst, n_aff, others = blackout(rx.log, PH_FAIL, tb.GATEWAYS.index(victim), t_kill)
-        extra = api.get("/status")["failovers_total"] - f0 - 1
+        extra = api.status().failovers_total - f0 - 1
         if extra:
             res.notes.append(f"failover {mode} {rep + 1}: {extra} other failovers during the window: run excluded")
         res.failovers.append(FailoverRun(mode, victim, held[victim], n_aff, worst, others, detected_ms, t_kill_wall, valid=stable and extra == 0))
@@ -543,15 +528,15 @@ def main(argv: list[str] | None = None) -> int:
         testbed.start_switch()
         say(f"switch up; full table push: {args.buckets} bucket entries per WriteRequest")
         gws = [(tb.GATEWAY_PORT[g], tb.GATEWAY_MAC[g]) for g in tb.GATEWAYS]
-        res.push = measure_full_table_push(tb.GRPC_ADDR, tb.DEVICE_ID, tb.P4INFO, args.buckets, gws)
+        res.push = measure_full_table_push(tb.GRPC_ADDR, tb.DEVICE_ID, P4INFO, args.buckets, gws)
         say(f"full table push: insert {res.push.insert_s}, modify {res.push.modify_s}")
         config = testbed.write_config(args.rebalance_ms, args.poll_ms, args.move_budget, args.refill_budget)
         testbed.start_controller(config)
-        api = Api()
+        api = ControllerClient(API_URL, tb.TOKEN)
         hb = Heartbeats(tb.GATEWAYS)
         hb.start()
-        wait_for("controller primary and connected", lambda: (s := api.get("/status"))["role"] == "primary" and s["connected"], 30)
-        wait_for("every bucket assigned", lambda: api.get("/status")["buckets_unassigned"] == 0, 20)
+        wait_for("controller primary and connected", lambda: (s := api.status()).role == "primary" and s.connected, 30)
+        wait_for("every bucket assigned", lambda: api.status().buckets_unassigned == 0, 20)
         say("controller is primary, all buckets assigned; starting probe traffic")
         assert testbed.controller is not None
         ctl_pid, cpu0, wall0 = testbed.controller.pid, cpu_seconds(testbed.controller.pid), time.monotonic()

@@ -1,20 +1,21 @@
 """The controller benchmark's network: real switch, real controller, emulated gateways.
 
     root ns: benchmark + supergw-controller (REST 127.0.0.1:18800)
-       └─ sgw-api-m0 10.218.0.1/30 ── m1 10.218.0.2 ─┐
+       └─ sgw-api-m0 10.218.0.1/30 ── mgmt 10.218.0.2 ─┐
                                        sgw-api-sw: supergw-switch (P4Runtime 10.218.0.2:18801)
-    sgw-api-h   eth0 ── p1  (port 1, host)      ─────┤
-    sgw-api-g1  eth0 ── p11 (port 11, gateway gw1) ──┤
-    sgw-api-g2  eth0 ── p12 (port 12, gateway gw2) ──┤
-    sgw-api-g3  eth0 ── p13 (port 13, gateway gw3) ──┘
+    sgw-api-h   eth0 ── p1  (port 1, host)      ──────┤
+    sgw-api-g1  eth0 ── p11 (port 11, gateway gw1) ───┤
+    sgw-api-g2  eth0 ── p12 (port 12, gateway gw2) ───┤
+    sgw-api-g3  eth0 ── p13 (port 13, gateway gw3) ───┘
 
-The gateways are namespaces whose eth0 receives the probe frames (a gateway agent is not
-needed to measure dispatch; the benchmark posts their heartbeats). Every object is named
-sgw-api-*; `teardown()` removes all of them, also after a crash.
+A switch lab (topologies/switchlab.py). The gateways are namespaces whose eth0 receives the
+probe frames (a gateway agent is not needed to measure dispatch; the benchmark posts their
+heartbeats). Every object is named sgw-api-*; `teardown()` removes all of it, also after a crash.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
 import signal
@@ -25,26 +26,28 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-SWITCH_BIN = REPO / "targets" / "ebpf" / "bin" / "supergw-switch"
-P4INFO = REPO / "p4src" / "v1model" / "supergw.p4info.txtpb"
+from topologies.iproute import NetworkError
+from topologies.paths import P4INFO, REPO, SWITCH_BIN
+from topologies.switch import SwitchCommand, pin_dir
+from topologies.switchlab import Endpoint, MgmtLink, SwitchLab
+
 PYTHON = REPO / ".venv" / "bin" / "python"
 
 PREFIX = "sgw-api"
-SWITCH_NS = f"{PREFIX}-sw"
-HOST_NS = f"{PREFIX}-h"
 GATEWAYS = ("gw1", "gw2", "gw3")
-GATEWAY_NS = {g: f"{PREFIX}-g{i}" for i, g in enumerate(GATEWAYS, start=1)}
 GATEWAY_PORT = {g: 10 + i for i, g in enumerate(GATEWAYS, start=1)}
 GATEWAY_MAC = {g: f"02:a9:00:00:00:{10 + i:02x}" for i, g in enumerate(GATEWAYS, start=1)}
 HOST_PORT = 1
-NAMESPACES = (SWITCH_NS, HOST_NS, *GATEWAY_NS.values())
-MGMT_ROOT, MGMT_SW = f"{PREFIX}-m0", "m1"
-MGMT_ROOT_IP, MGMT_SW_IP = "10.218.0.1", "10.218.0.2"
-GRPC_ADDR = f"{MGMT_SW_IP}:18801"
+MGMT = MgmtLink(ipaddress.IPv4Network("10.218.0.0/30"))
+LAB = SwitchLab(PREFIX, [Endpoint("h", HOST_PORT, offloads_off=True),
+                         *(Endpoint(f"g{i}", GATEWAY_PORT[g], GATEWAY_MAC[g]) for i, g in enumerate(GATEWAYS, start=1))],
+                mgmt=MGMT)
+HOST_NS = LAB.ns("h")
+GATEWAY_NS = {g: LAB.ns(f"g{i}") for i, g in enumerate(GATEWAYS, start=1)}
+GRPC_ADDR = f"{MGMT.switch_ip}:18801"
 API_LISTEN = "127.0.0.1:18800"
 DEVICE_ID = 18
-PIN_DIR = Path("/sys/fs/bpf") / PREFIX
+PIN_DIR = pin_dir(PREFIX)
 VMAC_BASE = "02:5e:a9:00:00:00"
 GATEWAY_IP = "10.218.1.1"
 TOKEN = "sgw-api-bench-token-0123456789"
@@ -59,20 +62,8 @@ class TestbedError(RuntimeError):
     pass
 
 
-def sh(*argv: str, netns: str | None = None, check: bool = True, timeout: float = 30) -> str:
-    full = ["ip", "netns", "exec", netns, *argv] if netns else list(argv)
-    proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout, check=False)
-    if check and proc.returncode != 0:
-        raise TestbedError(f"`{' '.join(full)}` failed: {proc.stderr.strip() or proc.stdout.strip()}")
-    return proc.stdout
-
-
 def teardown() -> None:
-    for ns in NAMESPACES:
-        if Path("/run/netns", ns).exists():
-            sh("ip", "netns", "del", ns, check=False)
-    if Path("/sys/class/net", MGMT_ROOT).exists():
-        sh("ip", "link", "del", MGMT_ROOT, check=False)
+    LAB.teardown()
     if PIN_DIR.exists():
         shutil.rmtree(PIN_DIR, ignore_errors=True)
     time.sleep(0.2)
@@ -104,33 +95,14 @@ class Testbed:
             raise TestbedError(f"switch binary missing: {SWITCH_BIN} (run `make switch`)")
         teardown()
         self.workdir.mkdir(parents=True, exist_ok=True)
-        for ns in NAMESPACES:
-            sh("ip", "netns", "add", ns)
-            sh("ip", "link", "set", "lo", "up", netns=ns)
-            sh("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1", netns=ns, check=False)
-        sh("ip", "link", "add", MGMT_ROOT, "type", "veth", "peer", "name", MGMT_SW, "netns", SWITCH_NS)
-        sh("ip", "addr", "add", f"{MGMT_ROOT_IP}/30", "dev", MGMT_ROOT)
-        sh("ip", "link", "set", MGMT_ROOT, "up")
-        sh("ip", "addr", "add", f"{MGMT_SW_IP}/30", "dev", MGMT_SW, netns=SWITCH_NS)
-        sh("ip", "link", "set", MGMT_SW, "up", netns=SWITCH_NS)
-        self._veth(f"p{HOST_PORT}", HOST_NS, None)
-        for g in GATEWAYS:
-            self._veth(f"p{GATEWAY_PORT[g]}", GATEWAY_NS[g], GATEWAY_MAC[g])
-        sh("ethtool", "-K", "eth0", "tx", "off", "tso", "off", "gso", "off", netns=HOST_NS, check=False)
-
-    def _veth(self, sw_end: str, far_ns: str, mac: str | None) -> None:
-        sh("ip", "link", "add", sw_end, "netns", SWITCH_NS, "type", "veth", "peer", "name", "eth0", "netns", far_ns)
-        if mac:
-            sh("ip", "link", "set", "eth0", "address", mac, netns=far_ns)
-        sh("ip", "link", "set", sw_end, "up", netns=SWITCH_NS)
-        sh("ip", "link", "set", "eth0", "up", netns=far_ns)
+        try:
+            LAB.build()
+        except NetworkError as exc:
+            raise TestbedError(str(exc)) from None
 
     def start_switch(self) -> None:
-        ports = [f"{HOST_PORT}@p{HOST_PORT}"] + [f"{GATEWAY_PORT[g]}@p{GATEWAY_PORT[g]}" for g in GATEWAYS]
-        argv = ["ip", "netns", "exec", SWITCH_NS, str(SWITCH_BIN), "--device-id", str(DEVICE_ID),
-                "--grpc-server-addr", GRPC_ADDR, "--cpu-port", "255", "--pin-dir", str(PIN_DIR)]
-        for p in ports:
-            argv += ["-i", p]
+        argv = ["ip", "netns", "exec", LAB.switch_ns,
+                *SwitchCommand("ebpf", DEVICE_ID, GRPC_ADDR, 255, LAB.ports(), pin_dir=PIN_DIR).argv()]
         with open(self.workdir / "switch.log", "wb") as log:
             self.switch = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                            start_new_session=True)
@@ -159,7 +131,7 @@ class Testbed:
             },
             "rebalancer": {"threshold": 1.10, "hysteresis": 0.05, "move_budget": move_budget, "refill_budget": refill_budget},
             "api": {"listen": API_LISTEN, "token_file": str(token_file)},
-            "port_monitor": {"enabled": port_monitor, "netns": SWITCH_NS},
+            "port_monitor": {"enabled": port_monitor, "netns": LAB.switch_ns},
             "state_db": str(self.workdir / "state.sqlite3"),
         }
         path = self.workdir / "controller.yaml"
@@ -192,7 +164,7 @@ class Testbed:
         raise TestbedError(f"{what} did not listen on {addr} within {timeout:.0f} s")
 
     def link(self, gateway: str, up: bool) -> None:
-        sh("ip", "link", "set", "eth0", "up" if up else "down", netns=GATEWAY_NS[gateway])
+        LAB.set_link(f"g{GATEWAYS.index(gateway) + 1}", up)
 
     def stop(self) -> None:
         _stop(self.controller)

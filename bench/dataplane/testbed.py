@@ -1,9 +1,10 @@
-"""The benchmark's own little network: one switch namespace, one host, two gateways.
+"""The benchmark's own little network: a switch lab (topologies/switchlab.py) with one host
+and two gateway ends.
 
-    sgw-bench-h  eth0 ── h0 (port 1) ┐
+    sgw-bench-h  eth0 ── p1 (port 1) ┐
                                      sgw-bench-sw (supergw-switch, P4Runtime 127.0.0.1:9610; or BMv2, 127.0.0.1:9612)
-    sgw-bench-g1 eth0 ── g1 (port 2) ┤
-    sgw-bench-g2 eth0 ── g2 (port 3) ┘
+    sgw-bench-g1 eth0 ── p2 (port 2) ┤
+    sgw-bench-g2 eth0 ── p3 (port 3) ┘
 
 The gateway ends run an XDP sink (count and drop) so receiving costs almost nothing.
 Everything is named sgw-bench-*, and `teardown` removes all of it, also after a crash.
@@ -18,20 +19,27 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from topologies import iproute
+from topologies.switch import SwitchCommand, pin_dir
+from topologies.switchlab import Endpoint, SwitchLab
+
 PREFIX = "sgw-bench"
-SWITCH_NS = f"{PREFIX}-sw"
-HOST_NS = f"{PREFIX}-h"
-GATEWAY_NS = (f"{PREFIX}-g1", f"{PREFIX}-g2")
-NAMESPACES = (SWITCH_NS, HOST_NS, *GATEWAY_NS)
-PIN_DIR = Path("/sys/fs/bpf") / PREFIX
+HOST_PORT = 1
+GATEWAY_PORTS = (2, 3)
+GATEWAY_MACS = ("02:be:00:00:00:02", "02:be:00:00:00:03")
+# Generator frames are complete; no offload work for the stack to defer.
+LAB = SwitchLab(PREFIX, [Endpoint("h", HOST_PORT, offloads_off=True),
+                         *(Endpoint(f"g{i}", port, mac) for i, (port, mac) in enumerate(zip(GATEWAY_PORTS, GATEWAY_MACS), 1))])
+SWITCH_NS = LAB.switch_ns
+HOST_NS = LAB.ns("h")
+GATEWAY_NS = (LAB.ns("g1"), LAB.ns("g2"))
+PIN_DIR = pin_dir(PREFIX)
 DEVICE_ID = 610
 DPBENCH_DEVICE_ID = 611  # sgw-dpbench builds its own namespace and switch
 BMV2_DEVICE_ID = 612
 BMV2_GRPC_ADDR = "127.0.0.1:9612"
 GRPC_ADDR = "127.0.0.1:9610"
-HOST_PORT = 1
-GATEWAY_PORTS = (2, 3)
-GATEWAY_MACS = ("02:be:00:00:00:02", "02:be:00:00:00:03")
+CPU_PORT = 255
 
 
 class TestbedError(RuntimeError):
@@ -39,11 +47,10 @@ class TestbedError(RuntimeError):
 
 
 def sh(argv: list[str], netns: str | None = None, check: bool = True, timeout: float = 30) -> str:
-    full = ["ip", "netns", "exec", netns, *argv] if netns else argv
-    proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout, check=False)
-    if check and proc.returncode != 0:
-        raise TestbedError(f"`{' '.join(full)}` failed: {proc.stderr.strip() or proc.stdout.strip()}")
-    return proc.stdout
+    try:
+        return iproute.run(argv, netns, check=check, timeout=timeout).stdout
+    except iproute.NetworkError as exc:
+        raise TestbedError(str(exc)) from None
 
 
 @dataclass
@@ -56,28 +63,16 @@ class Testbed:
     notes: list[str] = field(default_factory=list)
 
     def build(self) -> None:
-        teardown()
-        for ns in NAMESPACES:
-            sh(["ip", "netns", "add", ns])
-            sh(["ip", "link", "set", "lo", "up"], ns)
-        self._veth("h0", "eth0", HOST_NS, None)
-        for i, (ns, mac) in enumerate(zip(GATEWAY_NS, GATEWAY_MACS), start=1):
-            self._veth(f"g{i}", "eth0", ns, mac)
+        try:
+            LAB.build()
+        except iproute.NetworkError as exc:
+            raise TestbedError(str(exc)) from None
+        for ns in GATEWAY_NS:
             sh(["ip", "link", "set", "dev", "eth0", "xdpdrv", "obj", str(self.sink_obj), "sec", "xdp"], ns)
-        # Generator frames are complete; no offload work for the stack to defer.
-        sh(["ethtool", "-K", "eth0", "tx", "off", "tso", "off", "gso", "off"], HOST_NS, check=False)
-
-    def _veth(self, sw_end: str, far_end: str, far_ns: str, mac: str | None) -> None:
-        sh(["ip", "link", "add", sw_end, "netns", SWITCH_NS, "type", "veth", "peer", "name", far_end, "netns", far_ns])
-        if mac:
-            sh(["ip", "link", "set", far_end, "address", mac], far_ns)
-        sh(["ip", "link", "set", sw_end, "up"], SWITCH_NS)
-        sh(["ip", "link", "set", far_end, "up"], far_ns)
 
     def start_switch(self) -> None:
-        ports = ["-i", f"{HOST_PORT}@h0", "-i", f"{GATEWAY_PORTS[0]}@g1", "-i", f"{GATEWAY_PORTS[1]}@g2"]
-        self._start([str(self.switch_bin), "--device-id", str(DEVICE_ID), "--grpc-server-addr", GRPC_ADDR,
-                     "--cpu-port", "255", "--pin-dir", str(PIN_DIR), *ports], "dataplane-switch.log")
+        cmd = SwitchCommand("ebpf", DEVICE_ID, GRPC_ADDR, CPU_PORT, LAB.ports(), pin_dir=PIN_DIR, binary=self.switch_bin)
+        self._start(cmd.argv(), "dataplane-switch.log")
 
     def start_bmv2(self, binary: Path, cpus: list[int]) -> None:
         """simple_switch_grpc on the same veths, in the shape docs/environment-notes.md gives,
@@ -85,10 +80,9 @@ class Testbed:
         its threads on `cpus` (none: wherever the scheduler puts them)."""
         self.stop_switch()
         shutil.rmtree(PIN_DIR, ignore_errors=True)
-        ports = ["-i", f"{HOST_PORT}@h0", "-i", f"{GATEWAY_PORTS[0]}@g1", "-i", f"{GATEWAY_PORTS[1]}@g2"]
+        cmd = SwitchCommand("bmv2", BMV2_DEVICE_ID, BMV2_GRPC_ADDR, CPU_PORT, LAB.ports(), binary=binary)
         pin = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []  # taskset execs: the pid stays BMv2's
-        self._start([*pin, str(binary), "--device-id", str(BMV2_DEVICE_ID), *ports, "--no-p4", "--",
-                     "--grpc-server-addr", BMV2_GRPC_ADDR, "--cpu-port", "255"], "dataplane-bmv2.log")
+        self._start([*pin, *cmd.argv()], "dataplane-bmv2.log")
 
     def _start(self, cmd: list[str], log_name: str) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -120,13 +114,11 @@ class Testbed:
 
 def sink_frames(ns: str) -> int:
     """Frames the gateway end received (its veth RX counter, XDP_DROPped frames included)."""
-    return int(sh(["cat", "/sys/class/net/eth0/statistics/rx_packets"], ns).strip())
+    return iproute.rx_packets(ns, "eth0")
 
 
 def teardown() -> None:
-    for ns in NAMESPACES:
-        if Path("/run/netns", ns).exists():
-            sh(["ip", "netns", "del", ns], check=False)
+    LAB.teardown()
     if PIN_DIR.exists():
         shutil.rmtree(PIN_DIR, ignore_errors=True)
     # namespace deletion is asynchronous for veths; give the kernel a moment

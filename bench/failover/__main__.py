@@ -1,19 +1,28 @@
 """Failover on the real one-site emulation (`make run`): real agents, real tunnels, shipped defaults.
 
-`python -m bench.failover [--trials 5] [--soak-s 180]` (root; boots the emulation when it
-is not up, and stops it again if it booted it; run it under `flock /tmp/supergw-netns.lock`).
+`python -m bench.failover [--trials 5] [--soak-s 180] [--quick]` (root; uses the running
+one-site emulation, or boots one through the emulation engine (topologies/emulation.py) and
+stops it again afterwards; run it under `flock /work/.emu.lock`).
 
 For each kind of failure -- freeze (SIGSTOP of the gateway's charon and agent, link up),
 kill (SIGKILL of both), link (its LAN interface down) -- each trial picks a LAN host, the
-gateway that serves it (from the controller's host view) as the victim, and a remote host
-whose return path does not cross the victim (the remote site is plain routed peers in the
-one-site emulation: the return direction is the two-site topology's job). The host pings
-the remote host every 10 ms; the longest gap between two replies is the failover gap as a
-user sees it. Then the victim is restored (SIGCONT; `supergw-gateway up` and a new agent;
-link up), and the time until it holds its weighted share of buckets again is the refill
-time (the system is idle apart from the probe). A soak then loads the machine (two busy
-loops and 1200-byte pings every 2 ms from every host through the tunnels) and counts
-failovers nobody caused. Writes bench/results/failover.{json,md,png}.
+gateway that serves it (from the controller's host view, and checked: the probe's frames must
+enter that gateway's LAN port before the failure) as the victim, and a remote host whose
+return path does not cross the victim (the remote site is plain routed peers in the one-site
+emulation: the return direction is the two-site topology's job). The host pings the remote
+host every 10 ms (500 probes, the failure after 1 s); bench/gaps.py reads the probe: probes
+sent and answered over the whole run, and the gap from the last answer before the failure to
+the first answer after it (or to the end of the run when the answers do not come back). A
+flow whose answers have not come back within GOAL_MS of the end of its run has not recovered:
+its trial fails, the report lists it and the benchmark exits 1. Then the victim is restored
+(SIGCONT; `supergw-gateway up` and a new agent; link up), and the time until it holds its
+weighted share of buckets again is the refill time (the system is idle apart from the probe).
+A soak then loads the machine (two busy loops and 1200-byte pings every 2 ms from every host
+through the tunnels) and counts failovers nobody caused. Writes
+bench/results/failover.{json,md,png}.
+
+`--unrecoverable` is for testing the benchmark itself: the probe's remote host returns through
+the victim's peer, a path no LAN-side failover can restore, so every trial must fail.
 
 `python -m bench.failover --two-site [--trials 5]`: the same failures on the two-site
 emulation, with a flow in each direction (two_site.py; bench/results/failover-two-site.*).
@@ -22,229 +31,124 @@ emulation, with a flow in each direction (two_site.py; bench/results/failover-tw
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
-import re
-import signal
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from bench.gaps import FlowGap
+from bench.probes import (GOAL_MS, KINDS, MIN_PROBE_FRAMES, BenchError, busy_pings, frames_entering, inject, ping_probe,
+                          read_probe, restore)
 from bench.report import Metric, Series, write_report
-from topologies import components, processes
-from topologies.configs import HEARTBEAT_MS, MISSED_HEARTBEATS, REPO, controller_url
-from topologies.model import Topology, load_topology
-from topologies.processes import ProcRecord, RunState
-from topologies.run import AGENT_PORT, LOGS, STATE
-
-GOAL_MS = 500.0
-PING_INTERVAL_S = 0.01
-PROBE_PINGS = 500  # 5 s: 1 s before the failure, 4 s after
-KINDS = ("freeze", "kill", "link")
-_REPLY = re.compile(r"^\[(\d+\.\d+)\] \d+ bytes from .*icmp_seq=(\d+)")
-
-
-class BenchError(RuntimeError):
-    pass
-
-
-def busy_pings(flows: list[tuple[str, str]], seconds: float) -> None:
-    """For `seconds`: 1200-byte pings every 2 ms for each (namespace, destination) while two
-    busy loops load the machine (the soaks' load: a loaded machine must not fake a death)."""
-    load: list[subprocess.Popen[bytes]] = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(2)]
-    for ns, dst in flows:
-        load.append(subprocess.Popen(
-            ["ip", "netns", "exec", ns, "ping", "-q", "-n", "-i", "0.002", "-s", "1200", "-w", str(int(seconds)), dst],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    try:
-        time.sleep(seconds)
-    finally:
-        for p in load:
-            p.kill()
-            p.wait()
+from topologies.configs import HEARTBEAT_MS, MISSED_HEARTBEATS
+from topologies.emulation import Emulation, EmulationError, running_or_booted
+from topologies.poll import Timeout
+from topologies.site import Site
 
 
 @dataclass
 class Trial:
     kind: str
+    trial: int
     victim: str
-    host: str
-    target: str
-    gap_ms: float
-    lost: int
+    flow: str  # "<host> -> <remote host>"
+    sent: int  # probes sent over the whole run (bench/gaps.py)
+    answered: int  # probes answered within 1 s
+    lost: int  # sent - answered, those after the last answer included
+    gap_ms: float  # last answer before the failure -> first answer after it (or -> end of the run)
+    tail_ms: float  # last answer -> end of the run
+    recovered: bool
+    problem: str | None
     detect_ms: float | None  # failure injected -> controller logged the gateway dead
     refill_s: float | None  # restored -> victim holds its weighted share of buckets again
 
-
-class Api:
-    def __init__(self, url: str, token: str) -> None:
-        self.url, self.token = url.rstrip("/") + "/api/v1", token
-
-    def get(self, path: str) -> Any:
-        req = urllib.request.Request(self.url + path, headers={"Authorization": f"Bearer {self.token}"})
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            return json.loads(resp.read())
+    def failure(self) -> dict[str, object] | None:
+        if self.recovered:
+            return None
+        return {"kind": self.kind, "trial": self.trial, "victim": self.victim, "flow": self.flow,
+                "problem": self.problem}
 
 
-def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(list(argv), capture_output=True, text=True, check=False)
-    if check and proc.returncode != 0:
-        raise BenchError(f"{' '.join(argv)}: exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()}")
-    return proc
+def trial_of(kind: str, round_: int, victim: str, flow: FlowGap, detect_ms: float | None,
+             refill_s: float | None) -> Trial:
+    return Trial(kind, round_, victim, flow.flow, flow.sent, flow.answered, flow.lost, flow.gap_ms, flow.tail_ms,
+                 flow.recovered, flow.problem, detect_ms, refill_s)
 
 
-def max_gap_ms(ping_out: str) -> tuple[float, int]:
-    """Longest time between two consecutive replies (ms), and how many sequence numbers got no reply."""
-    replies = [(float(m.group(1)), int(m.group(2))) for m in map(_REPLY.match, ping_out.splitlines()) if m]
-    if len(replies) < 2:
-        raise BenchError(f"the probe got {len(replies)} replies: no path at all?\n{ping_out[-500:]}")
-    ts = [t for t, _ in replies]
-    seqs = {s for _, s in replies}
-    lost = max(seqs) - min(seqs) + 1 - len(seqs)
-    return 1000 * max(b - a for a, b in zip(ts, ts[1:])), lost
-
-
-class Emulation:
-    def __init__(self, topo: Topology, state: RunState) -> None:
-        self.topo, self.state = topo, state
-        token = Path(state.info["token_file"]).read_text().strip()
-        self.api = Api(controller_url(topo), token)
-        self.conf_dir = Path(state.info["controller_config"]).parent
-        self.k = topo.lan.buckets
-
-    def gw_config(self, name: str) -> Path:
-        return self.conf_dir / f"gateway-{name}.yaml"
-
-    def gateways(self) -> dict[str, dict[str, Any]]:
-        return {g["name"]: g for g in self.api.get("/gateways")}
-
-    def share(self, name: str) -> int:
-        gws = self.gateways()
-        total = sum(g["weight"] for g in gws.values())
-        return int(math.floor(self.k * float(gws[name]["weight"]) / float(total)))
+class OneSite:
+    def __init__(self, site: Site) -> None:
+        self.site, self.topo = site, site.topo
+        self.api = site.api()
 
     def wait_healthy(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while time.monotonic() < deadline:
-            gws = self.gateways()
-            last = {n: (g["state"], g["buckets"], g.get("tunnel_up")) for n, g in gws.items()}
-            if all(g["state"] == "alive" and g.get("tunnel_up") is not False for g in gws.values()):
-                return
-            time.sleep(0.3)
-        raise BenchError(f"gateways not all alive after {timeout:.0f}s: {last}")
+        try:
+            self.site.wait_gateways(lambda gws: all(g.state == "alive" and g.tunnel_up is not False
+                                                    for g in gws.values()), "gateways all alive", timeout)
+        except Timeout as exc:
+            raise BenchError(str(exc)) from None
 
-    def pick(self, round_: int) -> tuple[str, str, str, str]:
-        """(host name, its gateway, remote host name, remote ip) for this trial."""
-        served = {h["ip"]: h["gateway"] for h in self.api.get("/hosts") if h.get("gateway") and h.get("ip")}
+    def pick(self, round_: int, unrecoverable: bool = False) -> tuple[str, str, str, str]:
+        """(host name, its gateway, remote host name, remote ip) for this trial; `unrecoverable`:
+        a remote host that returns through the victim's peer (testing the benchmark)."""
+        served = {h.ip: h.gateway for h in self.api.hosts() if h.gateway and h.ip}
         hosts = [h for h in self.topo.hosts if str(h.ip) in served]
         if not hosts:
             raise BenchError("the controller has learned no LAN host with a gateway; is the probe traffic flowing?")
         host = hosts[round_ % len(hosts)]
         victim = served[str(host.ip)]
+        assert victim is not None
         peer = next(g.peer.name for g in self.topo.gateways if g.name == victim)
-        remote = next((r for r in self.topo.remote.hosts if r.via != peer), None)
+        remote = next((r for r in self.topo.remote.hosts if (r.via == peer) == unrecoverable), None)
         if remote is None:
-            raise BenchError(f"every remote host returns through {peer}: no probe path avoids {victim}")
+            raise BenchError(f"no remote host returns {'through' if unrecoverable else 'avoiding'} {peer} "
+                             f"(the peer of {victim})")
         return host.name, victim, remote.name, str(remote.ip)
 
-    def record(self, name: str) -> ProcRecord | None:
-        return next((p for p in self.state.processes if p.name == name and processes.alive(p)), None)
-
-    def replace_record(self, name: str, rec: ProcRecord | None) -> None:
-        self.state.processes = [p for p in self.state.processes if p.name != name]
-        if rec is not None:
-            self.state.processes.append(rec)
-        self.state.save(STATE)
-
-    def charon_pid(self, gw: str) -> int:
-        pid = components.gateway_status(self.gw_config(gw)).get("charon_pid")
-        if not isinstance(pid, int):
-            raise BenchError(f"{gw}: no charon running")
-        return pid
-
-    def agent_pid(self, gw: str) -> int:
-        rec = self.record(f"agent-{gw}")
-        if rec is None:
-            raise BenchError(f"{gw}: its agent is not running")
-        return rec.pid
-
-    def inject(self, kind: str, gw: str, pids: list[int]) -> None:
-        """`pids`: the gateway's charon and agent, looked up before the probe started (the
-        status CLI takes a while on a busy machine)."""
-        if kind == "link":
-            sh("ip", "netns", "exec", self.topo.ns(gw), "ip", "link", "set", "lan0", "down")
-            return
-        sig = signal.SIGSTOP if kind == "freeze" else signal.SIGKILL
-        for pid in pids:
-            os.kill(pid, sig)
-
-    def restore(self, kind: str, gw: str, frozen: list[int]) -> None:
-        if kind == "link":
-            sh("ip", "netns", "exec", self.topo.ns(gw), "ip", "link", "set", "lan0", "up")
-        elif kind == "freeze":
-            for pid in frozen:
-                os.kill(pid, signal.SIGCONT)
-        else:
-            components.gateway_up(gw, self.gw_config(gw), LOGS)
-            self.replace_record(f"charon-{gw}", components.charon_record(gw, self.gw_config(gw), LOGS))
-            member = next(g for g in self.topo.gateways if g.name == gw)
-            agent = components.start_agent(gw, self.topo.ns(gw), self.gw_config(gw), f"{member.mgmt_ip}:{AGENT_PORT}",
-                                           LOGS)
-            self.replace_record(f"agent-{gw}", agent)
-
     def dead_event_ts(self, gw: str, after: float) -> float | None:
-        for ev in self.api.get("/events?limit=1000"):
-            if ev.get("kind") == "gateway" and ev.get("reason") == "dead" and ev.get("src") == gw and ev["ts"] >= after:
-                return float(ev["ts"])
+        for ev in self.api.events(limit=1000):
+            if ev.kind == "gateway" and ev.reason == "dead" and ev.src == gw and ev.ts >= after:
+                return ev.ts
         return None
 
     def failovers(self) -> int:
-        return int(self.api.get("/status")["failovers_total"])
+        return self.api.status().failovers_total
 
-    def trial(self, kind: str, round_: int) -> Trial:
+    def trial(self, kind: str, round_: int, unrecoverable: bool = False) -> Trial:
         self.wait_healthy()
-        host, victim, remote, rip = self.pick(round_)
-        pids = [self.charon_pid(victim), self.agent_pid(victim)]
-        probe = subprocess.Popen(
-            # -c, not -w: with a deadline ping quits at the first error, and a gateway whose
-            # charon died answers "net unreachable" until its hosts are failed over.
-            ["ip", "netns", "exec", self.topo.ns(host), "ping", "-n", "-D", "-i", str(PING_INTERVAL_S), "-W", "1",
-             "-c", str(PROBE_PINGS), rip],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )
+        host, victim, remote, rip = self.pick(round_, unrecoverable)
+        pids = self.site.gateway_pids(victim)
+        probe = ping_probe(self.topo.ns(host), rip)
         try:
-            time.sleep(1.0)
+            (entered,) = frames_entering([(self.site, victim)])
+            if entered < MIN_PROBE_FRAMES:
+                raise BenchError(f"{host}'s probe does not enter {victim}, the gateway the controller says serves it "
+                                 f"({entered} frames in 1 s)")
             t_inject = time.time()
-            self.inject(kind, victim, pids)
+            inject(self.site, kind, victim, pids)
             out, _ = probe.communicate(timeout=15)
         finally:
             if probe.poll() is None:
                 probe.kill()
                 probe.wait()
-        gap, lost = max_gap_ms(out)
+        flow = read_probe(f"{host} -> {remote}", out, t_inject, GOAL_MS / 1000)
         dead_ts = self.dead_event_ts(victim, t_inject)
         t_restore = time.monotonic()
-        self.restore(kind, victim, pids)
-        share = self.share(victim)
+        restore(self.site, kind, victim, pids)
+        share = self.site.share(victim)
         refill: float | None = None
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            g = self.gateways()[victim]
-            if g["state"] in ("alive", "recovering") and g["buckets"] >= share:
+            g = self.api.gateway(victim)
+            if g.state in ("alive", "recovering") and g.buckets >= share:
                 refill = time.monotonic() - t_restore
                 break
             time.sleep(0.1)
-        t = Trial(kind, victim, host, remote, round(gap, 1), lost,
-                  None if dead_ts is None else round(1000 * (dead_ts - t_inject), 1),
-                  None if refill is None else round(refill, 2))
-        print(f"  {kind:6s} {victim} (probe {host} -> {remote}): gap {t.gap_ms:.0f} ms, {lost} lost, "
+        t = trial_of(kind, round_, victim, flow, None if dead_ts is None else round(1000 * (dead_ts - t_inject), 1),
+                     None if refill is None else round(refill, 2))
+        print(f"  {kind:6s} {victim} (probe {t.flow}): gap {t.gap_ms:.0f} ms, {t.lost} of {t.sent} lost"
+              f"{'' if t.recovered else f', FAILED: {t.problem}'}; "
               f"declared dead after {t.detect_ms} ms, share {share} buckets back after {t.refill_s} s", flush=True)
         return t
 
@@ -255,19 +159,19 @@ class Emulation:
         remotes = [str(r.ip) for r in self.topo.remote.hosts]
         busy_pings([(self.topo.ns(h.name), remotes[i % len(remotes)]) for i, h in enumerate(self.topo.hosts)], seconds)
         after = self.failovers()
-        dead = [ev for ev in self.api.get("/events?limit=500")
-                if ev.get("kind") == "gateway" and ev.get("reason") == "dead" and ev["ts"] >= t0]
-        st = self.api.get("/status")
+        dead = [ev for ev in self.api.events(limit=500)
+                if ev.kind == "gateway" and ev.reason == "dead" and ev.ts >= t0]
+        st = self.api.status()
         return {"seconds": seconds, "failovers": after - before, "dead_events": len(dead),
-                "dead_detail": [f"{e['src']}: {e['detail']}" for e in dead][:10],
-                "heartbeats_rejected": st.get("heartbeats_rejected", {})}
+                "dead_detail": [f"{e.src}: {e.detail}" for e in dead][:10],
+                "heartbeats_rejected": st.heartbeats_rejected}
 
 
-def load_state() -> tuple[Topology, RunState] | None:
-    state = RunState.load(STATE)
-    if state is None or state.phase != "up":
-        return None
-    return load_topology(Path(state.topology)), state
+def usable(emu: Emulation) -> str | None:
+    """The benchmark measures the one-site emulation as `make run` boots it."""
+    if emu.spec.several or emu.spec.single.replicated:
+        return "bench.failover measures one site with one controller (make run)"
+    return None if emu.state.phase == "up" else f"it is {emu.state.phase}: {emu.state.failed_stages()}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,47 +181,60 @@ def main(argv: list[str] | None = None) -> int:
 
         return two_site.main([a for a in argv if a != "--two-site"])
     ap = argparse.ArgumentParser(prog="python -m bench.failover", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--trials", type=int, default=5, help="trials per kind of failure (default 5)")
-    ap.add_argument("--soak-s", type=float, default=180.0, help="soak duration in seconds (default 180)")
+    ap.add_argument("--trials", type=int, default=None, help="trials per kind of failure (default 5; --quick 1)")
+    ap.add_argument("--soak-s", type=float, default=None, help="soak duration in seconds (default 180; --quick 10)")
+    ap.add_argument("--quick", action="store_true", help="1 trial per kind and a 10 s soak: proves the benchmark "
+                                                         "works, measures nothing worth publishing")
+    ap.add_argument("--unrecoverable", action="store_true",
+                    help="testing the benchmark: probe a remote host that returns through the victim's peer, which "
+                         "no failover restores; every trial must be reported as failed")
     args = ap.parse_args(argv)
+    args.trials = args.trials if args.trials is not None else (1 if args.quick else 5)
+    args.soak_s = args.soak_s if args.soak_s is not None else (10.0 if args.quick else 180.0)
+    if args.trials < 1 or args.soak_s < 0:
+        ap.error("--trials must be >= 1 and --soak-s >= 0")
     if os.geteuid() != 0:
         print("bench.failover: needs root (namespaces, signals to charon)", file=sys.stderr)
         return 2
-    booted = False
-    if load_state() is None:
-        print("== emulation not up: `python -m topologies.run up`", flush=True)
-        booted = True
-        if subprocess.run([sys.executable, "-m", "topologies.run", "up"], cwd=REPO).returncode != 0:
-            subprocess.run([sys.executable, "-m", "topologies.run", "down"], cwd=REPO)
-            print("bench.failover: the emulation did not come up (see above)", file=sys.stderr)
-            return 1
-    loaded = load_state()
-    assert loaded is not None
-    emu = Emulation(*loaded)
     trials: list[Trial] = []
     try:
-        for kind in KINDS:
-            print(f"== {kind}: {args.trials} trials", flush=True)
-            for i in range(args.trials):
-                trials.append(emu.trial(kind, i))
-        print(f"== soak: {args.soak_s:.0f} s under load", flush=True)
-        soak = emu.soak(args.soak_s)
-        print(f"  {soak}", flush=True)
-    finally:
-        if booted:
-            subprocess.run([sys.executable, "-m", "topologies.run", "down"], cwd=REPO)
+        with running_or_booted(Emulation.from_file(), usable) as emu:
+            bench = OneSite(emu.site())
+            for kind in KINDS:
+                print(f"== {kind}: {args.trials} trials", flush=True)
+                for i in range(args.trials):
+                    trials.append(bench.trial(kind, i, args.unrecoverable))
+            print(f"== soak: {args.soak_s:.0f} s under load", flush=True)
+            soak = bench.soak(args.soak_s)
+            print(f"  {soak}", flush=True)
+    except (EmulationError, BenchError) as exc:
+        print(f"bench.failover: {exc}", file=sys.stderr)
+        return 1
     write(trials, soak, args)
-    return 0
+    failures = [f for t in trials if (f := t.failure()) is not None]
+    for f in failures:
+        print(f"bench.failover: FAILED {f['kind']} trial {f['trial']} ({f['victim']}), flow {f['flow']}: "
+              f"{f['problem']}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def write(trials: list[Trial], soak: dict[str, Any], args: argparse.Namespace) -> None:
     metrics: dict[str, Metric] = {}
     for kind in KINDS:
-        gaps = [t.gap_ms for t in trials if t.kind == kind]
+        ts = [t for t in trials if t.kind == kind]
+        gaps = [t.gap_ms for t in ts]
+        down = sum(1 for t in ts if not t.recovered)
+        failed = f"; {down} not recovered (gap = to the end of the run)" if down else ""
         metrics[f"failover_{kind}_ms"] = Metric(round(statistics.median(gaps), 1), "ms", goal=GOAL_MS,
-                                                higher_is_better=False, note=f"median of {len(gaps)}")
+                                                higher_is_better=False, note=f"median of {len(gaps)}{failed}")
         metrics[f"failover_{kind}_max_ms"] = Metric(max(gaps), "ms", goal=GOAL_MS, higher_is_better=False,
-                                                    note=f"worst of {len(gaps)}")
+                                                    note=f"worst of {len(gaps)}{failed}")
+    sent, lost = sum(t.sent for t in trials), sum(t.lost for t in trials)
+    metrics["failover_not_recovered"] = Metric(
+        sum(1 for t in trials if not t.recovered), "trials",
+        note=f"goal 0; of {len(trials)}: probe answers not back within {GOAL_MS:.0f} ms of the end of the run")
+    metrics["probe_lost"] = Metric(lost, "probes", note=f"of {sent} sent across all trials, every probe without an "
+                                                        "answer within 1 s (those after the last answer included)")
     refills = [t.refill_s for t in trials if t.refill_s is not None]
     missing = sum(1 for t in trials if t.refill_s is None)
     metrics["refill_s"] = Metric(statistics.median(refills) if refills else None, "s",
@@ -334,9 +251,17 @@ def write(trials: list[Trial], soak: dict[str, Any], args: argparse.Namespace) -
     method = (
         f"One-site emulation (`make run`, eBPF switch, 3 strongSwan gateways with kernel-libipsec, real agents), "
         f"shipped defaults: UDP heartbeats every {HEARTBEAT_MS} ms, dead after {MISSED_HEARTBEATS} missed, "
-        "port monitor on. Per trial: a LAN host pings a remote host every 10 ms (`ping -D -i 0.01`); after 1 s its "
-        "gateway is frozen (SIGSTOP charon + agent), killed (SIGKILL both) or unplugged (its LAN interface down); the "
-        "longest interval between two replies is the gap. The remote host's return path avoids the victim (one-site "
+        "port monitor on. Per trial: a LAN host pings a remote host every 10 ms (`ping -D -O -i 0.01 -W 1`, 500 "
+        "probes); its probe is checked to enter the gateway the controller says serves it (>= 50 frames into that "
+        "gateway's LAN port in 1 s); then that gateway is frozen (SIGSTOP charon + agent), killed (SIGKILL both) or "
+        "unplugged (its LAN interface down). The probe is read by bench/gaps.py: `sent` probes over the whole run, "
+        "`answered` those with a reply within 1 s, `lost` = sent - answered (the probes after the last answer "
+        "included); `gap_ms` = from the arrival of the last answer to a probe sent before the failure to the first "
+        "answer to a probe sent after it, or between later answers, or from the last answer to the end of the run "
+        "(the send of the last probe), whichever is longest; `tail_ms` = last answer -> end of the run. A flow whose "
+        f"tail exceeds {GOAL_MS:.0f} ms (or with no answer after the failure) has not recovered: its gap runs to the "
+        "end of the run, the trial is listed under the failed trials and the benchmark exits 1. "
+        "The remote host's return path avoids the victim (one-site "
         "topology: the remote side is routed peers). detect_ms: failure to the controller's 'gateway dead' event. "
         "refill_s: restore (SIGCONT / `supergw-gateway up` + new agent / link up) until the victim holds "
         f"floor(K x weight / total weight) buckets again, on an otherwise idle system. {args.trials} trials per kind. "
@@ -344,9 +269,11 @@ def write(trials: list[Trial], soak: dict[str, Any], args: argparse.Namespace) -
         f"every host through the tunnels; failovers counted from /api/v1/status (dead events: "
         f"{soak['dead_events']}, {soak['dead_detail']}; UDP heartbeats rejected: {soak['heartbeats_rejected']}). "
         "The machine is shared with other work, so this is a loaded machine."
+        + (" **Run with --unrecoverable (testing the benchmark): the probes returned through the victim's peer, "
+           "which no failover restores.**" if args.unrecoverable else "")
     )
     paths = write_report("failover", metrics, rows, series, title="Gateway failover on the emulation (shipped defaults)",
-                         method=method)
+                         method=method, failures=[f for t in trials if (f := t.failure()) is not None])
     print(f"wrote {paths.json}, {paths.markdown}, {paths.png}")
 
 

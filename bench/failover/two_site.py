@@ -3,7 +3,8 @@
 `measure(trials)` is what bench/scaling calls; `python -m bench.failover --two-site
 [--trials 5]` writes bench/results/failover-two-site.{json,md,png}. Root; run it under
 `flock /tmp/supergw-netns.lock`. It uses the running two-site emulation when one is up and
-otherwise boots `topologies/two-site.yaml` (and stops it again afterwards).
+otherwise boots `topologies/two-site.yaml` through the emulation engine (and stops it again
+afterwards).
 
 Each trial fails gateway i of site A (i = trial number modulo N) -- freeze (SIGSTOP of its
 charon and agent, link up), kill (SIGKILL of both) or link (its LAN interface down) -- while
@@ -14,45 +15,44 @@ the one its ARP cache's virtual MAC for IP_G names: what the switch dispatches o
     B -> A:  host b2 pings host a2;  b2's bucket pinned to bgw_i at site B,  a2's to agw_j at A
 
 Each flow is seen entering its gateway's LAN port before the failure (or the trial stops and
-says so). The longest gap between two replies of the A -> B flow is the time until site A
-stops using agw_i, that of the B -> A flow the time until site B stops using its partner
-bgw_i (pair beacons through the tunnel). Pins make the flows independent of the rebalancer; a pin
-to a dead gateway is failed over like any bucket, and the pins are removed after each trial.
-Then the victim is restored (SIGCONT; `supergw-gateway up` and a new agent; link up) and
-both sites must show every gateway alive with its partner up before the next trial.
+says so). Each probe is read by bench/gaps.py: probes sent and answered over the whole run,
+and the gap from the last answer before the failure to the first answer after it (or to the
+end of the run when the answers do not come back). The A -> B flow's gap is the time until
+site A stops using agw_i, the B -> A flow's the time until site B stops using its partner
+bgw_i (pair beacons through the tunnel). A flow whose answers are not back within GOAL_MS of
+the end of its run has not recovered: its trial fails (`measure` raises, `main` lists it in
+the report and exits 1). Pins make the flows independent of the rebalancer; a pin to a dead
+gateway is failed over like any bucket, and the pins are removed after each trial. Then the
+victim is restored (SIGCONT; `supergw-gateway up` and a new agent; link up) and both sites
+must show every gateway alive with its partner up before the next trial.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.failover.__main__ import GOAL_MS, Api, BenchError, busy_pings, max_gap_ms, sh
+from bench.gaps import FlowGap
+from bench.probes import (GOAL_MS, KINDS, MIN_PROBE_FRAMES, BenchError, busy_pings, frames_entering, inject, ping_probe,
+                          read_probe, restore, sh)
 from bench.report import Metric, Series, write_report
 from supergw_proto.bucket import bucket_of_vmac
-from topologies import components, processes
-from topologies.configs import HEARTBEAT_MS, MISSED_HEARTBEATS, REPO, controller_url
-from topologies.model import Topology
-from topologies.processes import RunState
-from topologies.run import AGENT_PORT, STATE
-from topologies.twosite import TWO_SITE_TOPOLOGY, load_two_site, site_dir, site_logs
+from supergw_proto.rest import ApiError
+from topologies.configs import HEARTBEAT_MS, MISSED_HEARTBEATS
+from topologies.emulation import Emulation, EmulationError, running_or_booted
+from topologies.poll import Timeout
+from topologies.schema import TWO_SITE_TOPOLOGY
+from topologies.site import Site
 
-KINDS = ("freeze", "kill", "link")
 DIRECTIONS = ("a_to_b", "b_to_a")
-PING_INTERVAL_S = 0.01
-PROBE_PINGS = 500  # 5 s: 1 s before the failure, 4 s after
 
 __all__ = ["KINDS", "BenchError", "Trial", "measure", "run_trials", "summarize"]
 
@@ -60,67 +60,60 @@ __all__ = ["KINDS", "BenchError", "Trial", "measure", "run_trials", "summarize"]
 @dataclass
 class Trial:
     kind: str
+    trial: int
     victim: str
     partner: str
-    gap_a_to_b_ms: float
-    gap_b_to_a_ms: float
-    lost_a_to_b: int
-    lost_b_to_a: int
+    flow_a_to_b: FlowGap  # bench/gaps.py: sent, answered, lost, gap, tail, recovered
+    flow_b_to_a: FlowGap
     detect_a_ms: float | None  # failure -> site A's "gateway dead" event for the victim
     detect_b_ms: float | None  # failure -> site B's "gateway dead" event for the partner
     why_b: str  # site B's reason
     restore_s: float | None  # restored -> both sites all alive, partners up
 
+    def flows(self) -> dict[str, FlowGap]:
+        return {"a_to_b": self.flow_a_to_b, "b_to_a": self.flow_b_to_a}
 
-class Site:
-    def __init__(self, topo: Topology) -> None:
-        self.topo = topo
-        conf = site_dir(topo) / "config"
-        self.conf_dir = conf
-        self.api = Api(controller_url(topo), (conf / "api-token").read_text().strip())
+    def gap_ms(self, direction: str) -> float:
+        return self.flows()[direction].gap_ms
 
-    def post(self, path: str, body: dict[str, Any] | None, method: str = "POST") -> Any:
-        req = urllib.request.Request(self.api.url + path, method=method,
-                                     data=json.dumps(body).encode() if body is not None else None,
-                                     headers={"Authorization": f"Bearer {self.api.token}",
-                                              "Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            return json.loads(resp.read())
+    def failures(self) -> list[dict[str, object]]:
+        return [{"kind": self.kind, "trial": self.trial, "victim": self.victim, "direction": d, "flow": f.flow,
+                 "problem": f.problem} for d, f in self.flows().items() if not f.recovered]
 
-    def gateways(self) -> dict[str, dict[str, Any]]:
-        return {g["name"]: g for g in self.api.get("/gateways")}
+    def row(self) -> dict[str, object]:
+        out: dict[str, object] = {"kind": self.kind, "trial": self.trial, "victim": self.victim,
+                                  "partner": self.partner}
+        for d, f in self.flows().items():
+            out |= {f"gap_{d}_ms": f.gap_ms, f"sent_{d}": f.sent, f"lost_{d}": f.lost, f"tail_{d}_ms": f.tail_ms,
+                    f"recovered_{d}": f.recovered}
+        return out | {"detect_a_ms": self.detect_a_ms, "detect_b_ms": self.detect_b_ms, "why_b": self.why_b,
+                      "restore_s": self.restore_s}
 
-    def dead_event(self, gw: str, after: float) -> tuple[float, str] | None:
-        for ev in self.api.get("/events?limit=1000"):
-            if ev.get("kind") == "gateway" and ev.get("reason") == "dead" and ev.get("src") == gw and ev["ts"] >= after:
-                return float(ev["ts"]), str(ev.get("detail") or "")
-        return None
 
-    def gw_config(self, name: str) -> Path:
-        return self.conf_dir / f"gateway-{name}.yaml"
+def dead_event(site: Site, gw: str, after: float) -> tuple[float, str] | None:
+    for ev in site.api().events(limit=1000):
+        if ev.kind == "gateway" and ev.reason == "dead" and ev.src == gw and ev.ts >= after:
+            return ev.ts, ev.detail
+    return None
 
 
 class TwoSites:
-    def __init__(self, sites: list[Topology], state: RunState) -> None:
-        self.a, self.b = Site(sites[0]), Site(sites[1])
-        self.state = state
-        n, hosts = len(sites[0].gateways), min(len(sites[0].hosts), len(sites[1].hosts))
+    def __init__(self, emu: Emulation) -> None:
+        self.a, self.b = emu.sites
+        n, hosts = len(self.a.topo.gateways), min(len(self.a.topo.hosts), len(self.b.topo.hosts))
         if n < 2 or hosts < 2:
             raise BenchError(f"two-site failover needs >= 2 gateways and >= 2 hosts per site (has {n} and {hosts}): "
                              "each flow returns over another pair")
 
     def wait_healthy(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
-        last: Any = None
-        while time.monotonic() < deadline:
-            views = {s.topo.prefix: s.gateways() for s in (self.a, self.b)}
-            last = {p: {n: (g["state"], g["buckets"], g.get("tunnel_up"), g.get("partner_up")) for n, g in v.items()}
-                    for p, v in views.items()}
-            if all(g["state"] == "alive" and g.get("tunnel_up") is not False and g.get("partner_up") is not False
-                   for v in views.values() for g in v.values()):
-                return
-            time.sleep(0.3)
-        raise BenchError(f"gateways not all alive with their partners up after {timeout:.0f}s: {last}")
+        try:
+            for site in (self.a, self.b):
+                site.wait_gateways(lambda gws: all(g.state == "alive" and g.tunnel_up is not False
+                                                   and g.partner_up is not False for g in gws.values()),
+                                   "gateways all alive with their partners up", max(0.0, deadline - time.monotonic()))
+        except Timeout as exc:
+            raise BenchError(str(exc)) from None
 
     def host_bucket(self, site: Site, host_index: int) -> int:
         """The bucket a host's frames address: the virtual MAC its ARP cache holds for IP_G (what
@@ -143,50 +136,15 @@ class TwoSites:
         done: list[tuple[Site, int]] = []
         try:
             for site, bucket, gw in pins:
-                site.post(f"/buckets/{bucket}/pin", {"gateway": gw})
+                site.api().pin(bucket, gw)
                 done.append((site, bucket))
             yield
         finally:
             for site, bucket in done:
                 try:
-                    site.post(f"/buckets/{bucket}/pin", None, method="DELETE")
-                except OSError as exc:
-                    print(f"  warning: could not unpin bucket {bucket} at {site.topo.prefix}: {exc}", flush=True)
-
-    def pids(self, gw: str) -> list[int]:
-        charon = components.gateway_status(self.a.gw_config(gw)).get("charon_pid")
-        if not isinstance(charon, int):
-            raise BenchError(f"{gw}: no charon running")
-        agent = next((p for p in self.state.processes if p.name == f"agent-{gw}" and processes.alive(p)), None)
-        if agent is None:
-            raise BenchError(f"{gw}: its agent is not running")
-        return [charon, agent.pid]
-
-    def inject(self, kind: str, gw: str, pids: list[int]) -> None:
-        if kind == "link":
-            sh("ip", "netns", "exec", self.a.topo.ns(gw), "ip", "link", "set", "lan0", "down")
-            return
-        sig = signal.SIGSTOP if kind == "freeze" else signal.SIGKILL
-        for pid in pids:
-            os.kill(pid, sig)
-
-    def restore(self, kind: str, gw: str, pids: list[int]) -> None:
-        topo = self.a.topo
-        if kind == "link":
-            sh("ip", "netns", "exec", topo.ns(gw), "ip", "link", "set", "lan0", "up")
-        elif kind == "freeze":
-            for pid in pids:
-                os.kill(pid, signal.SIGCONT)
-        else:
-            logs = site_logs(topo)
-            config = self.a.gw_config(gw)
-            components.gateway_up(gw, config, logs)
-            member = next(g for g in topo.gateways if g.name == gw)
-            charon = components.charon_record(gw, config, logs)
-            agent = components.start_agent(gw, topo.ns(gw), config, f"{member.mgmt_ip}:{AGENT_PORT}", logs)
-            keep = [p for p in self.state.processes if p.name not in (f"charon-{gw}", f"agent-{gw}")]
-            self.state.processes = keep + [r for r in (charon, agent) if r is not None]
-            self.state.save(STATE)
+                    site.api().unpin(bucket)
+                except ApiError as exc:
+                    print(f"  warning: could not unpin bucket {bucket} at {site.prefix}: {exc}", flush=True)
 
     def trial(self, kind: str, round_: int) -> Trial:
         self.wait_healthy()
@@ -200,27 +158,26 @@ class TwoSites:
         if a1 == a2 or b1 == b2:
             raise BenchError(f"hosts 1 and 2 share a bucket at a site (A {a1}/{a2}, B {b1}/{b2}): "
                              "the two flows cannot be separated")
-        pids = self.pids(victim)
+        pids = a.gateway_pids(victim)
         ah1, ah2 = a.topo.hosts[0], a.topo.hosts[1]
         bh1, bh2 = b.topo.hosts[0], b.topo.hosts[1]
         with self.pinned([(a, a1, victim), (a, a2, other), (b, b2, partner), (b, b1, b_other)]):
             time.sleep(0.3)  # the pin moves are written before the probes start
             probes = {
-                "a_to_b": self._probe(a.topo.ns(ah1.name), str(bh1.ip)),
-                "b_to_a": self._probe(b.topo.ns(bh2.name), str(ah2.ip)),
+                "a_to_b": ping_probe(a.topo.ns(ah1.name), str(bh1.ip)),
+                "b_to_a": ping_probe(b.topo.ns(bh2.name), str(ah2.ip)),
             }
             outs: dict[str, str] = {}
             try:
-                rx0 = (self.lan_rx(a, victim), self.lan_rx(b, partner))
-                time.sleep(1.0)
-                rx1 = (self.lan_rx(a, victim), self.lan_rx(b, partner))
-                entering = {"a_to_b": (ah1.name, victim, rx1[0] - rx0[0]), "b_to_a": (bh2.name, partner, rx1[1] - rx0[1])}
-                wrong = [f"{h}'s pings: {n} frames entered {g} in 1 s" for h, g, n in entering.values() if n < 50]
+                into_victim, into_partner = frames_entering([(a, victim), (b, partner)])
+                entering = {"a_to_b": (ah1.name, victim, into_victim), "b_to_a": (bh2.name, partner, into_partner)}
+                wrong = [f"{h}'s pings: {n} frames entered {g} in 1 s" for h, g, n in entering.values()
+                         if n < MIN_PROBE_FRAMES]
                 if wrong:
                     raise BenchError("a flow does not enter the victim's pair although its bucket is pinned "
                                      f"there ({'; '.join(wrong)})")
                 t_inject = time.time()
-                self.inject(kind, victim, pids)
+                inject(a, kind, victim, pids)
                 for d, p in probes.items():
                     outs[d], _ = p.communicate(timeout=20)
             finally:
@@ -228,10 +185,11 @@ class TwoSites:
                     if p.poll() is None:
                         p.kill()
                         p.wait()
-            gaps = {d: max_gap_ms(outs[d]) for d in DIRECTIONS}
-            dead_a, dead_b = a.dead_event(victim, t_inject), b.dead_event(partner, t_inject)
+            names = {"a_to_b": f"{ah1.name} -> {bh1.name}", "b_to_a": f"{bh2.name} -> {ah2.name}"}
+            flows = {d: read_probe(names[d], outs[d], t_inject, GOAL_MS / 1000) for d in DIRECTIONS}
+            dead_a, dead_b = dead_event(a, victim, t_inject), dead_event(b, partner, t_inject)
             t_restore = time.monotonic()
-            self.restore(kind, victim, pids)
+            restore(a, kind, victim, pids)
         restore_s: float | None
         try:
             self.wait_healthy()
@@ -239,14 +197,16 @@ class TwoSites:
         except BenchError as exc:
             print(f"  {exc}", flush=True)
             restore_s = None
-        t = Trial(kind, victim, partner, round(gaps["a_to_b"][0], 1), round(gaps["b_to_a"][0], 1),
-                  gaps["a_to_b"][1], gaps["b_to_a"][1],
+        t = Trial(kind, round_, victim, partner, flows["a_to_b"], flows["b_to_a"],
                   None if dead_a is None else round(1000 * (dead_a[0] - t_inject), 1),
                   None if dead_b is None else round(1000 * (dead_b[0] - t_inject), 1),
                   "" if dead_b is None else dead_b[1], restore_s)
-        print(f"  {kind:6s} {victim}/{partner}: gap A->B {t.gap_a_to_b_ms:.0f} ms, B->A {t.gap_b_to_a_ms:.0f} ms; "
+        failed = "".join(f"; FAILED {f['direction']}: {f['problem']}" for f in t.failures())
+        print(f"  {kind:6s} {victim}/{partner}: gap A->B {t.gap_ms('a_to_b'):.0f} ms "
+              f"({t.flow_a_to_b.lost} of {t.flow_a_to_b.sent} lost), B->A {t.gap_ms('b_to_a'):.0f} ms "
+              f"({t.flow_b_to_a.lost} of {t.flow_b_to_a.sent} lost); "
               f"dead at A after {t.detect_a_ms} ms, at B after {t.detect_b_ms} ms ({t.why_b or 'no event'}); "
-              f"healthy again after {restore_s} s", flush=True)
+              f"healthy again after {restore_s} s{failed}", flush=True)
         if restore_s is None:
             raise BenchError(f"after the {kind} of {victim} the sites did not recover (see above)")
         return t
@@ -259,62 +219,33 @@ class TwoSites:
         t0 = time.time()
         busy_pings([(src.topo.ns(h.name), str(dst.topo.hosts[k % len(dst.topo.hosts)].ip))
                     for src, dst in ((self.a, self.b), (self.b, self.a)) for k, h in enumerate(src.topo.hosts)], seconds)
-        dead = [(s.topo.prefix, ev) for s in (self.a, self.b) for ev in s.api.get("/events?limit=1000")
-                if ev.get("kind") == "gateway" and ev.get("reason") == "dead" and ev["ts"] >= t0]
+        dead = [(s.prefix, ev) for s in (self.a, self.b) for ev in s.api().events(limit=1000)
+                if ev.kind == "gateway" and ev.reason == "dead" and ev.ts >= t0]
         return {"seconds": seconds, "dead_events": len(dead),
-                "partner_down_events": sum(1 for _, ev in dead if str(ev.get("detail", "")).startswith("partner down")),
-                "detail": [f"{p}: {ev['src']}: {ev.get('detail')}" for p, ev in dead][:10]}
-
-    @staticmethod
-    def lan_rx(site: Site, gw: str) -> int:
-        """Frames the gateway's LAN interface received from its switch."""
-        return int(sh("ip", "netns", "exec", site.topo.ns(gw), "cat", "/sys/class/net/lan0/statistics/rx_packets")
-                   .stdout.strip())
-
-    @staticmethod
-    def _probe(netns: str, dst: str) -> subprocess.Popen[str]:
-        # -c, not -w: with a deadline ping quits at the first error, and a gateway whose charon
-        # died answers "net unreachable" until its hosts are failed over.
-        return subprocess.Popen(["ip", "netns", "exec", netns, "ping", "-n", "-D", "-i", str(PING_INTERVAL_S), "-W", "1",
-                                 "-c", str(PROBE_PINGS), dst], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                "partner_down_events": sum(1 for _, ev in dead if ev.detail.startswith("partner down")),
+                "detail": [f"{p}: {ev.src}: {ev.detail}" for p, ev in dead][:10]}
 
 
-def _running_two_site() -> RunState | None:
-    """The running two-site emulation's state. A degraded one (a stage such as the simulated
-    hosts failed) is used too: every trial checks that the gateways are healthy and that its
-    flows enter the victim's pair."""
-    state = RunState.load(STATE)
-    if state is None or state.phase not in ("up", "degraded") or state.info.get("kind") != "two-site":
-        return None
-    if state.phase == "degraded":
-        failed = {k[6:]: v for k, v in state.info.items() if k.startswith("stage.") and v.startswith("failed")}
-        print(f"  warning: the two-site emulation is degraded ({failed}); measuring on it anyway", flush=True)
-    return state
+def usable(emu: Emulation) -> str | None:
+    """Two sites facing each other. A degraded one (a stage such as the simulated hosts failed)
+    is used too: every trial checks that the gateways are healthy and that its flows enter the
+    victim's pair."""
+    if len(emu.sites) != 2 or emu.spec.partner(emu.sites[0].topo) is None:
+        return "the two-site failover needs two sites facing each other (make run TOPO=two-site)"
+    if emu.state.phase == "degraded":
+        print(f"  warning: the two-site emulation is degraded ({emu.state.failed_stages()}); measuring on it anyway",
+              flush=True)
+    return None
 
 
 @contextmanager
-def _emulation(topology: Path) -> Iterator[tuple[list[Topology], RunState]]:
+def _emulation(topology: Path) -> Iterator[Emulation]:
     """The running two-site emulation, or one booted from `topology` (and stopped afterwards)."""
-    state = _running_two_site()
-    if state is not None:
-        _, sites = load_two_site(Path(state.topology))
-        yield sites, state
-        return
-    if RunState.load(STATE) is not None:
-        raise BenchError(f"another emulation is running ({STATE}); `make stop` first, or boot the two-site one")
-    if os.geteuid() != 0:
-        raise BenchError("the two-site failover benchmark needs root (namespaces, signals to charon)")
-    print(f"== two-site emulation not up: booting {topology}", flush=True)
-    cmd = [sys.executable, "-m", "topologies.run"]
     try:
-        up = subprocess.run([*cmd, "up", "--topology", str(topology)], cwd=REPO, capture_output=True, text=True)
-        state = _running_two_site()
-        if state is None:
-            raise BenchError(f"the two-site emulation did not come up:\n{(up.stdout + up.stderr)[-2000:]}")
-        _, sites = load_two_site(topology)
-        yield sites, state
-    finally:
-        subprocess.run([*cmd, "down", "--topology", str(topology)], cwd=REPO, capture_output=True, text=True)
+        with running_or_booted(Emulation.from_file(topology), usable) as emu:
+            yield emu
+    except EmulationError as exc:
+        raise BenchError(str(exc)) from None
 
 
 def run_trials(trials: int = 5, kinds: Sequence[str] = KINDS, topology: Path = TWO_SITE_TOPOLOGY,
@@ -326,8 +257,8 @@ def run_trials(trials: int = 5, kinds: Sequence[str] = KINDS, topology: Path = T
                          f"{soak_s})")
     out: list[Trial] = []
     soak: dict[str, Any] | None = None
-    with _emulation(topology) as (sites, state):
-        emu = TwoSites(sites, state)
+    with _emulation(topology) as running:
+        emu = TwoSites(running)
         for kind in kinds:
             print(f"== two-site {kind}: {trials} trials", flush=True)
             out += [emu.trial(kind, i) for i in range(trials)]
@@ -339,31 +270,45 @@ def run_trials(trials: int = 5, kinds: Sequence[str] = KINDS, topology: Path = T
 
 
 def summarize(trials: Sequence[Trial]) -> dict[str, float]:
-    """The keys `measure` returns, from trials."""
+    """The keys `measure` returns, from trials (a flow that did not recover counts with its gap
+    to the end of its run)."""
     out: dict[str, float] = {}
     for kind in dict.fromkeys(t.kind for t in trials):
         ts = [t for t in trials if t.kind == kind]
-        a_to_b = statistics.median(t.gap_a_to_b_ms for t in ts)
-        b_to_a = statistics.median(t.gap_b_to_a_ms for t in ts)
+        a_to_b = statistics.median(t.gap_ms("a_to_b") for t in ts)
+        b_to_a = statistics.median(t.gap_ms("b_to_a") for t in ts)
         out[f"failover_{kind}_ms"] = round(max(a_to_b, b_to_a), 1)
         out[f"failover_{kind}_a_to_b_ms"] = round(a_to_b, 1)
         out[f"failover_{kind}_b_to_a_ms"] = round(b_to_a, 1)
-        out[f"failover_{kind}_max_ms"] = max(max(t.gap_a_to_b_ms, t.gap_b_to_a_ms) for t in ts)
+        out[f"failover_{kind}_max_ms"] = max(max(t.gap_ms("a_to_b"), t.gap_ms("b_to_a")) for t in ts)
     return out
+
+
+def failures(trials: Sequence[Trial]) -> list[dict[str, object]]:
+    """Every flow of every trial that did not recover (which trial, which direction, why)."""
+    return [f for t in trials for f in t.failures()]
 
 
 def measure(trials: int = 5, kinds: Sequence[str] = KINDS, topology: Path = TWO_SITE_TOPOLOGY) -> dict[str, float]:
     """Median longest gap (ms) over `trials` trials per kind of failure of a site A gateway.
 
-    Uses the running two-site emulation when one is up (state `kind: two-site`, phase up);
-    otherwise boots `topology` and stops it afterwards. Needs root; call it under
-    `flock /tmp/supergw-netns.lock`. Keys, for each kind in `kinds`:
+    Uses the running two-site emulation when one is up; otherwise boots `topology` and stops it
+    afterwards. Needs root; call it under
+    `flock /work/.emu.lock`. Keys, for each kind in `kinds`:
     `failover_<kind>_ms` (the worse direction's median), `failover_<kind>_a_to_b_ms` and
     `failover_<kind>_b_to_a_ms` (median gap of a flow entering the victim's pair at site A,
-    resp. site B), `failover_<kind>_max_ms` (worst trial, either direction).
-    Raises `BenchError` (bench.failover.two_site) when the emulation cannot be booted or probed.
+    resp. site B), `failover_<kind>_max_ms` (worst trial, either direction); each gap as
+    bench/gaps.py measures it.
+    Raises `BenchError` (bench.failover.two_site) when the emulation cannot be booted or probed,
+    and when a flow has not recovered by the end of its run (naming the trials and flows): a
+    failover that never completes has no gap to report.
     """
-    return summarize(run_trials(trials, kinds, topology)[0])
+    done = run_trials(trials, kinds, topology)[0]
+    bad = failures(done)
+    if bad:
+        raise BenchError(f"{len(bad)} probe flow(s) did not recover: " + "; ".join(
+            f"{f['kind']} trial {f['trial']} {f['direction']} {f['flow']}: {f['problem']}" for f in bad))
+    return summarize(done)
 
 
 def write(trials: Sequence[Trial], n_trials: int, topology: str = "topologies/two-site.yaml",
@@ -389,9 +334,17 @@ def write(trials: Sequence[Trial], n_trials: int, topology: str = "topologies/tw
         metrics[f"{k}_partner_detect_ms"] = Metric(
             statistics.median(detects) if detects else None, "ms",
             note="median, failure -> site B's 'gateway dead' event for the partner")
+    flows = [f for t in trials for f in t.flows().values()]
+    metrics["failover_not_recovered"] = Metric(
+        sum(1 for f in flows if not f.recovered), "flows",
+        note=f"goal 0; of {len(flows)} (two per trial): answers not back within {GOAL_MS:.0f} ms of the end of the run")
+    metrics["probe_lost"] = Metric(
+        sum(f.lost for f in flows), "probes",
+        note=f"of {sum(f.sent for f in flows)} sent by all flows, every probe without an answer within 1 s "
+             "(those after the last answer included)")
     series = [Series(f"{kind} {d.replace('_to_', '->').upper()}",
                      x=[i + 1 for i in range(sum(1 for t in trials if t.kind == kind))],
-                     y=[getattr(t, f"gap_{d}_ms") for t in trials if t.kind == kind],
+                     y=[t.gap_ms(d) for t in trials if t.kind == kind],
                      xlabel="trial", ylabel="longest gap (ms)")
               for kind in dict.fromkeys(t.kind for t in trials) for d in DIRECTIONS]
     method = (
@@ -401,33 +354,49 @@ def write(trials: Sequence[Trial], n_trials: int, topology: str = "topologies/tw
         f"through their tunnel at the same cadence, partner down after {MISSED_HEARTBEATS} missed (or when the "
         "partner says its charon or LAN is down); port monitor on. Per trial gateway i of site A is frozen (SIGSTOP "
         "charon + agent, link up), killed (SIGKILL both) or unplugged (its LAN interface down) while two flows cross "
-        "its pair, one each way (`ping -D -i 0.01`, 500 pings, failure after 1 s), each returning over another pair "
-        "(host buckets pinned for the trial): the A -> B flow's longest gap between replies is the time until site A "
-        "stops using the victim, the B -> A flow's the time until site B stops using the victim's partner. "
+        "its pair, one each way (`ping -D -O -i 0.01 -W 1`, 500 probes, failure after 1 s), each returning over "
+        "another pair (host buckets pinned for the trial; each flow checked to enter the victim's pair, >= 50 frames "
+        "in 1 s, before the failure). Each probe is read by bench/gaps.py: `sent` probes over the whole run, "
+        "`lost` = sent - those answered within 1 s (the probes after the last answer included); the gap runs from "
+        "the arrival of the last answer to a probe sent before the failure to the first answer to a probe sent after "
+        "it, or between later answers, or from the last answer to the end of the run (the send of the last probe), "
+        "whichever is longest. The A -> B flow's gap is the time until site A stops using the victim, the B -> A "
+        "flow's the time until site B stops using the victim's partner. A flow whose answers are not back within "
+        f"{GOAL_MS:.0f} ms of the end of its run (or never came after the failure) has not recovered: its gap runs "
+        "to the end of the run, the trial is listed under the failed trials and the benchmark exits 1. "
         f"{n_trials} trials per kind, i rotating over the pairs; the victim is restored and both sites are healthy "
         f"again before the next trial. Topology: {topology}. The machine (2 cores) is shared with other work."
     )
-    paths = write_report("failover-two-site", metrics, [vars(t) for t in trials], series,
+    paths = write_report("failover-two-site", metrics, [t.row() for t in trials], series,
                          title="Gateway failover on the two-site emulation, both directions (shipped defaults)",
-                         method=method)
+                         method=method, failures=failures(trials))
     print(f"wrote {paths.json}, {paths.markdown}, {paths.png}")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.failover --two-site", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--trials", type=int, default=5, help="trials per kind of failure (default 5)")
+    ap.add_argument("--trials", type=int, default=None, help="trials per kind of failure (default 5; --quick 1)")
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated subset of {','.join(KINDS)}")
     ap.add_argument("--topology", type=Path, default=TWO_SITE_TOPOLOGY, help="two-site file to boot if none is up")
-    ap.add_argument("--soak-s", type=float, default=60.0, help="soak under load afterwards, seconds (0: none; default 60)")
+    ap.add_argument("--soak-s", type=float, default=None,
+                    help="soak under load afterwards, seconds (0: none; default 60; --quick 10)")
+    ap.add_argument("--quick", action="store_true", help="1 trial per kind and a 10 s soak: proves the benchmark "
+                                                         "works, measures nothing worth publishing")
     args = ap.parse_args(argv)
+    args.trials = args.trials if args.trials is not None else (1 if args.quick else 5)
+    args.soak_s = args.soak_s if args.soak_s is not None else (10.0 if args.quick else 60.0)
     try:
         trials, soak = run_trials(args.trials, [k for k in args.kinds.split(",") if k], args.topology, args.soak_s)
     except BenchError as exc:
         print(f"bench.failover --two-site: {exc}", file=sys.stderr)
         return 1
-    ts, _ = load_two_site(args.topology)
-    write(trials, args.trials, f"{args.topology.name} (N = {ts.gateways} pairs, {ts.hosts_per_site} namespace hosts per "
-                               f"site, gateway CPU cap {ts.gateway_cpu_percent} % of a core"
-                               f"{'' if ts.simulated_hosts is None else f', {ts.simulated_hosts.count} simulated hosts'})",
+    a = Emulation.from_file(args.topology).spec.sites[0]
+    write(trials, args.trials, f"{args.topology.name} (N = {len(a.gateways)} pairs, {len(a.hosts)} namespace hosts per "
+                               f"site, gateway CPU cap {a.gateway_cpu_percent} % of a core"
+                               f"{'' if a.simulated_hosts is None else f', {a.simulated_hosts.count} simulated hosts'})",
           soak)
-    return 0
+    bad = failures(trials)
+    for f in bad:
+        print(f"bench.failover --two-site: FAILED {f['kind']} trial {f['trial']} ({f['victim']}), {f['direction']} "
+              f"flow {f['flow']}: {f['problem']}", file=sys.stderr)
+    return 1 if bad else 0

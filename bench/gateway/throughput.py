@@ -12,7 +12,7 @@ from supergw_gateway.cgroup import CpuGroup
 from supergw_gateway.lab import Lab
 from supergw_gateway.runtime import Gateway
 from supergw_gateway.tunnel import conn_name
-from supergw_gateway.uml import UmlGuest, _descendants
+from supergw_gateway.uml import UmlGuest, descendants
 
 PORT = 5201
 
@@ -81,7 +81,7 @@ def quota_pids(gw: Gateway) -> list[int]:
     """Host processes doing the gateway's IPsec work: charon, or the whole UML guest."""
     if gw.cfg.backend.value == "uml":
         pid = UmlGuest(gw.cfg).pid()
-        return [pid, *_descendants(pid)] if pid else []
+        return [pid, *descendants(pid)] if pid else []
     pid = gw.charon_pid()
     return [pid] if pid else []
 

@@ -30,19 +30,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import gaps
 from bench.report import Metric, Series, write_report
 from bench.scaling import plots
 from bench.scaling.analysis import ZERO_LOSS, Snapshot, cpu_spread, redistribution_s, zero_loss_rate
-from bench.scaling.emulation import BenchError, Emulation, ProbeResult, say, write_topology
+from bench.scaling.emulation import BenchError, LoadedEmulation, ProbeResult, changes, say
+from supergw_proto.rest import ApiError
 from topologies.hostsim_client import HostsimError
-from topologies.twosite import TWO_SITE_TOPOLOGY, load_two_site
+from topologies.schema import TWO_SITE_PAPER_TOPOLOGY, load
 
-BASE_TOPOLOGY = TWO_SITE_TOPOLOGY.with_name("two-site-paper.yaml")
+BASE_TOPOLOGY = TWO_SITE_PAPER_TOPOLOGY
 DEFAULT_SUITE = "aes128gcm16-x25519"  # supergw_gateway.config.DEFAULT_ESP_PROPOSAL, what users get
 OTHER_SUITE = "aes128-sha256-x25519"  # AES-CBC + HMAC-SHA-256: the paper's "cipher + HMAC" kind of tunnel
 SUITE_LABEL = {DEFAULT_SUITE: "gcm", OTHER_SUITE: "cbc-sha256"}
 FIG5_LOAD = 0.90
 SOAK_LOAD = 0.80
+SOAK_FLOW_BUDGET_S = 1.0  # a soak flow silent for longer at the end of the soak has not recovered (bench/gaps.py)
 BIG_FRAME, SMALL_FRAME = 1408, 64
 
 
@@ -91,7 +94,7 @@ def note_load(results: Results, when: str) -> None:
                             "at": time.strftime("%H:%M:%S")})
 
 
-def search(emu: Emulation, s: Settings, res: Results, suite: str, frame: int, n: int) -> None:
+def search(emu: LoadedEmulation, s: Settings, res: Results, suite: str, frame: int, n: int) -> None:
     known = res.rate(suite, frame, 1) or next((res.rate(x, frame, 1) for x in SUITE_LABEL if res.rate(x, frame, 1)), None)
     start = max(200.0, 0.6 * n * known) if known else 500.0
     best: dict[str, ProbeResult] = {}
@@ -134,24 +137,23 @@ def search(emu: Emulation, s: Settings, res: Results, suite: str, frame: int, n:
         f"{row['mbps']} Mb/s/dir (machine {row['machine_cpu_percent']} % of a core at that rate)")
 
 
-def controller_view(emu: Emulation) -> dict[str, dict[str, Any]]:
+def controller_view(emu: LoadedEmulation) -> dict[str, dict[str, Any]]:
     """Per gateway: buckets carrying simulated hosts, and the CPU its agent reports (0..1 of its
     own capacity, what the shipped rebalancer compares with its cpu_ceiling)."""
     out: dict[str, dict[str, Any]] = {}
     for site in emu.sites:
         hot = set(site.host_buckets)
-        owner = {b["bucket"]: b["gateway"] for b in site.api.get("/buckets")}
-        for g in site.api.get("/gateways"):
-            report = g.get("last_report") or {}
-            cores = float(report.get("cpu_cores") or 0.0)
-            out[g["name"]] = {
-                "hot_buckets": sum(1 for b in hot if owner.get(b) == g["name"]),
-                "reported_cpu": round(float(report.get("cpu_percent", 0.0)) / (100.0 * cores), 3) if cores else None,
+        owner = {b.bucket: b.gateway for b in site.api.buckets()}
+        for g in site.api.gateways():
+            report = g.last_report
+            out[g.name] = {
+                "hot_buckets": sum(1 for b in hot if owner.get(b) == g.name),
+                "reported_cpu": round(report.cpu_percent / (100.0 * report.cpu_cores), 3) if report else None,
             }
     return out
 
 
-def snapshots(emu: Emulation, rate: float, seconds: float, label: str,
+def snapshots(emu: LoadedEmulation, rate: float, seconds: float, label: str,
               views: list[dict[str, dict[str, Any]]]) -> list[Snapshot]:
     """Offer `rate` per direction at 1408 B for `seconds`, one snapshot a second; stops early
     once 15 s in a row were settled."""
@@ -190,7 +192,7 @@ def snapshots(emu: Emulation, rate: float, seconds: float, label: str,
     return out
 
 
-def warm_up(emu: Emulation, rate: float, limit_s: float = 60.0) -> None:
+def warm_up(emu: LoadedEmulation, rate: float, limit_s: float = 60.0) -> None:
     """Offer `rate` until the shipped rebalancer has spread the hosts (max/mean <= 1.10 at both
     sites): the hash puts consecutive MACs into structured bucket sets that the initial
     round-robin map gives to few gateways, and the rebalancer fixes that with load moves."""
@@ -206,7 +208,7 @@ def warm_up(emu: Emulation, rate: float, limit_s: float = 60.0) -> None:
             return
 
 
-def fig5_run(emu: Emulation, s: Settings, res: Results, policy: str, rate: float) -> None:
+def fig5_run(emu: LoadedEmulation, s: Settings, res: Results, policy: str, rate: float) -> None:
     seconds = s.paper_s if policy == "paper" else s.fig5_s
     res.site_a = list(emu.sites[0].gateways)  # the CPU lines of the figure, as the paper's left cluster
     time.sleep(3)  # the controllers' rates fall to zero: the moves below are of idle buckets
@@ -226,7 +228,7 @@ def fig5_run(emu: Emulation, s: Settings, res: Results, policy: str, rate: float
     say(f"redistribution ({policy}): {value if value is not None else 'not settled'} s")
 
 
-def soak(emu: Emulation, s: Settings, res: Results, rate: float) -> None:
+def soak(emu: LoadedEmulation, s: Settings, res: Results, rate: float) -> None:
     before = emu.failovers()
     say(f"soak: {rate:.0f} pps/dir (80 % of T(3)) for {s.soak_s:.0f}s, counting failovers")
     emu.start(rate, BIG_FRAME, s.soak_s)
@@ -242,12 +244,20 @@ def soak(emu: Emulation, s: Settings, res: Results, rate: float) -> None:
 
     sa, sb = a.hostsim.stats(flows=True), b.hostsim.stats(flows=True)
     ab, ba = run_loss(sa, sb), run_loss(sb, sa)
+    # a healthy flow's tail is about one frame spacing (its last frame lost by chance): allow three
+    budget = max(SOAK_FLOW_BUDGET_S, 3 * max(sa["run"]["flows"], sb["run"]["flows"]) / rate)
+    flows = gaps.hostsim_flows(sa, sb, budget) + gaps.hostsim_flows(sb, sa, budget)
+    stalled = gaps.failed(flows)
     res.soak = {"seconds": s.soak_s, "rate_pps": round(rate, 1), "failovers": emu.failovers() - before,
-                "loss": (ab.lost + ba.lost) / max(1, ab.sent + ba.sent)}
-    say(f"soak: {res.soak['failovers']} failovers, loss {100 * res.soak['loss']:.4f} %")
+                "loss": (ab.lost + ba.lost) / max(1, ab.sent + ba.sent),
+                "flows": len(flows), "longest_flow_gap_ms": max((f.gap_ms for f in flows), default=None),
+                "flows_not_recovered": len(stalled),
+                "not_recovered": [f"{f.flow}: {f.problem}" for f in stalled][:10]}
+    say(f"soak: {res.soak['failovers']} failovers, loss {100 * res.soak['loss']:.4f} %, longest flow gap "
+        f"{res.soak['longest_flow_gap_ms']} ms, {len(stalled)} of {len(flows)} flows not recovered")
 
 
-def failover(emu: Emulation, s: Settings, res: Results) -> None:
+def failover(emu: LoadedEmulation, s: Settings, res: Results) -> None:
     try:
         from bench.failover import two_site
     except ImportError as exc:
@@ -268,8 +278,7 @@ def failover(emu: Emulation, s: Settings, res: Results) -> None:
 
 
 def one_boot(s: Settings, res: Results, suite: str, n: int) -> None:
-    topology = write_topology(s.base, n, s.cpu_percent, None if suite == DEFAULT_SUITE else suite, s.buckets)
-    emu = Emulation(topology)
+    emu = LoadedEmulation(s.base, changes(n, s.cpu_percent, None if suite == DEFAULT_SUITE else suite, s.buckets))
     emu.up()
     try:
         note_load(res, f"N={n} {SUITE_LABEL[suite]} booted")
@@ -334,7 +343,13 @@ def method_text(s: Settings, res: Results) -> str:
         f"redistribution_s = end of the first second after which loss stays zero and max/mean gateway CPU <= 1.10 at "
         f"both sites until the run ends (runs stop after 15 settled seconds). The paper's policy runs in the same "
         f"boot with both controllers restarted with rebalancer.policy: paper (seed 1). Soak: {s.soak_s:.0f} s at "
-        f"{100 * SOAK_LOAD:.0f} % of T(3). Machine load average (1/5/15 min), shared with other work: {loads}."
+        f"{100 * SOAK_LOAD:.0f} % of T(3); every simulated-host flow is read by bench/gaps.py (`hostsim_flows`: "
+        f"sent by the sender, received by the receiver; its gap the longest of first send -> first arrival, between "
+        f"two arrivals, last arrival -> last send), and a flow whose last arrival is more than max("
+        f"{SOAK_FLOW_BUDGET_S:g} s, 3 frame spacings) before its last send has not recovered "
+        f"(soak_flows_not_recovered; any fails the run). Failover: bench.failover.two_site.measure, whose probes "
+        f"are read the same way (bench/failover's method); a probe that never came back leaves the failover keys "
+        f"null with the reason and fails the run. Machine load average (1/5/15 min), shared with other work: {loads}."
     )
 
 
@@ -370,6 +385,11 @@ def report(s: Settings, res: Results) -> None:
     metrics["spurious_failovers_soak"] = Metric(
         res.soak.get("failovers"), "", note=f"goal 0; {res.soak['seconds']:.0f} s at 80 % of T(3)" if res.soak
         else "soak not run")
+    metrics["soak_flows_not_recovered"] = Metric(
+        res.soak.get("flows_not_recovered"), "flows",
+        note=(f"goal 0; of {res.soak['flows']} simulated-host flows, silent at the end of the soak (bench/gaps.py: "
+              f"last arrival -> last send; longest gap of any flow {res.soak['longest_flow_gap_ms']} ms) "
+              f"{res.soak['not_recovered']}") if "flows" in res.soak else "soak not run")
     metrics["gateway_cpu_percent"] = Metric(s.cpu_percent, "% of a core", note="cgroup cap of each gateway's charon")
     one, five, fifteen = os.getloadavg()
     metrics["loadavg_1m_end"] = Metric(one, "", note=f"5 min {five:.2f}, 15 min {fifteen:.2f}")
@@ -404,22 +424,25 @@ def choose_buckets(base: Path, asked: int | None) -> tuple[int, str]:
     from supergw_proto.bucket import bucket_of, hash_name
     from supergw_proto.p4constants import MAX_BUCKETS
 
-    ts, sites = load_two_site(base)
-    sim = getattr(sites[0], "simulated_hosts", None)
+    site = load(base).sites[0]
+    sim = site.simulated_hosts
     if sim is None:
         raise SystemExit(f"{base}: no simulated_hosts, nothing to offer load with")
     macs = list(sim.macs())
+    preset = site.lan.buckets
+
+    hash_ = site.lan.dispatch.hash
 
     def spread(k: int) -> int:
-        return len({bucket_of(m, k, ts.dispatch.hash) for m in macs})
+        return len({bucket_of(m, k, hash_) for m in macs})
 
     if asked is not None:
         return asked, f"K = {asked} (asked for): the {len(macs)} simulated hosts per site use {spread(asked)} buckets"
-    if spread(ts.buckets) >= len(macs) / 2 or ts.buckets == MAX_BUCKETS:
-        return ts.buckets, (f"K = {ts.buckets} (the preset's, {hash_name(ts.dispatch.hash)} hash): the {len(macs)} "
-                            f"simulated hosts per site use {spread(ts.buckets)} buckets")
-    return 4096, (f"K = 4096, not the preset's {ts.buckets}: the bucket hash maps the {len(macs)} consecutive "
-                  f"simulated MACs per site onto {spread(ts.buckets)} of {ts.buckets} buckets but {spread(4096)} "
+    if spread(preset) >= len(macs) / 2 or preset == MAX_BUCKETS:
+        return preset, (f"K = {preset} (the preset's, {hash_name(hash_)} hash): the {len(macs)} "
+                        f"simulated hosts per site use {spread(preset)} buckets")
+    return 4096, (f"K = 4096, not the preset's {preset}: the bucket hash maps the {len(macs)} consecutive "
+                  f"simulated MACs per site onto {spread(preset)} of {preset} buckets but {spread(4096)} "
                   f"of 4096")
 
 
@@ -476,10 +499,15 @@ def main(argv: list[str] | None = None) -> int:
             # the second suite's 64-byte search is what a late run drops first: keep the order
             try:
                 one_boot(s, res, suite, n)
-            except (BenchError, HostsimError, OSError) as exc:
+            except (BenchError, HostsimError, ApiError, OSError) as exc:
                 failed.append(f"N={n} {SUITE_LABEL[suite]}: {exc}")
                 say(f"FAILED N={n} {SUITE_LABEL[suite]}: {exc}")
             report(s, res)  # after every boot: a late or failed run still leaves what it measured
+    if res.failover_note and not res.failover:  # e.g. a failover whose probe never came back (two_site.measure)
+        failed.append(f"failover: {res.failover_note}")
+    if res.soak.get("flows_not_recovered"):
+        failed.append(f"soak: {res.soak['flows_not_recovered']} flows had not recovered at its end: "
+                      f"{res.soak['not_recovered']}")
     if failed:
         res.notes.append("Failed: " + " | ".join(failed))
         report(s, res)

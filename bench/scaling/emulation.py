@@ -1,19 +1,14 @@
 """The two-site emulation as bench/scaling drives it: boot one (N, suite), offer load with the
 sites' hostsims, read CPU, steer buckets through the controllers' REST APIs.
 
-Everything here acts on the real system (`python -m topologies.run up|down`, the hostsim
-control sockets, cgroups, /proc); the numbers are turned into results in `analysis.py`.
+Everything here acts on the real system (the emulation engine, the hostsim control
+sockets, cgroups, /proc); the numbers are turned into results in `analysis.py`.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,14 +16,12 @@ from typing import Any
 
 import yaml
 
-from topologies import processes
-from topologies.configs import REPO
+from supergw_proto.rest import ApiError, ControllerClient
+from topologies.emulation import Emulation, EmulationError
 from topologies.hostsim_client import HostsimClient, HostsimError, run_loss
-from topologies.processes import RunState
-from topologies.run import STATE
-from topologies.twosite import load_two_site
+from topologies.poll import Timeout
+from topologies.site import Site
 
-WORK = REPO / ".run" / "bench-scaling"  # generated topology files (git-ignored with .run/)
 CGROUP_CPU = Path("/sys/fs/cgroup/cpu")
 
 
@@ -38,30 +31,6 @@ class BenchError(RuntimeError):
 
 def say(msg: str) -> None:
     print(f"[scaling {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-class Api:
-    """One site's controller REST API (the operator token written by `up`)."""
-
-    def __init__(self, url: str, token: str) -> None:
-        self.url, self.token = url.rstrip("/") + "/api/v1", token
-
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Authorization": f"Bearer {self.token}",
-                                              "Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            raise BenchError(f"{method} {self.url}{path}: HTTP {exc.code}: {exc.read()[:300]!r}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise BenchError(f"{method} {self.url}{path}: {exc} (is the controller running?)") from None
-        return json.loads(raw) if raw else None
-
-    def get(self, path: str) -> Any:
-        return self.call("GET", path)
 
 
 def proc_cpu_ns(pid: int) -> int:
@@ -123,14 +92,23 @@ class CpuMeter:
 
 
 @dataclass
-class Site:
+class SiteLoad:
+    """One site as the benchmark loads it: its controller, its hostsim, its simulated hosts."""
+
     name: str  # a / b
-    prefix: str
-    api: Api
+    site: Site
     hostsim: HostsimClient
     gateways: list[str]
     host_ips: list[str]
     host_buckets: list[int]  # the bucket of each simulated host (from the virtual MAC it resolved)
+
+    @property
+    def prefix(self) -> str:
+        return self.site.prefix
+
+    @property
+    def api(self) -> ControllerClient:
+        return self.site.api()
 
 
 @dataclass(frozen=True)
@@ -144,64 +122,57 @@ class ProbeResult:
     cpu: dict[str, float]  # per gateway and per other component, % of a core
 
 
-def write_topology(base: Path, gateways: int, cpu_percent: float, esp: str | None, buckets: int) -> Path:
-    """A copy of `base` with N, the CPU cap, K and the ESP suite set (the file `up` boots)."""
-    data = yaml.safe_load(base.read_text())
-    data["gateways"] = gateways
-    data["gateway_cpu_percent"] = cpu_percent
-    data["buckets"] = buckets
+def changes(gateways: int, cpu_percent: float, esp: str | None, buckets: int) -> dict[str, Any]:
+    """The two-site file's keys a boot sets: N, the CPU cap, K and the ESP suite."""
+    out: dict[str, Any] = {"gateways": gateways, "gateway_cpu_percent": cpu_percent, "buckets": buckets}
     if esp is not None:
-        data["esp_proposals"] = [esp]
-    WORK.mkdir(parents=True, exist_ok=True)
-    out = WORK / f"two-site-n{gateways}-{esp or 'default'}.yaml"
-    out.write_text(yaml.safe_dump(data, sort_keys=False))
-    load_two_site(out)  # refuse a bad file before anything is built
+        out["esp_proposals"] = [esp]
     return out
 
 
-def topology_run(command: str, topology: Path, timeout: float = 240.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "topologies.run", command, "--topology", str(topology)],
-                          cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False)
+class LoadedEmulation:
+    """One booted two-site system (N pairs, one ESP suite), from the engine."""
 
-
-class Emulation:
-    """One booted two-site system (N pairs, one ESP suite)."""
-
-    def __init__(self, topology: Path) -> None:
+    def __init__(self, topology: Path, boot: dict[str, Any]) -> None:
         self.topology = topology
-        self.ts, self.topos = load_two_site(topology)
-        self.sites: list[Site] = []
+        self.emu = Emulation.from_file(topology, changes=boot)  # refuses bad values before anything is built
+        self.sites: list[SiteLoad] = []
 
     def up(self) -> None:
-        say(f"booting {self.topology.name} ({self.ts.gateways} pair(s), cap {self.ts.gateway_cpu_percent} % per gateway)")
+        a = self.emu.spec.sites[0]
+        say(f"booting {self.topology.name} ({len(a.gateways)} pair(s), cap {a.gateway_cpu_percent} % per gateway)")
         started = time.monotonic()
-        proc = topology_run("up", self.topology)
-        if proc.returncode != 0:
-            tail = (proc.stdout + proc.stderr).strip()[-1500:]
-            topology_run("down", self.topology)
-            raise BenchError(f"`topologies.run up` failed (exit {proc.returncode}):\n{tail}")
-        state = RunState.load(STATE)
-        if state is None:
-            raise BenchError(f"{STATE} missing after a successful `up`")
-        for topo, spec in zip(self.topos, self.ts.sites):
-            token = Path(state.info[f"{topo.prefix}.token_file"]).read_text().strip()
-            api = Api(state.info[f"{topo.prefix}.url"], token)
-            sock = REPO / ".run" / topo.prefix / "hostsim.sock"
-            if not sock.exists():
-                raise BenchError(f"{sock} missing: the topology runs no hostsim (simulated_hosts in {self.topology})")
-            client = HostsimClient(sock)
-            self.sites.append(Site(spec.name, topo.prefix, api, client, [g.name for g in topo.gateways], [], []))
-        for site in self.sites:
-            site.hostsim.wait_ready(timeout=30)
-            hosts = site.hostsim.stats(hosts=True)["hosts"]
-            site.host_ips = [h["ip"] for h in hosts]
-            site.host_buckets = [int(str(h["gateway_mac"]).replace(":", ""), 16) & 0xFFFF for h in hosts]
+        try:
+            ok = self.emu.up()
+        except EmulationError as exc:
+            raise BenchError(f"the two-site emulation could not be booted: {exc}") from None
+        if not ok:
+            failed = self.emu.state.failed_stages()
+            self.emu.down(quiet=True)
+            raise BenchError(f"the two-site emulation did not come up: {failed}")
+        try:
+            self._hostsims()
+        except (BenchError, HostsimError, ApiError):
+            self.emu.down(quiet=True)  # booted here: not left running for nobody
+            raise
         say(f"up in {time.monotonic() - started:.0f}s: {len(self.sites[0].host_ips)} simulated hosts per site")
 
+    def _hostsims(self) -> None:
+        """Each site's hostsim client, once every simulated host resolved IP_G, and the hosts' buckets."""
+        for site in self.emu.sites:
+            sock = site.paths.hostsim_socket
+            if site.topo.simulated_hosts is None or not sock.exists():
+                raise BenchError(f"{sock} missing: the topology runs no hostsim (simulated_hosts in {self.topology})")
+            name = site.topo.gateways[0].name[0]  # the site letter its node names start with
+            self.sites.append(SiteLoad(name, site, HostsimClient(sock), [g.name for g in site.topo.gateways], [], []))
+        for load in self.sites:
+            load.hostsim.wait_ready(timeout=30)
+            hosts = load.hostsim.stats(hosts=True)["hosts"]
+            load.host_ips = [h["ip"] for h in hosts]
+            load.host_buckets = [int(str(h["gateway_mac"]).replace(":", ""), 16) & 0xFFFF for h in hosts]
+
     def down(self) -> None:
-        proc = topology_run("down", self.topology)
-        if proc.returncode != 0:
-            say(f"WARNING: `down` exit {proc.returncode}: {(proc.stdout + proc.stderr).strip()[-300:]}")
+        self.emu.down(quiet=True)
 
     @property
     def gateways(self) -> list[str]:
@@ -211,9 +182,7 @@ class Emulation:
         """Everything else the budget counts: processes of the run by name (both sites)."""
         def by(prefix: str) -> Callable[[], list[int]]:
             def pids() -> list[int]:
-                state = RunState.load(STATE)
-                recs = state.processes if state is not None else []
-                return [r.pid for r in recs if r.name.startswith(prefix) and processes.alive(r)]
+                return [r.pid for r in self.emu.state.running() if r.name.startswith(prefix)]
             return pids
         return {"switches": by("switch"), "controllers": by("controller"), "agents": by("agent"),
                 "hostsims": by("hostsim")}
@@ -260,10 +229,10 @@ class Emulation:
         for site in self.sites:
             target = site.gateways[index - 1]
             hot = set(site.host_buckets)
-            for bucket in site.api.get("/buckets"):
-                if bucket["bucket"] in hot and bucket["gateway"] != target:
-                    site.api.call("POST", f"/buckets/{bucket['bucket']}/move", {"gateway": target})
-            wrong = [b["bucket"] for b in site.api.get("/buckets") if b["bucket"] in hot and b["gateway"] != target]
+            for bucket in site.api.buckets():
+                if bucket.bucket in hot and bucket.gateway != target:
+                    site.api.move(bucket.bucket, target)
+            wrong = [b.bucket for b in site.api.buckets() if b.bucket in hot and b.gateway != target]
             if wrong:
                 raise BenchError(f"site {site.name}: buckets {wrong[:8]} not on {target} after the moves")
             most = max(most, len(hot))
@@ -273,7 +242,7 @@ class Emulation:
         """Simulated hosts per gateway at each site, from the controllers' bucket map now."""
         out: dict[str, dict[str, int]] = {}
         for site in self.sites:
-            owner = {b["bucket"]: b["gateway"] for b in site.api.get("/buckets")}
+            owner = {b.bucket: b.gateway for b in site.api.buckets()}
             counts = {g: 0 for g in site.gateways}
             for b in site.host_buckets:
                 counts[str(owner.get(b))] = counts.get(str(owner.get(b)), 0) + 1
@@ -289,48 +258,40 @@ class Emulation:
         return True
 
     @staticmethod
-    def bucket_counts(site: Site) -> dict[str, int]:
-        return {g["name"]: int(g["buckets"]) for g in site.api.get("/gateways")}
+    def bucket_counts(site: SiteLoad) -> dict[str, int]:
+        return {g.name: g.buckets for g in site.api.gateways()}
 
     def failovers(self) -> int:
-        return sum(int(s.api.get("/status")["failovers_total"]) for s in self.sites)
+        return sum(s.api.status().failovers_total for s in self.sites)
 
     def wait_healthy(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
-        last: Any = None
-        while time.monotonic() < deadline:
-            last = {s.name: {g["name"]: g["state"] for g in s.api.get("/gateways")} for s in self.sites}
-            if all(st == "alive" for d in last.values() for st in d.values()):
-                return
-            time.sleep(0.5)
-        raise BenchError(f"gateways not all alive after {timeout:.0f}s: {last}")
+        try:
+            for s in self.sites:
+                s.site.wait_gateways(lambda gws: all(g.state == "alive" for g in gws.values()), "gateways all alive",
+                                     max(0.0, deadline - time.monotonic()))
+        except Timeout as exc:
+            raise BenchError(str(exc)) from None
 
     def set_policy(self, rebalancer: dict[str, Any]) -> None:
         """Restart both controllers with `rebalancer:` in their config (the switch keeps its
         state; the controller reconciles, so buckets stay where they are)."""
-        state = RunState.load(STATE)
-        if state is None:
-            raise BenchError(f"{STATE} missing: is the emulation up?")
-        for topo in self.topos:
-            conf = Path(state.info[f"{topo.prefix}.controller_config"])
+        for s in self.sites:
+            conf = s.site.controller_config()
             data = yaml.safe_load(conf.read_text())
             data["rebalancer"] = rebalancer
             conf.write_text(yaml.safe_dump(data, sort_keys=False))
-            rec = next((r for r in state.processes if r.name == "controller" and topo.prefix in r.log), None)
-            if rec is None:
-                raise BenchError(f"no controller of {topo.prefix} in {STATE}")
-            processes.stop(rec)
-            # rec.argv already carries `ip netns exec <switch namespace>`
-            new = processes.start("controller", rec.argv, Path(rec.log), cwd=REPO)
-            state.processes = [new if r is rec else r for r in state.processes]
-            state.save(STATE)
-        for site in self.sites:
+            try:
+                s.site.restart_controller()
+            except RuntimeError as exc:
+                raise BenchError(f"site {s.name}: the controller did not come back: {exc}") from None
+        for s in self.sites:  # primary again: /status answers only then
             deadline = time.monotonic() + 30
             while True:
                 try:
-                    site.api.get("/status")
+                    s.api.status()
                     break
-                except BenchError:
+                except ApiError:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.5)

@@ -1,28 +1,98 @@
-"""The failover benchmark's probe parsing: the gap is the longest silence between replies."""
+"""The failover benchmarks cannot hide a failure: a trial whose probe does not recover is
+reported as failed (which trial, which flow, why), its gap runs to the end of the run, and the
+benchmark exits 1. The emulation is faked (the trials come from synthetic probe traces); the
+benchmarks' own assembly, report and exit status are real."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
 import pytest
 
-from bench.failover.__main__ import BenchError, max_gap_ms
+from bench.failover import __main__ as one_site
+from bench.failover import two_site
+from bench.gaps import FlowGap
+from bench.probes import BenchError, read_probe
+from bench.tests.traces import END, FAULT, RTT, answered_unless, ping_output, send
 
-PING = """PING 10.61.0.11 (10.61.0.11) 56(84) bytes of data.
-[1795502919.300000] 64 bytes from 10.61.0.11: icmp_seq=1 ttl=62 time=0.494 ms
-[1795502919.310000] 64 bytes from 10.61.0.11: icmp_seq=2 ttl=62 time=0.31 ms
-[1795502919.317116] From 10.60.0.252 icmp_seq=3 Destination Net Unreachable
-[1795502919.620000] 64 bytes from 10.61.0.11: icmp_seq=33 ttl=62 time=0.3 ms
-[1795502919.630000] 64 bytes from 10.61.0.11: icmp_seq=34 ttl=62 time=0.3 ms
-
---- 10.61.0.11 ping statistics ---
-"""
+STOPPED = ping_output(answered_unless(lambda seq: seq > 100))  # answers stop for good at the failure
+FAILED_OVER = ping_output(answered_unless(lambda seq: 101 <= seq <= 130))  # a 310 ms gap
 
 
-def test_gap_is_the_longest_time_between_replies_and_errors_are_not_replies() -> None:
-    gap, lost = max_gap_ms(PING)
-    assert gap == pytest.approx(310.0, abs=0.01)
-    assert lost == 30  # icmp_seq 3..32 got no reply
+def flow(out: str, name: str = "h1 -> r1") -> FlowGap:
+    return read_probe(name, out, FAULT, 0.5)
 
 
-def test_a_probe_without_replies_is_an_error_not_a_zero_gap() -> None:
-    with pytest.raises(BenchError, match="got 0 replies"):
-        max_gap_ms("PING 10.61.0.11\n[1.0] From 10.60.0.252 icmp_seq=1 Destination Net Unreachable\n")
+def test_an_unreadable_probe_is_a_benchmark_error() -> None:
+    with pytest.raises(BenchError, match="the probe h1 -> r1: .*sent nothing"):
+        flow("ping: connect: Network is unreachable\n")
+
+
+class FakeOneSite:
+    """Trials as OneSite.trial returns them; the freeze's probe never comes back."""
+
+    def __init__(self, site: object) -> None:
+        pass
+
+    def trial(self, kind: str, round_: int, unrecoverable: bool = False) -> one_site.Trial:
+        return one_site.trial_of(kind, round_, "gw2", flow(STOPPED if kind == "freeze" else FAILED_OVER), 280.0, 1.7)
+
+    def soak(self, seconds: float) -> dict[str, Any]:
+        return {"seconds": seconds, "failovers": 0, "dead_events": 0, "dead_detail": [], "heartbeats_rejected": {}}
+
+
+class FakeEmulation:
+    @staticmethod
+    def from_file(*args: object, **kwargs: object) -> FakeEmulation:
+        return FakeEmulation()
+
+    def site(self) -> None:
+        return None
+
+
+@contextmanager
+def fake_running(emu: object, usable: object) -> Iterator[object]:
+    yield emu
+
+
+def test_one_site_fails_the_trial_whose_probe_never_comes_back(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr("bench.report.RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(one_site, "OneSite", FakeOneSite)
+    monkeypatch.setattr(one_site, "Emulation", FakeEmulation)
+    monkeypatch.setattr(one_site, "running_or_booted", fake_running)
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    assert one_site.main(["--quick"]) == 1
+    doc = json.loads((tmp_path / "failover.json").read_text())
+    assert doc["failures"] == [{"kind": "freeze", "trial": 0, "victim": "gw2", "flow": "h1 -> r1",
+                                "problem": doc["failures"][0]["problem"]}]
+    assert "no answer after the fault" in doc["failures"][0]["problem"]
+    # the gap runs to the end of the run (about 4 s), never the 10 ms between the last replies
+    assert doc["metrics"]["failover_freeze_ms"] == pytest.approx(1000 * (END - send(100) - RTT), abs=0.1)
+    assert doc["metrics"]["failover_kill_ms"] == pytest.approx(310.0)
+    assert doc["metrics"]["failover_not_recovered"] == 1
+    assert doc["metrics"]["probe_lost"] == 400 + 30 + 30
+    assert "## Failed trials" in (tmp_path / "failover.md").read_text()
+
+
+def _two_site_trial(kind: str, a_to_b: str, b_to_a: str) -> two_site.Trial:
+    return two_site.Trial(kind, 0, "agw1", "bgw1", flow(a_to_b, "a1 -> b1"), flow(b_to_a, "b2 -> a2"), 290.0, 310.0,
+                          "partner down", 2.0)
+
+
+def test_two_site_fails_the_flow_that_never_comes_back_and_measure_refuses_to_report_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    trials = [_two_site_trial("freeze", FAILED_OVER, STOPPED), _two_site_trial("kill", FAILED_OVER, FAILED_OVER)]
+    monkeypatch.setattr("bench.report.RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(two_site, "run_trials", lambda *a, **k: (trials, None))
+    assert two_site.main(["--quick", "--soak-s", "0"]) == 1
+    doc = json.loads((tmp_path / "failover-two-site.json").read_text())
+    assert [(f["kind"], f["direction"], f["flow"]) for f in doc["failures"]] == [("freeze", "b_to_a", "b2 -> a2")]
+    assert doc["metrics"]["failover_freeze_b_to_a_ms"] > 3900 and doc["metrics"]["failover_not_recovered"] == 1
+    with pytest.raises(BenchError, match=r"1 probe flow\(s\) did not recover: freeze trial 0 b_to_a b2 -> a2"):
+        two_site.measure(1)
+    trials.pop(0)
+    assert two_site.measure(1)["failover_kill_ms"] == pytest.approx(310.0)

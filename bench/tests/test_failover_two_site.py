@@ -5,10 +5,15 @@ from __future__ import annotations
 import pytest
 
 from bench.failover.two_site import BenchError, Trial, run_trials, summarize
+from bench.gaps import FlowGap
+
+
+def _flow(gap_ms: float) -> FlowGap:
+    return FlowGap("h1 -> r1", 500, 470, 0, 30, gap_ms, 0.0, True, None)
 
 
 def _t(kind: str, a_to_b: float, b_to_a: float) -> Trial:
-    return Trial(kind, "agw1", "bgw1", a_to_b, b_to_a, 0, 0, 300.0, 320.0, "partner down", 2.0)
+    return Trial(kind, 0, "agw1", "bgw1", _flow(a_to_b), _flow(b_to_a), 300.0, 320.0, "partner down", 2.0)
 
 
 def test_summary_keys_are_the_worse_directions_median_and_per_direction() -> None:

@@ -1,14 +1,24 @@
-"""bench/ha's pure parts: controller log times, the probe plan, rewritten buckets, ping's summary."""
+"""bench/ha's pure parts: controller log times, the probe plans (another gateway frozen, or the
+probe's own), rewritten buckets; and the verdict: a kill whose probe does not recover fails the run."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from bench.ha.analysis import log_time, ping_summary, plan_probe, rewritten
+from bench.gaps import FlowGap
+from bench.ha import __main__ as ha_bench
+from bench.ha.analysis import log_time, plan_own_probe, plan_probe, rewritten
+from bench.probes import read_probe
+from bench.tests.traces import FAULT, answered_unless, ping_output
+from supergw_proto.api import HostView
 from topologies import ha
-from topologies.model import load_topology
+from topologies.emulation import Emulation
+from topologies.schema import load
 
-TOPO = ha.prepare(load_topology(), ha.HA_REPLICAS)  # h1..h3; gw1..gw3 with peer1..3; r1 via peer1, r2 via peer2
+TOPO = load(replicas=ha.HA_REPLICAS).single  # h1..h3; gw1..gw3 with peer1..3; r1 via peer1, r2 via peer2
 
 LOG = """
 === 2026-11-24 12:00:00 start: ip netns exec sgw-emu-c2 supergw-controller --config c2.yaml
@@ -51,8 +61,59 @@ def test_rewritten_counts_only_moves_that_did_not_have_to_happen() -> None:
     assert rewritten(before, {1: "gw2", 2: "gw1", 3: "gw1"}, frozen="gw3") == 1  # bucket 0 gone
 
 
-def test_ping_summary_and_a_probe_without_one() -> None:
-    out = "...\n--- 10.61.0.11 ping statistics ---\n500 packets transmitted, 498 received, 0.4% packet loss, time 5012ms\n"
-    assert ping_summary(out) == (500, 498)
-    with pytest.raises(ValueError, match="without a summary"):
-        ping_summary("ping: connect: Network is unreachable\n")
+def test_probe_plan_can_route_the_return_through_the_frozen_gateway_for_testing_the_benchmark() -> None:
+    served = {"10.60.0.11": "gw1", "10.60.0.12": "gw2"}
+    p = plan_probe(TOPO, served, {0: "gw1", 1: "gw2", 2: "gw2"}, trial=0, unrecoverable=True)
+    assert p is not None and (p.frozen, p.remote) == ("gw2", "r2")  # r2 returns through peer2 -> gw2
+
+
+def _host(ip: str, bucket: int, gateway: str | None) -> HostView:
+    return HostView(mac="02:00:00:00:00:01", port=1, ip=ip, bucket=bucket, vmac="02:88:88:88:00:00", gateway=gateway,
+                    idle_s=0.0)
+
+
+def test_own_probe_plan_freezes_the_gateway_the_bucket_map_sends_the_host_to() -> None:
+    hosts = [_host("10.60.0.11", 7, "gw1"), _host("10.60.0.12", 9, "gw2"), _host("10.60.0.99", 3, "gw3")]
+    buckets: dict[int, str | None] = {7: "gw1", 9: "gw2", 3: "gw3"}
+    p = plan_own_probe(TOPO, hosts, buckets, trial=0)
+    assert p is not None
+    assert (p.host, p.serving, p.frozen, p.bucket) == ("h1", "gw1", "gw1", 7)
+    assert p.remote == "r2"  # r1 returns through peer1 -> gw1, the frozen one
+    p = plan_own_probe(TOPO, hosts, buckets, trial=1)
+    assert p is not None and (p.host, p.frozen, p.remote) == ("h2", "gw2", "r1")
+    p = plan_own_probe(TOPO, hosts, buckets, trial=0, unrecoverable=True)
+    assert p is not None and (p.frozen, p.remote) == ("gw1", "r1")
+
+
+def test_own_probe_plan_skips_hosts_whose_view_and_bucket_map_disagree() -> None:
+    hosts = [_host("10.60.0.11", 7, "gw1"), _host("10.60.0.12", 9, "gw2")]
+    # h1's bucket was moved to gw3 after its host view was read; h2's bucket has no gateway
+    assert plan_own_probe(TOPO, hosts, {7: "gw3", 9: None}, trial=0) is None
+    p = plan_own_probe(TOPO, hosts, {7: "gw3", 9: "gw2"}, trial=0)
+    assert p is not None and (p.host, p.frozen) == ("h2", "gw2")
+    assert plan_own_probe(TOPO, [], {7: "gw1"}, trial=0) is None
+
+
+def _kill(kind: str, flow: FlowGap) -> ha_bench.Kill:
+    return ha_bench.Kill(kind, 0, "c1", "c2", 3, 4, 0.05, 0.3, 0, flow.flow, "gw1", "gw1", flow.sent, flow.lost,
+                         flow.gap_ms, flow.tail_ms, flow.recovered, flow.problem, 1.2)
+
+
+def test_a_kill_whose_probe_never_comes_back_fails_the_run_and_is_named_in_the_report(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    stopped = read_probe("h1 -> r2", ping_output(answered_unless(lambda seq: seq > 100)), FAULT, 1.0)
+    failed_over = read_probe("h1 -> r2", ping_output(answered_unless(lambda seq: 101 <= seq <= 140)),
+                                      FAULT, 1.0)
+    good = [_kill("kill_own", failed_over)]
+    assert ha_bench.shortfalls(good, []) == []
+    bad = good + [_kill("kill_own", stopped)]
+    short = ha_bench.shortfalls(bad, [])
+    assert len(short) == 2  # the flow, and the median gap over the goal because of it
+    assert "kill_own trial 0 (frozen gw1), flow h1 -> r2: no answer after the fault" in short[0]
+    assert "takeover_failover_gap_ms" in short[1]
+    monkeypatch.setattr("bench.report.RESULTS_DIR", tmp_path)
+    ha_bench.report(bad, [], Emulation.from_file(replicas=ha.HA_REPLICAS))
+    doc = json.loads((tmp_path / "ha.json").read_text())
+    assert [(f["kind"], f["flow"]) for f in doc["failures"]] == [("kill_own", "h1 -> r2")]
+    assert doc["metrics"]["takeover_failover_gap_max_ms"] > 3900
+    assert doc["metrics"]["probes_not_recovered"] == 1

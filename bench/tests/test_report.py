@@ -41,6 +41,18 @@ def test_writes_three_files_with_goal_and_ratio(tmp_path: Path) -> None:
     assert paths.png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_failed_trials_are_in_the_json_and_right_under_the_metrics(tmp_path: Path) -> None:
+    failure = {"trial": 2, "kind": "freeze", "flow": "h1 -> r1", "problem": "no answer after the fault"}
+    paths = write_report("failing", {"gap_ms": Metric(4000.0, "ms", goal=500.0, higher_is_better=False)},
+                         rows=[{"trial": 2}], method="how", failures=[failure], results_dir=tmp_path)
+    assert json.loads(paths.json.read_text())["failures"] == [failure]
+    md = paths.markdown.read_text()
+    assert md.index("## Failed trials") < md.index("## Method") < md.index("## Samples")
+    assert "**1 failed**" in md and "| 2 | freeze | h1 -> r1 | no answer after the fault |" in md
+    quiet = write_report("passing", {"a": 1}, results_dir=tmp_path)
+    assert json.loads(quiet.json.read_text())["failures"] == [] and "Failed" not in quiet.markdown.read_text()
+
+
 def test_bar_plot_without_series(tmp_path: Path) -> None:
     paths = write_report("bars", {"a": Metric(1.0, goal=2.0), "b": None}, results_dir=tmp_path)
     assert paths.png.stat().st_size > 0

@@ -103,12 +103,12 @@ def test_k_spreads_the_simulated_hosts_or_is_the_largest(tmp_path: Path) -> None
     from supergw_proto.bucket import bucket_of
 
     from bench.scaling.__main__ import BASE_TOPOLOGY, choose_buckets
-    from topologies.twosite import load_two_site
+    from topologies.schema import load
 
     k, why = choose_buckets(BASE_TOPOLOGY, None)
-    ts, sites = load_two_site(BASE_TOPOLOGY)
-    macs = list(sites[0].simulated_hosts.macs())  # type: ignore[union-attr]
-    assert len({bucket_of(m, k, ts.dispatch.hash) for m in macs}) >= len(macs) / 2 or k == 4096
+    site = load(BASE_TOPOLOGY).sites[0]
+    macs = list(site.simulated_hosts.macs())  # type: ignore[union-attr]
+    assert len({bucket_of(m, k, site.lan.dispatch.hash) for m in macs}) >= len(macs) / 2 or k == 4096
     assert f"K = {k}" in why
     assert choose_buckets(BASE_TOPOLOGY, 64)[0] == 64
     data = yaml.safe_load(BASE_TOPOLOGY.read_text())

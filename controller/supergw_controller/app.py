@@ -1,4 +1,4 @@
-"""Runs the core and part B's REST API (uvicorn) in one asyncio loop."""
+"""The process: the core (`compose.build_core`) and the REST API (uvicorn) in one asyncio loop."""
 
 from __future__ import annotations
 
@@ -11,19 +11,13 @@ import socket
 import ssl
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from supergw_controller.api.auth import Authenticator
+from supergw_controller.compose import ControllerCore, ReplicaCore, build_core
 from supergw_controller.config import Config, ConfigError
-from supergw_controller.dispatcher import Dispatcher
 
 log = logging.getLogger(__name__)
-
-
-def build_dispatcher(config: Config) -> Dispatcher:
-    from supergw_controller.stores import build_intent_store
-
-    return Dispatcher(config, build_intent_store(config))
 
 
 class ListenError(RuntimeError):
@@ -66,6 +60,13 @@ def _api_server_class() -> type[Any]:
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
 
+class Arrivals(Protocol):
+    """What `AgentArrivals` tells (`liveness.Liveness`)."""
+
+    def agent_arriving(self, gateway: str) -> float | None: ...
+    def agent_settled(self, gateway: str, arrived: float) -> None: ...
+
+
 class AgentArrivals:
     """ASGI wrapper: tells the core when an agent's heartbeat or report arrives.
 
@@ -75,22 +76,22 @@ class AgentArrivals:
     meanwhile: the core does not count that time as the gateway's silence.
     """
 
-    def __init__(self, app: ASGIApp, dispatcher: Dispatcher, auth: Authenticator, prefix: str) -> None:
+    def __init__(self, app: ASGIApp, arrivals: Arrivals, auth: Authenticator, prefix: str) -> None:
         self._app = app
-        self._dispatcher = dispatcher
+        self._arrivals = arrivals
         self._auth = auth
         self._path = re.compile(re.escape(prefix) + r"/gateways/([^/]+)/(?:heartbeat|report)")
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         name = self._agent(scope)
-        arrived = None if name is None else self._dispatcher.agent_arriving(name)
+        arrived = None if name is None else self._arrivals.agent_arriving(name)
         if name is None or arrived is None:
             await self._app(scope, receive, send)
             return
         try:
             await self._app(scope, receive, send)
         finally:
-            self._dispatcher.agent_settled(name, arrived)
+            self._arrivals.agent_settled(name, arrived)
 
     def _agent(self, scope: dict[str, Any]) -> str | None:
         if scope.get("type") != "http" or scope.get("method") != "POST":
@@ -128,23 +129,18 @@ async def serve(config: Config, announce: Callable[[str], None] = print) -> None
     # Bind first: a busy port is a clear error before anything else starts.
     sock = _listen_socket(config.api.host, config.api.port)
     try:
-        dispatcher = build_dispatcher(config)
+        core: ControllerCore = build_core(config)
         auth = Authenticator.from_config(config)
     except BaseException:
         sock.close()
         raise
-    replica = None
-    core: Any = dispatcher
-    if config.ha is not None:
-        from supergw_controller.ha.gate import LeaderGate
-        from supergw_controller.ha.node import HaCollector, build_replica
-
-        replica = build_replica(config, dispatcher)
-        core = LeaderGate(dispatcher, replica)
+    replica = core.replica if isinstance(core, ReplicaCore) else None
     api_app = create_app(core, config, auth=auth)
     if replica is not None:
+        from supergw_controller.ha.metrics import HaCollector
+
         api_app.state.api.metrics.registry.register(HaCollector(replica))
-    app = AgentArrivals(api_app, dispatcher, auth, API_PREFIX)
+    app = AgentArrivals(api_app, core.liveness, auth, API_PREFIX)
     tls = config.api.tls
     server = _api_server_class()(
         uvicorn.Config(
@@ -161,7 +157,7 @@ async def serve(config: Config, announce: Callable[[str], None] = print) -> None
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
 
-    core_task = asyncio.create_task(dispatcher.run(), name="core")
+    core_task = asyncio.create_task(core.run(), name="core")
     tasks = {core_task}
     replica_task = None if replica is None else asyncio.create_task(replica.run(), name="ha-replica")
     if replica_task is not None:
@@ -200,6 +196,5 @@ async def serve(config: Config, announce: Callable[[str], None] = print) -> None
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         sock.close()
-        if dispatcher._store is not None:  # noqa: SLF001 - app owns the dispatcher's store
-            with contextlib.suppress(Exception):
-                await dispatcher._store.close()  # noqa: SLF001
+        with contextlib.suppress(Exception):
+            await core.close()

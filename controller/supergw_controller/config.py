@@ -26,6 +26,12 @@ from supergw_proto.addresses import mac_to_int, normalise_mac
 from supergw_proto.bucket import BucketHashName
 from supergw_proto.p4constants import CPU_PORT, MAX_BUCKETS, BucketHash
 from supergw_proto.strict import StrictModel, read_yaml_mapping, validate
+from supergw_proto.reports import (
+    DEFAULT_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_MISSED_HEARTBEATS,
+    DEFAULT_REPORT_INTERVAL_MS,
+    AgentTiming,
+)
 
 # Agent and role tokens are new, so they get a real minimum; the legacy api.token keeps 8.
 MIN_SECRET_CHARS = 16
@@ -199,9 +205,10 @@ class GatewayConfig(StrictModel):
 
 
 class TimingConfig(StrictModel):
-    report_interval_ms: int = Field(default=500, gt=0)
-    heartbeat_interval_ms: int = Field(default=100, gt=0)
-    missed_heartbeats: int = Field(default=3, ge=1)
+    # The agents' timing too: every answer to a report or REST heartbeat tells them (`agent_timing`).
+    report_interval_ms: int = Field(default=DEFAULT_REPORT_INTERVAL_MS, gt=0)
+    heartbeat_interval_ms: int = Field(default=DEFAULT_HEARTBEAT_INTERVAL_MS, gt=0, lt=1 << 32)
+    missed_heartbeats: int = Field(default=DEFAULT_MISSED_HEARTBEATS, ge=1)
     rebalance_interval_ms: int = Field(default=2000, gt=0)
     ageing_s: float = Field(default=300.0, gt=0, description="idle time after which a learned host is forgotten")
     startup_grace_s: float = Field(
@@ -217,6 +224,14 @@ class TimingConfig(StrictModel):
     @property
     def dead_after_s(self) -> float:
         return self.heartbeat_interval_ms * self.missed_heartbeats / 1000.0
+
+    def agent_timing(self) -> AgentTiming:
+        """What the agents are told (and judged by)."""
+        return AgentTiming(
+            heartbeat_interval_ms=self.heartbeat_interval_ms,
+            missed_heartbeats=self.missed_heartbeats,
+            report_interval_ms=self.report_interval_ms,
+        )
 
 
 class LearningConfig(StrictModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class CoreError(Exception):
-    """Base of every error the Dispatcher raises on a bad request or an unavailable switch."""
+    """Base of every error the core raises on a bad request or an unavailable switch."""
 
 
 class UnknownGateway(CoreError):

@@ -23,7 +23,7 @@ import grpc
 import grpc.aio
 from aetcd import rpc as _rpc
 
-_CHANNEL_OPTIONS = (
+CHANNEL_OPTIONS = (
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
@@ -169,7 +169,7 @@ class EtcdKV:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         self.endpoints = list(endpoints)
         self.timeout_s = timeout_s
-        self._channel = grpc.aio.insecure_channel(grpc_target(self.endpoints), options=_CHANNEL_OPTIONS)
+        self._channel = grpc.aio.insecure_channel(grpc_target(self.endpoints), options=CHANNEL_OPTIONS)
         self._kv = _rpc.KVStub(self._channel)
 
     async def close(self) -> None:

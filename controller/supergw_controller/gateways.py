@@ -1,6 +1,6 @@
 """Registry of the gateways: config, operator intent, liveness and their last reports.
 
-Pure state with an injected clock (`now`, monotonic seconds): the Dispatcher feeds it
+Pure state with an injected clock (`now`, monotonic seconds): `liveness.Liveness` feeds it
 heartbeats, reports, port events and watchdog ticks, and acts on the transitions it
 returns. A gateway is *dead* when its heartbeats stopped (more than
 `missed_heartbeats x heartbeat_interval`), its port is down, its agent reports its charon
@@ -49,6 +49,10 @@ class GatewayRecord:
     # answered yet. Their agent is alive and waits for our answer before it posts again,
     # so however slowly we handle them, that time is not the gateway's silence.
     inflight: int = 0
+    # How long silence may last before it is death: the controller's dead-after, or the
+    # agent's own interval x the miss count when its beats declare a longer one (an agent
+    # not told our timing yet, or a mis-set one, is late by its own clock, not dead).
+    dead_after: float = 0.0
 
     @property
     def state(self) -> GatewayState:
@@ -60,7 +64,7 @@ class GatewayRecord:
             return GatewayState.RECOVERING
         return GatewayState.ALIVE
 
-    def heartbeat_ok(self, now: float, dead_after: float) -> bool:
+    def heartbeat_ok(self, now: float) -> bool:
         if not self.heartbeat_required:
             return True
         if self.inflight and not self.dead:
@@ -68,15 +72,15 @@ class GatewayRecord:
         if self.last_heartbeat is None or self.last_heartbeat < self.grace_start:
             # The grace period keeps a live gateway alive; it never revives a dead one.
             return not self.dead and now <= self.grace_until
-        return now - self.last_heartbeat <= dead_after
+        return now - self.last_heartbeat <= self.dead_after
 
-    def alive(self, now: float, dead_after: float) -> bool:
+    def alive(self, now: float) -> bool:
         return (
             self.port_up is not False
             and not self.charon_down
             and self.tunnel_up is not False
             and not self.partner_down
-            and self.heartbeat_ok(now, dead_after)
+            and self.heartbeat_ok(now)
         )
 
     @property
@@ -114,6 +118,7 @@ class Transition:
 class GatewayRegistry:
     def __init__(self, config: Config, now: float, startup_grace_s: float) -> None:
         self._dead_after = config.timing.dead_after_s
+        self._missed = config.timing.missed_heartbeats
         self._grace = startup_grace_s
         self._gws: dict[str, GatewayRecord] = {
             g.name: GatewayRecord(
@@ -124,6 +129,7 @@ class GatewayRegistry:
                 heartbeat_required=g.heartbeat,
                 grace_start=now,
                 grace_until=now + startup_grace_s,
+                dead_after=self._dead_after,
             )
             for g in config.gateways
         }
@@ -177,7 +183,7 @@ class GatewayRegistry:
         """This instance just became primary: gateways it has not heard from lately get a
         fresh grace period; those with current heartbeats keep being judged by them."""
         for g in self._gws.values():
-            if g.last_heartbeat is not None and now - g.last_heartbeat <= self._dead_after:
+            if g.last_heartbeat is not None and now - g.last_heartbeat <= g.dead_after:
                 g.grace_start = g.grace_until = float("-inf")
             else:
                 g.grace_start = now
@@ -209,11 +215,15 @@ class GatewayRegistry:
             g.last_heartbeat = max(g.last_heartbeat, now)
 
     def heartbeat(self, name: str, ts_now: float, charon_down: bool | None = None,
-                  partner_down: bool | None = None) -> Transition | None:
+                  partner_down: bool | None = None, interval_s: float | None = None) -> Transition | None:
         """A heartbeat of `name` at `ts_now`; `charon_down`/`partner_down` as the agent said
-        (None: it did not say). Only heartbeats set them: they are newer than any report."""
+        (None: it did not say). Only heartbeats set them: they are newer than any report.
+        `interval_s`: the interval a UDP beat declares (0: none, an older agent: the
+        controller's own; None: a REST heartbeat, which says nothing of it)."""
         g = self.get(name)
         g.last_heartbeat = ts_now if g.last_heartbeat is None else max(g.last_heartbeat, ts_now)
+        if interval_s is not None:
+            g.dead_after = max(self._dead_after, interval_s * self._missed)
         if charon_down is not None:
             g.charon_down = charon_down
         why = "heartbeats resumed"
@@ -246,7 +256,7 @@ class GatewayRegistry:
         """Watchdog: gateways whose heartbeats stopped since the last tick."""
         out: list[Transition] = []
         for g in self._gws.values():
-            t = self._settle(g, now, f"no heartbeat for {self._dead_after:.3g}s")
+            t = self._settle(g, now, f"no heartbeat for {g.dead_after:.3g}s")
             if t is not None:
                 out.append(t)
         return out
@@ -255,7 +265,7 @@ class GatewayRegistry:
         self.get(name).recovering = False
 
     def _settle(self, g: GatewayRecord, now: float, why: str) -> Transition | None:
-        alive = g.alive(now, self._dead_after)
+        alive = g.alive(now)
         if g.dead and alive:
             g.dead = False
             g.recovering = True

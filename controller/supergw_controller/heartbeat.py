@@ -22,7 +22,7 @@ _LOG_EVERY_S = 10.0
 class HeartbeatReceiver:
     """Validates datagrams from a non-blocking UDP socket; counts and logs every rejection.
 
-    `drain()` reads everything queued. The dispatcher calls it when the socket is readable
+    `drain()` reads everything queued. Liveness calls it when the socket is readable
     and again right before every liveness verdict, so a beat that reached this host is
     always seen before its gateway is judged silent.
     """

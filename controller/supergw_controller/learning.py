@@ -1,7 +1,8 @@
 """Host learning: digests become `learned_sources`, `mac_table` and `host_ips` entries.
 
-`HostTable` is pure state: every method returns the P4Runtime updates that bring the
-switch in line with it, and the Dispatcher writes them in one batch. Ageing comes from
+`HostTable` is pure state: every method returns the host-table writes (`HostWrite`, in the
+core's words) that bring the switch in line with it; `hosts.HostLearning` has them
+written in one batch. Ageing comes from
 the switch (idle-timeout notifications on `learned_sources`): an idle host loses all its
 entries. Gateway ARP misses are answered by a packet-out ARP reply when the IP is known.
 
@@ -16,15 +17,13 @@ without an IP (`sweep`), so a non-IP host costs digests for a bounded time only.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import struct
 from dataclasses import dataclass, field
 
-from finsy import P4TableAction, P4TableEntry
-
-from supergw_proto import p4constants as pc
-from supergw_controller.southbound import entities as ent
-from supergw_controller.southbound.entities import Op, Update
+from supergw_proto.addresses import mac_to_bytes, mac_to_str
+from supergw_controller.southbound.domain import HeldHosts, HostIp, HostWrite, L2Entry, LearnedSource, Op
 
 log = logging.getLogger(__name__)
 
@@ -56,14 +55,13 @@ class ArpPacket:
 
 
 class HostTable:
-    def __init__(self, host_ports: set[int], gateway_ip: str, idle_timeout_ns: int, *, ip_wait_s: float) -> None:
+    def __init__(self, host_ports: set[int], gateway_ip: str, *, ip_wait_s: float) -> None:
         """`ip_wait_s`: how long a host without a known IP may keep sending IP-less digests
         before it is learned without an IP (0: at once, on its first digest)."""
         if ip_wait_s < 0:
             raise ValueError(f"ip_wait_s must be >= 0, got {ip_wait_s}")
         self._host_ports = host_ports
         self._gateway_ip = gateway_ip
-        self._idle_ns = idle_timeout_ns
         self._ip_wait_s = ip_wait_s
         self._hosts: dict[str, Host] = {}
         self._ip_owner: dict[str, str] = {}
@@ -80,7 +78,7 @@ class HostTable:
     def mac_of_ip(self, ip: str) -> str | None:
         return self._ip_owner.get(ip)
 
-    def learn(self, mac: str, port: int, ip: str | None, now: float) -> list[Update]:
+    def learn(self, mac: str, port: int, ip: str | None, now: float) -> list[HostWrite]:
         """A (src MAC, port[, IP]) seen on a host port; returns the updates to write."""
         mac = mac.lower()
         if port not in self._host_ports:
@@ -91,19 +89,19 @@ class HostTable:
             return []
         if ip in ("0.0.0.0", self._gateway_ip):
             ip = None
-        out: list[Update] = []
+        out: list[HostWrite] = []
         at = 0  # where learned_sources goes: after the delete of a moved host's old entry
         h = self._hosts.get(mac)
         if h is None:
             h = Host(mac=mac, port=port, seen=now, learned=False, waiting_since=now)
             self._hosts[mac] = h
-            out.append(Update(Op.INSERT, ent.mac_entry(mac, port)))
+            out.append(HostWrite(Op.INSERT, L2Entry(mac, port)))
         elif h.port != port:
             log.info("host %s moved from port %d to %d", mac, h.port, port)
             if h.learned:
-                out.append(Update(Op.DELETE, ent.learned_key(mac, h.port)))
+                out.append(HostWrite(Op.DELETE, LearnedSource(mac, h.port)))
                 at = 1
-            out.append(Update(Op.MODIFY, ent.mac_entry(mac, port)))
+            out.append(HostWrite(Op.MODIFY, L2Entry(mac, port)))
             h.port = port
             h.seen = now
             if h.learned:
@@ -118,22 +116,22 @@ class HostTable:
         if h.learned or ip is not None or h.ips or now - h.waiting_since >= self._ip_wait_s:
             if not h.learned and ip is None and not h.ips and self._ip_wait_s > 0:
                 log.info("host %s sent no IPv4 source for %.1fs: learned without an IP", mac, self._ip_wait_s)
-            out.insert(at, Update(Op.INSERT, ent.learned(mac, port, self._idle_ns)))
+            out.insert(at, HostWrite(Op.INSERT, LearnedSource(mac, port)))
             h.learned = True
         elif out:
             log.debug("host %s on port %d: forwarding, waiting for an IPv4 source", mac, port)
         return out
 
-    def sweep(self, now: float) -> tuple[list[str], list[Update]]:
+    def sweep(self, now: float) -> tuple[list[str], list[HostWrite]]:
         """Learn the hosts that waited `ip_wait_s` for an IP without one (the silent ones
         too, so that they age out through the switch's idle timeout): their MACs and the
         updates to write."""
         macs: list[str] = []
-        out: list[Update] = []
+        out: list[HostWrite] = []
         for h in self.hosts():
             if not h.learned and now - h.waiting_since >= self._ip_wait_s:
                 log.info("host %s sent no IPv4 source for %.1fs: learned without an IP", h.mac, self._ip_wait_s)
-                out.append(Update(Op.INSERT, ent.learned(h.mac, h.port, self._idle_ns)))
+                out.append(HostWrite(Op.INSERT, LearnedSource(h.mac, h.port)))
                 h.learned = True
                 macs.append(h.mac)
         return macs, out
@@ -145,101 +143,83 @@ class HostTable:
             if h is not None:
                 h.learned = False
 
-    def _set_ip(self, h: Host, ip: str) -> list[Update]:
+    def _set_ip(self, h: Host, ip: str) -> list[HostWrite]:
         """`ip` is h's address from now on: it replaces the addresses h had."""
-        out: list[Update] = []
+        out: list[HostWrite] = []
         for old in sorted(h.ips - {ip}):
             h.ips.discard(old)
             if self._ip_owner.get(old) == h.mac:
                 log.info("host %s changed IP from %s to %s", h.mac, old, ip)
                 del self._ip_owner[old]
-                out.append(Update(Op.DELETE, ent.host_ip_key(old)))
+                out.append(HostWrite(Op.DELETE, HostIp(old, h.mac)))
         return out + self._claim_ip(h, ip)
 
-    def _claim_ip(self, h: Host, ip: str) -> list[Update]:
+    def _claim_ip(self, h: Host, ip: str) -> list[HostWrite]:
         owner = self._ip_owner.get(ip)
         if owner == h.mac:
             return []
         self._ip_owner[ip] = h.mac
         h.ips.add(ip)
         if owner is None:
-            return [Update(Op.INSERT, ent.host_ip(ip, h.mac))]
+            return [HostWrite(Op.INSERT, HostIp(ip, h.mac))]
         prev = self._hosts.get(owner)
         if prev is not None:
             prev.ips.discard(ip)
         log.info("IP %s moved from %s to %s", ip, owner, h.mac)
-        return [Update(Op.MODIFY, ent.host_ip(ip, h.mac))]
+        return [HostWrite(Op.MODIFY, HostIp(ip, h.mac))]
 
-    def expire(self, mac: str, port: int) -> list[Update]:
+    def expire(self, mac: str, port: int) -> list[HostWrite]:
         """learned_sources (mac, port) went idle: forget the host and delete its entries."""
         mac = mac.lower()
         h = self._hosts.get(mac)
         if h is None or h.port != port:
             # Stale entry for a port the host has left: delete only that entry.
-            return [Update(Op.DELETE, ent.learned_key(mac, port))]
+            return [HostWrite(Op.DELETE, LearnedSource(mac, port))]
         del self._hosts[mac]
-        out = [Update(Op.DELETE, ent.learned_key(mac, port)), Update(Op.DELETE, ent.mac_key(mac))]
+        out = [HostWrite(Op.DELETE, LearnedSource(mac, port)), HostWrite(Op.DELETE, L2Entry(mac, h.port))]
         for ip in sorted(h.ips):
             if self._ip_owner.get(ip) == mac:
                 del self._ip_owner[ip]
-                out.append(Update(Op.DELETE, ent.host_ip_key(ip)))
+                out.append(HostWrite(Op.DELETE, HostIp(ip, mac)))
         return out
 
-    def reinstall(self) -> list[Update]:
+    def reinstall(self) -> list[HostWrite]:
         """Every entry of every known host (for a switch that lost its tables)."""
-        out: list[Update] = []
+        out: list[HostWrite] = []
         for h in self.hosts():
             if h.learned:
-                out.append(Update(Op.INSERT, ent.learned(h.mac, h.port, self._idle_ns)))
-            out.append(Update(Op.INSERT, ent.mac_entry(h.mac, h.port)))
-            out.extend(Update(Op.INSERT, ent.host_ip(ip, h.mac)) for ip in sorted(h.ips))
+                out.append(HostWrite(Op.INSERT, LearnedSource(h.mac, h.port)))
+            out.append(HostWrite(Op.INSERT, L2Entry(h.mac, h.port)))
+            out.extend(HostWrite(Op.INSERT, HostIp(ip, h.mac)) for ip in sorted(h.ips))
         return out
 
-    def adopt(
-        self,
-        learned: list[P4TableEntry],
-        macs: list[P4TableEntry],
-        host_ips: list[P4TableEntry],
-        now: float,
-    ) -> list[Update]:
-        """Rebuild the table from what the switch holds (controller restart).
+    def adopt(self, held: HeldHosts, now: float) -> list[HostWrite]:
+        """Rebuild the table from what the switch holds (controller restart, backup mirror).
 
         Hosts are kept as the switch has them; only inconsistent leftovers are repaired:
         a learned source without a mac_table entry gets one, and entries on ports that are
-        no longer host ports are deleted.
+        no longer host ports (or that point nowhere) are rewritten or deleted.
         """
         self._hosts.clear()
         self._ip_owner.clear()
-        out: list[Update] = []
-        mac_port: dict[str, int] = {}
-        for e in macs:
-            m = dict(e.match or {})
-            mac = ent.mac_str(int(m["dst_mac"]))
-            args = e.action.args if isinstance(e.action, P4TableAction) else {}
-            # An entry this controller would not write (role other than HOST) counts as
-            # pointing nowhere, so it is rewritten or deleted below.
-            host_role = int(args.get("role", -1)) == pc.PortRole.HOST
-            mac_port[mac] = int(args.get("port", -1)) if host_role else -1
-        for e in learned:
-            m = dict(e.match or {})
-            mac, port = ent.mac_str(int(m["src_mac"])), int(m["port"])
+        out: list[HostWrite] = []
+        mac_port = {mac: (-1 if port is None else port) for mac, port in held.l2.items()}
+        for src in held.learned:
+            mac, port = src.mac, src.port
             if port not in self._host_ports:
-                out.append(Update(Op.DELETE, ent.learned_key(mac, port)))
+                out.append(HostWrite(Op.DELETE, LearnedSource(mac, port)))
                 continue
             self._hosts[mac] = Host(mac=mac, port=port, seen=now)
             if mac_port.get(mac) != port:
-                out.append(Update(Op.MODIFY if mac in mac_port else Op.INSERT, ent.mac_entry(mac, port)))
+                out.append(HostWrite(Op.MODIFY if mac in mac_port else Op.INSERT, L2Entry(mac, port)))
         for mac, port in mac_port.items():
             if mac not in self._hosts and port not in self._host_ports:
-                out.append(Update(Op.DELETE, ent.mac_key(mac)))
+                out.append(HostWrite(Op.DELETE, L2Entry(mac, port)))
             elif mac not in self._hosts:
                 # L2 entry without a learned source (a host waiting for its IP): keep
                 # forwarding; its next digest or the sweep after ip_wait_s settles it.
                 self._hosts[mac] = Host(mac=mac, port=port, seen=now, learned=False, waiting_since=now)
-        for e in host_ips:
-            m = dict(e.match or {})
-            ip = ent.ip_str(int(m["target_ip"]))
-            mac = ent.mac_str(int(e.action.args["host_mac"])) if e.action is not None else ""  # type: ignore[union-attr]
+        for ip, mac in held.ips.items():
             self._ip_owner[ip] = mac
             if mac in self._hosts:
                 self._hosts[mac].ips.add(ip)
@@ -247,18 +227,6 @@ class HostTable:
 
 
 # -- ARP on the wire (packet-ins and packet-outs carry plain Ethernet frames)
-
-
-def _mac_bytes(mac: str) -> bytes:
-    return bytes.fromhex(mac.replace(":", ""))
-
-
-def _mac_text(raw: bytes) -> str:
-    return ":".join(f"{b:02x}" for b in raw)
-
-
-def _ip_text(raw: bytes) -> str:
-    return ".".join(str(b) for b in raw)
 
 
 def parse_arp(frame: bytes) -> ArpPacket | None:
@@ -270,19 +238,19 @@ def parse_arp(frame: bytes) -> ArpPacket | None:
         return None
     return ArpPacket(
         op=op,
-        sender_mac=_mac_text(frame[22:28]),
-        sender_ip=_ip_text(frame[28:32]),
-        target_mac=_mac_text(frame[32:38]),
-        target_ip=_ip_text(frame[38:42]),
-        eth_src=_mac_text(frame[6:12]),
+        sender_mac=mac_to_str(frame[22:28]),
+        sender_ip=str(ipaddress.IPv4Address(frame[28:32])),
+        target_mac=mac_to_str(frame[32:38]),
+        target_ip=str(ipaddress.IPv4Address(frame[38:42])),
+        eth_src=mac_to_str(frame[6:12]),
     )
 
 
 def arp_reply(request: ArpPacket, answer_mac: str) -> bytes:
     """The reply to `request` saying target_ip is at `answer_mac` (padded to 60 bytes)."""
-    eth = _mac_bytes(request.sender_mac) + _mac_bytes(answer_mac) + struct.pack("!H", ETH_ARP)
+    eth = mac_to_bytes(request.sender_mac) + mac_to_bytes(answer_mac) + struct.pack("!H", ETH_ARP)
     arp = struct.pack("!HHBBH", 1, 0x0800, 6, 4, ARP_REPLY)
-    arp += _mac_bytes(answer_mac) + bytes(map(int, request.target_ip.split(".")))
-    arp += _mac_bytes(request.sender_mac) + bytes(map(int, request.sender_ip.split(".")))
+    arp += mac_to_bytes(answer_mac) + ipaddress.IPv4Address(request.target_ip).packed
+    arp += mac_to_bytes(request.sender_mac) + ipaddress.IPv4Address(request.sender_ip).packed
     frame = eth + arp
     return frame + bytes(max(0, 60 - len(frame)))

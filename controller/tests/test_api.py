@@ -482,11 +482,11 @@ def test_token_from_config_file(tmp_path: Any) -> None:
 
 
 def test_real_core_without_switch() -> None:
-    """The real Dispatcher (not connected to any switch) behind the API: reads answer, writes 503."""
-    from supergw_controller.dispatcher import Dispatcher
+    """The real core (not connected to any switch) behind the API: reads answer, writes 503."""
+    from supergw_controller.compose import ControllerCore
 
     cfg = make_config()
-    c = TestClient(create_app(Dispatcher(cfg), cfg))
+    c = TestClient(create_app(ControllerCore(cfg), cfg))
     assert c.get(API_PREFIX + "/status", headers=AUTH).json()["connected"] is False
     assert [g["name"] for g in c.get(API_PREFIX + "/gateways", headers=AUTH).json()] == ["gw1", "gw2", "gw3"]
     assert len(c.get(API_PREFIX + "/buckets", headers=AUTH).json()) == K

@@ -187,10 +187,10 @@ def test_report_body_for_itself_still_validated(client: TestClient, core: FakeCo
 
 def test_real_dispatcher_logs_refused_admin_calls_with_who() -> None:
     """The real core (no switch): a drain is refused (503) and the refusal is in the event log."""
-    from supergw_controller.dispatcher import Dispatcher
+    from supergw_controller.compose import ControllerCore
 
     cfg = make_config()
-    c = TestClient(create_app(Dispatcher(cfg), cfg))
+    c = TestClient(create_app(ControllerCore(cfg), cfg))
     assert c.post(API_PREFIX + "/gateways/gw1/drain", headers=AUTH).status_code == 503
     assert c.post(API_PREFIX + "/gateways/gw1/drain", headers=READER).status_code == 403
     ops = [e for e in c.get(API_PREFIX + "/events", headers=READER).json() if e["kind"] == "operator"]

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from test_core_units import P4INFO
+from corekit import P4INFO
 from tlscerts import Pki, make_pki, openssl_missing
 
 TOKEN = "tls-test-admin-token"

@@ -13,25 +13,21 @@ from pathlib import Path
 import pytest
 import yaml
 
-from test_core_units import P4INFO
+from corekit import config_data
 
 API = "127.0.0.1:18771"
 TOKEN = "shutdown-test-token"
 
 
 def config(tmp_path: Path) -> Path:
-    data = {
+    data = config_data(
         # Nothing listens there: the core keeps retrying the switch, the API serves.
-        "switch": {"address": "127.0.0.1:50771", "device_id": 771},
-        "pipeline": {"p4info": str(P4INFO)},
-        "gateway_ip": "10.0.0.1",
-        "buckets": 16,
-        "vmac_base": "02:5e:00:00:00:00",
-        "ports": {1: "host", 11: "gateway"},
-        "gateways": [{"name": "g1", "port": 11, "mac": "52:54:00:00:01:01", "agent_token": "shutdown-agent-g1-token"}],
-        "api": {"listen": API, "token": TOKEN},
-        "state_db": str(tmp_path / "state.sqlite3"),
-    }
+        switch={"address": "127.0.0.1:50771", "device_id": 771},
+        ports={1: "host", 11: "gateway"},
+        gateways=[{"name": "g1", "port": 11, "mac": "52:54:00:00:01:01", "agent_token": "shutdown-agent-g1-token"}],
+        api={"listen": API, "token": TOKEN},
+        state_db=str(tmp_path / "state.sqlite3"),
+    )
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from finsy import P4TableEntry
@@ -12,7 +11,6 @@ from finsy.p4schema import P4Schema
 from supergw_proto import p4constants as pc
 from supergw_controller.assignment import fill_missing, weighted_round_robin
 from supergw_controller.bucket_stats import BucketStats
-from supergw_controller.config import Config, parse_config
 from supergw_controller.errors import InvalidArgument, UnknownGateway
 from supergw_controller.events import EventRing
 from supergw_controller.gateways import GatewayRegistry
@@ -20,34 +18,15 @@ from supergw_controller.learning import ARP_REPLY, ARP_REQUEST, HostTable, arp_r
 from supergw_controller.rebalancer import GatewayState
 from supergw_proto.reports import GatewayReport
 from supergw_controller.southbound import entities as ent
-from supergw_controller.southbound.entities import Op
+from supergw_controller.southbound.domain import Op
 from supergw_controller.southbound.reconcile import diff_entries
 
-P4INFO = Path(__file__).resolve().parents[2] / "p4src" / "v1model" / "supergw.p4info.txtpb"
+from corekit import P4INFO, host_updates, make_config, ops
 
 
 @pytest.fixture(scope="module")
 def schema() -> P4Schema:
     return P4Schema(P4INFO)
-
-
-def make_config(tmp_path: Path, **over: Any) -> Config:
-    data: dict[str, Any] = {
-        "switch": {"address": "127.0.0.1:50700", "device_id": 700},
-        "pipeline": {"p4info": str(P4INFO)},
-        "gateway_ip": "10.0.0.1",
-        "buckets": 16,
-        "vmac_base": "02:5e:00:00:00:00",
-        "ports": {1: "host", 2: "host", 11: "gateway", 12: "gateway", 13: "gateway"},
-        "gateways": [
-            {"name": "g1", "port": 11, "mac": "52:54:00:00:01:01", "agent_token": "unit-agent-g1-token"},
-            {"name": "g2", "port": 12, "mac": "52:54:00:00:01:02", "weight": 2, "agent_token": "unit-agent-g2-token"},
-            {"name": "g3", "port": 13, "mac": "52:54:00:00:01:03", "heartbeat": False},
-        ],
-        "api": {"token": "unit-test-token"},
-    }
-    data.update(over)
-    return parse_config(data, tmp_path)
 
 
 # -- gateway registry
@@ -141,63 +120,64 @@ def test_registry_errors(tmp_path: Path) -> None:
 
 
 def test_learn_new_host_and_ip(schema: P4Schema) -> None:
-    t = HostTable({1, 2}, "10.0.0.1", 5_000_000_000, ip_wait_s=30.0)
+    t = HostTable({1, 2}, "10.0.0.1", ip_wait_s=30.0)
     ups = t.learn("02:00:00:00:00:01", 1, "10.0.0.11", 0.0)
-    assert [(u.op, u.entity.table_id) for u in ups] == [
+    assert ops(ups) == [
         (Op.INSERT, pc.TABLE_LEARNED_SOURCES),
         (Op.INSERT, pc.TABLE_MAC_TABLE),
         (Op.INSERT, pc.TABLE_HOST_IPS),
     ]
-    assert ups[0].entity.idle_timeout_ns == 5_000_000_000
-    for u in ups:
+    entities = host_updates(ups, 5_000_000_000)  # as the southbound writes them
+    assert entities[0].entity.idle_timeout_ns == 5_000_000_000
+    for u in entities:
         u.entity.encode(schema)  # every entity fits the P4Info
     assert t.mac_of_ip("10.0.0.11") == "02:00:00:00:00:01"
     # same host again: only the learned_sources entry is rewritten (it went missing)
     again = t.learn("02:00:00:00:00:01", 1, "10.0.0.11", 1.0)
-    assert [(u.op, u.entity.table_id) for u in again] == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES)]
+    assert ops(again) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES)]
 
 
 def test_learn_move_and_ip_takeover() -> None:
-    t = HostTable({1, 2}, "10.0.0.1", 1, ip_wait_s=30.0)
+    t = HostTable({1, 2}, "10.0.0.1", ip_wait_s=30.0)
     t.learn("02:00:00:00:00:01", 1, "10.0.0.11", 0.0)
     moved = t.learn("02:00:00:00:00:01", 2, None, 1.0)
-    assert [(u.op, u.entity.table_id) for u in moved] == [
+    assert ops(moved) == [
         (Op.DELETE, pc.TABLE_LEARNED_SOURCES),
         (Op.INSERT, pc.TABLE_LEARNED_SOURCES),
         (Op.MODIFY, pc.TABLE_MAC_TABLE),
     ]
     t.learn("02:00:00:00:00:02", 1, None, 1.0)
     take = t.learn("02:00:00:00:00:02", 1, "10.0.0.11", 2.0)
-    assert (take[-1].op, take[-1].entity.table_id) == (Op.MODIFY, pc.TABLE_HOST_IPS)
+    assert ops(take)[-1] == (Op.MODIFY, pc.TABLE_HOST_IPS)
     assert t.mac_of_ip("10.0.0.11") == "02:00:00:00:00:02"
     assert t.get("02:00:00:00:00:01").ips == set()  # type: ignore[union-attr]
 
 
 def test_learn_ignores_gateway_ports_multicast_and_ip_g() -> None:
-    t = HostTable({1}, "10.0.0.1", 1, ip_wait_s=30.0)
+    t = HostTable({1}, "10.0.0.1", ip_wait_s=30.0)
     assert t.learn("02:00:00:00:00:01", 11, "10.0.0.5", 0) == []
     assert t.learn("01:00:5e:00:00:01", 1, None, 0) == []
     ups = t.learn("02:00:00:00:00:01", 1, "10.0.0.1", 0)
-    assert pc.TABLE_HOST_IPS not in [u.entity.table_id for u in ups]
+    assert pc.TABLE_HOST_IPS not in [table for _, table in ops(ups)]
 
 
 def test_expire_deletes_everything_of_the_host() -> None:
-    t = HostTable({1}, "10.0.0.1", 1, ip_wait_s=30.0)
+    t = HostTable({1}, "10.0.0.1", ip_wait_s=30.0)
     t.learn("02:00:00:00:00:01", 1, "10.0.0.11", 0)
     ups = t.expire("02:00:00:00:00:01", 1)
-    assert sorted((u.op, u.entity.table_id) for u in ups) == sorted(
+    assert sorted(ops(ups)) == sorted(
         [(Op.DELETE, pc.TABLE_LEARNED_SOURCES), (Op.DELETE, pc.TABLE_MAC_TABLE), (Op.DELETE, pc.TABLE_HOST_IPS)]
     )
     assert len(t) == 0 and t.mac_of_ip("10.0.0.11") is None
 
 
 def test_adopt_switch_state() -> None:
-    t = HostTable({1, 2}, "10.0.0.1", 1, ip_wait_s=30.0)
+    t = HostTable({1, 2}, "10.0.0.1", ip_wait_s=30.0)
     learned = [ent.learned("02:00:00:00:00:01", 1, 1), ent.learned("02:00:00:00:00:09", 11, 1)]
     macs = [ent.mac_entry("02:00:00:00:00:01", 2)]
     ips = [ent.host_ip("10.0.0.11", "02:00:00:00:00:01")]
-    fixes = t.adopt(learned, macs, ips, 0.0)
-    assert sorted((u.op, u.entity.table_id) for u in fixes) == [
+    fixes = t.adopt(ent.held_hosts(learned, macs, ips), 0.0)  # as the southbound reads them
+    assert sorted(ops(fixes)) == [
         (Op.MODIFY, pc.TABLE_MAC_TABLE),  # mac_table disagreed with learned_sources
         (Op.DELETE, pc.TABLE_LEARNED_SOURCES),  # on a gateway port
     ]
@@ -323,11 +303,11 @@ def test_event_ring() -> None:
 
 
 def test_reinstall_known_hosts() -> None:
-    t = HostTable({1, 2}, "10.0.0.1", 7, ip_wait_s=0.0)
+    t = HostTable({1, 2}, "10.0.0.1", ip_wait_s=0.0)
     t.learn("02:00:00:00:00:01", 1, "10.0.0.11", 0)
     t.learn("02:00:00:00:00:02", 2, None, 0)
     ups = t.reinstall()
-    assert sorted((u.op.name, u.entity.table_id) for u in ups) == sorted(
+    assert sorted((op.name, table) for op, table in ops(ups)) == sorted(
         [("INSERT", pc.TABLE_LEARNED_SOURCES)] * 2 + [("INSERT", pc.TABLE_MAC_TABLE)] * 2 + [("INSERT", pc.TABLE_HOST_IPS)]
     )
 

@@ -26,6 +26,8 @@ from supergw_controller.intent_store import (
 from supergw_controller.rebalancer import Move, MoveReason
 from supergw_controller.stores import build_intent_store
 
+from corekit import write_intent
+
 PREFIX = "/supergw/test"
 LEADER = "/supergw/test-election/leader"
 
@@ -64,18 +66,9 @@ async def kv(etcd_server: EtcdServer) -> AsyncIterator[EtcdKV]:
 
 async def test_intent_round_trip(any_store: IntentStoreApi) -> None:
     s = any_store
-    await s.set_weight("gw1", 2.5)
+    written = await write_intent(s)
     await s.set_weight("gw1", 3.0)
-    await s.set_drained("gw2", True)
-    await s.set_drained("gw3", True)
-    await s.set_drained("gw3", False)
-    await s.pin(7, "gw1")
-    await s.pin(9, "gw1")
-    await s.pin(9, "gw3")
-    await s.pin(11, "gw2")
-    await s.unpin(11)
-    await s.unpin(12)
-    assert await s.load() == Intent(weights={"gw1": 3.0}, drained={"gw2"}, pins={7: "gw1", 9: "gw3"})
+    assert await s.load() == Intent(weights={"gw1": 3.0}, drained=written.drained, pins=written.pins)
     with pytest.raises(ValueError, match="weight must be > 0"):
         await s.set_weight("gw1", 0)
 

@@ -13,14 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from supergw_controller.dispatcher import Dispatcher
+from supergw_controller.compose import ControllerCore
 from supergw_controller.failover import watchdog
-from supergw_controller.intent_store import IntentStore
 from supergw_proto.reports import Heartbeat
 from supergw_controller.rebalancer import MoveReason
 
-from test_core_units import make_config
-from test_dispatcher import RecordingSession
+from corekit import RecordingSession, make_config, running_core
 
 
 class Done(Exception):
@@ -89,41 +87,36 @@ class Agents:
     """Gateways posting a heartbeat every 100 ms; posts reach the core only when the loop
     runs other tasks, i.e. at the next sleep, after the watchdog had its turn."""
 
-    def __init__(self, disp: Dispatcher, loop: FakeLoop, names: list[str]) -> None:
-        self.disp, self.loop, self.alive = disp, loop, set(names)
+    def __init__(self, core: ControllerCore, loop: FakeLoop, names: list[str]) -> None:
+        self.core, self.loop, self.alive = core, loop, set(names)
         self.next_send = {n: loop.t for n in names}
 
     async def deliver(self) -> None:
         for name in sorted(self.alive):
             while self.next_send[name] <= self.loop.t:
-                await self.disp.accept_heartbeat(Heartbeat(gateway=name, timestamp=0.0))
+                await self.core.accept_heartbeat(Heartbeat(gateway=name, timestamp=0.0))
                 self.next_send[name] += 0.1
 
     def silence(self, now: float) -> float:
-        return max(now - (self.disp.registry.get(n).last_heartbeat or 0.0) for n in self.alive)
+        return max(now - (self.core.registry.get(n).last_heartbeat or 0.0) for n in self.alive)
 
 
-async def dispatcher(tmp_path: Path, loop: FakeLoop) -> Dispatcher:
+async def composed(tmp_path: Path, loop: FakeLoop) -> tuple[ControllerCore, RecordingSession]:
     cfg = make_config(tmp_path, timing={"startup_grace_s": 0.5})  # dead after 3 x 100 ms
-    d = Dispatcher(cfg, IntentStore(tmp_path / "state.sqlite3"), clock=loop.clock)
-    await d._load_intent()
-    d.session = RecordingSession()  # type: ignore[assignment]
-    d.assignment = {b: ("g1", "g2", "g3")[b % 3] for b in range(16)}
-    d.primary_ready.set()
-    return d
+    return await running_core(cfg, loop.clock, store=tmp_path / "state.sqlite3")
 
 
-async def run_watchdog(d: Dispatcher, loop: FakeLoop) -> None:
-    hb = d.config.timing.heartbeat_interval_ms / 1000.0
+async def run_watchdog(c: ControllerCore, loop: FakeLoop) -> None:
+    hb = c.config.timing.heartbeat_interval_ms / 1000.0
     with pytest.raises(Done):
-        await watchdog(hb / 5, d._watchdog_tick, stall_s=hb / 2, clock=loop.clock, sleep=loop.sleep)
+        await watchdog(hb / 5, c.liveness.tick, stall_s=hb / 2, clock=loop.clock, sleep=loop.sleep)
 
 
 @pytest.mark.parametrize("stall", [0.35, 0.5, 2.0])
 async def test_stalled_loop_causes_no_failover(tmp_path: Path, stall: float) -> None:
     # 1 s of normal ticks, one stall, 1 s of normal ticks.
     loop = FakeLoop([0.0] * 50 + [stall] + [0.0] * 50)
-    d = await dispatcher(tmp_path, loop)
+    d, sess = await composed(tmp_path, loop)
     agents = Agents(d, loop, ["g1", "g2"])
     silences: list[float] = []
 
@@ -139,13 +132,13 @@ async def test_stalled_loop_causes_no_failover(tmp_path: Path, stall: float) -> 
     assert max(silences) > d.config.timing.dead_after_s
     # ... yet nobody died and nothing was written.
     assert not any(g.dead for g in d.registry.all())
-    assert d.session.batches == []  # type: ignore[attr-defined]
-    assert [e.reason for e in d.events_ring.recent(100, 0) if e.kind == "gateway"] == []
+    assert sess.batches == []
+    assert [e.reason for e in d.eventlog.ring.recent(100, 0) if e.kind == "gateway"] == []
 
 
 async def test_a_real_death_is_still_detected_promptly(tmp_path: Path) -> None:
     loop = FakeLoop([0.0] * 100)
-    d = await dispatcher(tmp_path, loop)
+    d, sess = await composed(tmp_path, loop)
     agents = Agents(d, loop, ["g1", "g2"])
     killed_at: list[float] = []
     dead_at: list[float] = []
@@ -166,51 +159,28 @@ async def test_a_real_death_is_still_detected_promptly(tmp_path: Path) -> None:
     # judged within one tick (20 ms).
     assert dead_at[0] - killed_at[0] <= 0.3 + 0.02 + 1e-9
     assert not d.registry.get("g2").dead
-    moved = [u for batch in d.session.batches for u in batch]  # type: ignore[attr-defined]
+    moved = [u for batch in sess.batches for u in batch]
     assert len(moved) == sum(1 for b in range(16) if b % 3 == 0)
-    assert d._moves_total[MoveReason.FAILOVER.value] == len(moved)
+    assert d.eventlog.moves_total[MoveReason.FAILOVER.value] == len(moved)
 
 
 # -- the failover write
 
 
-def test_bucket_encoder_matches_finsy() -> None:
-    from finsy.p4schema import P4Schema
-    from finsy.proto import p4r
-
-    from supergw_proto import p4constants as pc
-    from supergw_controller.southbound import entities as ent
-    from supergw_controller.southbound.entities import BucketEncoder, Op
-
-    from test_core_units import P4INFO
-
-    schema = P4Schema(P4INFO)
-    enc = BucketEncoder(schema)
-    gws = [(11, "52:54:00:00:01:01"), (12, 0x525400000102), (65535, "ff:ff:ff:ff:ff:ff")]
-    for b in range(pc.MAX_BUCKETS):
-        port, mac = gws[b % 3]
-        op = (Op.INSERT, Op.MODIFY)[b % 2]
-        e = ent.bucket(b, port, mac)
-        assert enc.update(op, e) == p4r.Update(type=int(op), entity=e.encode(schema)), b  # type: ignore[arg-type]
-    # Everything that is not a plain bucket -> gateway entry is left to finsy.
-    for other in (ent.bucket_key(3), ent.mac_entry("02:00:00:00:00:01", 1), ent.flood_group([1, 2])):
-        assert enc.update(Op.DELETE, other) is None
-
-
 async def test_failover_writes_hot_buckets_first(tmp_path: Path) -> None:
     loop = FakeLoop([])
-    d = await dispatcher(tmp_path, loop)
+    d, sess = await composed(tmp_path, loop)
     hot = {0, 9}  # g1's buckets that carry traffic
     d.stats.update(1.0, {b: (0, 0) for b in range(16)})
     d.stats.update(2.0, {b: ((100, 6000) if b in hot else (0, 0)) for b in range(16)})
     loop.t += 1.0  # g1 and g2 never posted: both out of grace, both dead
-    await d._watchdog_tick()
-    first, *rest = d.session.batches  # type: ignore[attr-defined]
-    assert {int(dict(u.entity.match)["bucket"]) for u in first} == hot
+    await d.liveness.tick()
+    first, *rest = sess.batches
+    assert {u.entity.bucket for u in first} == hot
     assert len(rest) == 1
     assert d.registry.get("g1").dead and d.registry.get("g2").dead
-    assert set(d.assignment.values()) == {"g3"}
-    assert d._failovers == 1
+    assert set(d.placement.assignment.values()) == {"g3"}
+    assert d.eventlog.failovers_total == 1
 
 
 # -- arrivals: a POST on its way through the API proves life

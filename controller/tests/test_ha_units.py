@@ -10,9 +10,13 @@ import pytest
 
 from supergw_controller.config import Config
 from supergw_controller.errors import NotPrimary
-from supergw_controller.ha.gate import LeaderGate, NotLeader
+from supergw_controller.compose import ControllerCore, ReplicaCore
+from supergw_controller.ha.gate import NotLeader, leader_check
 from supergw_controller.ha.view import HaView
+from supergw_controller.southbound.session import Role
 from test_config import bad, base, cfgdir, load  # noqa: F401 - cfgdir is a fixture
+
+from corekit import Clock, config_data, make_config, running_core
 
 ETCD = {"backend": "etcd", "etcd": {"endpoints": ["127.0.0.1:2379"]}}
 
@@ -43,24 +47,40 @@ class _Replica:
         return HaView("r2", "backup", 7, "none", "r1", "http://10.0.0.9:18700", 0)
 
 
-class _Core:
-    def __getattr__(self, name: str) -> Any:
-        async def call(*a: Any, **kw: Any) -> str:
-            return name
-
-        return call
-
-
-def test_a_backup_refuses_admin_writes_naming_the_leader() -> None:
-    gate = LeaderGate(_Core(), _Replica(leading=False))  # type: ignore[arg-type]
+async def test_a_backup_refuses_admin_writes_naming_the_leader(tmp_path: Path) -> None:
+    core, sess = await running_core(make_config(tmp_path), Clock())
+    replica = _Replica(leading=False)
+    core.permission.require_leader(leader_check(replica))
     with pytest.raises(NotLeader) as ei:
-        asyncio.run(gate.drain("gw1"))
+        await core.drain("g1")
     assert isinstance(ei.value, NotPrimary)  # the REST layer's 503
-    assert "replica r2 is a backup" in str(ei.value) and "r1 (http://10.0.0.9:18700)" in str(ei.value)
-    assert asyncio.run(gate.rebalance(dry_run=True)) == "rebalance", "a dry run is a read"
-    assert asyncio.run(gate.buckets()) == "buckets"
-    leader = LeaderGate(_Core(), _Replica(leading=True))  # type: ignore[arg-type]
-    assert asyncio.run(leader.move(3, "gw2")) == "move"
+    assert "replica r2 is a backup and does not drain gateways" in str(ei.value)
+    assert "the leader is r1 (http://10.0.0.9:18700)" in str(ei.value)
+    # Intent-only writes too (a backup's store is fenced anyway); nothing was changed.
+    for call in (core.set_weight("g1", 2.0), core.unpin(3), core.pin(3, "g2"), core.move(3, "g2"), core.rebalance()):
+        with pytest.raises(NotLeader):
+            await call
+    assert sess.batches == [] and (await core.gateway("g1")).weight == 1.0
+    assert (await core.rebalance(dry_run=True)).dry_run, "a dry run is a read"
+    assert len(await core.buckets()) == 16
+    replica._leading = True
+    assert (await core.move(3, "g2")).gateway == "g2"
+    sess.role = Role.BACKUP  # the leader is not primary on the switch (yet): still refused
+    with pytest.raises(NotPrimary):
+        await core.move(4, "g2")
+
+
+async def test_a_replica_core_shows_its_term_and_refuses_writes_as_a_backup(tmp_path: Path) -> None:
+    from supergw_controller.config import parse_config
+    from supergw_controller.intent_store import IntentStore
+
+    cfg = parse_config(config_data(store=ETCD, ha={"replica": "r1"}), tmp_path)
+    core = ReplicaCore(cfg, IntentStore(tmp_path / "unused.sqlite3"))
+    assert isinstance(core, ControllerCore) and core.ha_status().role == "backup"
+    status = await core.status()
+    assert status.election_id == "none" and status.role == "disconnected"  # a backup holds no election id
+    with pytest.raises(NotLeader, match="replica r1 is a backup and does not set weights"):
+        await core.set_weight("g1", 2.0)
 
 
 class _Client:
@@ -96,7 +116,7 @@ def _update(code: int, eid: int) -> Any:
 def test_the_replica_arbitrator_never_bids_on_its_own() -> None:
     from finsy.proto import p4r
 
-    from supergw_controller.ha.arbitration import ReplicaArbitrator
+    from supergw_controller.southbound.arbitration import ReplicaArbitrator
     from supergw_controller.ha.fence import Fenced, LeaseFence
     from supergw_controller.ha.term import election_id
 

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from supergw_controller.dispatcher import Dispatcher
+from collections.abc import AsyncIterator
+
+from supergw_controller.compose import ControllerCore
 from supergw_proto.beats import FLAG_CHARON_DOWN, decode, encode
 from supergw_controller.heartbeat import HeartbeatReceiver
-from supergw_controller.intent_store import IntentStore
 from supergw_proto.reports import GatewayReport, SaState, tunnel_up
 
-from test_core_units import make_config
-from test_dispatcher import Clock, RecordingSession, buckets_in
+from corekit import Clock, RecordingSession, bucket_writes, make_config, running_core
 
 KEYS = {"g1": b"unit-agent-g1-token", "g2": b"unit-agent-g2-token"}
 NOW_NS = 1_800_000_000 * 10**9
@@ -45,7 +45,7 @@ def test_round_trip_and_flags() -> None:
         (b"", "malformed"),
         (b"GET / HTTP/1.1\r\n\r\n" + bytes(60), "malformed"),
         (_beat()[:-1], "malformed"),  # truncated
-        (b"SGHB\x02" + _beat()[5:], "malformed"),  # another version
+        (b"SGHB\x03" + _beat()[5:], "malformed"),  # another version
         (_beat()[:5] + b"\x80" + _beat()[6:], "bad_mac"),  # flags changed in flight
         (_beat(key=b"unit-agent-g2-token"), "bad_mac"),  # g2's key cannot speak for g1
         (_beat(key=b"guessed-secret-000000"), "bad_mac"),
@@ -130,17 +130,23 @@ def test_busy_port_is_a_clear_error() -> None:
 
 
 @pytest.fixture
-async def disp(tmp_path: Path, clock: Clock) -> Dispatcher:
+async def composed(tmp_path: Path, clock: Clock) -> AsyncIterator[tuple[ControllerCore, RecordingSession]]:
+    """The core with its heartbeat socket on a free loopback port (the agents' keys are KEYS)."""
     cfg = make_config(tmp_path, timing={"startup_grace_s": 0.5})
-    d = Dispatcher(cfg, IntentStore(tmp_path / "state.sqlite3"), clock=clock)
-    await d._load_intent()
-    d.session = RecordingSession()  # type: ignore[assignment]
-    d.assignment = {b: ("g1", "g2", "g3")[b % 3] for b in range(16)}
-    d.primary_ready.set()
-    d.heartbeat_rx = HeartbeatReceiver(KEYS)
-    d.heartbeat_rx.open("127.0.0.1", 0)
-    yield d
-    d.heartbeat_rx.close()
+    c, sess = await running_core(cfg, clock, store=tmp_path / "state.sqlite3")
+    c.liveness.receiver.open("127.0.0.1", 0)
+    yield c, sess
+    c.liveness.receiver.close()
+
+
+@pytest.fixture
+def disp(composed: tuple[ControllerCore, RecordingSession]) -> ControllerCore:
+    return composed[0]
+
+
+@pytest.fixture
+def sess(composed: tuple[ControllerCore, RecordingSession]) -> RecordingSession:
+    return composed[1]
 
 
 @pytest.fixture
@@ -151,12 +157,13 @@ def clock() -> Clock:
 class Agent:
     """Sends real datagrams to the dispatcher's socket and waits until they are queued."""
 
-    def __init__(self, d: Dispatcher) -> None:
-        assert d.heartbeat_rx.sock is not None
-        self.addr = d.heartbeat_rx.sock.getsockname()
+    def __init__(self, d: ControllerCore) -> None:
+        rx = d.liveness.receiver.sock
+        assert rx is not None
+        self.addr = rx.getsockname()
         self.tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.seq = 0
-        self.rx = d.heartbeat_rx.sock
+        self.rx = rx
 
     def send(self, name: str, flags: int = 0) -> None:
         self.seq += 1
@@ -170,52 +177,51 @@ class Agent:
                 time.sleep(0.001)
 
 
-async def test_queued_beats_are_counted_before_the_verdict(disp: Dispatcher, clock: Clock) -> None:
+async def test_queued_beats_are_counted_before_the_verdict(disp: ControllerCore, sess: RecordingSession, clock: Clock) -> None:
     """The loop was stalled for a second: beats that arrived meanwhile keep g1 and g2 alive."""
     agent = Agent(disp)
     clock.t += 1.0
     agent.send("g1")
     agent.send("g2")
-    await disp._watchdog_tick()
+    await disp.liveness.tick()
     assert [g.state for g in await disp.gateways()] == ["alive", "alive", "alive"]
-    assert disp.session.batches == []  # type: ignore[attr-defined]
+    assert sess.batches == []
     assert (await disp.status()).heartbeats_total == 2
 
 
-async def test_silence_fails_over_and_a_charon_down_beat_fails_over_at_once(disp: Dispatcher, clock: Clock) -> None:
+async def test_silence_fails_over_and_a_charon_down_beat_fails_over_at_once(disp: ControllerCore, sess: RecordingSession, clock: Clock) -> None:
     agent = Agent(disp)
     agent.send("g1")
     agent.send("g2")
-    await disp._watchdog_tick()
+    await disp.liveness.tick()
     # g2's agent still beats, but says charon is stopped: no waiting for silence.
     agent.send("g2", FLAG_CHARON_DOWN)
     agent.send("g1")
-    await disp._watchdog_tick()
+    await disp.liveness.tick()
     g2 = await disp.gateway("g2")
     assert g2.state == "dead" and g2.unhealthy == "agent reports charon stopped" and g2.buckets == 0
-    sess: RecordingSession = disp.session  # type: ignore[assignment]
-    assert set(buckets_in(sess.batches[0])) == {b for b in range(16) if b % 3 == 1}
+    assert set(bucket_writes(sess.batches[0])) == {b for b in range(16) if b % 3 == 1}
     # charon runs again: recovering.
     agent.send("g2")
-    await disp._watchdog_tick()
+    await disp.liveness.tick()
     assert (await disp.gateway("g2")).state == "recovering"
     # g1 goes silent past 3 x 100 ms.
     clock.t += 0.35
     agent.send("g2")
-    await disp._watchdog_tick()
+    await disp.liveness.tick()
     assert (await disp.gateway("g1")).state == "dead"
 
 
-async def test_forged_beats_do_not_keep_a_gateway_alive(disp: Dispatcher, clock: Clock) -> None:
+async def test_forged_beats_do_not_keep_a_gateway_alive(disp: ControllerCore, sess: RecordingSession, clock: Clock) -> None:
     agent = Agent(disp)
     agent.send("g1")
     agent.send("g2")
-    await disp._watchdog_tick()
+    await disp.liveness.tick()
     clock.t += 0.35
     agent.seq += 1
     agent.tx.sendto(encode("g2", b"not-the-agent-secret", 1, agent.seq, time.time_ns()), agent.addr)
     agent.send("g1")
-    await disp._watchdog_tick()
+    await disp.liveness.tick()
     assert (await disp.gateway("g2")).state == "dead"
     st = await disp.status()
     assert st.heartbeats_rejected == {"bad_mac": 1}
@@ -239,16 +245,15 @@ def test_tunnel_up_reads_child_sas_only() -> None:
     assert tunnel_up(_report("g1", sa_error="VICI: timeout")) is None  # unknown, not down
 
 
-async def test_a_down_tunnel_moves_the_buckets_away_in_one_batch_and_back(disp: Dispatcher, clock: Clock) -> None:
+async def test_a_down_tunnel_moves_the_buckets_away_in_one_batch_and_back(disp: ControllerCore, sess: RecordingSession, clock: Clock) -> None:
     await disp.accept_report(_report("g1", "INSTALLED"))
     await disp.accept_report(_report("g2", "INSTALLED"))
-    sess: RecordingSession = disp.session  # type: ignore[assignment]
     assert sess.batches == []
     await disp.accept_report(_report("g2", "DELETING"))  # its agent still talks
     g2 = await disp.gateway("g2")
     assert g2.state == "dead" and g2.tunnel_up is False and g2.buckets == 0
     assert g2.unhealthy == "tunnel down (no installed CHILD SA)"
-    assert len(sess.batches) == 1 and set(buckets_in(sess.batches[0])) == {b for b in range(16) if b % 3 == 1}
+    assert len(sess.batches) == 1 and set(bucket_writes(sess.batches[0])) == {b for b in range(16) if b % 3 == 1}
     # A report that could not read the SAs changes nothing.
     await disp.accept_report(_report("g2", sa_error="VICI: timeout"))
     assert (await disp.gateway("g2")).state == "dead"

@@ -1,4 +1,4 @@
-"""The history ring (history.py), its sampling by the real Dispatcher, and GET /api/v1/history."""
+"""The history ring (history.py), its sampling by the real core, and GET /api/v1/history."""
 
 from __future__ import annotations
 
@@ -10,14 +10,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from supergw_controller.api import API_PREFIX, create_app
-from supergw_controller.config import Config, parse_config
-from supergw_controller.dispatcher import Dispatcher
+from supergw_controller.compose import ControllerCore
+from supergw_controller.config import Config
 from supergw_controller.gateways import Transition
 from supergw_controller.history import DEFAULT_CAPACITY, GatewayNow, History
 from supergw_controller.rebalancer import BucketRate, Move, MoveReason
 from supergw_proto.reports import GatewayReport, IpsecBackend
 
-P4INFO = Path(__file__).resolve().parents[2] / "p4src" / "v1model" / "supergw.p4info.txtpb"
+import corekit
+
 TOKEN = "history-test-token"
 
 
@@ -37,20 +38,14 @@ def report(gw: str, ts: float, cpu: float, b_in: int, b_out: int) -> GatewayRepo
 
 
 def make_config(tmp_path: Path) -> Config:
-    data: dict[str, Any] = {
-        "switch": {"address": "127.0.0.1:50799", "device_id": 799},
-        "pipeline": {"p4info": str(P4INFO)},
-        "gateway_ip": "10.0.0.1",
-        "buckets": 8,
-        "vmac_base": "02:5e:00:00:00:00",
-        "ports": {1: "host", 11: "gateway", 12: "gateway"},
-        "gateways": [
-            {"name": "g1", "port": 11, "mac": "52:54:00:00:01:01", "heartbeat": False},
-            {"name": "g2", "port": 12, "mac": "52:54:00:00:01:02", "heartbeat": False},
-        ],
-        "api": {"token": TOKEN},
-    }
-    return parse_config(data, tmp_path)
+    """Two gateways without heartbeats, K = 8."""
+    return corekit.make_config(
+        tmp_path,
+        switch={"address": "127.0.0.1:50799", "device_id": 799},
+        buckets=8,
+        api={"token": TOKEN},
+        **corekit.TWO_QUIET,
+    )
 
 
 # -- the ring
@@ -123,12 +118,13 @@ def test_bad_ring_parameters_are_refused(kw: dict[str, Any]) -> None:
 
 
 @pytest.fixture
-def core(tmp_path: Path) -> Dispatcher:
+def core(tmp_path: Path) -> ControllerCore:
     cfg = make_config(tmp_path)
     clock = [1000.0]
     wall = [1_700_000_000.0]
-    d = Dispatcher(cfg, None, clock=lambda: clock[0], wallclock=lambda: wall[0])
-    d.assignment = {b: ("g1" if b < 6 else "g2") for b in range(8)}
+    session = corekit.RecordingSession()
+    d = ControllerCore(cfg, None, clock=lambda: clock[0], wallclock=lambda: wall[0], session=session)
+    asyncio.run(d.switch.set_buckets({b: ("g1" if b < 6 else "g2") for b in range(8)}))
     d.stats.update(1000.0, {b: (0, 0) for b in range(8)})
     d.stats.update(1001.0, {0: (100, 150_000), 6: (10, 1000)})
     d.registry.report(report("g1", 1.0, 30.0, 0, 0), 1000.5)
@@ -136,14 +132,16 @@ def core(tmp_path: Path) -> Dispatcher:
     clock[0] += 1.0
     wall[0] += 1.0
     d.registry.report(report("g1", 2.0, 35.0, 4000, 8000), 1001.0)
-    asyncio.run(d._record_moves([Move(6, "g2", "g1", MoveReason.FAILOVER)], ""))  # noqa: SLF001 - real event path
-    d.assignment[6] = "g1"
-    asyncio.run(d._transitions([Transition("g2", True, "port down")]))  # noqa: SLF001 - no switch: no failover write
+    asyncio.run(d.switch.set_buckets({6: "g1"}))
+    asyncio.run(d.eventlog.record_moves([Move(6, "g2", "g1", MoveReason.FAILOVER)]))
+    # Not serving (never primary and reconciled): the gateway's death writes nothing.
+    asyncio.run(d.placement.on_liveness([Transition("g2", True, "port down")]))
+    assert len(session.batches) == 2  # the two set_buckets above, nothing else
     d.sample_history()
     return d
 
 
-def test_dispatcher_samples_buckets_rates_reports_and_moves(core: Dispatcher) -> None:
+def test_dispatcher_samples_buckets_rates_reports_and_moves(core: ControllerCore) -> None:
     v = asyncio.run(core.history())
     assert [s.ts for s in v.samples] == [1_700_000_000.0, 1_700_000_001.0]
     first, second = v.samples
@@ -158,7 +156,7 @@ def test_dispatcher_samples_buckets_rates_reports_and_moves(core: Dispatcher) ->
     ]
 
 
-def test_history_route(core: Dispatcher, tmp_path: Path) -> None:
+def test_history_route(core: ControllerCore, tmp_path: Path) -> None:
     client = TestClient(create_app(core, core.config))
     auth = {"Authorization": f"Bearer {TOKEN}"}
     r = client.get(f"{API_PREFIX}/history", headers=auth)
@@ -182,14 +180,14 @@ def test_history_route(core: Dispatcher, tmp_path: Path) -> None:
         ({"limit": "ten"}, "query.limit"),
     ],
 )
-def test_history_route_bad_query_is_422(core: Dispatcher, params: dict[str, str], field: str) -> None:
+def test_history_route_bad_query_is_422(core: ControllerCore, params: dict[str, str], field: str) -> None:
     client = TestClient(create_app(core, core.config))
     r = client.get(f"{API_PREFIX}/history", params=params, headers={"Authorization": f"Bearer {TOKEN}"})
     assert r.status_code == 422, r.text
     assert r.json()["detail"].startswith(field + ":"), r.json()
 
 
-def test_history_is_in_the_openapi_schema(core: Dispatcher) -> None:
+def test_history_is_in_the_openapi_schema(core: ControllerCore) -> None:
     doc = TestClient(create_app(core, core.config)).get("/openapi.json").json()
     op = doc["paths"][f"{API_PREFIX}/history"]["get"]
     assert {p["name"] for p in op["parameters"]} == {"since", "limit"}

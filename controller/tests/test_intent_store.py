@@ -6,31 +6,23 @@ from pathlib import Path
 
 import pytest
 
-from supergw_controller.intent_store import EventRecord, Intent, IntentStore, IntentStoreError
+from supergw_controller.intent_store import EventRecord, IntentStore, IntentStoreError
 from supergw_controller.rebalancer import Move, MoveReason
+
+from corekit import write_intent
 
 
 async def test_round_trip_survives_restart(tmp_path: Path) -> None:
     path = tmp_path / "state" / "intent.sqlite3"
     store = IntentStore(path)
     await store.open()
-    await store.set_weight("gw1", 2.5)
-    await store.set_drained("gw2", True)
-    await store.set_drained("gw3", True)
-    await store.set_drained("gw3", False)
-    await store.pin(7, "gw1")
-    await store.pin(9, "gw1")
-    await store.pin(9, "gw3")  # re-pin replaces
-    await store.pin(11, "gw2")
-    await store.unpin(11)
-    await store.unpin(12)  # unpinning an unpinned bucket is a no-op
+    written = await write_intent(store)
     await store.record_moves([Move(7, "gw2", "gw1", MoveReason.PIN), Move(3, None, "gw1", MoveReason.UNASSIGNED)], ts=100.0)
     await store.close()
 
     again = IntentStore(path)
     await again.open()
-    intent = await again.load()
-    assert intent == Intent(weights={"gw1": 2.5}, drained={"gw2"}, pins={7: "gw1", 9: "gw3"})
+    assert await again.load() == written
     events = await again.events()
     assert [(e.bucket, e.src, e.dst, e.reason, e.kind) for e in events] == [
         (3, None, "gw1", "unassigned", "move"),

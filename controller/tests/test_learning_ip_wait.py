@@ -8,7 +8,6 @@ only, so that the switch keeps digesting the host until a frame with an IP comes
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,26 +15,21 @@ import pytest
 
 from supergw_proto import p4constants as pc
 from supergw_controller.config import ConfigError
-from supergw_controller.dispatcher import Dispatcher
+from supergw_controller.compose import ControllerCore
 from supergw_controller.errors import SwitchUnavailable
 from supergw_controller.learning import ARP_REQUEST, HostTable
 from supergw_controller.southbound import entities as ent
-from supergw_controller.southbound.entities import Op, Update
+from supergw_controller.southbound.domain import LearnedSource, Op
 
-from test_core_units import make_config
-from test_dispatcher import Clock, RecordingSession, clock  # noqa: F401 (clock: the pytest fixture)
+from corekit import Clock, RecordingSession, host_updates, make_config, ops
 
 MAC = "02:00:00:00:00:01"
 MAC2 = "02:00:00:00:00:02"
 WAIT = 30.0
 
 
-def ops(ups: list[Update]) -> list[tuple[Op, str]]:
-    return [(u.op, u.entity.table_id) for u in ups]
-
-
 def table() -> HostTable:
-    return HostTable({1, 2}, "10.0.0.1", 1_000_000_000, ip_wait_s=WAIT)
+    return HostTable({1, 2}, "10.0.0.1", ip_wait_s=WAIT)
 
 
 def test_ipless_digest_forwards_but_keeps_the_switch_digesting() -> None:
@@ -50,7 +44,7 @@ def test_ipless_digest_forwards_but_keeps_the_switch_digesting() -> None:
     # The first digest with an IP completes learning.
     done = t.learn(MAC, 1, "10.0.0.11", WAIT - 0.05)
     assert ops(done) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES), (Op.INSERT, pc.TABLE_HOST_IPS)]
-    assert done[0].entity.idle_timeout_ns == 1_000_000_000
+    assert host_updates(done, 1_000_000_000)[0].entity.idle_timeout_ns == 1_000_000_000  # as the southbound writes it
     assert h.learned and h.ips == {"10.0.0.11"}
     assert t.mac_of_ip("10.0.0.11") == MAC
     assert t.sweep(WAIT * 10) == ([], [])  # nothing left waiting
@@ -84,7 +78,8 @@ def test_sweep_learns_silent_waiting_hosts_and_retries_after_a_failed_write() ->
     assert t.sweep(WAIT - 1) == ([], [])
     macs, ups = t.sweep(WAIT)
     assert macs == [MAC] and ops(ups) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES)]
-    assert dict(ups[0].entity.match) == {"src_mac": ent.mac_int(MAC), "port": 1}
+    assert ups[0].entry == LearnedSource(MAC, 1)
+    assert dict(host_updates(ups)[0].entity.match) == {"src_mac": ent.mac_int(MAC), "port": 1}
     t.unlearn(macs)  # the write failed
     assert t.sweep(WAIT)[0] == [MAC]
     assert t.sweep(WAIT + 10)[0] == [MAC2]
@@ -101,7 +96,7 @@ def test_ip_change_replaces_the_old_host_ip() -> None:
         (Op.DELETE, pc.TABLE_HOST_IPS),
         (Op.INSERT, pc.TABLE_HOST_IPS),
     ]
-    assert dict(ups[1].entity.match) == {"target_ip": ent.ip_int("10.0.0.11")}
+    assert dict(host_updates(ups)[1].entity.match) == {"target_ip": ent.ip_int("10.0.0.11")}
     assert t.mac_of_ip("10.0.0.11") is None and t.mac_of_ip("10.0.0.12") == MAC
     assert t.get(MAC).ips == {"10.0.0.12"}  # type: ignore[union-attr]
     # the same IP again changes nothing in host_ips
@@ -112,7 +107,7 @@ def test_ip_change_of_an_adopted_waiting_host() -> None:
     """After a controller restart a host with mac_table + host_ips but no learned_sources
     is waiting; its next digest's IP replaces the adopted one."""
     t = table()
-    fixes = t.adopt([], [ent.mac_entry(MAC, 1)], [ent.host_ip("10.0.0.11", MAC)], 100.0)
+    fixes = t.adopt(ent.held_hosts([], [ent.mac_entry(MAC, 1)], [ent.host_ip("10.0.0.11", MAC)]), 100.0)
     assert fixes == []
     h = t.get(MAC)
     assert h is not None and not h.learned and h.ips == {"10.0.0.11"}
@@ -141,23 +136,23 @@ def test_waiting_host_that_moves_keeps_waiting() -> None:
     assert t.get(MAC).port == 2 and not t.get(MAC).learned  # type: ignore[union-attr]
     done = t.learn(MAC, 2, "10.0.0.11", 2.0)
     assert ops(done) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES), (Op.INSERT, pc.TABLE_HOST_IPS)]
-    assert dict(done[0].entity.match)["port"] == 2
+    assert done[0].entry == LearnedSource(MAC, 2)
 
 
 def test_reinstall_of_a_waiting_host() -> None:
     t = table()
     t.learn(MAC, 1, None, 0.0)
     t.learn(MAC2, 2, "10.0.0.12", 0.0)
-    assert sorted((u.op.name, u.entity.table_id) for u in t.reinstall()) == sorted(
+    assert sorted((op.name, table) for op, table in ops(t.reinstall())) == sorted(
         [("INSERT", pc.TABLE_LEARNED_SOURCES), ("INSERT", pc.TABLE_HOST_IPS)] + [("INSERT", pc.TABLE_MAC_TABLE)] * 2
     )
 
 
 def test_ip_wait_zero_learns_on_the_first_digest() -> None:
-    t = HostTable({1}, "10.0.0.1", 1, ip_wait_s=0.0)
+    t = HostTable({1}, "10.0.0.1", ip_wait_s=0.0)
     assert ops(t.learn(MAC, 1, None, 0.0)) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES), (Op.INSERT, pc.TABLE_MAC_TABLE)]
     with pytest.raises(ValueError, match="ip_wait_s must be >= 0"):
-        HostTable({1}, "10.0.0.1", 1, ip_wait_s=-1.0)
+        HostTable({1}, "10.0.0.1", ip_wait_s=-1.0)
 
 
 def test_config_learning_ip_wait(tmp_path: Path) -> None:
@@ -172,25 +167,6 @@ def test_config_learning_ip_wait(tmp_path: Path) -> None:
 # -- the Dispatcher's side: digests, sweep, ARP misses
 
 
-class StreamSession(RecordingSession):
-    """Also records stream messages, and no empty batch; `fail` makes writes fail like a lost switch."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sent: list[Any] = []
-        self.fail = False
-
-    async def write(self, updates: Sequence[Update], *, idempotent: bool = True) -> None:
-        self.require_primary()
-        if self.fail:
-            raise SwitchUnavailable("switch gone")
-        if updates:
-            await super().write(updates, idempotent=idempotent)
-
-    async def send(self, msgs: Sequence[Any]) -> None:
-        self.sent.extend(msgs)
-
-
 class Digest(list[dict[str, int]]):
     def ack(self) -> str:
         return "ack"
@@ -201,47 +177,50 @@ def digest(mac: str, port: int, ip: str | None) -> Digest:
 
 
 @pytest.fixture
-def disp(tmp_path: Path, clock: Clock) -> tuple[Dispatcher, StreamSession]:
-    d = Dispatcher(make_config(tmp_path, learning={"ip_wait_s": 5}), None, clock=clock)
-    s = StreamSession()
-    d.session = s  # type: ignore[assignment]
-    return d, s
+def clock() -> Clock:
+    return Clock()
 
 
-async def test_dispatcher_learns_the_ip_from_a_later_digest(disp: tuple[Dispatcher, StreamSession], clock: Clock) -> None:
+@pytest.fixture
+def disp(tmp_path: Path, clock: Clock) -> tuple[ControllerCore, RecordingSession]:
+    s = RecordingSession()
+    return ControllerCore(make_config(tmp_path, learning={"ip_wait_s": 5}), None, clock=clock, session=s), s
+
+
+async def test_dispatcher_learns_the_ip_from_a_later_digest(disp: tuple[ControllerCore, RecordingSession], clock: Clock) -> None:
     d, s = disp
-    await d._handle_digest(digest(MAC, 1, None))
+    await d.switch.on_digest(digest(MAC, 1, None))
     assert [ops(b) for b in s.batches] == [[(Op.INSERT, pc.TABLE_MAC_TABLE)]]
     assert s.sent == ["ack"]
     [hv] = await d.hosts()
     assert (hv.mac, hv.ip, hv.learned) == (MAC, None, False)
     clock.t += 1
-    await d._handle_digest(digest(MAC, 1, "10.0.0.11"))
+    await d.switch.on_digest(digest(MAC, 1, "10.0.0.11"))
     assert ops(s.batches[-1]) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES), (Op.INSERT, pc.TABLE_HOST_IPS)]
     [hv] = await d.hosts()
     assert (hv.ip, hv.learned) == ("10.0.0.11", True)
     assert (await d.status()).digests_total == 2
 
 
-async def test_dispatcher_sweep_learns_waiting_hosts(disp: tuple[Dispatcher, StreamSession], clock: Clock) -> None:
+async def test_dispatcher_sweep_learns_waiting_hosts(disp: tuple[ControllerCore, RecordingSession], clock: Clock) -> None:
     d, s = disp
-    await d._handle_digest(digest(MAC, 1, None))
-    await d._sweep_hosts()
+    await d.switch.on_digest(digest(MAC, 1, None))
+    await d.hosts_learning.sweep()
     assert len(s.batches) == 1  # nothing before ip_wait_s
     clock.t += 5
     s.fail = True
     with pytest.raises(SwitchUnavailable):
-        await d._sweep_hosts()
-    assert not d.host_table.get(MAC).learned  # type: ignore[union-attr]
+        await d.hosts_learning.sweep()
+    assert not d.hosts_learning.table.get(MAC).learned  # type: ignore[union-attr]
     s.fail = False
-    await d._sweep_hosts()
+    await d.hosts_learning.sweep()
     assert ops(s.batches[-1]) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES)]
     assert (await d.hosts())[0].learned
 
 
-async def test_dispatcher_counts_gateway_arp_misses_for_unknown_ips(disp: tuple[Dispatcher, StreamSession]) -> None:
+async def test_dispatcher_counts_gateway_arp_misses_for_unknown_ips(disp: tuple[ControllerCore, RecordingSession]) -> None:
     d, s = disp
-    await d._handle_digest(digest(MAC, 1, "10.0.0.11"))
+    await d.switch.on_digest(digest(MAC, 1, "10.0.0.11"))
 
     class Pkt:
         def __init__(self, target: str) -> None:
@@ -251,10 +230,10 @@ async def test_dispatcher_counts_gateway_arp_misses_for_unknown_ips(disp: tuple[
             }
             self.payload = arp_request("52:54:00:00:01:01", "10.0.0.2", target)
 
-    await d._handle_packet_in(Pkt("10.0.0.99"))
+    await d.switch.on_packet_in(Pkt("10.0.0.99"))
     st = await d.status()
     assert st.arp_misses_unknown_total == 1 and st.packet_ins_total == 1
-    await d._handle_packet_in(Pkt("10.0.0.11"))  # known: answered with a packet-out
+    await d.switch.on_packet_in(Pkt("10.0.0.11"))  # known: answered with a packet-out
     assert (await d.status()).arp_misses_unknown_total == 1
     assert len(s.sent) == 2  # the digest ack and the ARP reply
 

@@ -4,20 +4,19 @@ the loop nor let forged datagrams hide a good beat from a verdict."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import time
 from collections import deque
 
 import pytest
 
-from supergw_controller.dispatcher import Dispatcher
+from supergw_controller.compose import ControllerCore
 from supergw_proto.beats import FLAG_PARTNER_DOWN, encode
 from supergw_controller.heartbeat import HeartbeatReceiver
 from supergw_proto.reports import GatewayReport, Heartbeat, PartnerState, SaState
 
-from test_dispatcher import Clock, RecordingSession, buckets_in
-from test_heartbeat_udp import KEYS, Agent, clock, disp  # noqa: F401 - fixtures
+from corekit import Clock, RecordingSession, bucket_writes
+from test_heartbeat_udp import KEYS, Agent, clock, composed, disp, sess  # noqa: F401 - fixtures
 
 G2_BUCKETS = {b for b in range(16) if b % 3 == 1}
 
@@ -31,12 +30,12 @@ def _report(name: str, partner: PartnerState | None) -> GatewayReport:
 
 
 async def test_partner_down_fails_the_gateway_over_at_once_and_partner_up_gives_its_share_back(
-    disp: Dispatcher, clock: Clock
+    disp: ControllerCore, sess: RecordingSession, clock: Clock
 ) -> None:
     agent = Agent(disp)
     agent.send("g1")
     agent.send("g2")
-    await disp._watchdog_tick()
+    await disp.liveness.tick()
     await disp.accept_report(_report("g2", PartnerState(name="bgw2", up=True)))
     assert (await disp.gateway("g2")).partner_up is True
     assert (await disp.gateway("g1")).partner_up is None  # no partner configured: the feature is off
@@ -45,13 +44,12 @@ async def test_partner_down_fails_the_gateway_over_at_once_and_partner_up_gives_
                                                         why="no beacon through the tunnel for 312 ms")))
     assert (await disp.gateway("g2")).state == "alive"  # a report alone does not decide: the beat does
     agent.send("g2", FLAG_PARTNER_DOWN)
-    disp._heartbeats_readable()  # the socket's reader: acts at once, not at the next tick
-    await asyncio.gather(*disp._beat_tasks)
+    disp.liveness.readable()  # the socket's reader: acts at once, not at the next tick
+    await disp.liveness.settle()
     g2 = await disp.gateway("g2")
     assert g2.state == "dead" and g2.partner_up is False and g2.buckets == 0
     assert g2.unhealthy == "partner down (no beacon through the tunnel for 312 ms)"
-    sess: RecordingSession = disp.session  # type: ignore[assignment]
-    assert len(sess.batches) == 1 and set(buckets_in(sess.batches[0])) == G2_BUCKETS
+    assert len(sess.batches) == 1 and set(bucket_writes(sess.batches[0])) == G2_BUCKETS
     events = await disp.events(limit=50)
     assert any(e.kind == "gateway" and e.reason == "dead" and e.src == "g2" and (e.detail or "").startswith("partner down")
                for e in events)
@@ -59,10 +57,10 @@ async def test_partner_down_fails_the_gateway_over_at_once_and_partner_up_gives_
     assert {e.reason for e in moves} == {"failover"} and len(moves) == len(G2_BUCKETS)
     # Still down on the next beats; then the partner's beacons resume.
     agent.send("g2", FLAG_PARTNER_DOWN)
-    await disp._watchdog_tick()
+    await disp.liveness.tick()
     assert (await disp.gateway("g2")).state == "dead"
     agent.send("g2")
-    await disp._watchdog_tick()
+    await disp.liveness.tick()
     assert (await disp.gateway("g2")).state == "recovering"
     assert any(e.kind == "gateway" and e.reason == "recovering" and e.detail == "partner up"
                for e in await disp.events(limit=50))
@@ -70,7 +68,7 @@ async def test_partner_down_fails_the_gateway_over_at_once_and_partner_up_gives_
     assert (await disp.gateway("g2")).buckets == 8  # weights g1:1 g2:2 g3:1 over K = 16
 
 
-async def test_the_rest_heartbeat_carries_the_same_flags(disp: Dispatcher, clock: Clock) -> None:
+async def test_the_rest_heartbeat_carries_the_same_flags(disp: ControllerCore, sess: RecordingSession, clock: Clock) -> None:
     await disp.accept_heartbeat(Heartbeat(gateway="g1", timestamp=1.0))
     await disp.accept_heartbeat(Heartbeat(gateway="g2", timestamp=1.0, partner_down=True))
     g2 = await disp.gateway("g2")
@@ -117,37 +115,37 @@ def test_a_drain_stops_at_its_limit_and_says_a_backlog_is_left() -> None:
     assert rx.rejected == {"bad_mac": 10_000} and rx.accepted == 1
 
 
-async def test_a_flood_does_not_hide_a_good_beat_from_the_verdict(disp: Dispatcher, clock: Clock) -> None:
+async def test_a_flood_does_not_hide_a_good_beat_from_the_verdict(disp: ControllerCore, sess: RecordingSession, clock: Clock) -> None:
     agent = Agent(disp)
     agent.send("g1")
     agent.send("g2")
-    await disp._watchdog_tick()
-    real = disp.heartbeat_rx.sock
+    await disp.liveness.tick()
+    real = disp.liveness.receiver.sock
     clock.t += 0.35  # past dead-after (3 x 100 ms): only the beats behind the flood keep them alive
     good = [encode(n, KEYS[n], 2, 1, time.time_ns()) for n in ("g1", "g2")]
     flood = FloodSocket([*_forged(9_000), *good])
-    disp.heartbeat_rx.sock = flood  # type: ignore[assignment]
+    disp.liveness.receiver.sock = flood  # type: ignore[assignment]
     try:
-        await disp._watchdog_tick()  # one bounded drain, a backlog left: silence is not judged now
+        await disp.liveness.tick()  # one bounded drain, a backlog left: silence is not judged now
         assert flood.reads == 4096
         assert [g.state for g in await disp.gateways()] == ["alive", "alive", "alive"]
-        assert disp.silence_verdicts_deferred == 1
-        disp._heartbeats_readable()  # the loop turns; the socket's reader keeps draining
-        disp._heartbeats_readable()
+        assert disp.liveness.silence_verdicts_deferred == 1
+        disp.liveness.readable()  # the loop turns; the socket's reader keeps draining
+        disp.liveness.readable()
         assert not flood.queue
         clock.t += 0.02
-        await disp._watchdog_tick()
+        await disp.liveness.tick()
         assert [g.state for g in await disp.gateways()] == ["alive", "alive", "alive"]
         # A flood that never ends cannot keep a silent gateway alive: after one dead-after
         # of deferred verdicts, silence is judged anyway.
         flood.queue.extend(_forged(50_000))
         for _ in range(5):
             clock.t += 0.1
-            await disp._watchdog_tick()
+            await disp.liveness.tick()
         assert (await disp.gateway("g1")).state == "dead"
         assert flood.reads < 4096 * 8  # every tick read one bounded batch
     finally:
-        disp.heartbeat_rx.sock = real
+        disp.liveness.receiver.sock = real
 
 
 def test_good_beats_between_forged_ones_on_a_real_socket_are_all_read() -> None:

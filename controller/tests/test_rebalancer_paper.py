@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from supergw_controller.config import ConfigError, RebalancePolicy, parse_config
-from supergw_controller.dispatcher import Dispatcher
+from supergw_controller.compose import ControllerCore
 from supergw_controller.rebalancer import (
     BucketRate,
     GatewayInput,
@@ -22,7 +22,8 @@ from supergw_controller.rebalancer import (
     plan_paper,
 )
 
-P4INFO = Path(__file__).resolve().parents[2] / "p4src" / "v1model" / "supergw.p4info.txtpb"
+from corekit import TWO_QUIET, RecordingSession, config_data
+
 PPS_ONLY = RebalanceParams(byte_cost=0.0)
 THREE = [GatewayInput("g1"), GatewayInput("g2"), GatewayInput("g3")]
 
@@ -122,20 +123,8 @@ def test_bad_paper_params() -> None:
 
 
 def config(tmp_path: Path, rebalancer: Any) -> dict[str, Any]:
-    return {
-        "switch": {"address": "127.0.0.1:50700", "device_id": 700},
-        "pipeline": {"p4info": str(P4INFO)},
-        "gateway_ip": "10.0.0.1",
-        "buckets": 16,
-        "vmac_base": "02:5e:00:00:00:00",
-        "ports": {1: "host", 11: "gateway", 12: "gateway"},
-        "gateways": [
-            {"name": "g1", "port": 11, "mac": "52:54:00:00:01:01", "heartbeat": False},
-            {"name": "g2", "port": 12, "mac": "52:54:00:00:01:02", "heartbeat": False},
-        ],
-        "api": {"token": "unit-test-token"},
-        "rebalancer": rebalancer,
-    }
+    """Two gateways without heartbeats, K = 16, and this `rebalancer` section."""
+    return config_data(**TWO_QUIET, rebalancer=rebalancer)
 
 
 def test_config_defaults_are_todays_policy_and_the_papers_values(tmp_path: Path) -> None:
@@ -145,12 +134,12 @@ def test_config_defaults_are_todays_policy_and_the_papers_values(tmp_path: Path)
     assert (paper.load_window_s, paper.interval_s, paper.load_difference, paper.move_size) == (1.33, 4.0, 0.10, 4)
 
 
-def test_dispatcher_plans_with_the_configured_policy(tmp_path: Path) -> None:
+async def test_placement_plans_with_the_configured_policy(tmp_path: Path) -> None:
     cfg = parse_config(config(tmp_path, {"policy": "paper", "paper": {"seed": 5, "move_size": 2}}), tmp_path)
-    core = Dispatcher(cfg, heartbeat_udp=False)
-    core.assignment = {b: "g1" for b in range(16)}
+    core = ControllerCore(cfg, heartbeat_udp=False, session=RecordingSession())
+    await core.switch.set_buckets({b: "g1" for b in range(16)})
     core.stats.rates = {b: BucketRate(pps=10.0) for b in range(16)}
-    plan = core._plan()
+    plan = core.placement.plan()
     assert [m.reason for m in plan.moves] == [MoveReason.PAPER, MoveReason.PAPER]
     assert {m.dst for m in plan.moves} == {"g2"}
 

@@ -17,7 +17,7 @@ from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.entities import Op, Update
 from supergw_controller.southbound.session import Role, SwitchSession, WriteError
 
-from test_core_units import P4INFO, make_config
+from corekit import P4INFO, make_config
 
 
 def write_error(codes: list[int]) -> P4ClientError:

@@ -24,7 +24,7 @@ from google.protobuf import text_format
 
 from supergw_proto import p4constants as pc
 from supergw_controller.southbound import entities
-from supergw_controller.southbound.entities import BucketEncoder, Op
+from supergw_controller.southbound.entities import BucketEncoder, BucketEntry, Op
 from supergw_controller.southbound.p4names import P4InfoMismatch, canonical_p4info, required_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,15 +122,14 @@ def test_table_writes_carry_tofino_ids(tofino: p4i.P4Info, schema: P4Schema) -> 
             assert msg.action.action.action_id == _tofino_id(tofino, "actions", action), action
         assert entities.table_id(schema, table) == msg.table_id
         # What the controller reads back resolves to its own names (finsy decodes to the
-        # alias; the dispatcher compares `schema.tables[e.table_id].name`).
+        # alias; the southbound compares `schema.tables[e.table_id].name`).
         back = P4TableEntry.decode(_encoded(schema, entry), schema)
         assert schema.tables[back.table_id].name == table
 
 
 def test_bucket_fast_encoder_uses_tofino_ids(tofino: p4i.P4Info, schema: P4Schema) -> None:
     enc = BucketEncoder(schema)
-    update = enc.update(Op.MODIFY, entities.bucket(9, 12, "52:54:00:00:01:02"))
-    assert update is not None
+    update = enc.encode(Op.MODIFY, BucketEntry(9, 12, "52:54:00:00:01:02"))
     assert update.entity.table_entry.table_id == _tofino_id(tofino, "tables", pc.TABLE_BUCKETS)
     assert update.entity == _encoded(schema, entities.bucket(9, 12, "52:54:00:00:01:02"))
 

@@ -9,7 +9,17 @@ proves what a REST heartbeat proved and nothing needs a second credential.
 Layout (network byte order)::
 
     magic "SGHB" | version u8 | flags u8 | name length u8 | 0 u8
-    | epoch u64 | seq u64 | sent_ns u64 | name (UTF-8) | HMAC-SHA256 (32 bytes, over all before)
+    | epoch u64 | seq u64 | sent_ns u64 | [version 2: interval_ms u32]
+    | name (UTF-8) | HMAC-SHA256 (32 bytes, over all before)
+
+Version 2 adds `interval_ms`: how often its sender sends these datagrams now. The agents
+take their interval from their controller (`reports.AgentTiming`, in the reply to every
+report), and the receiver judges silence by the interval the datagram declares when that
+is longer than its own: a sender on another cadence is late by its own clock, not dead,
+so a mis-set or not yet told agent cannot cause a spurious failover, and the receiver says
+so (controller: an error naming both intervals). Pair beacons agree the same way: each
+agent judges its partner by the interval the partner's beacons declare. Version 1 (no
+interval) is still accepted from older agents and judged by the receiver's own interval.
 
 The same layout with magic "SGPB" is the *pair beacon* that the agents of two paired gateways
 (gateway i of site A and gateway i of site B) send each other through their IPsec tunnel,
@@ -42,11 +52,12 @@ from dataclasses import dataclass, field
 
 MAGIC = b"SGHB"
 PAIR_MAGIC = b"SGPB"
-VERSION = 1
+VERSION = 2  # what encode() sends when it declares an interval; version 1 is still accepted
 _HEADER = struct.Struct("!4sBBBxQQQ")
+_INTERVAL = struct.Struct("!I")  # version 2
 MAC_LEN = 32
 MAX_NAME = 64
-MAX_DATAGRAM = _HEADER.size + MAX_NAME + MAC_LEN
+MAX_DATAGRAM = _HEADER.size + _INTERVAL.size + MAX_NAME + MAC_LEN
 
 # The agent sees its charon stopped (SIGSTOP) or gone: the gateway carries no traffic
 # although its agent still beats. The receiver treats it as dead at once.
@@ -78,6 +89,7 @@ class Beat:
     seq: int
     sent_ns: int
     flags: int
+    interval_ms: int | None = None  # the sender's interval (version 2); None: not said (version 1)
 
     @property
     def charon_down(self) -> bool:
@@ -93,14 +105,20 @@ class Beat:
 
 
 def encode(gateway: str, key: bytes, epoch: int, seq: int, sent_ns: int, flags: int = 0,
-           magic: bytes = MAGIC) -> bytes:
-    """One datagram: a heartbeat (`MAGIC`) or a pair beacon (`PAIR_MAGIC`)."""
+           magic: bytes = MAGIC, interval_ms: int | None = None) -> bytes:
+    """One datagram: a heartbeat (`MAGIC`) or a pair beacon (`PAIR_MAGIC`); version 2 when
+    it declares the sender's `interval_ms`, else version 1."""
     name = gateway.encode()
     if not 0 < len(name) <= MAX_NAME:
         raise ValueError(f"gateway name must be 1..{MAX_NAME} bytes, got {len(name)}")
     if magic not in (MAGIC, PAIR_MAGIC):
         raise ValueError(f"magic must be {MAGIC!r} or {PAIR_MAGIC!r}, got {magic!r}")
-    body = _HEADER.pack(magic, VERSION, flags, len(name), epoch, seq, sent_ns) + name
+    if interval_ms is None:
+        body = _HEADER.pack(magic, 1, flags, len(name), epoch, seq, sent_ns) + name
+    else:
+        if not 0 < interval_ms < 1 << 32:
+            raise ValueError(f"interval_ms must be 1..{(1 << 32) - 1}, got {interval_ms}")
+        body = _HEADER.pack(magic, VERSION, flags, len(name), epoch, seq, sent_ns) + _INTERVAL.pack(interval_ms) + name
     return body + hmac.new(key, body, hashlib.sha256).digest()
 
 
@@ -112,11 +130,15 @@ def decode(data: bytes, keys: Mapping[str, bytes], magic: bytes = MAGIC) -> Beat
     got, version, flags, name_len, epoch, seq, sent_ns = _HEADER.unpack_from(data)
     if got != magic:
         raise BadHeartbeat("malformed", f"bad magic {got!r} (not a supergw {what})")
-    if version != VERSION:
-        raise BadHeartbeat("malformed", f"{what} version {version}, this side speaks {VERSION}")
-    if len(data) != _HEADER.size + name_len + MAC_LEN or name_len == 0:
+    if version not in (1, VERSION):
+        raise BadHeartbeat("malformed", f"{what} version {version}, this side speaks 1 and {VERSION}")
+    start = _HEADER.size + (_INTERVAL.size if version == VERSION else 0)
+    if len(data) != start + name_len + MAC_LEN or name_len == 0:
         raise BadHeartbeat("malformed", f"length {len(data)} does not match name length {name_len}")
-    raw = data[_HEADER.size : _HEADER.size + name_len]
+    interval_ms = _INTERVAL.unpack_from(data, _HEADER.size)[0] if version == VERSION else None
+    if interval_ms == 0:
+        raise BadHeartbeat("malformed", f"{what} declares an interval of 0 ms")
+    raw = data[start : start + name_len]
     try:
         name = raw.decode()
     except UnicodeDecodeError:
@@ -135,7 +157,7 @@ def decode(data: bytes, keys: Mapping[str, bytes], magic: bytes = MAGIC) -> Beat
         )
     if flags & ~_KNOWN_FLAGS:
         raise BadHeartbeat("malformed", f"unknown flags {flags:#x} from gateway {name!r}", name)
-    return Beat(name, epoch, seq, sent_ns, flags)
+    return Beat(name, epoch, seq, sent_ns, flags, interval_ms)
 
 
 @dataclass

@@ -1,8 +1,10 @@
-"""What gateway agents send to the controller.
+"""What gateway agents send to the controller, and the timing the controller tells them.
 
 Agents POST a `GatewayReport` every T_L (``timing.report_interval_ms``, default 500 ms)
 and send a heartbeat every ``timing.heartbeat_interval_ms`` (default 100 ms; UDP, see
-`heartbeat.py`, or the REST `Heartbeat`). A heartbeat says whether charon runs and whether
+`beats.py`, or the REST `Heartbeat`). Both intervals are the controller's: it answers every
+report and REST heartbeat with its `AgentTiming` in the `Supergw-Timing` header, and the
+agent adopts it at once. A heartbeat says whether charon runs and whether
 the gateway's partner at the partner site is up; the report says the same with detail. These models are the request schemas of the
 REST API, so they are also the OpenAPI contract. `tunnel_up` is the one reading of a
 report's SAs that both the agent's /health and the controller's failover use.
@@ -10,10 +12,47 @@ report's SAs that both the agent's /health and the controller's failover use.
 
 from __future__ import annotations
 
+import ipaddress
 from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+
+# The controller's defaults (`timing:` in its config), and what an agent uses until its
+# controller has told it otherwise.
+DEFAULT_HEARTBEAT_INTERVAL_MS = 100
+DEFAULT_MISSED_HEARTBEATS = 3
+DEFAULT_REPORT_INTERVAL_MS = 500
+TIMING_HEADER = "Supergw-Timing"
+
+
+class AgentTiming(BaseModel):
+    """The timing a controller judges its agents by, sent to them as compact JSON in the
+    `Supergw-Timing` header of its answer to every report and REST heartbeat. Unknown keys
+    are ignored, so a newer controller may say more."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    heartbeat_interval_ms: int = Field(default=DEFAULT_HEARTBEAT_INTERVAL_MS, gt=0, lt=1 << 32)
+    missed_heartbeats: int = Field(default=DEFAULT_MISSED_HEARTBEATS, ge=1)
+    report_interval_ms: int = Field(default=DEFAULT_REPORT_INTERVAL_MS, gt=0)
+
+    @property
+    def dead_after_s(self) -> float:
+        return self.heartbeat_interval_ms * self.missed_heartbeats / 1000.0
+
+    def header(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_header(cls, value: str) -> AgentTiming:
+        """Parse the header; ValueError (pydantic's) naming what is wrong."""
+        return cls.model_validate_json(value)
+
+    def describe(self) -> str:
+        return (f"heartbeats every {self.heartbeat_interval_ms} ms (dead after {self.missed_heartbeats} missed), "
+                f"reports every {self.report_interval_ms} ms")
 
 
 class IpsecBackend(StrEnum):
@@ -60,6 +99,55 @@ class PartnerState(BaseModel):
                                              description="rejected datagrams by reason (bad_mac, replayed, stale, ...)")
 
 
+class TuningState(BaseModel):
+    """What the gateway's tuning profile (the tuning paper's knobs) did at its last `up`;
+    the agent's /health lists each knob, its previous value and every refusal's reason."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(description="the gateway's config asks for the profile")
+    groups: list[str] = Field(default_factory=list, max_length=16, description="knob groups applied")
+    applied: int = Field(ge=0, description="knobs this gateway changed (restored by its `down`)")
+    refused: int = Field(ge=0, description="knobs its devices, namespace or kernel cannot take")
+    failed: int = Field(ge=0, description="knobs whose write failed")
+IKE_SPI_PATTERN = r"^[0-9a-f]{16}$"
+
+
+class ClientSession(BaseModel):
+    """One remote-access client's IKE SA at a gateway, as the gateway's agent knows it (VICI
+    events and polls). The controller pins `remote_host` to the gateway while it is listed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ike_id: int = Field(ge=0, description="charon's unique id of the IKE SA now (a rekey gives a new one)")
+    identity: str = Field(max_length=255, description="the client's authenticated identity (its certificate's)")
+    remote_host: ipaddress.IPv4Address = Field(description="the client's outer address now (MOBIKE may change it)")
+    remote_port: int = Field(ge=0, le=65535)
+    initiator_spi: str = Field(pattern=IKE_SPI_PATTERN, description="IKE SPIs now, hex as charon prints them")
+    responder_spi: str = Field(pattern=IKE_SPI_PATTERN)
+    vips: list[ipaddress.IPv4Address] = Field(default_factory=list, max_length=8, description="inner addresses")
+    established_at: float = Field(ge=0, description="UNIX time of the IKE_AUTH that made the session")
+    bytes_in: int = Field(ge=0, description="ESP payload bytes from the client since then, all CHILD SAs")
+    bytes_out: int = Field(ge=0)
+    present: bool = Field(description="inbound ESP within the gateway's idle time (else: absent, its SA cached)")
+    present_s: float = Field(ge=0, description="seconds the client was present since the IKE_AUTH")
+    ike_rekeys: int = Field(default=0, ge=0)
+
+
+class RemoteAccessInfo(BaseModel):
+    """What the outside switch needs from a gateway with remote access (static, from its config)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    public_address: ipaddress.IPv4Address
+    pool: ipaddress.IPv4Network
+    esp_spi_min: int = Field(ge=0x100, le=0xFFFFFFFF)
+    esp_spi_max: int = Field(ge=0x100, le=0xFFFFFFFF)
+    ike_spi_label: int = Field(ge=0, lt=1 << 64, description="responder IKE SPI bits under the mask (host order)")
+    ike_spi_mask: int = Field(ge=0, lt=1 << 64)
+    caching: Literal["none", "clocked", "established", "data"]
+
+
 class GatewayReport(BaseModel):
     """Load report of one gateway; counters are cumulative (the controller takes deltas)."""
 
@@ -91,6 +179,14 @@ class GatewayReport(BaseModel):
     )
     partner: PartnerState | None = Field(
         default=None, description="its partner gateway's liveness (pair beacons); None: no partner configured"
+    )
+    tuning: TuningState | None = Field(default=None, description="its tuning profile; None: an older agent")
+    remote_access: RemoteAccessInfo | None = Field(
+        default=None, description="None: no remote-access clients at this gateway (or an older agent)"
+    )
+    clients: list[ClientSession] | None = Field(
+        default=None, max_length=16384,
+        description="remote-access clients whose IKE SA the gateway holds; None: no remote access or an older agent",
     )
 
 

@@ -1,20 +1,23 @@
-"""What the emulation's integration tests share: their pytest marks and `python -m topologies.run`."""
+"""What the emulation's integration tests share: their pytest marks, the CLI, booting a plan
+for a test module (skipped when something runs here already; everything removed after),
+and waiting on a site's gateways."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
-import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
-from topologies.components import SWITCH_BIN
-
-REPO = Path(__file__).resolve().parents[2]
+from topologies.emulation import Emulation
+from topologies.network import existing_namespaces
+from topologies.paths import REPO, SWITCH_BIN
+from topologies.poll import Timeout
+from topologies.site import Gateways, Site
 
 EMULATION_MARKS = [
     pytest.mark.integration,
@@ -24,22 +27,51 @@ EMULATION_MARKS = [
 
 
 def run_topologies(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """`python -m topologies.run ARGS` from the repository, its output captured."""
+    """`python -m topologies.run ARGS` (what `make run` / `make stop` run), its output captured."""
     return subprocess.run([sys.executable, "-m", "topologies.run", *args], cwd=REPO, capture_output=True,
                           text=True, timeout=timeout, check=False)
 
 
-Gateways = dict[str, dict[str, Any]]
+def skip_if_running(emu: Emulation) -> None:
+    if emu.layout.state.exists() or existing_namespaces(emu.spec):
+        pytest.skip("an emulation is already running here (make stop first)")
 
 
-def wait_for_gateways(read: Callable[[], Gateways], what: str, cond: Callable[[Gateways], bool], timeout: float) -> None:
-    """Poll the controller's /gateways view (`read`) until `cond` holds; fail with what it showed last."""
-    deadline = time.monotonic() + timeout
-    seen: Any = None
-    while time.monotonic() < deadline:
-        gws = read()
-        if cond(gws):
-            return
-        seen = {n: (g["state"], g["buckets"], g.get("tunnel_up"), g.get("unhealthy")) for n, g in gws.items()}
-        time.sleep(0.2)
-    pytest.fail(f"{what}: not within {timeout:.0f}s; gateways (state, buckets, tunnel_up, unhealthy): {seen}")
+def assert_gone(emu: Emulation) -> None:
+    """`down` left nothing: no namespace of the plan, no state file."""
+    left = existing_namespaces(emu.spec)
+    assert not left and not emu.layout.state.exists(), f"left behind: {left}, state {emu.layout.state.exists()}"
+
+
+@contextmanager
+def booted(emu: Emulation) -> Iterator[Emulation]:
+    """`emu` up for the block (every stage ok), then down, leaving nothing behind."""
+    skip_if_running(emu)
+    try:
+        assert emu.up(), f"stages failed: {emu.state.failed_stages()}"
+        yield emu
+    finally:
+        emu.down(quiet=True)
+    assert_gone(emu)
+
+
+def until(site: Site, what: str, cond: Callable[[Gateways], bool], timeout: float) -> Gateways:
+    """`site.wait_gateways`, failing the test with what the controller showed last."""
+    try:
+        return site.wait_gateways(cond, what, timeout)
+    except Timeout as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def all_alive(gws: Gateways) -> bool:
+    return all(g.state == "alive" for g in gws.values())
+
+
+_SUMMARY = re.compile(r"(\d+) packets transmitted, (\d+) received")
+
+
+def ping_counts(out: str) -> tuple[int, int]:
+    """(transmitted, received) from ping's summary line."""
+    m = _SUMMARY.search(out)
+    assert m, f"ping output not understood: {out[-300:]!r}"
+    return int(m.group(1)), int(m.group(2))

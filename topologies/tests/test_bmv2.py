@@ -10,10 +10,19 @@ from typing import Any
 import pytest
 import yaml
 
-from topologies import bmv2, configs, run
+from topologies import bmv2, paths, run
 from topologies.configs import Secrets, controller_config, write_all
-from topologies.model import DEFAULT_TOPOLOGY, Topology, TopologyError, load_topology
+from topologies.emulation import Emulation
+from topologies.model import DEFAULT_TOPOLOGY, Topology, TopologyError
 from topologies.network import switch_interfaces
+from topologies.paths import SitePaths
+from topologies.schema import load
+from topologies.switch import site_command
+from topologies.where import switch_lines
+
+
+def load_topology(path: Path = DEFAULT_TOPOLOGY, switch: Any = None) -> Topology:
+    return load(path, switch=switch).single
 
 
 def _topology_file(tmp_path: Path, **switch: Any) -> Path:
@@ -28,7 +37,7 @@ def _fake_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, p4info: byte
     """A `make p4` output in tmp_path: the JSON and p4c's P4Info (the committed one unless given)."""
     json_path, built = tmp_path / "supergw.json", tmp_path / "supergw.p4info.txtpb"
     json_path.write_text("{}")
-    built.write_bytes(configs.P4INFO.read_bytes() if p4info is None else p4info)
+    built.write_bytes(paths.P4INFO.read_bytes() if p4info is None else p4info)
     monkeypatch.setattr(bmv2, "BMV2_JSON", json_path)
     monkeypatch.setattr(bmv2, "BMV2_BUILT_P4INFO", built)
     monkeypatch.setattr(bmv2, "REPO", tmp_path)
@@ -61,26 +70,26 @@ def test_bmv2_refuses_ports_wider_than_9_bits(tmp_path: Path) -> None:
 
 
 def test_controller_pushes_the_json_only_to_bmv2(tmp_path: Path) -> None:
-    token = tmp_path / "t"
-    assert controller_config(load_topology(), tmp_path, token)["pipeline"] == {"p4info": str(configs.P4INFO)}
-    pipeline = controller_config(load_topology(switch="bmv2"), tmp_path, token)["pipeline"]
-    assert pipeline == {"p4info": str(configs.P4INFO), "device_config": str(configs.BMV2_JSON)}
+    site = SitePaths(tmp_path, tmp_path / "logs")
+    assert controller_config(load_topology(), site)["pipeline"] == {"p4info": str(paths.P4INFO)}
+    pipeline = controller_config(load_topology(switch="bmv2"), site)["pipeline"]
+    assert pipeline == {"p4info": str(paths.P4INFO), "device_config": str(paths.BMV2_JSON)}
 
 
 def test_generated_bmv2_config_passes_the_controllers_loader(tmp_path: Path) -> None:
     pytest.importorskip("supergw_controller.config")
     from supergw_controller.config import load_config
 
-    if not configs.BMV2_JSON.is_file():
-        pytest.skip(f"{configs.BMV2_JSON} not built (`make p4`): the controller's loader checks it exists")
-    gen = write_all(load_topology(switch="bmv2"), tmp_path, Secrets.fresh(16))
-    assert load_config(gen.controller).pipeline.device_config == configs.BMV2_JSON
+    if not paths.BMV2_JSON.is_file():
+        pytest.skip(f"{paths.BMV2_JSON} not built (`make p4`): the controller's loader checks it exists")
+    gen = write_all(load_topology(switch="bmv2"), SitePaths(tmp_path, tmp_path / "logs"), Secrets.fresh(16))
+    assert load_config(gen.controllers["controller"]).pipeline.device_config == paths.BMV2_JSON
 
 
 def test_argv_has_simple_switch_grpcs_shape(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(shutil, "which", _which({"simple_switch_grpc"}))
     topo = load_topology(switch="bmv2")
-    argv = bmv2.argv(topo, tmp_path)
+    argv = site_command(topo, tmp_path).argv()
     assert argv[:4] == ["/usr/bin/simple_switch_grpc", "--device-id", str(topo.switch.device_id), "--no-p4"]
     ports = [argv[i + 1] for i, a in enumerate(argv) if a == "-i"]
     assert ports == [f"{p}@{name}" for p, name in switch_interfaces(topo).items()]
@@ -139,8 +148,8 @@ def test_up_with_bmv2_present_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bmv2, "missing", lambda: None)
     kinds: list[str] = []
 
-    def fake_up(topo: Topology, path: Path) -> int:
-        kinds.append(topo.switch.kind)
+    def fake_up(emu: Emulation) -> int:
+        kinds.append(emu.spec.single.switch.kind)
         return 0
 
     monkeypatch.setattr(run, "cmd_up", fake_up)
@@ -150,6 +159,7 @@ def test_up_with_bmv2_present_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_where_to_look_names_the_bmv2_log() -> None:
-    lines = "\n".join(run.switch_lines(load_topology(switch="bmv2")))
-    assert str(bmv2.log_file(run.LOGS)) in lines and "simple_switch_grpc" in lines
-    assert "eBPF supergw-switch" in "\n".join(run.switch_lines(load_topology()))
+    emu = Emulation.from_file(switch="bmv2")
+    lines = "\n".join(switch_lines(emu.site()))
+    assert str(bmv2.log_file(emu.site().paths.logs)) in lines and "simple_switch_grpc" in lines
+    assert "eBPF supergw-switch" in "\n".join(switch_lines(Emulation.from_file().site()))

@@ -8,8 +8,17 @@ import pytest
 import yaml
 
 from topologies.configs import Secrets, validate_with_owners, write_all
-from topologies.model import TopologyError
-from topologies.twosite import TWO_SITE_TOPOLOGY, load_two_site
+from topologies.model import Topology, TopologyError
+from topologies.paths import SitePaths
+from topologies.schema import TWO_SITE_TOPOLOGY, load
+
+
+def sites(path: Path = TWO_SITE_TOPOLOGY) -> list[Topology]:
+    return load(path).sites
+
+
+def paths(root: Path) -> SitePaths:
+    return SitePaths(root, root / "logs")
 
 
 def _two_site(tmp_path: Path, proposals: object) -> Path:
@@ -21,23 +30,20 @@ def _two_site(tmp_path: Path, proposals: object) -> Path:
 
 
 def test_proposals_reach_both_sites_gateways(tmp_path: Path) -> None:
-    _, sites = load_two_site(_two_site(tmp_path, ["aes128-sha256-x25519"]))
-    for topo in sites:
-        gen = write_all(topo, tmp_path / topo.prefix, Secrets.fresh(24))
+    for topo in sites(_two_site(tmp_path, ["aes128-sha256-x25519"])):
+        gen = write_all(topo, paths(tmp_path / topo.prefix), Secrets.fresh(24))
         assert validate_with_owners(gen) == []
         for path in gen.gateways.values():
             assert yaml.safe_load(path.read_text())["proposals"] == {"esp": ["aes128-sha256-x25519"]}
 
 
 def test_without_proposals_the_gateway_default_applies(tmp_path: Path) -> None:
-    _, sites = load_two_site()
-    gen = write_all(sites[0], tmp_path, Secrets.fresh(24))
+    gen = write_all(sites()[0], paths(tmp_path), Secrets.fresh(24))
     assert all("proposals" not in yaml.safe_load(p.read_text()) for p in gen.gateways.values())
 
 
 def test_bad_proposals_are_refused(tmp_path: Path) -> None:
     with pytest.raises(TopologyError, match="esp_proposals"):
-        load_two_site(_two_site(tmp_path, []))
-    _, sites = load_two_site(_two_site(tmp_path, ["AES 128!"]))
-    gen = write_all(sites[0], tmp_path, Secrets.fresh(24))
+        sites(_two_site(tmp_path, []))
+    gen = write_all(sites(_two_site(tmp_path, ["AES 128!"]))[0], paths(tmp_path), Secrets.fresh(24))
     assert any("invalid proposal" in problem for problem in validate_with_owners(gen))

@@ -4,66 +4,55 @@ Boots the one-site emulation with `up --replicas 3`, checks that exactly one rep
 (every replica's /healthz and the etcd leader key agree), that traffic flows, that a
 SIGKILLed leader is replaced by a backup while a ping runs through the super gateway
 without loss, and that `down` removes the replicas, the etcd members and their namespaces.
-Needs root, the built switch, strongSwan and etcd; about half a minute.
+Then two sites with replicas at site A only, through the engine. Needs root, the built
+switch, strongSwan and etcd; about a minute and a half.
 """
 
 from __future__ import annotations
 
+import base64
 import json
-import os
 import re
 import shutil
-import signal
 import subprocess
 import time
-import urllib.request
 
+import httpx
 import pytest
 
 from topologies import ha, processes
-from topologies.model import load_topology
-from topologies.network import existing_namespaces
-from topologies.processes import RunState
-from topologies.run import STATE
-from topologies.tests.emulation import EMULATION_MARKS, run_topologies
+from topologies.emulation import Emulation
+from topologies.schema import TWO_SITE_TOPOLOGY
+from topologies.poll import Timeout
+from topologies.site import Site
+from topologies.tests.emulation import EMULATION_MARKS, assert_gone, booted, run_topologies, skip_if_running
 
 pytestmark = [*EMULATION_MARKS, pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd not installed (etcd-server)")]
 
-TOPO = ha.prepare(load_topology(), ha.HA_REPLICAS)
+EMU = Emulation.from_file(replicas=ha.HA_REPLICAS)
+TOPO = EMU.spec.single
 
 
 def etcd_leader_key() -> dict[str, object]:
     """The leader key read over etcd's JSON gateway (any member)."""
-    import base64
-
     key = base64.b64encode(f"{ha.etcd_prefix(TOPO)}/leader".encode()).decode()
-    req = urllib.request.Request(f"{ha.etcd_client_url(TOPO, 'c1')}/v3/kv/range", data=json.dumps({"key": key}).encode())
-    with urllib.request.urlopen(req, timeout=3) as resp:
-        kvs = json.loads(resp.read()).get("kvs", [])
+    resp = httpx.post(f"{ha.etcd_client_url(TOPO, 'c1')}/v3/kv/range", json={"key": key}, timeout=3)
+    kvs = resp.json().get("kvs", [])
     assert len(kvs) == 1, f"etcd holds {len(kvs)} leader keys"
     value: dict[str, object] = json.loads(base64.b64decode(kvs[0]["value"]))
     return value
 
 
-def the_leader(names: list[str], timeout: float) -> str:
+def the_leader(site: Site, names: list[str], timeout: float) -> str:
     """The one replica that leads, once every replica in `names` agrees on it."""
-    deadline = time.monotonic() + timeout
-    seen: dict[str, tuple[object, object]] = {}
-    while time.monotonic() < deadline:
-        for n in names:  # a replica busy for a moment is asked again, not failed
-            h = ha.healthz(ha.api_url(TOPO, n))
-            v = h.get("ha") if h else None
-            seen[n] = (v.get("role"), v.get("leader")) if isinstance(v, dict) else ("no answer", h)
-        leaders = [n for n, (role, _) in seen.items() if role == "leader"]
-        if len(leaders) == 1 and all(leader == leaders[0] for _, leader in seen.values()):
-            return leaders[0]
-        time.sleep(0.1)
-    pytest.fail(f"no single agreed leader within {timeout:.0f}s: (role, leader) per replica {seen}")
+    try:
+        return site.agreed_leader(names, timeout)
+    except Timeout as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 def test_ha_up_one_leader_takeover_down() -> None:
-    if STATE.exists() or existing_namespaces(TOPO):
-        pytest.skip("an emulation is already running here (make stop first)")
+    skip_if_running(EMU)
     src, dst = TOPO.ns(TOPO.hosts[0].name), str(TOPO.remote.hosts[0].ip)
     try:
         up = run_topologies("up", "--replicas", str(ha.HA_REPLICAS))
@@ -79,22 +68,23 @@ def test_ha_up_one_leader_takeover_down() -> None:
         assert single.returncode == 1 and "it runs 3 controller replica(s), not 1" in single.stdout, single.stdout
         assert "replicas     c1" in single.stdout  # where to look describes what runs
 
+        emu = Emulation.attach()
+        assert emu is not None and emu.spec == EMU.spec
+        site = emu.site()
         names = TOPO.controller.replica_names()
-        leader = the_leader(names, 10)
+        leader = the_leader(site, names, 10)
         assert etcd_leader_key()["replica"] == leader
 
-        state = RunState.load(STATE)
-        assert state is not None
-        recs = {p.name: p for p in state.processes}
+        recs = {p.name: p for p in emu.state.processes}
         assert all(processes.alive(recs[f"etcd-{n}"]) for n in names)
         assert all(processes.alive(recs[f"controller-{n}"]) for n in names)
 
         ping = subprocess.Popen(["ip", "netns", "exec", src, "ping", "-n", "-q", "-i", "0.02", "-c", "250", "-W", "1", dst],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         time.sleep(1)
-        os.kill(recs[f"controller-{leader}"].pid, signal.SIGKILL)
+        site.kill_controller(leader)
         backups = [n for n in names if n != leader]
-        successor = the_leader(backups, 15)
+        successor = the_leader(site, backups, 15)
         assert etcd_leader_key()["replica"] == successor
         out, _ = ping.communicate(timeout=30)
         assert " 0% packet loss" in out, f"the data plane lost packets across the takeover:\n{out}"
@@ -104,6 +94,29 @@ def test_ha_up_one_leader_takeover_down() -> None:
     finally:
         down = run_topologies("down")
     assert down.returncode == 0, down.stdout + down.stderr
-    assert existing_namespaces(TOPO) == []
-    assert not STATE.exists()
-    assert not any(processes.alive(p) for p in state.processes if p.name.startswith(("etcd-", "controller-")))
+    assert_gone(EMU)
+    assert not any(processes.alive(p) for p in recs.values() if p.name.startswith(("etcd-", "controller-")))
+
+
+def test_two_sites_with_ha_at_site_a() -> None:
+    """Two super gateways, replicated controllers at site A only (what a chaos run across sites
+    needs): every stage is ok (tunnels between the sites, every agent alive at every replica
+    and at B's controller, every host pinging the other site), A has one leader that is
+    primary on its switch, and a SIGKILL of that leader loses no packet of a flow A -> B."""
+    changes = {"gateways": 2, "hosts_per_site": 2, "simulated_hosts": None}
+    emu = Emulation.from_file(TWO_SITE_TOPOLOGY, replicas=ha.HA_REPLICAS, replicas_site="sgw-a", changes=changes)
+    with booted(emu):
+        a, b = emu.site("sgw-a"), emu.site("sgw-b")
+        assert a.topo.replicated and not b.topo.replicated
+        leader = the_leader(a, a.topo.controller.replica_names(), 10)
+        assert a.agreed_leader(primary=True) == leader
+        assert b.api().status().role == "primary"
+        src, dst = a.topo.ns(a.topo.hosts[0].name), str(b.topo.hosts[0].ip)
+        ping = subprocess.Popen(["ip", "netns", "exec", src, "ping", "-n", "-q", "-i", "0.02", "-c", "250", "-W", "1",
+                                 dst], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(1)
+        a.kill_controller(leader)
+        successor = the_leader(a, [n for n in a.topo.controller.replica_names() if n != leader], 15)
+        out, _ = ping.communicate(timeout=30)
+        assert successor != leader
+        assert " 0% packet loss" in out, f"the data plane lost packets across the takeover at site A:\n{out}"

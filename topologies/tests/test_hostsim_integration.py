@@ -15,14 +15,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import yaml
 
-from topologies import network, simhosts
+from topologies import simhosts
+from topologies.emulation import Emulation
 from topologies.hostsim_client import HOSTSIM_BIN, HostsimClient, run_loss
 from topologies.model import Topology
-from topologies.run import RUN_DIR, STATE
-from topologies.tests.emulation import EMULATION_MARKS, run_topologies
-from topologies.twosite import TWO_SITE_TOPOLOGY, load_two_site
+from topologies.schema import TWO_SITE_TOPOLOGY
+from topologies.tests.emulation import EMULATION_MARKS, booted, run_topologies
+from topologies.where import where_lines
 
 pytestmark = [*EMULATION_MARKS,
               pytest.mark.skipif(not HOSTSIM_BIN.is_file(), reason="hostsim not built (make hostsim)")]
@@ -31,26 +31,14 @@ SIM_HOSTS = 16
 
 
 @pytest.fixture(scope="module")
-def sites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[Topology, HostsimClient]]]:
-    data = yaml.safe_load(TWO_SITE_TOPOLOGY.read_text())
-    data.update({"gateways": 2, "hosts_per_site": 1,
-                 "simulated_hosts": {"count": SIM_HOSTS, "first_host": 100, "port": 200}})
-    path = tmp_path_factory.mktemp("hostsim") / "two-site-sim.yaml"
-    path.write_text(yaml.safe_dump(data))
-    _, topos = load_two_site(path)
-    if STATE.exists() or any(network.existing_namespaces(t) for t in topos):
-        pytest.skip("an emulation is already running here (make stop first)")
-    try:
-        up = run_topologies("up", "--topology", str(path))
-        assert up.returncode == 0, up.stdout + up.stderr
-        assert "simulated hosts" in up.stdout and "hostsim_client" in up.stdout, up.stdout
-        yield [(t, HostsimClient(simhosts.socket_path(RUN_DIR, t))) for t in topos]
-        status = run_topologies("status", "--topology", str(path))
+def sites() -> Iterator[list[tuple[Topology, HostsimClient]]]:
+    changes = {"gateways": 2, "hosts_per_site": 1, "simulated_hosts": {"count": SIM_HOSTS, "first_host": 100, "port": 200}}
+    with booted(Emulation.from_file(TWO_SITE_TOPOLOGY, changes=changes)) as emu:
+        assert "ok: " in emu.state.stages["simulated hosts"], emu.state.stages
+        assert any("hostsim_client" in line for line in where_lines(emu))
+        yield [(s.topo, HostsimClient(s.paths.hostsim_socket)) for s in emu.sites]
+        status = run_topologies("status")
         assert f"{SIM_HOSTS}/{SIM_HOSTS} resolved IP_G" in status.stdout, status.stdout
-    finally:
-        down = run_topologies("down", "--topology", str(path))
-        left = [ns for t in topos for ns in network.existing_namespaces(t)]
-        assert down.returncode == 0 and not left, down.stdout + down.stderr + f"\nleft: {left}"
 
 
 def test_every_simulated_host_resolved_ip_g_to_its_buckets_vmac(sites: list[tuple[Topology, HostsimClient]]) -> None:

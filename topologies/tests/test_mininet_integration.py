@@ -9,17 +9,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from topologies import bmv2
-from topologies.components import SWITCH_BIN
-from topologies.model import SWITCH_KINDS, SwitchKind, load_topology
-from topologies.network import existing_namespaces
-from topologies.run import STATE
-
-REPO = Path(__file__).resolve().parents[2]
+from topologies.emulation import Emulation
+from topologies.model import SWITCH_KINDS, SwitchKind
+from topologies.paths import REPO
+from topologies.processes import ProcRecord, start_ticks
+from topologies.tests.emulation import EMULATION_MARKS, assert_gone, skip_if_running
 
 
 def _mininet_missing() -> str | None:
@@ -30,21 +28,16 @@ def _mininet_missing() -> str | None:
     return None
 
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces and eBPF"),
-    pytest.mark.skipif(not SWITCH_BIN.is_file(), reason="switch not built (make switch)"),
-    pytest.mark.skipif(_mininet_missing() is not None, reason=_mininet_missing() or ""),
-]
+pytestmark = [*EMULATION_MARKS, pytest.mark.skipif(_mininet_missing() is not None, reason=_mininet_missing() or "")]
 
 
 @pytest.mark.parametrize("switch", SWITCH_KINDS)
 def test_mininet_boots_and_pings_end_to_end(switch: SwitchKind) -> None:
     if switch == "bmv2" and (why := bmv2.missing()) is not None:
         pytest.skip(why)
-    topo = load_topology(switch=switch)
-    if STATE.exists() or existing_namespaces(topo):
-        pytest.skip("an emulation is already running here (make stop first)")
+    emu = Emulation.from_file(switch=switch)
+    topo = emu.spec.single
+    skip_if_running(emu)
     r = subprocess.run([sys.executable, "-m", "topologies.mininet_run", "--switch", switch, "--no-cli"], cwd=REPO,
                        capture_output=True, text=True, timeout=600, check=False)
     out = r.stdout + r.stderr
@@ -60,24 +53,20 @@ def test_mininet_boots_and_pings_end_to_end(switch: SwitchKind) -> None:
     h, rh = topo.hosts[0].name, topo.remote.hosts[0].name
     assert f"mininet: {h} ping {rh}: 3/3 answered" in out and f"mininet: {rh} ping {h}: 3/3 answered" in out, out
     # Everything stopped: namespaces, state, the Mininet nodes' shells.
-    assert existing_namespaces(topo) == [] and not STATE.exists(), out
+    assert_gone(emu)
     shells = subprocess.run(["pgrep", "-f", f"mininet:{h}$"], capture_output=True, text=True, check=False)
     assert shells.stdout.strip() == "", shells.stdout
 
 
-def test_refuses_to_start_over_a_running_emulation(tmp_path: Path) -> None:
-    topo = load_topology()
-    if STATE.exists() or existing_namespaces(topo):
-        pytest.skip("an emulation is already running here (make stop first)")
+def test_refuses_to_start_over_a_running_emulation() -> None:
+    running = Emulation.from_file()
+    skip_if_running(running)
     # A state file naming a live process (this test) stands for a running `make run`.
-    from topologies.processes import ProcRecord, RunState, start_ticks
-
     me = os.getpid()
-    RunState(topology="x", started_at=0.0, phase="up",
-             processes=[ProcRecord("controller", me, start_ticks(me) or 0, [], "")]).save(STATE)
+    running.run.track(ProcRecord("controller", me, start_ticks(me) or 0, [], ""))
     try:
         r = subprocess.run([sys.executable, "-m", "topologies.mininet_run", "--no-cli"], cwd=REPO,
                            capture_output=True, text=True, timeout=60, check=False)
     finally:
-        STATE.unlink()
+        running.layout.state.unlink()
     assert r.returncode == 1 and "already running" in r.stderr and "make stop" in r.stderr, r.stdout + r.stderr

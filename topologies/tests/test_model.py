@@ -8,8 +8,13 @@ from typing import Any
 import pytest
 import yaml
 
-from topologies.model import DEFAULT_TOPOLOGY, TopologyError, load_topology
+from topologies.model import DEFAULT_TOPOLOGY, Topology, TopologyError
 from topologies.network import switch_interfaces
+from topologies.schema import load
+
+
+def load_topology(path: Path = DEFAULT_TOPOLOGY) -> Topology:
+    return load(path).single
 
 
 def _default() -> dict[str, Any]:
@@ -57,6 +62,13 @@ def test_bad_topology_is_rejected(tmp_path: Path, mutate: Any, message: str) -> 
     mutate(data)
     with pytest.raises(TopologyError, match=message):
         load_topology(_write(tmp_path, data))
+
+
+def test_kind_picks_the_form(tmp_path: Path) -> None:
+    data = _default()
+    assert load_topology(_write(tmp_path, {**data, "kind": "site"})) == load_topology()
+    with pytest.raises(TopologyError, match="kind: 'three-site' is not a topology kind"):
+        load(_write(tmp_path, {**data, "kind": "three-site"}))
 
 
 def test_unreadable_and_non_mapping_files(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from topologies import processes
-from topologies.processes import RunState
 
 
 def test_start_alive_stop(tmp_path: Path) -> None:
@@ -37,15 +36,3 @@ def test_term_ignoring_process_is_killed(tmp_path: Path) -> None:
     time.sleep(0.5)  # let sh install its trap
     assert processes.stop(rec, timeout=0.5) == "killed after timeout"
     assert not processes.alive(rec)
-
-
-def test_state_round_trip_and_bad_file(tmp_path: Path) -> None:
-    path = tmp_path / "state.json"
-    assert RunState.load(path) is None
-    rec = processes.ProcRecord("x", 1, 2, ["a"], "log")
-    RunState("topo.yaml", 1.0, "up", [rec], {"k": "v"}).save(path)
-    loaded = RunState.load(path)
-    assert loaded is not None and loaded.processes == [rec] and loaded.info == {"k": "v"}
-    path.write_text("{not json")
-    with pytest.raises(ValueError, match="unreadable state file"):
-        RunState.load(path)

@@ -12,22 +12,20 @@ import subprocess
 import pytest
 
 from topologies import bmv2
-from topologies.model import SWITCH_KINDS, SwitchKind, load_topology
-from topologies.network import existing_namespaces
-from topologies.run import LOGS, STATE
-from topologies.tests.emulation import EMULATION_MARKS, run_topologies
+from topologies.emulation import Emulation
+from topologies.model import SWITCH_KINDS, SwitchKind
+from topologies.tests.emulation import EMULATION_MARKS, assert_gone, run_topologies, skip_if_running
 
 pytestmark = EMULATION_MARKS
-
 
 
 @pytest.mark.parametrize("switch", SWITCH_KINDS)
 def test_up_twice_then_down(switch: SwitchKind) -> None:
     if switch == "bmv2" and (why := bmv2.missing()) is not None:
         pytest.skip(why)
-    topo = load_topology(switch=switch)
-    if STATE.exists() or existing_namespaces(topo):
-        pytest.skip("an emulation is already running here (make stop first)")
+    emu = Emulation.from_file(switch=switch)
+    topo = emu.spec.single
+    skip_if_running(emu)
     other = next(k for k in SWITCH_KINDS if k != switch)
     try:
         up = run_topologies("up", "--switch", switch)
@@ -45,15 +43,14 @@ def test_up_twice_then_down(switch: SwitchKind) -> None:
                                str(topo.remote.hosts[-1].ip)], capture_output=True, text=True, check=False)
         assert ping.returncode == 0, ping.stdout
         if switch == "bmv2":
-            assert "BMv2 simple_switch_grpc" in up.stdout and str(bmv2.log_file(LOGS)) in up.stdout
+            log = bmv2.log_file(emu.site().paths.logs)
+            assert "BMv2 simple_switch_grpc" in up.stdout and str(log) in up.stdout
             # The pings went through BMv2's pipeline, not around it (a build without logging
             # macros writes no packet log).
-            log = bmv2.log_file(LOGS)
             if log.is_file() and log.stat().st_size:
                 assert "Processing packet received on port" in log.read_text(errors="replace")
     finally:
         down = run_topologies("down")
     assert down.returncode == 0
-    assert existing_namespaces(topo) == []
-    assert not STATE.exists()
+    assert_gone(emu)
     assert run_topologies("down").returncode == 0  # idempotent

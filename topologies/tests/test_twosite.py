@@ -1,4 +1,5 @@
-"""The two-site file: derived sites, their configs (validated by the owners' loaders), bad input."""
+"""The two-site form of the topology file: derived sites, their configs (validated by the
+owners' loaders), bad input."""
 
 from __future__ import annotations
 
@@ -7,13 +8,24 @@ from typing import Any
 
 import pytest
 import yaml
+
 from supergw_proto.bucket import bucket_of
 from supergw_proto.p4constants import BucketHash
-
 from topologies.configs import Secrets, controller_config, gateway_config, validate_with_owners, write_all
-from topologies.model import DEFAULT_TOPOLOGY
+from topologies.model import DEFAULT_TOPOLOGY, Topology, TopologyError
 from topologies.network import switch_interfaces
-from topologies.twosite import TWO_SITE_TOPOLOGY, is_two_site, load_two_site
+from topologies.paths import SitePaths
+from topologies.schema import TWO_SITE_PAPER_TOPOLOGY, TWO_SITE_TOPOLOGY, load
+
+
+def load_two_site(path: Path = TWO_SITE_TOPOLOGY, **changes: Any) -> tuple[Any, list[Topology]]:
+    """(the file's mapping, its two sites)."""
+    spec = load(path, changes=changes)
+    return yaml.safe_load(path.read_text()) | changes, spec.sites
+
+
+def paths(root: Path) -> SitePaths:
+    return SitePaths(root, root / "logs")
 
 
 def _write(tmp_path: Path, **changes: Any) -> Path:
@@ -25,23 +37,25 @@ def _write(tmp_path: Path, **changes: Any) -> Path:
 
 
 def test_default_file_gives_two_sites_paired_by_index() -> None:
-    ts, (a, b) = load_two_site()
-    assert ts.gateways == 3 and len(a.gateways) == len(b.gateways) == 3
+    spec = load(TWO_SITE_TOPOLOGY)
+    a, b = spec.sites
+    assert len(a.gateways) == len(b.gateways) == 3
     assert len(a.hosts) == len(b.hosts) == 4
     for ga, gb in zip(a.gateways, b.gateways):
         assert ga.peer.name == gb.name and gb.peer.name == ga.name
         assert ga.peer.wan_ip == gb.wan_ip and gb.peer.wan_ip == ga.wan_ip
     assert a.remote.subnet == b.lan.subnet and b.remote.subnet == a.lan.subnet
     assert not set(a.namespaces()) & set(b.namespaces())
-    assert ts.wan.netns not in a.namespaces() + b.namespaces()
+    assert spec.shared_wan == "sgw-wan" and spec.shared_wan not in a.namespaces() + b.namespaces()
+    assert spec.partner(a) == b and spec.partner(b) == a
     # gateway names are cgroup names too (sgw-gw-<name>): they must differ between sites
     assert not {g.name for g in a.gateways} & {g.name for g in b.gateways}
     assert all(len(a.wan_port(g)) <= 15 for g in a.gateways)
 
 
 def test_overrides_and_sizes(tmp_path: Path) -> None:
-    ts, (a, b) = load_two_site(_write(tmp_path), switch="bmv2", gateways=2, hosts=2)
-    assert ts.switch.kind == "bmv2" and a.switch.kind == b.switch.kind == "bmv2"
+    a, b = load(_write(tmp_path), switch="bmv2", changes={"gateways": 2, "hosts_per_site": 2}).sites
+    assert a.switch.kind == b.switch.kind == "bmv2"
     assert [g.name for g in a.gateways] == ["agw1", "agw2"] and [h.name for h in b.hosts] == ["bh1", "bh2"]
     assert set(switch_interfaces(a).values()) == {"sw-ah1", "sw-ah2", "sw-agw1", "sw-agw2", "sw-hsim"}
 
@@ -50,16 +64,16 @@ def test_overrides_and_sizes(tmp_path: Path) -> None:
 def test_shipped_files_give_configs_the_owners_accept(tmp_path: Path, name: str) -> None:
     _, sites = load_two_site(TWO_SITE_TOPOLOGY.with_name(name))
     for topo in sites:
-        gen = write_all(topo, tmp_path / topo.prefix, Secrets.fresh(24))
+        gen = write_all(topo, paths(tmp_path / topo.prefix), Secrets.fresh(24))
         assert validate_with_owners(gen) == []
         assert set(gen.gateways) == {g.name for g in topo.gateways}  # no peer configs: the partner writes its own
 
 
 def test_the_controller_config_carries_the_dispatch_section(tmp_path: Path) -> None:
-    _, (a, _) = load_two_site(TWO_SITE_TOPOLOGY.with_name("two-site-paper.yaml"))
-    assert controller_config(a, tmp_path, tmp_path / "tok")["dispatch"] == {"hash": "identity", "partition_period": 256}
+    _, (a, _) = load_two_site(TWO_SITE_PAPER_TOPOLOGY)
+    assert controller_config(a, paths(tmp_path))["dispatch"] == {"hash": "identity", "partition_period": 256}
     _, (a, _) = load_two_site()
-    assert controller_config(a, tmp_path, tmp_path / "tok")["dispatch"] == {"hash": "crc32"}  # the default
+    assert controller_config(a, paths(tmp_path))["dispatch"] == {"hash": "crc32"}  # the default
 
 
 def test_configs_pair_the_sites(tmp_path: Path) -> None:
@@ -68,10 +82,10 @@ def test_configs_pair_the_sites(tmp_path: Path) -> None:
     ca = gateway_config(a, a.gateways[0], "lan", sec, tmp_path, tmp_path)
     cb = gateway_config(b, b.gateways[0], "lan", sec, tmp_path, tmp_path)
     assert ca["initiate"] is True and cb["initiate"] is False
-    assert ca["cpu_quota_percent"] == cb["cpu_quota_percent"] == ts.gateway_cpu_percent
+    assert ca["cpu_quota_percent"] == cb["cpu_quota_percent"] == ts["gateway_cpu_percent"]
     assert ca["remote"] == {"address": cb["local"]["address"], "subnets": cb["local"]["subnets"]}
     assert ca["controller"]["url"] != cb["controller"]["url"]
-    assert [g["name"] for g in controller_config(b, tmp_path, tmp_path / "tok")["gateways"]] == ["bgw1", "bgw2", "bgw3"]
+    assert [g["name"] for g in controller_config(b, paths(tmp_path))["gateways"]] == ["bgw1", "bgw2", "bgw3"]
 
 
 @pytest.mark.parametrize(("changes", "needle"), [
@@ -87,15 +101,11 @@ def test_configs_pair_the_sites(tmp_path: Path) -> None:
     ({"simulated_hosts": {"count": 4, "first_host": 100, "mac_step": 0}}, "simulated_hosts.mac_step"),
 ])
 def test_bad_values_are_named(tmp_path: Path, changes: dict[str, Any], needle: str) -> None:
-    from topologies.model import TopologyError
-
     with pytest.raises(TopologyError, match=needle):
         load_two_site(_write(tmp_path, **changes))
 
 
 def test_bad_sites_are_refused(tmp_path: Path) -> None:
-    from topologies.model import TopologyError
-
     data = yaml.safe_load(TWO_SITE_TOPOLOGY.read_text())
     same = [dict(s, initiate=True) for s in data["sites"]]
     with pytest.raises(TopologyError, match="exactly one site initiates"):
@@ -110,15 +120,14 @@ def test_bad_sites_are_refused(tmp_path: Path) -> None:
         load_two_site(tmp_path / "missing.yaml")
 
 
-def test_is_two_site() -> None:
-    assert is_two_site(TWO_SITE_TOPOLOGY)
-    assert not is_two_site(DEFAULT_TOPOLOGY)
-    assert not is_two_site(Path("/nonexistent.yaml"))
+def test_the_kind_key_picks_the_form() -> None:
+    assert len(load(TWO_SITE_TOPOLOGY).sites) == 2
+    assert len(load(DEFAULT_TOPOLOGY).sites) == 1
 
 
 def test_paper_preset_has_the_papers_ranges() -> None:
-    ts, (a, b) = load_two_site(TWO_SITE_TOPOLOGY.with_name("two-site-paper.yaml"))
-    assert ts.gateways == 3 and ts.buckets == 4096
+    ts, (a, b) = load_two_site(TWO_SITE_PAPER_TOPOLOGY)
+    assert ts["gateways"] == 3 and a.lan.buckets == b.lan.buckets == 4096
     for topo, net, mac in ((a, "192.168.203", "00:00:03:00"), (b, "192.168.204", "00:00:04:00")):
         sim = topo.simulated_hosts
         assert sim is not None and sim.count == 224 and sim.port in topo.host_ports
@@ -145,15 +154,11 @@ def test_paper_preset_has_the_papers_ranges() -> None:
     ({"count": 16, "first_host": 100, "port": 200, "macs": 3}, "simulated_hosts.macs"),
 ])
 def test_bad_simulated_hosts_are_refused_with_the_key(tmp_path: Path, sim: dict[str, int], message: str) -> None:
-    from topologies.model import TopologyError
-
     with pytest.raises(TopologyError, match=message):
         load_two_site(_write(tmp_path, simulated_hosts=sim))
 
 
 def test_hosts_may_not_reach_the_gateways_addresses(tmp_path: Path) -> None:
-    from topologies.model import TopologyError
-
     with pytest.raises(TopologyError, match="first_host"):
         load_two_site(_write(tmp_path, first_host=230, hosts_per_site=30))
 
@@ -165,8 +170,9 @@ def test_paired_gateways_get_pair_beacons_with_one_secret_per_pair(tmp_path: Pat
 
     _, (a, b) = load_two_site()
     base = Secrets.fresh(24)
-    gens = [write_all(a, tmp_path / "a", base),
-            write_all(b, tmp_path / "b", dataclasses.replace(Secrets.fresh(24), psk=base.psk, pair_seed=base.pair_seed))]
+    gens = [write_all(a, paths(tmp_path / "a"), base),
+            write_all(b, paths(tmp_path / "b"), dataclasses.replace(Secrets.fresh(24), psk=base.psk,
+                                                                     pair_seed=base.pair_seed))]
     secrets_seen = set()
     for ga, gb in zip(a.gateways, b.gateways):
         ca, cb = load_config(gens[0].gateways[ga.name]), load_config(gens[1].gateways[gb.name])
@@ -184,7 +190,5 @@ def test_paired_gateways_get_pair_beacons_with_one_secret_per_pair(tmp_path: Pat
 def test_one_site_peers_have_no_pair_beacons(tmp_path: Path) -> None:
     from supergw_gateway.config import load_config
 
-    from topologies.model import load_topology
-
-    gen = write_all(load_topology(DEFAULT_TOPOLOGY), tmp_path, Secrets.fresh(24))
+    gen = write_all(load(DEFAULT_TOPOLOGY).single, paths(tmp_path), Secrets.fresh(24))
     assert all(load_config(p).partner is None for p in gen.gateways.values())

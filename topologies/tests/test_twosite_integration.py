@@ -13,90 +13,40 @@ Needs root, the built switch and strongSwan; run it under `flock /tmp/supergw-ne
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
-import yaml
 
-from topologies import components, network
-from topologies.configs import controller_url
-from topologies.model import Topology
-from topologies.processes import RunState
-from topologies.run import STATE
-from topologies.twosite import TWO_SITE_TOPOLOGY, load_two_site, site_dir
-from topologies.tests.emulation import EMULATION_MARKS, Gateways, run_topologies, wait_for_gateways
+from supergw_proto.api import EventView, HostView
+from topologies.emulation import Emulation
+from topologies.schema import TWO_SITE_TOPOLOGY
+from topologies.site import Site
+from topologies.tests.emulation import EMULATION_MARKS, all_alive, booted, ping_counts, until
 
 pytestmark = EMULATION_MARKS
 
 
-
-class Site:
-    def __init__(self, topo: Topology) -> None:
-        self.topo = topo
-        self.token = (site_dir(topo) / "config" / "api-token").read_text().strip()
-        self.url = controller_url(topo) + "/api/v1"
-
-    def call(self, path: str, method: str = "GET", body: dict[str, Any] | None = None) -> Any:
-        req = urllib.request.Request(self.url + path, method=method,
-                                     data=json.dumps(body).encode() if body is not None else None,
-                                     headers={"Authorization": f"Bearer {self.token}",
-                                              "Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            return json.loads(resp.read())
-
-    def gws(self) -> dict[str, dict[str, Any]]:
-        return {g["name"]: g for g in self.call("/gateways")}
-
-    def host(self, ip: str) -> dict[str, Any]:
-        return next(h for h in self.call("/hosts") if h["ip"] == ip)
-
-    def until(self, what: str, cond: Callable[[Gateways], bool], timeout: float) -> None:
-        wait_for_gateways(self.gws, f"{self.topo.prefix}: {what}", cond, timeout)
-
-    def lan_rx(self, gw: str) -> int:
-        """Frames the gateway's LAN interface received (from the switch)."""
-        out = network.run(["cat", "/sys/class/net/lan0/statistics/rx_packets"], self.topo.ns(gw)).stdout
-        return int(out)
+def host(site: Site, ip: str) -> HostView:
+    return next(h for h in site.api().hosts() if h.ip == ip)
 
 
-def _moves(site: Site, bucket: int, since: float) -> list[dict[str, Any]]:
-    return [e for e in site.call("/events?limit=1000")
-            if e["kind"] == "move" and e["bucket"] == bucket and e["ts"] >= since]
+def _moves(site: Site, bucket: int, since: float) -> list[EventView]:
+    return [e for e in site.api().events(limit=1000) if e.kind == "move" and e.bucket == bucket and e.ts >= since]
 
 
 class Pair:
-    def __init__(self, a: Site, b: Site, state: RunState) -> None:
-        self.a, self.b, self.state = a, b, state
+    def __init__(self, emu: Emulation) -> None:
+        self.a, self.b = emu.sites
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    data = yaml.safe_load(TWO_SITE_TOPOLOGY.read_text())
-    data.update({"gateways": 2, "hosts_per_site": 2})
-    path = tmp_path_factory.mktemp("twosite") / "two-site-n2.yaml"
-    path.write_text(yaml.safe_dump(data))
-    _, sites = load_two_site(path)
-    if STATE.exists() or any(network.existing_namespaces(t) for t in sites):
-        pytest.skip("an emulation is already running here (make stop first)")
-    try:
-        up = run_topologies("up", "--topology", str(path))
-        assert up.returncode == 0, up.stdout + up.stderr
-        state = RunState.load(STATE)
-        assert state is not None and state.info.get("kind") == "two-site"
-        yield Pair(Site(sites[0]), Site(sites[1]), state)
-    finally:
-        down = run_topologies("down", "--topology", str(path))
-        left = [ns for t in sites for ns in network.existing_namespaces(t)]
-        assert down.returncode == 0 and not left, down.stdout + down.stderr + f"\nleft: {left}"
+def pair() -> Iterator[Pair]:
+    with booted(Emulation.from_file(TWO_SITE_TOPOLOGY, changes={"gateways": 2, "hosts_per_site": 2})) as emu:
+        yield Pair(emu)
 
 
 def _ping(netns: str, dst: str, count: int, interval: float = 0.01) -> str:
@@ -106,75 +56,65 @@ def _ping(netns: str, dst: str, count: int, interval: float = 0.01) -> str:
     return proc.stdout
 
 
-def _loss(out: str) -> tuple[int, int]:
-    m = re.search(r"(\d+) packets transmitted, (\d+) received", out)
-    assert m, f"ping output not understood: {out[-300:]!r}"
-    return int(m.group(1)), int(m.group(2))
-
-
 def _longest_gap_ms(out: str) -> float:
     """Longest time between two consecutive echo replies (ping -D timestamps)."""
     stamps = [float(m.group(1)) for m in re.finditer(r"^\[(\d+\.\d+)\] \d+ bytes from", out, re.M)]
     return max((b - a for a, b in zip(stamps, stamps[1:])), default=float("inf")) * 1000
 
 
-def _all_alive(gws: dict[str, dict[str, Any]]) -> bool:
-    return all(g["state"] == "alive" for g in gws.values())
-
-
 def test_dispatch_spreads_buckets_and_hosts_use_their_gateway(pair: Pair) -> None:
     for site in (pair.a, pair.b):
         # tunnel_up comes with an agent's first load report (every T_L), not with its heartbeats
-        site.until("every gateway alive with buckets and its tunnel up",
-                   lambda g: _all_alive(g) and all(x["buckets"] > 0 and x["tunnel_up"] is True for x in g.values()), 30)
-        assert sum(g["buckets"] for g in site.gws().values()) == site.topo.lan.buckets
+        until(site, "every gateway alive with buckets and its tunnel up",
+              lambda g: all_alive(g) and all(x.buckets > 0 and x.tunnel_up is True for x in g.values()), 30)
+        assert sum(g.buckets for g in site.gateways().values()) == site.topo.lan.buckets
     for src, dst in ((pair.a, pair.b), (pair.b, pair.a)):
         for h in src.topo.hosts:
-            sent, got = _loss(_ping(src.topo.ns(h.name), str(dst.topo.hosts[0].ip), 5, 0.2))
+            sent, got = ping_counts(_ping(src.topo.ns(h.name), str(dst.topo.hosts[0].ip), 5, 0.2))
             assert got == sent, f"{h.name} -> {dst.topo.hosts[0].name}: {got}/{sent} replies"
     # The frames of a host enter the gateway its bucket names, not the other one. The
     # rebalancer may move the bucket while the pings run (they are its only load): then the
     # attempt does not count and is repeated.
     h = pair.a.topo.hosts[0]
     for _ in range(3):
-        view = pair.a.host(str(h.ip))
-        serving, start = view["gateway"], time.time()
+        view = host(pair.a, str(h.ip))
+        serving, start = view.gateway, time.time()
         before = {g.name: pair.a.lan_rx(g.name) for g in pair.a.topo.gateways}
-        sent, got = _loss(_ping(pair.a.topo.ns(h.name), str(pair.b.topo.hosts[0].ip), 50))
+        sent, got = ping_counts(_ping(pair.a.topo.ns(h.name), str(pair.b.topo.hosts[0].ip), 50))
         after = {g.name: pair.a.lan_rx(g.name) for g in pair.a.topo.gateways}
         assert got == sent
-        if not _moves(pair.a, view["bucket"], start):
+        if not _moves(pair.a, view.bucket, start):
             break
     else:
-        pytest.fail(f"bucket {view['bucket']} of {h.name} moved during each of 3 attempts")
+        pytest.fail(f"bucket {view.bucket} of {h.name} moved during each of 3 attempts")
     rx = {n: after[n] - before[n] for n in after}
-    assert rx[serving] >= 50, f"{h.name}'s gateway {serving} received {rx}"
+    assert serving is not None and rx[serving] >= 50, f"{h.name}'s gateway {serving} received {rx}"
     assert all(v < 50 for n, v in rx.items() if n != serving), f"{h.name}'s pings reached other gateways: {rx}"
 
 
 def test_planned_move_loses_nothing(pair: Pair) -> None:
     site = pair.a
     h = site.topo.hosts[1]
-    bucket = site.host(str(h.ip))["bucket"]
+    bucket = host(site, str(h.ip)).bucket
     dst = str(pair.b.topo.hosts[0].ip)
     start = time.time()
     with subprocess.Popen(["ip", "netns", "exec", site.topo.ns(h.name), "ping", "-n", "-W", "1", "-i", "0.01",
                            "-c", "300", dst], stdout=subprocess.PIPE, text=True) as probe:
         time.sleep(1.0)
         # the rebalancer may have moved the bucket meanwhile (the probe is its only load)
-        old = site.host(str(h.ip))["gateway"]
+        old = host(site, str(h.ip)).gateway
         new = next(g.name for g in site.topo.gateways if g.name != old)
-        moved = site.call(f"/buckets/{bucket}/move", "POST", {"gateway": new})
+        moved = site.api().move(bucket, new)
         out, _ = probe.communicate(timeout=60)
-    assert moved["gateway"] == new
-    assert any(e["src"] == old and e["dst"] == new and e["reason"] == "operator" for e in _moves(site, bucket, start))
-    sent, got = _loss(out)
+    assert moved.gateway == new
+    assert any(e.src == old and e.dst == new and e.reason == "operator" for e in _moves(site, bucket, start))
+    sent, got = ping_counts(out)
     print(f"planned move of bucket {bucket} {old} -> {new}: {got}/{sent} replies")
     assert got == sent, f"planned move of bucket {bucket} {old} -> {new} lost {sent - got} of {sent}"
 
 
-def _events(site: Site, kind: str, since: float) -> list[dict[str, Any]]:
-    return [e for e in site.call("/events?limit=1000") if e["kind"] == kind and e["ts"] >= since]
+def _events(site: Site, kind: str, since: float) -> list[EventView]:
+    return [e for e in site.api().events(limit=1000) if e.kind == kind and e.ts >= since]
 
 
 def _replies_after(out: str, t: float) -> list[float]:
@@ -188,15 +128,12 @@ def test_frozen_gateway_is_dropped_by_both_sites_and_traffic_resumes_both_ways(p
     that entered the pair from either side resume, and both come back after SIGCONT."""
     a, b = pair.a, pair.b
     for site in (a, b):
-        site.until("every gateway alive with its partner up",
-                   lambda g: _all_alive(g) and all(x.get("partner_up") is True for x in g.values()), 30)
+        until(site, "every gateway alive with its partner up",
+              lambda g: all_alive(g) and all(x.partner_up is True for x in g.values()), 30)
     h = a.topo.hosts[0]
-    pids: dict[str, tuple[int, int]] = {}  # gateway -> (charon, agent), read ahead so the freeze is instant
-    for g in a.topo.gateways:
-        charon = components.gateway_status(site_dir(a.topo) / "config" / f"gateway-{g.name}.yaml").get("charon_pid")
-        assert isinstance(charon, int)
-        pids[g.name] = (charon, next(p.pid for p in pair.state.processes if p.name == f"agent-{g.name}"))
-    bucket = a.host(str(h.ip))["bucket"]
+    # gateway -> (charon, agent), read ahead so the freeze is instant
+    pids = {g.name: a.gateway_pids(g.name) for g in a.topo.gateways}
+    bucket = host(a, str(h.ip)).bucket
     fwd_dst = str(b.topo.hosts[0].ip)  # A -> B probe: h's frames enter the victim at site A
     bh = b.topo.hosts[1]  # B -> A probe: bh's frames enter the victim's partner at site B
     back_dst = str(a.topo.hosts[1].ip)
@@ -208,7 +145,8 @@ def test_frozen_gateway_is_dropped_by_both_sites_and_traffic_resumes_both_ways(p
         victim, rx0 = "", 0
         for _ in range(10):
             time.sleep(0.5)
-            now = a.host(str(h.ip))["gateway"]
+            now = host(a, str(h.ip)).gateway
+            assert now is not None, f"{h.name}'s bucket has no gateway"
             rx = a.lan_rx(now)
             if now == victim and rx - rx0 >= 10:
                 break
@@ -217,59 +155,56 @@ def test_frozen_gateway_is_dropped_by_both_sites_and_traffic_resumes_both_ways(p
             pytest.fail(f"bucket {bucket} of {h.name} kept moving: {_moves(a, bucket, 0)[:5]}")
         # Pinned for the rest of the test, so that the rebalancer (the probes are its only load)
         # cannot move them off the pair before the freeze; a pin to a dead gateway fails over.
-        assert a.call(f"/buckets/{bucket}/pin", "POST", {"gateway": victim})["gateway"] == victim
+        assert a.api().pin(bucket, victim).gateway == victim
         partner = next(g.peer.name for g in a.topo.gateways if g.name == victim)
-        bbucket = b.host(str(bh.ip))["bucket"]  # make bh's traffic enter the pair at site B
-        assert b.call(f"/buckets/{bbucket}/pin", "POST", {"gateway": partner})["gateway"] == partner
+        bbucket = host(b, str(bh.ip)).bucket  # make bh's traffic enter the pair at site B
+        assert b.api().pin(bbucket, partner).gateway == partner
         with subprocess.Popen(["ip", "netns", "exec", b.topo.ns(bh.name), *probe_cmd[:-1], "13", back_dst],
                               stdout=subprocess.PIPE, text=True) as back:
             time.sleep(1.0)
-            served_back = b.host(str(bh.ip))["gateway"]
+            served_back = host(b, str(bh.ip)).gateway
             frozen_at = time.time()
-            for pid in pids[victim]:
-                os.kill(pid, signal.SIGSTOP)
+            a.signal_gateway(pids[victim], signal.SIGSTOP)
             try:
-                a.until(f"{victim} dead with 0 buckets",
-                        lambda g: g[victim]["state"] == "dead" and g[victim]["buckets"] == 0, 15)
-                b.until(f"{partner} (the partner of frozen {victim}) dead with 0 buckets",
-                        lambda g: g[partner]["state"] == "dead" and g[partner]["buckets"] == 0, 15)
-                assert a.host(str(h.ip))["gateway"] != victim
-                assert b.host(str(bh.ip))["gateway"] != partner
-                partner_view = b.gws()[partner]
+                until(a, f"{victim} dead with 0 buckets", lambda g: g[victim].state == "dead" and g[victim].buckets == 0, 15)
+                until(b, f"{partner} (the partner of frozen {victim}) dead with 0 buckets",
+                      lambda g: g[partner].state == "dead" and g[partner].buckets == 0, 15)
+                assert host(a, str(h.ip)).gateway != victim
+                assert host(b, str(bh.ip)).gateway != partner
+                partner_view = b.gateways()[partner]
                 out_fwd, _ = fwd.communicate(timeout=60)
                 out_back, _ = back.communicate(timeout=60)
             finally:
-                for pid in pids[victim]:
-                    os.kill(pid, signal.SIGCONT)
+                a.signal_gateway(pids[victim], signal.SIGCONT)
     # Site A: silence; site B: its member's partner is down.
     moves = _moves(a, bucket, frozen_at)
-    assert any(e["src"] == victim and e["reason"] == "failover" for e in moves), \
+    assert any(e.src == victim and e.reason == "failover" for e in moves), \
         f"bucket {bucket} of {h.name} was not failed over from {victim}: {moves}; site A's events since the " \
         f"freeze: {_events(a, 'gateway', frozen_at)}, moves {len(_events(a, 'move', frozen_at))}: " \
         f"{_events(a, 'move', frozen_at)[-3:]}"
-    assert partner_view["partner_up"] is False and str(partner_view["unhealthy"]).startswith("partner down"), partner_view
-    dead_b = [e for e in _events(b, "gateway", frozen_at) if e["reason"] == "dead" and e["src"] == partner]
-    assert dead_b and str(dead_b[0]["detail"]).startswith("partner down"), _events(b, "gateway", frozen_at)
-    assert any(e["src"] == partner and e["reason"] == "failover" for e in _events(b, "move", frozen_at))
-    assert not [e for e in _events(b, "gateway", frozen_at) if e["reason"] == "dead" and e["src"] != partner], \
+    assert partner_view.partner_up is False and str(partner_view.unhealthy).startswith("partner down"), partner_view
+    dead_b = [e for e in _events(b, "gateway", frozen_at) if e.reason == "dead" and e.src == partner]
+    assert dead_b and dead_b[0].detail.startswith("partner down"), _events(b, "gateway", frozen_at)
+    assert any(e.src == partner and e.reason == "failover" for e in _events(b, "move", frozen_at))
+    assert not [e for e in _events(b, "gateway", frozen_at) if e.reason == "dead" and e.src != partner], \
         "site B dropped a gateway whose partner is fine"
     # Traffic resumes in both directions: replies keep coming until the probes end.
-    for name, out, until in ((f"{h.name} -> {fwd_dst} (A -> B)", out_fwd, 14), (f"{bh.name} -> {back_dst} (B -> A)", out_back, 13)):
+    for name, out, ends in ((f"{h.name} -> {fwd_dst} (A -> B)", out_fwd, 14), (f"{bh.name} -> {back_dst} (B -> A)", out_back, 13)):
         after = _replies_after(out, frozen_at)
         print(f"freeze of {victim} (partner {partner}): {name}: longest gap {_longest_gap_ms(out):.0f} ms between "
               f"replies, {len(after)} replies after the freeze")
-        assert after and after[-1] - frozen_at > until - 8, f"{name}: traffic did not resume: {out[-400:]!r}"
+        assert after and after[-1] - frozen_at > ends - 8, f"{name}: traffic did not resume: {out[-400:]!r}"
         assert sum(1 for t in after if t > after[-1] - 2) > 50, f"{name}: too few replies after the failover: {out[-400:]!r}"
-    print(f"site B: {partner} declared dead {1000 * (float(dead_b[0]['ts']) - frozen_at):.0f} ms after the freeze: "
-          f"{dead_b[0]['detail']}; {bh.name}'s bucket was on {served_back} at the freeze")
+    print(f"site B: {partner} declared dead {1000 * (dead_b[0].ts - frozen_at):.0f} ms after the freeze: "
+          f"{dead_b[0].detail}; {bh.name}'s bucket was on {served_back} at the freeze")
     # Both come back: the victim at site A, its partner at site B (beacons resume), and the
     # pinned buckets return to them.
-    a.until(f"{victim} back alive", lambda g: g[victim]["state"] in ("alive", "recovering"), 30)
-    b.until(f"{partner} back alive with its partner up",
-            lambda g: g[partner]["state"] in ("alive", "recovering") and g[partner]["partner_up"] is True, 30)
+    until(a, f"{victim} back alive", lambda g: g[victim].state in ("alive", "recovering"), 30)
+    until(b, f"{partner} back alive with its partner up",
+          lambda g: g[partner].state in ("alive", "recovering") and g[partner].partner_up is True, 30)
     deadline = time.monotonic() + 10
-    while (a.host(str(h.ip))["gateway"], b.host(str(bh.ip))["gateway"]) != (victim, partner):
+    while (host(a, str(h.ip)).gateway, host(b, str(bh.ip)).gateway) != (victim, partner):
         assert time.monotonic() < deadline, "the pinned buckets did not return to the recovered pair"
         time.sleep(0.2)
-    a.call(f"/buckets/{bucket}/pin", "DELETE")
-    b.call(f"/buckets/{bbucket}/pin", "DELETE")
+    a.api().unpin(bucket)
+    b.api().unpin(bbucket)

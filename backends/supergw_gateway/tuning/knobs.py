@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -22,10 +23,40 @@ class Knob:
     target: str
     why: str  # the paper section / reason this knob is in the profile
     scope: str  # "namespace <ns>", "device <dev>", "host", "uml guest <name>"
+    group: str = ""  # its group (tuning/groups.py); "" in records written before groups existed
 
     @property
     def key(self) -> str:
         return f"{self.kind}:" + ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
+
+    @property
+    def label(self) -> str:
+        """What it is, for people: kind and the parameters that name it (`sysctl key=...`)."""
+        shown = " ".join(f"{a}={b}" for a, b in sorted(self.params.items())
+                         if a not in ("where", "want", "floor", "follows"))
+        return f"{self.kind} {shown}".strip()
+
+    @property
+    def where(self) -> str:
+        """Which kernel holds it: "here" (the gateway's), "outer" (the namespace around a UML
+        guest), "host" (the machine), or a reason it has no place ("nowhere", "undeclared")."""
+        return self.params.get("where", "here")
+
+    def satisfied(self, value: str | None) -> bool:
+        """Whether `value` already meets the target: equal, or for a floor (a buffer size or a
+        queue length, `floor=1`) at least as large: the profile never shrinks what a machine has."""
+        if value is not None and self.params.get("floor") == "1" and value.isdigit() and self.target.isdigit():
+            return int(value) >= int(self.target)
+        return equal(self.kind, value, self.target)
+
+    @classmethod
+    def from_entry(cls, e: Mapping[str, object]) -> Knob:
+        """A knob from a record entry (the fields of `asdict(knob)`, plus the entry's own)."""
+        params = e["params"]
+        if not isinstance(params, dict) or e["kind"] not in HANDLERS:
+            raise ValueError(f"not a knob: {dict(e)!r}")
+        return cls(str(e["kind"]), {str(k): str(v) for k, v in params.items()}, str(e["target"]),
+                   str(e["why"]), str(e["scope"]), str(e.get("group", "")))
 
 
 @dataclass(frozen=True)
@@ -210,5 +241,5 @@ def equal(kind: str, a: str | None, b: str | None) -> bool:
 class KnobSet:
     knobs: list[Knob] = field(default_factory=list)
 
-    def add(self, kind: str, target: str, why: str, scope: str, **params: str) -> None:
-        self.knobs.append(Knob(kind, dict(params), target, why, scope))
+    def add(self, group: str, kind: str, target: str, why: str, scope: str, **params: str) -> None:
+        self.knobs.append(Knob(kind, dict(params), target, why, scope, group))

@@ -89,15 +89,16 @@ def assert_rekey_keeps_traffic(lab: Lab, gw: Gateway) -> None:
 
 
 def read_all_knobs(gw: Gateway) -> dict[str, str | None]:
-    """Every knob of the gateway profile, as the kernel reports it now."""
-    from supergw_gateway.tuning.cli import profile_input, target_for
+    """Every knob of the gateway profile (all groups), as the kernel reports it now."""
+    from supergw_gateway.tuning.groups import GATEWAY_GROUPS
     from supergw_gateway.tuning.knobs import HANDLERS
+    from supergw_gateway.tuning.lifecycle import profile_input
     from supergw_gateway.tuning.profile import build
 
-    ex, whole, libipsec = target_for(gw.cfg, "gateway", None)
-    knobs = build(profile_input(gw.cfg, "gateway", ex, whole, libipsec, {}, False)).knobs
-    return {k.key: HANDLERS[k.kind].read(ex, k.params).value for k in knobs
-            if k.params.get("where") == "here"}
+    target = gw.tuning_target()
+    knobs = build(profile_input(gw.cfg, "gateway", target, GATEWAY_GROUPS, {}, False)).knobs
+    return {k.key: HANDLERS[k.kind].read(target.executor_for(k.where), k.params).value for k in knobs
+            if k.where in ("here", "outer")}
 
 
 def tune(cfg_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -44,8 +44,7 @@ async def _get(port: int) -> tuple[int, dict[str, Any]]:
 
 async def test_agent_reports_real_counters(lab_factory: Any, unused_tcp_port: int) -> None:
     require_root_strongswan()
-    ctl = {"url": f"http://127.0.0.1:{unused_tcp_port}", "token": "agent-live-token",
-           "report_interval_ms": 200, "heartbeat_interval_ms": 100}
+    ctl = {"url": f"http://127.0.0.1:{unused_tcp_port}", "token": "agent-live-token"}
     r = await asyncio.to_thread(lab_factory, "ag", Backend.LIBIPSEC, a={"controller": ctl})
     agent = Agent(r.gws["a"].cfg, heartbeat="http")
     health = await agent.start_health("127.0.0.1:0")
@@ -86,17 +85,17 @@ async def test_udp_heartbeats_say_when_the_real_charon_is_stopped(lab_factory: A
 
     require_root_strongswan()
     token = "agent-live-udp-token"
-    ctl = {"url": f"http://127.0.0.1:{unused_udp_port}", "token": token,
-           "report_interval_ms": 200, "heartbeat_interval_ms": 50}
+    ctl = {"url": f"http://127.0.0.1:{unused_udp_port}", "token": token}  # no REST here: beats on the 100 ms default
     r = await asyncio.to_thread(lab_factory, "au", Backend.LIBIPSEC, a={"controller": ctl})
     rx = HeartbeatReceiver({"au-a": token.encode()})
     rx.open("127.0.0.1", unused_udp_port)
     agent = Agent(r.gws["a"].cfg)  # heartbeat="udp" is the default
     beats = asyncio.create_task(agent.heartbeat_loop())
     try:
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.6)
         got = rx.drain()
         assert len(got) >= 4 and not any(b.charon_down for b in got) and rx.rejected == {}
+        assert {b.interval_ms for b in got} == {100}  # every beat declares the interval it is sent at
         rep, _ = await agent.make_report(await asyncio.to_thread(agent.sampler.cpu))
         assert rep.cpu_scope == "processes" and tunnel_up(rep) is True and rep.sa_error is None
         pid = agent.gw.charon_pid()
@@ -120,3 +119,80 @@ async def test_udp_heartbeats_say_when_the_real_charon_is_stopped(lab_factory: A
         await asyncio.gather(beats, return_exceptions=True)
         await agent.aclose()
         rx.close()
+
+
+async def test_a_mis_set_agent_beside_a_real_charon_is_told_the_timing_by_the_real_controller(
+    lab_factory: Any, unused_tcp_port: int, tmp_path: Any
+) -> None:
+    """The real controller process (no switch: its liveness runs all the same) expects
+    heartbeats every 50 ms, dead after 3 missed; the agent's config still says 1 s (the old
+    key, ignored). Until the first report's answer the agent beats every 100 ms (the
+    default) -- death by the controller's 150 ms, but the beats declare 100 ms -- then it
+    adopts 50 ms. No gateway event in 4 s, and the controller named both intervals once."""
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    import yaml
+
+    require_root_strongswan()
+    token = "agent-live-timing-token"
+    port = unused_tcp_port
+    ctl = {"url": f"http://127.0.0.1:{port}", "token": token, "heartbeat_interval_ms": 1000,
+           "report_interval_ms": 1000}  # fmt: skip
+    r = await asyncio.to_thread(lab_factory, "at", Backend.LIBIPSEC, a={"controller": ctl})
+    p4info = Path(__file__).resolve().parents[3] / "p4src" / "v1model" / "supergw.p4info.txtpb"
+    config = tmp_path / "controller.yaml"
+    config.write_text(yaml.safe_dump({
+        "switch": {"address": "127.0.0.1:1", "device_id": 1},  # nothing listens: no switch
+        "pipeline": {"p4info": str(p4info)},
+        "gateway_ip": "10.0.0.1", "buckets": 16, "vmac_base": "02:5e:00:00:00:00",
+        "ports": {1: "host", 11: "gateway"},
+        "gateways": [{"name": "at-a", "port": 11, "mac": "52:54:00:00:01:01", "agent_token": token}],
+        "api": {"listen": f"127.0.0.1:{port}", "token": "operator-token-0123456789"},
+        "timing": {"heartbeat_interval_ms": 50, "missed_heartbeats": 3, "startup_grace_s": 0.3},
+        "state_db": str(tmp_path / "state.sqlite3"),
+    }))  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "supergw_controller.cli", "--config", str(config)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    auth = {"Authorization": "Bearer operator-token-0123456789"}
+
+    def get(path: str) -> Any:
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1{path}", headers=auth)
+        with urllib.request.urlopen(req, timeout=2) as resp:
+            return json.loads(resp.read())
+
+    agent = None
+    loops: list[asyncio.Task[None]] = []
+    try:
+        for _ in range(100):
+            try:
+                await asyncio.to_thread(get, "/status")
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the controller's API never came up")
+        agent = Agent(r.gws["a"].cfg)
+        loops = [asyncio.create_task(agent.report_loop()), asyncio.create_task(agent.heartbeat_loop())]
+        await asyncio.sleep(4.0)
+        assert agent.timing.current.heartbeat_interval_ms == 50 and agent.sender is not None
+        assert agent.sender.interval_s == 0.05
+        gw = (await asyncio.to_thread(get, "/gateways/at-a"))
+        events = [e for e in await asyncio.to_thread(get, "/events?limit=1000") if e["kind"] == "gateway"]
+        assert events == [], f"spurious gateway events: {events}"
+        assert gw["alive"] and gw["state"] == "alive" and gw["heartbeat_age_s"] < 0.15, gw
+        status = await asyncio.to_thread(get, "/status")
+        assert status["heartbeats_total"] >= 40 and status["heartbeats_rejected"] == {}, status
+    finally:
+        for t in loops:
+            t.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
+        if agent is not None:
+            await agent.aclose()
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert err.count("its agent sends heartbeats every 100 ms, but this controller's "
+                     "timing.heartbeat_interval_ms is 50 ms") == 1, err[-2000:]

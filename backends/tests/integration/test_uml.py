@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from supergw_gateway.config import Backend
-from supergw_gateway.uml import UmlGuest, _alive, _descendants
+from supergw_gateway.uml import UmlGuest, _alive, descendants
 from tests.integration.conftest import require_uml
 from tests.integration.helpers import assert_rekey_keeps_traffic, assert_tune_roundtrip, assert_wan_encrypted, ping
 
@@ -49,7 +49,7 @@ def test_stop_ends_every_uml_process(um: Any) -> None:
     guest = UmlGuest(um.gws["b"].cfg)
     pid = guest.pid()
     assert pid is not None
-    family = [pid, *_descendants(pid)]
+    family = [pid, *descendants(pid)]
     assert len(family) > 1  # UML helper processes
     um.gws["b"].down()
     assert not [p for p in family if _alive(p)]

@@ -34,6 +34,7 @@ from supergw_controller.errors import (
     UnknownGateway,
 )
 from supergw_controller.metrics import ControllerMetrics
+from supergw_proto.reports import AgentTiming
 
 API_PREFIX = "/api/v1"
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
@@ -68,11 +69,17 @@ class _GatewayLike(Protocol):
     def agent_secret(self) -> str | None: ...
 
 
+class _TimingLike(Protocol):
+    def agent_timing(self) -> AgentTiming: ...
+
+
 class ConfigLike(Protocol):
     """What the app reads from `supergw_controller.config.Config`."""
 
     @property
     def buckets(self) -> int: ...
+    @property
+    def timing(self) -> _TimingLike: ...
     @property
     def api(self) -> Any: ...
     @property
@@ -135,6 +142,7 @@ def create_app(core: Core, config: ConfigLike, *, auth: Authenticator | None = N
         buckets=config.buckets,
         gateway_names=tuple(g.name for g in config.gateways),
         metrics=ControllerMetrics(),
+        agent_timing=config.timing.agent_timing().header(),
     )
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(CoreError, _core_error)

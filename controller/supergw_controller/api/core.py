@@ -1,4 +1,4 @@
-"""The part of the core's Dispatcher the REST layer calls (see controller/CORE-API.md).
+"""The part of the core the REST layer calls (`compose.ControllerCore`; see controller/CORE-API.md).
 
 A Protocol, so the API depends on the interface, not on the P4Runtime machinery behind
 it; the unit tests serve the API from a fake that implements the same methods.

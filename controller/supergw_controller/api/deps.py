@@ -27,6 +27,7 @@ class ApiState:
     buckets: int
     gateway_names: tuple[str, ...]  # from the config file, so static for the process
     metrics: ControllerMetrics
+    agent_timing: str  # the `Supergw-Timing` header of every answer to an agent (AgentTiming JSON)
 
     def unknown_gateway(self, name: str) -> str:
         return f"no gateway named {name!r}; known: {', '.join(self.gateway_names) or '(none)'}"

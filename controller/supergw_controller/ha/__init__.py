@@ -2,9 +2,10 @@
 
 - `term`: the P4Runtime election id of an etcd term (the leader key's create_revision).
 - `fence`: the local "lease valid until" deadline every write path checks.
-- `arbitration`: finsy arbitration that never bids on its own: a backup holds a stream
-  without an election id; only the etcd leader claims primary, with its term's id.
+- `southbound/arbitration.py` (beside the other finsy code): arbitration that never bids on
+  its own (a backup holds a stream without an election id; only the etcd leader claims
+  primary, with its term's id), as the replica's `ReplicaStream`.
 - `leadership`: the etcd side: campaign, keep-alive, watch, resign, revoke a dead leader.
-- `replica`: ties them to the core (`Dispatcher`): the replica's state machine.
-- `gate`: what the REST layer sees on a backup (admin writes refused, naming the leader).
+- `replica`: the replica's state machine, tied to the core (`compose.ReplicaCore`).
+- `gate`: what a backup refuses (admin writes, naming the leader): placement's write check.
 """

@@ -22,7 +22,7 @@ import grpc.aio
 from aetcd import rpc as _rpc
 
 from supergw_controller.etcd_kv import (
-    _CHANNEL_OPTIONS,
+    CHANNEL_OPTIONS,
     Compare,
     Delete,
     EtcdError,
@@ -72,7 +72,7 @@ class Leadership:
         self.timeout_s = timeout_s
         self._where = ", ".join(endpoints)
         self._kv = EtcdKV(endpoints, timeout_s)
-        self._channel = grpc.aio.insecure_channel(grpc_target(list(endpoints)), options=_CHANNEL_OPTIONS)
+        self._channel = grpc.aio.insecure_channel(grpc_target(list(endpoints)), options=CHANNEL_OPTIONS)
         self._lease = _rpc.LeaseStub(self._channel)
         self._watch = _rpc.WatchStub(self._channel)
 

@@ -31,15 +31,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
-from finsy import P4ClientError, Switch, SwitchEvent
-
-from supergw_controller.ha.arbitration import ReplicaArbitrator, install
 from supergw_controller.ha.fence import LeaseFence
 from supergw_controller.ha.leadership import EtcdError, LeaderInfo, Leadership
 from supergw_controller.ha.term import election_id, format_id
 from supergw_controller.ha.view import HaView, WriteWindow
+from supergw_controller.southbound.arbitration import ReplicaStream
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +48,18 @@ class StoreFence(Protocol):
     def set_fence(self, key: str, create_revision: int) -> None: ...
 
 
-class CoreLike(Protocol):
-    """What the replica uses of the `Dispatcher`."""
+class StreamSource(Protocol):
+    """Where the replica gets its P4Runtime stream (`southbound.switch.Southbound`)."""
 
-    primary_ready: asyncio.Event
+    def replica_stream(self, on_primary_change: Callable[[bool, int], None], check_write: Callable[[], None],
+                       replica: str) -> ReplicaStream: ...
+
+
+class CoreLike(Protocol):
+    """What the replica uses of the core (`compose.ReplicaCore`)."""
+
+    @property
+    def primary_ready(self) -> asyncio.Event: ...
 
     async def reload_intent(self) -> None: ...
     def note(self, kind: str, reason: str, detail: str) -> None: ...
@@ -68,7 +74,7 @@ class Replica:
         replica: str,
         leadership: Leadership,
         fence: LeaseFence,
-        switch: Switch,
+        switch: StreamSource,
         core: CoreLike,
         store: StoreFence | None,
         keepalive_s: float,
@@ -78,14 +84,12 @@ class Replica:
         self.name = replica
         self._lead = leadership
         self.fence = fence
-        self._switch = switch
         self._core = core
         self._store = store
         self._keepalive_s = keepalive_s
         self._poll_s = poll_s
         self._clock = clock
-        self.arbitrator = ReplicaArbitrator(self._primary_change, fence.check, replica)
-        install(switch, self.arbitrator)
+        self.stream = switch.replica_stream(self._primary_change, fence.check, replica)
         self.leader: LeaderInfo | None = None
         self.term = 0
         self._lease = 0
@@ -98,10 +102,10 @@ class Replica:
         self._claimed = False
         self._bg: set[asyncio.Task[None]] = set()
         self._windows: dict[int, WriteWindow] = {}
-        self._wrap_writes(switch)
-        switch.ee.on(SwitchEvent.CHANNEL_UP, self._on_channel_up)
-        switch.ee.on(SwitchEvent.CHANNEL_DOWN, self._on_channel_down)
-        switch.ee.on(SwitchEvent.BECOME_BACKUP, self._on_become_backup)
+        # Record, per term, when the switch accepted this replica's writes: the evidence the
+        # partition test and bench/ha compare across replicas (`view().writes`).
+        self.stream.record_writes(lambda: self.term, self._wrote)
+        self.stream.on_events(up=self._on_channel_up, down=self._on_channel_down, demoted=self._on_become_backup)
 
     @property
     def leading(self) -> bool:
@@ -121,23 +125,6 @@ class Replica:
         )
 
     # ------------------------------------------------------------------ write record
-    def _wrap_writes(self, switch: Switch) -> None:
-        """Record, per term, when the switch accepted this replica's writes: the evidence
-        the partition test and bench/ha compare across replicas (`view().writes`)."""
-        inner = switch.write
-
-        async def write(*args: Any, **kw: Any) -> None:
-            term, sent = self.term, time.time()
-            try:
-                await inner(*args, **kw)
-            except P4ClientError as exc:
-                if exc.details:  # per-update results: the switch took the request
-                    self._wrote(term, sent)
-                raise
-            self._wrote(term, sent)
-
-        switch.write = write  # type: ignore[method-assign]
-
     def _wrote(self, term: int, sent: float) -> None:
         done = time.time()
         w = self._windows.get(term)
@@ -165,11 +152,11 @@ class Replica:
             self.fence.revoke(self._lost)
             self._wake.set()
 
-    def _on_channel_up(self, _sw: Switch) -> None:
+    def _on_channel_up(self) -> None:
         self._channel_up = True
         self._wake.set()
 
-    def _on_channel_down(self, _sw: Switch) -> None:
+    def _on_channel_down(self) -> None:
         self._channel_up = False
         self._no_primary_id = self._seen_primary_id = 0
         if self.leading:
@@ -177,9 +164,9 @@ class Replica:
             self.fence.revoke(self._lost)
         self._wake.set()
 
-    def _on_become_backup(self, _sw: Switch) -> None:
+    def _on_become_backup(self) -> None:
         if self.leading and self._claimed:
-            self._lost = f"the switch made another controller primary (primary id {format_id(self.arbitrator.primary_id)})"
+            self._lost = f"the switch made another controller primary (primary id {format_id(self.stream.primary_id)})"
             self.fence.revoke(self._lost)
             self._wake.set()
 
@@ -277,7 +264,7 @@ class Replica:
         `_lead_once` until it succeeds or the leadership ends)."""
         await self._core.reload_intent()
         self.fence.check()  # the reload may have taken long
-        await self.arbitrator.claim(self._switch, election_id(self.term))
+        await self.stream.claim(election_id(self.term))
         self._claimed = True
         task = asyncio.get_running_loop().create_task(self._announce_ready(self.term))
         self._bg.add(task)
@@ -339,11 +326,4 @@ class Replica:
 
     async def _release_primary(self) -> None:
         """Give up primary on the switch now: an arbitration update with our backup id (none)."""
-        self.arbitrator.claimed_id = 0
-        self.arbitrator.election_id = self.arbitrator.backup_id
-        if self._switch._p4client is None:  # noqa: SLF001 - no stream, nothing to give up
-            return
-        try:
-            await asyncio.wait_for(self.arbitrator.release(self._switch), 1.0)
-        except Exception as exc:  # noqa: BLE001 - the fence already refuses every write
-            log.info("replica %s: could not release primary on the switch: %s", self.name, exc)
+        await self.stream.release()

@@ -1,7 +1,10 @@
-"""Builders for every P4Runtime entity the controller writes, named from the P4Info.
+"""P4Runtime entities <-> the core's words (`domain.py`), named from the P4Info.
 
-All names come from `supergw_proto.p4constants` (generated from the P4Info); finsy
-resolves them to IDs through the switch's P4Schema, so no ID appears here.
+Builders for every entity the controller writes, the fast encoder of bucket updates, and
+the readers that turn what the switch holds or streams (table entries, digests, idle
+timeouts, packet-ins) into plain domain values. All names come from
+`supergw_proto.p4constants` (generated from the P4Info); finsy resolves them to IDs
+through the switch's P4Schema, so no ID appears here.
 """
 
 from __future__ import annotations
@@ -9,7 +12,6 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Any
 
 from finsy import (
@@ -26,40 +28,56 @@ from finsy.p4schema import P4Schema
 from finsy.proto import p4r
 
 from supergw_proto import p4constants as pc
+from supergw_proto.addresses import int_to_ipv4, int_to_mac, ipv4_to_int, mac_to_int
+from supergw_controller.southbound.domain import (
+    HeldHosts,
+    HostEntry,
+    HostIdle,
+    HostIp,
+    HostSeen,
+    HostWrite,
+    L2Entry,
+    LearnedSource,
+    Op,
+    PacketIn,
+)
+
+__all__ = ["Op", "Update", "BucketEntry", "BucketEncoder"]
 
 
-class Op(IntEnum):
-    """P4Runtime Update.Type values."""
+@dataclass(frozen=True)
+class BucketEntry:
+    """`buckets[bucket]` -> gateway at `port` with MAC `mac`; encoded by `BucketEncoder`
+    without a finsy entity per bucket."""
 
-    INSERT = 1
-    MODIFY = 2
-    DELETE = 3
+    bucket: int
+    port: int
+    mac: str
 
 
 @dataclass(frozen=True)
 class Update:
     op: Op
-    entity: Any  # a finsy writable entity (table entry, multicast group, digest entry)
+    entity: Any  # a finsy writable entity (table entry, multicast group, digest entry) or a BucketEntry
 
     def describe(self) -> str:
         return f"{self.op.name} {self.entity!r}"
 
 
 def mac_int(mac: str | int) -> int:
-    return mac if isinstance(mac, int) else int(mac.replace(":", "").replace("-", ""), 16)
+    return mac if isinstance(mac, int) else mac_to_int(mac.replace("-", ":").lower())
 
 
 def mac_str(mac: int) -> str:
-    raw = f"{mac:012x}"
-    return ":".join(raw[i : i + 2] for i in range(0, 12, 2))
+    return int_to_mac(mac)
 
 
 def ip_int(ip: str | int | ipaddress.IPv4Address) -> int:
-    return ip if isinstance(ip, int) else int(ipaddress.IPv4Address(ip))
+    return ipv4_to_int(ip)
 
 
 def ip_str(ip: int) -> str:
-    return str(ipaddress.IPv4Address(ip))
+    return int_to_ipv4(ip)
 
 
 def port_role(port: int, role: int) -> P4TableEntry:
@@ -95,49 +113,31 @@ def bucket(index: int, port: int, gateway_mac: str | int) -> P4TableEntry:
 
 
 class BucketEncoder:
-    """Encodes `buckets` entry updates (entries as built by `bucket()`) to `p4r.Update`, fast.
+    """Encodes `BucketEntry` updates to `p4r.Update`, fast.
 
     finsy's generic encoder spends ~25 us per entry (name lookups, value parsing, nested
     message copies) and a failover rewrites thousands. The table and match field are
-    looked up BY NAME in `schema` once here; each gateway's update is encoded once by
+    looked up BY NAME in `schema` once here; each gateway's entry is encoded once by
     finsy itself (so the wire format is finsy's) and kept as a template, and per bucket
-    only the template is copied and its match value set. Anything else is left to finsy
-    (`update` returns None).
+    only the template is copied and its match value set.
     """
 
     def __init__(self, schema: P4Schema) -> None:
         field = schema.tables[pc.TABLE_BUCKETS].match_fields[pc.MATCH_BUCKETS_BUCKET]
         self.schema = schema
         self._bitwidth = field.bitwidth
-        self._templates: dict[tuple[Any, Any], p4r.Update] = {}
+        self._templates: dict[tuple[int, str], p4r.Update] = {}
         self._keys: dict[int, bytes] = {}
 
-    def update(self, op: Op, e: Any) -> p4r.Update | None:
-        if not isinstance(e, P4TableEntry) or e.table_id != pc.TABLE_BUCKETS:
-            return None
-        a, match = e.action, e.match
-        if (
-            not isinstance(a, P4TableAction)
-            or a.name != pc.ACTION_SET_GATEWAY
-            or match is None
-            or len(match) != 1
-            or e.priority
-            or e.is_default_action
-            or e.metadata
-            or e.idle_timeout_ns
-        ):
-            return None
-        index = match.get(pc.MATCH_BUCKETS_BUCKET)
-        args = a.args or {}
-        if not isinstance(index, int) or len(args) != 2:
-            return None
-        port, mac = args.get(pc.PARAM_SET_GATEWAY_PORT), args.get(pc.PARAM_SET_GATEWAY_GATEWAY_MAC)
-        template = self._templates.get((port, mac))
+    def encode(self, op: Op, e: BucketEntry) -> p4r.Update:
+        template = self._templates.get((e.port, e.mac))
         if template is None:
-            template = self._templates[(port, mac)] = p4r.Update(entity=e.encode(self.schema))
-        key = self._keys.get(index)
+            template = self._templates[(e.port, e.mac)] = p4r.Update(
+                entity=bucket(e.bucket, e.port, e.mac).encode(self.schema)
+            )
+        key = self._keys.get(e.bucket)
         if key is None:
-            key = self._keys[index] = p4values.encode_exact(index, self._bitwidth)
+            key = self._keys[e.bucket] = p4values.encode_exact(e.bucket, self._bitwidth)
         u = p4r.Update()
         u.CopyFrom(template)
         u.type = int(op)  # type: ignore[assignment]
@@ -205,6 +205,111 @@ def bucket_counters() -> P4DirectCounterEntry:
 
 def packet_out(frame: bytes, egress_port: int) -> P4PacketOut:
     return P4PacketOut(frame, **{pc.CTRL_HDR_PACKET_OUT_EGRESS_PORT: egress_port})
+
+
+# -- host tables: the core's entries <-> table entries
+
+
+def host_update(w: HostWrite, idle_timeout_ns: int) -> Update:
+    """The table update of one host write (a DELETE carries only the key)."""
+    e: HostEntry = w.entry
+    delete = w.op is Op.DELETE
+    entity: P4TableEntry
+    if isinstance(e, LearnedSource):
+        entity = learned_key(e.mac, e.port) if delete else learned(e.mac, e.port, idle_timeout_ns)
+    elif isinstance(e, L2Entry):
+        entity = mac_key(e.mac) if delete else mac_entry(e.mac, e.port)
+    else:
+        entity = host_ip_key(e.ip) if delete else host_ip(e.ip, e.mac)
+    return Update(w.op, entity)
+
+
+def _match(e: P4TableEntry) -> dict[str, Any]:
+    return dict(e.match or {})
+
+
+def _args(e: P4TableEntry) -> dict[str, Any]:
+    return dict(e.action.args) if isinstance(e.action, P4TableAction) else {}
+
+
+def held_bucket(e: P4TableEntry) -> tuple[int, int, int]:
+    """(bucket, port, gateway MAC as int) of a `buckets` entry read back; -1 for a missing argument."""
+    args = _args(e)
+    return (
+        int(_match(e)[pc.MATCH_BUCKETS_BUCKET]),
+        int(args.get(pc.PARAM_SET_GATEWAY_PORT, -1)),
+        int(args.get(pc.PARAM_SET_GATEWAY_GATEWAY_MAC, -1)),
+    )
+
+
+def held_hosts(learned: Iterable[P4TableEntry], macs: Iterable[P4TableEntry], ips: Iterable[P4TableEntry]) -> HeldHosts:
+    """The three host tables as read back, in the core's words."""
+    l2: dict[str, int | None] = {}
+    for e in macs:
+        args = _args(e)
+        # An entry this controller would not write (role other than HOST) points nowhere.
+        host_role = int(args.get(pc.PARAM_SET_OUTPUT_PORT_ROLE, -1)) == pc.PortRole.HOST
+        l2[mac_str(int(_match(e)[pc.MATCH_MAC_TABLE_DST_MAC]))] = (
+            int(args.get(pc.PARAM_SET_OUTPUT_PORT_PORT, -1)) if host_role else None
+        )
+    sources = [
+        LearnedSource(mac_str(int(m[pc.MATCH_LEARNED_SOURCES_SRC_MAC])), int(m[pc.MATCH_LEARNED_SOURCES_PORT]))
+        for m in map(_match, learned)
+    ]
+    owners = {
+        ip_str(int(_match(e)[pc.MATCH_HOST_IPS_TARGET_IP])): mac_str(int(_args(e)[pc.PARAM_REPLY_WITH_HOST_MAC_HOST_MAC]))
+        for e in ips
+        if pc.PARAM_REPLY_WITH_HOST_MAC_HOST_MAC in _args(e)
+    }
+    return HeldHosts(learned=sources, l2=l2, ips=owners)
+
+
+def seen_hosts(digest_list: Iterable[Any]) -> list[HostSeen]:
+    """The hosts of one learn digest list (each item maps the digest's field names to ints)."""
+    out = []
+    for item in digest_list:
+        data = dict(item)
+        ip = int(data[pc.DIGEST_LEARN_DIGEST_SRC_IP])
+        out.append(
+            HostSeen(
+                mac_str(int(data[pc.DIGEST_LEARN_DIGEST_SRC_MAC])),
+                int(data[pc.DIGEST_LEARN_DIGEST_PORT]),
+                ip_str(ip) if ip else None,
+            )
+        )
+    return out
+
+
+def idle_hosts(schema: P4Schema, entries: Iterable[P4TableEntry]) -> list[HostIdle]:
+    """The `learned_sources` entries of an idle-timeout notification (others are ignored)."""
+    out = []
+    for e in entries:
+        if schema.tables[e.table_id].name != pc.TABLE_LEARNED_SOURCES:
+            continue
+        m = _match(e)
+        out.append(HostIdle(mac_str(int(m[pc.MATCH_LEARNED_SOURCES_SRC_MAC])), int(m[pc.MATCH_LEARNED_SOURCES_PORT])))
+    return out
+
+
+def packet_in(metadata: dict[str, Any], payload: bytes) -> PacketIn:
+    return PacketIn(
+        reason=int(metadata.get(pc.CTRL_HDR_PACKET_IN_REASON, 0)),
+        port=int(metadata.get(pc.CTRL_HDR_PACKET_IN_INGRESS_PORT, -1)),
+        payload=payload,
+    )
+
+
+def replica_ports(group: P4MulticastGroupEntry) -> list[int]:
+    """The egress ports of a multicast group read back (finsy gives ints, tuples or replicas)."""
+    out = []
+    for r in group.replicas:
+        if isinstance(r, int):
+            out.append(r)
+        elif isinstance(r, tuple):
+            out.append(int(r[0]))
+        else:
+            out.append(int(getattr(r, "port")))
+    return out
 
 
 # -- comparing what the switch holds with what we want

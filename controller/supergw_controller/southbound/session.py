@@ -26,9 +26,10 @@ from finsy.grpcutil import GRPCStatusCode
 from finsy.p4schema import P4Schema
 from finsy.proto import p4r
 
+from supergw_proto import p4constants as pc
 from supergw_controller.config import Config
 from supergw_controller.errors import NotPrimary, SwitchUnavailable
-from supergw_controller.southbound.entities import BucketEncoder, Op, Update
+from supergw_controller.southbound.entities import BucketEncoder, BucketEntry, Op, Update
 from supergw_controller.southbound.p4names import canonical_p4info
 from supergw_controller.southbound.tls import channel_credentials, explain, probe, warn_if_plaintext
 
@@ -248,13 +249,13 @@ class SwitchSession:
         schema = self.schema
         if self._bucket_encoder is None or self._bucket_encoder.schema is not schema:
             self._bucket_encoder = BucketEncoder(schema)
-        fast = self._bucket_encoder.update
-        msgs = []
-        for u in updates:
-            msg = fast(u.op, u.entity)
-            if msg is None:
-                msg = p4r.Update(type=int(u.op), entity=u.entity.encode(schema))  # type: ignore[arg-type]
-            msgs.append(msg)
+        fast = self._bucket_encoder.encode
+        msgs = [
+            fast(u.op, u.entity)
+            if isinstance(u.entity, BucketEntry)
+            else p4r.Update(type=int(u.op), entity=u.entity.encode(schema))  # type: ignore[arg-type]
+            for u in updates
+        ]
         try:
             await self.switch.write(msgs)
         except P4ClientError as exc:
@@ -270,6 +271,8 @@ class SwitchSession:
 
 def _short(u: Update) -> str:
     e = u.entity
+    if isinstance(e, BucketEntry):
+        return f"{pc.TABLE_BUCKETS}[{e.bucket}]"
     table = getattr(e, "table_id", None)
     if table:
         return f"{table}{dict(getattr(e, 'match', None) or {})}"

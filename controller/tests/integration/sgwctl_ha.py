@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
-from sgwctl_harness import TOKEN, Controller, Setup
+from sgwctl_harness import Controller, Setup
 from supergw_controller.ha import view as ha_view
+from supergw_proto.api import Health, ReplicaHealth
+from supergw_proto.rest import ApiError
 from topologies.ha_load import MoveWriter
 
 
@@ -107,17 +107,16 @@ class Replica:
     def name(self) -> str:
         return self.controller.name
 
-    def health(self) -> dict[str, Any] | None:
+    def health(self) -> Health | None:
         try:
-            r = httpx.get(self.controller.url + "/healthz", timeout=1.0)
-            data: dict[str, Any] = r.json()
-            return data
-        except (httpx.HTTPError, ValueError, OSError):
+            return self.controller.client.health(timeout=1.0)
+        except ApiError:
             return None
 
     def ha(self) -> dict[str, Any]:
+        """Its `/healthz` `ha` object ({} when it does not answer or has none)."""
         h = self.health()
-        return {} if h is None or h.get("ha") is None else dict(h["ha"])
+        return h.ha.model_dump() if isinstance(h, ReplicaHealth) else {}
 
 
 def make_replicas(
@@ -143,7 +142,7 @@ def leaders(replicas: list[Replica]) -> list[Replica]:
     out = []
     for r in replicas:
         h = r.health()
-        if h and h.get("role") == "primary" and (h.get("ha") or {}).get("role") == "leader":
+        if isinstance(h, ReplicaHealth) and h.role == "primary" and h.ha.role == "leader":
             out.append(r)
     return out
 
@@ -168,4 +167,4 @@ def write_windows(replicas: list[Replica]) -> dict[int, tuple[str, Mapping[str, 
 
 def move_writer(replicas: list[Replica], bucket: int, gateways: tuple[str, ...] = ("g1", "g2")) -> MoveWriter:
     """Operator moves of `bucket` against every replica at once (see topologies.ha_load)."""
-    return MoveWriter({r.name: r.controller.url for r in replicas}, TOKEN, bucket, gateways)
+    return MoveWriter({r.name: r.controller.client for r in replicas}, bucket, gateways)

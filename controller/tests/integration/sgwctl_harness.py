@@ -9,6 +9,7 @@ when the switch is not built / installed.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -20,25 +21,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-import httpx
 import pytest
 import yaml
 
 from sgwctl_topo import (
-    BMV2_JSON,
-    P4INFO,
     REMOTE_IP,
     SWITCHES,
     Endpoint,
     Switch,
     Topology,
     python,
-    stale_bmv2_json,
     stop_process,
     switch_missing,
     wait_tcp,
 )
 from supergw_proto.bucket import bucket_of
+from supergw_proto.reports import Heartbeat
+from supergw_proto.rest import ApiError, ControllerClient
+from topologies.bmv2 import stale_json
+from topologies.paths import BMV2_JSON, P4INFO
 
 TOKEN = "integration-test-token"
 
@@ -71,17 +72,29 @@ def skip_reason(switch: Switch = "ebpf") -> str | None:
 
 @dataclass
 class Controller:
-    """One controller process (the real CLI) and its REST API."""
+    """One controller process (the real CLI) and its REST API (`client`, the typed client
+    with the operator token; `agent(g)`, gateway g's agent)."""
 
     name: str
     config_path: Path
     api_port: int
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
+    _agents: dict[str, ControllerClient] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.api_port}"
+
+    @functools.cached_property
+    def client(self) -> ControllerClient:
+        return ControllerClient(self.url, TOKEN)
+
+    def agent(self, gateway: str) -> ControllerClient:
+        """Gateway `gateway`'s agent: its own token, a short timeout (a stand-in agent retries)."""
+        if gateway not in self._agents:
+            self._agents[gateway] = ControllerClient(self.url, agent_token(gateway), timeout=1.0)
+        return self._agents[gateway]
 
     def start(self, wait_role: str | None = "primary", timeout: float = 30) -> None:
         assert self.proc is None or self.proc.poll() is not None
@@ -99,25 +112,10 @@ class Controller:
         if self.proc is not None:
             stop_process(self.proc, sig)
 
-    def api(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        return httpx.request(
-            method, self.url + "/api/v1" + path, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10, **kw
-        )
-
-    def get(self, path: str, **kw: Any) -> Any:
-        r = self.api("GET", path, **kw)
-        r.raise_for_status()
-        return r.json()
-
-    def post(self, path: str, **kw: Any) -> Any:
-        r = self.api("POST", path, **kw)
-        assert r.status_code < 300, f"POST {path}: {r.status_code} {r.text}"
-        return r.json() if r.content else None
-
     def role(self) -> str:
         try:
-            return str(self.get("/status")["role"])
-        except (httpx.HTTPError, OSError):
+            return self.client.status().role
+        except ApiError:
             return "unreachable"
 
     def wait_role(self, role: str, timeout: float) -> float:
@@ -146,17 +144,16 @@ class Controller:
         return self.log_path.read_text(errors="replace")[-n:] if self.log_path.exists() else ""
 
     def bucket_of_gateway(self) -> dict[int, str | None]:
-        return {b["bucket"]: b["gateway"] for b in self.get("/buckets")}
+        return {b.bucket: b.gateway for b in self.client.buckets()}
 
 
 class StandInAgent:
-    """A stand-in for gateway agents: `tick(client)` every `interval` s on a daemon thread
-    while the `with` block runs. A POST that fails is simply tried again next tick, as a
-    real agent does while its controller restarts."""
+    """A stand-in for gateway agents: `tick()` every `interval` s on a daemon thread while
+    the `with` block runs. A POST that fails is simply tried again next tick, as a real
+    agent does while its controller restarts."""
 
-    def __init__(self, interval: float, http_timeout: float) -> None:
+    def __init__(self, interval: float) -> None:
         self.interval = interval
-        self._http_timeout = http_timeout
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -168,37 +165,32 @@ class StandInAgent:
         self._stop.set()
         self._thread.join(5)
 
-    def tick(self, client: httpx.Client) -> None:
+    def tick(self) -> None:
         raise NotImplementedError
 
     def _run(self) -> None:
-        with httpx.Client(timeout=self._http_timeout) as client:
-            while not self._stop.is_set():
-                self.tick(client)
-                self._stop.wait(self.interval)
+        while not self._stop.is_set():
+            self.tick()
+            self._stop.wait(self.interval)
 
 
 class Heartbeats(StandInAgent):
     """Posts a heartbeat for every gateway not silenced, every `interval` s, to every controller."""
 
     def __init__(self, controllers: list[Controller], gateways: list[str], interval: float = 0.1) -> None:
-        super().__init__(interval, http_timeout=0.5)
+        super().__init__(interval)
         self.controllers = controllers
         self.gateways = gateways
         self.silenced: set[str] = set()
 
-    def tick(self, client: httpx.Client) -> None:
+    def tick(self) -> None:
         for c in self.controllers:
             for g in self.gateways:
                 if g in self.silenced:
                     continue
                 try:
-                    client.post(
-                        f"{c.url}/api/v1/gateways/{g}/heartbeat",
-                        json={"gateway": g, "timestamp": time.time()},
-                        headers={"Authorization": f"Bearer {agent_token(g)}"},
-                    )
-                except httpx.HTTPError:
+                    c.agent(g).heartbeat(Heartbeat(gateway=g, timestamp=time.time()), timeout=0.5)
+                except ApiError:
                     pass
 
 
@@ -277,7 +269,7 @@ def make_setup(spec: TopologySpec, switch: Switch, tmp: Path) -> Iterator[Setup]
     reason = skip_reason(switch)
     if reason:
         pytest.skip(f"{switch}: {reason}")
-    if switch == "bmv2" and (stale := stale_bmv2_json()) is not None:
+    if switch == "bmv2" and (stale := stale_json()) is not None:
         pytest.fail(stale, pytrace=False)
     topo = Topology(tag=spec.tag, index=spec.index, prefix=spec.prefix, log_dir=tmp, switch=switch)
     s = Setup(topo=topo, tmp=tmp)
@@ -304,7 +296,17 @@ def neighbour_mac(ep: Any, ip: str) -> str | None:
 
 def owner(ctl: Controller, host: Endpoint, buckets: int) -> str:
     """The gateway the controller says carries `host`'s bucket."""
-    return str(ctl.get(f"/buckets/{bucket_of(host.mac, buckets)}")["gateway"])
+    return str(ctl.client.bucket(bucket_of(host.mac, buckets)).gateway)
+
+
+def move_to_the_other(ctl: Controller, host: Endpoint, buckets: int) -> tuple[int, str]:
+    """An operator move of `host`'s bucket from g1 to g2 or back; (the bucket, where it went),
+    once the controller says it is there."""
+    b = bucket_of(host.mac, buckets)
+    other = "g2" if owner(ctl, host, buckets) == "g1" else "g1"
+    ctl.client.move(b, other)
+    assert owner(ctl, host, buckets) == other
+    return b, other
 
 
 def pings_seen_by(setup: Setup, host: Endpoint, count: int = 10) -> dict[str, int]:

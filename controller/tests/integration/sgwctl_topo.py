@@ -3,12 +3,14 @@
 The switch is either target of the same P4 program (`SWITCHES`): the eBPF target
 (`supergw-switch`, pipeline built in) or BMv2 `simple_switch_grpc` started with `--no-p4`,
 to which the controller pushes the JSON that `make p4` compiled. Both take the same
-command line shape, ports and CPU port (255), so everything else is shared.
+command line shape, ports and CPU port (255), so everything else is shared: the command
+line comes from topologies/switch.py, the namespaces from a switch lab
+(topologies/switchlab.py), as for the benchmarks.
 
 Layout (all names carry the topology's prefix, `sgw-ctl` unless a module picks its own,
 and a per-module tag):
 
-    root ns  --mgmt veth (10.207.<i>.1/30 <-> .2)--  switch ns (the switch, P4Runtime on .2)
+    root ns  --mgmt veth <prefix>-<tag>-m0 (10.207.<i>.1/30 <-> .2)--  switch ns (the switch, P4Runtime on .2)
                                                      |  p<n> veth ends, one per switch port
               host namespaces   (eth0: MAC, 10.0.0.<x>/24, default route via IP_G)
               gateway namespaces(eth0: MAC, 10.0.0.<y>/24; 192.0.2.1/32 on lo = "the remote site")
@@ -20,9 +22,9 @@ The controller runs in the root namespace (P4Runtime over the mgmt veth, REST on
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -33,17 +35,14 @@ from typing import Literal
 
 # simple_switch_grpc has no default CPU port: both switches get the pipeline's (defines.p4).
 from supergw_proto.p4constants import CPU_PORT
-
-# The committed P4Info, and `make p4`'s BMv2 JSON with the P4Info p4c wrote beside it.
-from topologies.configs import BMV2_BUILT_P4INFO, BMV2_JSON, P4INFO
-
-REPO = Path(__file__).resolve().parents[3]
-SWITCH_BIN = REPO / "targets" / "ebpf" / "bin" / "supergw-switch"
-BMV2_BIN = "simple_switch_grpc"  # looked up on PATH, like ptf-tests/run.sh does
+from topologies import bmv2
+from topologies.paths import BMV2_JSON, SWITCH_BIN
+from topologies.switch import SwitchCommand, pin_dir
+from topologies.switchlab import Endpoint as LabEndpoint
+from topologies.switchlab import MgmtLink, SwitchLab
 
 Switch = Literal["ebpf", "bmv2"]
 SWITCHES: tuple[Switch, ...] = ("ebpf", "bmv2")
-PIN_ROOT = "/sys/fs/bpf"
 REMOTE_IP = "192.0.2.1"
 
 
@@ -98,22 +97,19 @@ class Topology:
     switch_proc: subprocess.Popen[bytes] | None = None
     log_dir: Path = Path("/tmp")
     switch: Switch = "ebpf"
+    lab: SwitchLab = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lab = SwitchLab(f"{self.prefix}-{self.tag}", mgmt=MgmtLink(ipaddress.IPv4Network(f"10.207.{self.index}.0/30")))
 
     @property
     def sw_ns(self) -> str:
-        return f"{self.prefix}-{self.tag}-sw"
-
-    @property
-    def mgmt_if(self) -> str:
-        return f"{self.prefix}-{self.tag}m"
-
-    @property
-    def mgmt_root_ip(self) -> str:
-        return f"10.207.{self.index}.1"
+        return self.lab.switch_ns
 
     @property
     def mgmt_sw_ip(self) -> str:
-        return f"10.207.{self.index}.2"
+        assert self.lab.mgmt is not None
+        return self.lab.mgmt.switch_ip
 
     @property
     def device_id(self) -> int:
@@ -122,6 +118,10 @@ class Topology:
     @property
     def grpc_addr(self) -> str:
         return f"{self.mgmt_sw_ip}:{50700 + self.index}"
+
+    @property
+    def pin_dir(self) -> Path:
+        return pin_dir(self.lab.prefix)
 
     def exec_sw(self, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return nsexec(self.sw_ns, *cmd, check=check)
@@ -135,22 +135,13 @@ class Topology:
     # -- build / tear down
     def create(self, hosts: int, gateways: int) -> None:
         self.destroy()
-        sh("ip", "netns", "add", self.sw_ns)
-        self._quiet(self.sw_ns)
-        sh("ip", "link", "add", self.mgmt_if, "type", "veth", "peer", "name", "mgmt", "netns", self.sw_ns)
-        sh("ip", "addr", "add", f"{self.mgmt_root_ip}/30", "dev", self.mgmt_if)
-        sh("ip", "link", "set", self.mgmt_if, "up")
-        nsexec(self.sw_ns, "ip", "addr", "add", f"{self.mgmt_sw_ip}/30", "dev", "mgmt")
-        nsexec(self.sw_ns, "ip", "link", "set", "mgmt", "up")
-        nsexec(self.sw_ns, "ip", "link", "set", "lo", "up")
+        self.endpoints, self.lab.endpoints = {}, []
         used: set[int] = set()
         for i in range(1, hosts + 1):
             self._endpoint(f"h{i}", "host", port=i, mac=self._host_mac(i, used), ip=f"10.0.0.{10 + i}")
         for i in range(1, gateways + 1):
-            ep = self._endpoint(
-                f"g{i}", "gateway", port=10 + i, mac=f"52:54:00:{self.index:02x}:01:{i:02x}", ip=f"10.0.0.{1 + i}"
-            )
-            ep.exec("ip", "addr", "add", f"{REMOTE_IP}/32", "dev", "lo")
+            self._endpoint(f"g{i}", "gateway", port=10 + i, mac=f"52:54:00:{self.index:02x}:01:{i:02x}", ip=f"10.0.0.{1 + i}")
+        self.lab.build()
 
     def _host_mac(self, i: int, used: set[int], k: int = 16) -> str:
         """A host MAC whose bucket (for K=k) no other host of this topology has."""
@@ -163,47 +154,22 @@ class Topology:
                 return mac
         raise RuntimeError("no free bucket")
 
-    def _quiet(self, ns: str) -> None:
-        for key in ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"):
-            nsexec(ns, "sysctl", "-qw", f"{key}=1", check=False)
-
     def _endpoint(self, name: str, role: str, port: int, mac: str, ip: str) -> Endpoint:
-        ns = f"{self.prefix}-{self.tag}-{name}"
-        sh("ip", "netns", "add", ns)
-        self._quiet(ns)
-        sh("ip", "link", "add", f"p{port}", "netns", self.sw_ns, "type", "veth", "peer", "name", "eth0", "netns", ns)
-        nsexec(self.sw_ns, "ip", "link", "set", f"p{port}", "up")
-        nsexec(ns, "ip", "link", "set", "eth0", "address", mac)
-        nsexec(ns, "ip", "addr", "add", f"{ip}/24", "dev", "eth0")
-        nsexec(ns, "ip", "link", "set", "eth0", "up")
-        nsexec(ns, "ip", "link", "set", "lo", "up")
-        if role == "host":
-            nsexec(ns, "ip", "route", "add", "default", "via", self.gateway_ip)
-        ep = Endpoint(name=name, ns=ns, port=port, mac=mac, ip=ip, role=role)
+        self.lab.endpoints.append(LabEndpoint(
+            name, port, mac, f"{ip}/24", route_via=self.gateway_ip if role == "host" else None,
+            loopback=(REMOTE_IP,) if role == "gateway" else ()))
+        ep = Endpoint(name=name, ns=self.lab.ns(name), port=port, mac=mac, ip=ip, role=role)
         self.endpoints[name] = ep
         return ep
 
     def start_switch(self) -> None:
         assert self.switch_proc is None
-        ports: list[str] = []
-        for ep in self.endpoints.values():
-            ports += ["-i", f"{ep.port}@p{ep.port}"]
-        args = ["ip", "netns", "exec", self.sw_ns]
-        if self.switch == "ebpf":
-            args += [
-                str(SWITCH_BIN), "--device-id", str(self.device_id), *ports,
-                "--grpc-server-addr", self.grpc_addr,
-                "--cpu-port", str(CPU_PORT),
-                "--pin-dir", f"{PIN_ROOT}/{self.prefix}-{self.tag}",
-            ]  # fmt: skip
-        else:
-            args += [
-                bmv2_binary(), "--device-id", str(self.device_id), *ports, "--no-p4",
-                "--log-file", str(self.log_dir / f"{self.prefix}-{self.tag}-bmv2"), "--log-flush",
-                "--", "--grpc-server-addr", self.grpc_addr, "--cpu-port", str(CPU_PORT),
-            ]  # fmt: skip
-        log = open(self.log_dir / f"{self.prefix}-{self.tag}-switch.log", "ab")  # noqa: SIM115
-        self.switch_proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        log_file = self.log_dir / f"{self.lab.prefix}-bmv2" if self.switch == "bmv2" else None
+        cmd = SwitchCommand(self.switch, self.device_id, self.grpc_addr, CPU_PORT, self.lab.ports(),
+                            pin_dir=self.pin_dir if self.switch == "ebpf" else None, log_file=log_file)
+        log = open(self.log_dir / f"{self.lab.prefix}-switch.log", "ab")  # noqa: SIM115
+        self.switch_proc = subprocess.Popen(["ip", "netns", "exec", self.sw_ns, *cmd.argv()], stdout=log,
+                                            stderr=subprocess.STDOUT)
         wait_tcp(self.grpc_addr, 15, self.switch_proc)
 
     def stop_switch(self) -> None:
@@ -211,14 +177,11 @@ class Topology:
             stop_process(self.switch_proc)
             self.switch_proc = None
         with contextlib.suppress(Exception):
-            sh("rm", "-rf", f"{PIN_ROOT}/{self.prefix}-{self.tag}", check=False)
+            sh("rm", "-rf", str(self.pin_dir), check=False)
 
     def destroy(self) -> None:
         self.stop_switch()
-        for ns in list_netns():
-            if ns.startswith(f"{self.prefix}-{self.tag}-"):
-                sh("ip", "netns", "del", ns, check=False)
-        sh("ip", "link", "del", self.mgmt_if, check=False)
+        self.lab.teardown()
 
     def switch_died(self) -> str | None:
         """Why the switch this topology started is gone, with its log's tail; None if it runs
@@ -229,46 +192,23 @@ class Topology:
         return f"the {self.switch} switch {how}; last lines of its output:\n{self.switch_log()[-1500:]}"
 
     def switch_log(self) -> str:
-        p = self.log_dir / f"{self.prefix}-{self.tag}-switch.log"
+        p = self.log_dir / f"{self.lab.prefix}-switch.log"
         return p.read_text(errors="replace") if p.exists() else ""
 
 
-def bmv2_binary() -> str:
-    found = shutil.which(BMV2_BIN)
-    if found is None:
-        raise RuntimeError(f"{BMV2_BIN} is not on PATH")
-    return found
-
-
 def switch_missing(switch: Switch) -> str | None:
-    """Why `switch` cannot run here (what to install or build), or None."""
+    """Why `switch` cannot run here (what to install or build), or None. A BMv2 JSON compiled
+    from other sources than the committed P4Info is not "missing": the harness fails on it."""
     if switch == "ebpf":
         return None if SWITCH_BIN.exists() else f"switch binary {SWITCH_BIN} not built (run `make switch`)"
-    if shutil.which(BMV2_BIN) is None:
+    if bmv2.binary() is None:
         return (
-            f"BMv2 {BMV2_BIN} is not on PATH: install p4lang's behavioral-model with PI "
+            f"BMv2 {bmv2.BINARY} is not on PATH: install p4lang's behavioral-model with PI "
             "(p4lang packages or a source build, see README.md) to run these tests on BMv2"
         )
     if not BMV2_JSON.exists():
         return f"{BMV2_JSON} missing: `make p4` compiles it (needs p4c)"
     return None
-
-
-def stale_bmv2_json() -> str | None:
-    """Why the compiled JSON does not belong to the committed P4Info, or None.
-
-    `make p4` writes p4c's P4Info beside the JSON; if it differs from the committed one the
-    JSON is from other sources than the P4Info the controller loads."""
-    if not BMV2_BUILT_P4INFO.exists():
-        return f"{BMV2_BUILT_P4INFO} missing: rerun `make p4`"
-    if BMV2_BUILT_P4INFO.read_text() != P4INFO.read_text():
-        return f"{BMV2_JSON} was compiled from other sources than {P4INFO.name}: rerun `make p4`"
-    return None
-
-
-def list_netns() -> list[str]:
-    out = sh("ip", "netns", "list", check=False).stdout
-    return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
 def wait_tcp(addr: str, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sgwctl_topo import P4INFO, python
+from sgwctl_topo import python
+from topologies.paths import P4INFO
 
 GOOD = {
     "switch": {"address": "127.0.0.1:50799", "device_id": 799},

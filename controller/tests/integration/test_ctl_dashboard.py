@@ -17,13 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from dashboard_browser import Plot, chromium, dashboard_url, parse_events, parse_plots, run_chromium
-from sgwctl_harness import TOKEN, Controller, Heartbeats, Setup, StandInAgent, TopologySpec, agent_token
+from sgwctl_harness import TOKEN, Controller, Heartbeats, Setup, StandInAgent, TopologySpec
 from sgwctl_topo import REMOTE_IP, Endpoint
+from supergw_proto.api import HistoryView
 from supergw_proto.bucket import bucket_of
+from supergw_proto.reports import GatewayReport
+from supergw_proto.rest import ApiError
 
 K = 16
 TOPOLOGY = TopologySpec(tag="p", index=7, hosts=2, gateways=2)
@@ -41,10 +43,10 @@ class Reports(StandInAgent):
     """Stand-in agents: a report per gateway not silenced every `interval` s."""
 
     def __init__(self, ctl: Controller, gateways: list[Endpoint], silenced: set[str], interval: float = 0.5) -> None:
-        super().__init__(interval, http_timeout=1.0)
+        super().__init__(interval)
         self.ctl, self.gateways, self.silenced = ctl, gateways, silenced
 
-    def tick(self, client: httpx.Client) -> None:
+    def tick(self) -> None:
         for g in self.gateways:
             if g.name in self.silenced:
                 continue
@@ -58,9 +60,8 @@ class Reports(StandInAgent):
                          "bytes_out": rx, "packets_in": 0, "packets_out": 0}],
             }
             try:
-                client.post(f"{self.ctl.url}/api/v1/gateways/{g.name}/report", json=body,
-                            headers={"Authorization": f"Bearer {agent_token(g.name)}"})
-            except httpx.HTTPError:
+                self.ctl.agent(g.name).report(GatewayReport.model_validate(body))
+            except ApiError:
                 pass
 
 
@@ -93,7 +94,7 @@ def wait_for(what: str, cond: Any, timeout: float = 15) -> None:
 @dataclass
 class Run:
     ctl: Controller
-    history: dict[str, Any]
+    history: HistoryView
     g2_buckets_before: int
 
 
@@ -106,58 +107,60 @@ def run(setup: Setup) -> Iterator[Run]:
         traffic(hosts, 3)
         h1 = setup.topo.endpoints["h1"]
         b = bucket_of(h1.mac, K)
-        other = "g2" if ctl.get(f"/buckets/{b}")["gateway"] == "g1" else "g1"
-        ctl.post(f"/buckets/{b}/move", json={"gateway": other})
+        other = "g2" if ctl.client.bucket(b).gateway == "g1" else "g1"
+        ctl.client.move(b, other)
         traffic(hosts, 2)
-        g2_before = ctl.get("/gateways/g2")["buckets"]
+        g2_before = ctl.client.gateway("g2").buckets
         hb.silenced.add("g2")
-        wait_for("g2 dead", lambda: not ctl.get("/gateways/g2")["alive"])
+        wait_for("g2 dead", lambda: not ctl.client.gateway("g2").alive)
         traffic(hosts, 2)
         hb.silenced.discard("g2")
-        wait_for("g2 back", lambda: ctl.get("/gateways/g2")["alive"])
+        wait_for("g2 back", lambda: ctl.client.gateway("g2").alive)
         time.sleep(2.5)  # two more samples after the return
-        yield Run(ctl, ctl.get("/history", params={"limit": 3600}), g2_before)
+        yield Run(ctl, ctl.client.history(limit=3600), g2_before)
     ctl.stop()
 
 
 def test_history_samples_what_the_switch_and_agents_saw(run: Run) -> None:
-    samples = run.history["samples"]
-    assert run.history["interval_s"] == 1.0
-    assert len(samples) >= 8, [s["ts"] for s in samples]
-    assert all(b["ts"] > a["ts"] for a, b in zip(samples, samples[1:]))
+    samples = run.history.samples
+    assert run.history.interval_s == 1.0
+    assert len(samples) >= 8, [s.ts for s in samples]
+    assert all(b.ts > a.ts for a, b in zip(samples, samples[1:]))
     for s in samples:
-        assert set(s["gateways"]) == {"g1", "g2"}
-        assert sum(g["buckets"] for g in s["gateways"].values()) == K, s
+        assert set(s.gateways) == {"g1", "g2"}
+        assert sum(g.buckets for g in s.gateways.values()) == K, s
     # ~100 pings/s of 1242-byte frames per host: well above 20 kB/s on whoever owns them.
-    assert max(sum(g["dispatch_bps"] for g in s["gateways"].values()) for s in samples) > 20_000
-    assert any((s["gateways"]["g1"]["tunnel_out_bps"] or 0) > 20_000 for s in samples)
-    assert {s["gateways"]["g1"]["cpu_percent"] for s in samples} >= {CPU["g1"]}
-    dead = [s for s in samples if s["gateways"]["g2"]["state"] == "dead"]
-    assert dead and all(s["gateways"]["g2"]["buckets"] == 0 for s in dead), dead
+    assert max(sum(g.dispatch_bps for g in s.gateways.values()) for s in samples) > 20_000
+    assert any((s.gateways["g1"].tunnel_out_bps or 0) > 20_000 for s in samples)
+    assert {s.gateways["g1"].cpu_percent for s in samples} >= {CPU["g1"]}
+    dead = [s for s in samples if s.gateways["g2"].state == "dead"]
+    assert dead and all(s.gateways["g2"].buckets == 0 for s in dead), dead
     # Its reports stopped with its heartbeats: once they are stale the plot shows no CPU for it.
-    assert any(s["gateways"]["g2"]["cpu_percent"] is None for s in dead), dead
+    assert any(s.gateways["g2"].cpu_percent is None for s in dead), dead
 
 
 def test_history_marks_the_failover_the_moves_and_the_return(run: Run) -> None:
-    markers = [m for s in run.history["samples"] for m in s["markers"]]
-    kinds = [(m["kind"], m["gateway"], m["reason"]) for m in markers]
+    markers = [m for s in run.history.samples for m in s.markers]
+    kinds = [(m.kind, m.gateway, m.reason) for m in markers]
     assert ("gateway_dead", "g2", "dead") in kinds, kinds
     assert ("gateway_recovering", "g2", "recovering") in kinds, kinds
-    moved = {m["reason"]: m["count"] for m in markers if m["kind"] == "moves"}
+    moved = {m.reason: m.count for m in markers if m.kind == "moves"}
     assert moved.get("operator") == 1, moved
     assert moved.get("failover") == run.g2_buckets_before, moved
-    dead_ts = next(m["ts"] for m in markers if m["kind"] == "gateway_dead")
-    assert next(m["ts"] for m in markers if m["reason"] == "failover") >= dead_ts
+    dead_ts = next(m.ts for m in markers if m.kind == "gateway_dead")
+    assert next(m.ts for m in markers if m.reason == "failover") >= dead_ts
 
 
 def test_history_rejects_bad_queries(run: Run) -> None:
-    r = run.ctl.api("GET", "/history", params={"since": "soon"})
+    # what the typed client cannot send, sent raw
+    r = run.ctl.client.request("GET", "/api/v1/history", params={"since": "soon"})
     assert r.status_code == 422 and r.json()["detail"].startswith("query.since:"), r.text
-    r = run.ctl.api("GET", "/history", params={"limit": 0})
-    assert r.status_code == 422 and r.json()["detail"].startswith("query.limit:"), r.text
-    newest = run.history["samples"][-1]["ts"]
-    later = run.ctl.get("/history", params={"since": newest})["samples"]
-    assert all(s["ts"] > newest for s in later), later  # only samples taken since (one a second)
+    with pytest.raises(ApiError) as refused:
+        run.ctl.client.history(limit=0)
+    assert refused.value.status == 422 and refused.value.detail.startswith("query.limit:"), refused.value
+    newest = run.history.samples[-1].ts
+    later = run.ctl.client.history(since=newest).samples
+    assert all(s.ts > newest for s in later), later  # only samples taken since (one a second)
 
 
 @pytest.fixture(scope="module")

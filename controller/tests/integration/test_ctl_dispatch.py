@@ -14,9 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from sgwctl_harness import Controller, Heartbeats, Setup, TopologySpec, neighbour_mac, owner, pings_seen_by, vmac_of
+from sgwctl_harness import (
+    Controller,
+    Heartbeats,
+    Setup,
+    TopologySpec,
+    move_to_the_other,
+    neighbour_mac,
+    owner,
+    pings_seen_by,
+    vmac_of,
+)
 from sgwctl_topo import REMOTE_IP, Endpoint
 from supergw_proto.bucket import bucket_of
+from supergw_proto.rest import ApiError
 
 VMAC_BASE = "02:5e:00:00:00:00"
 K = 16
@@ -41,11 +52,11 @@ def test_hosts_get_their_vmac_and_reach_the_remote_site(setup: Setup, ctl: Contr
 
 
 def test_controller_learned_hosts_with_ips(setup: Setup, ctl: Controller) -> None:
-    hosts = {h["mac"]: h for h in ctl.get("/hosts")}
+    hosts = {h.mac: h for h in ctl.client.hosts()}
     for h in setup.topo.hosts():
-        assert hosts[h.mac]["port"] == h.port
-        assert hosts[h.mac]["ip"] == h.ip
-        assert hosts[h.mac]["gateway"] == owner(ctl, h, K)
+        assert hosts[h.mac].port == h.port
+        assert hosts[h.mac].ip == h.ip
+        assert hosts[h.mac].gateway == owner(ctl, h, K)
 
 
 def test_traffic_goes_to_the_gateway_owning_the_bucket(setup: Setup, ctl: Controller) -> None:
@@ -58,14 +69,11 @@ def test_traffic_goes_to_the_gateway_owning_the_bucket(setup: Setup, ctl: Contro
 
 def test_operator_move_redirects_traffic(setup: Setup, ctl: Controller) -> None:
     h = setup.topo.endpoints["h1"]
-    b = bucket_of(h.mac, K)
-    other = "g2" if owner(ctl, h, K) == "g1" else "g1"
-    ctl.post(f"/buckets/{b}/move", json={"gateway": other})
-    assert owner(ctl, h, K) == other
+    b, other = move_to_the_other(ctl, h, K)
     seen = pings_seen_by(setup, h)
     assert seen[other] >= 10, seen
-    ev = ctl.get("/events", params={"limit": 5})
-    assert any(e["kind"] == "move" and e["bucket"] == b and e["dst"] == other for e in ev), ev
+    ev = ctl.client.events(limit=5)
+    assert any(e.kind == "move" and e.bucket == b and e.dst == other for e in ev), ev
 
 
 def test_load_skew_is_rebalanced(setup: Setup, ctl: Controller) -> None:
@@ -73,20 +81,20 @@ def test_load_skew_is_rebalanced(setup: Setup, ctl: Controller) -> None:
     b1, b2 = bucket_of(h1.mac, K), bucket_of(h2.mac, K)
     assert b1 != b2, "test needs the two hosts in different buckets"
     for b in (b1, b2):
-        ctl.post(f"/buckets/{b}/move", json={"gateway": "g1"})
+        ctl.client.move(b, "g1")
     # Both busy hosts on g1, g2 idle: max/mean = 2.
     procs = busy([h1, h2], 4)
     try:
         time.sleep(2.0)  # a few counter polls (every 0.5 s)
-        plan = ctl.post("/rebalance", params={"dry_run": "false"})
+        plan = ctl.client.rebalance(dry_run=False)
     finally:
         for p in procs:
             p.wait(10)
-    assert plan["ratio_before"] > 1.5, plan
+    assert plan.ratio_before > 1.5, plan
     # "refill" if g2 is still recovering from an earlier (accidental) heartbeat gap.
-    moved = [m for m in plan["moves"] if m["reason"] in ("rebalance", "refill")]
-    assert len(moved) == 1 and moved[0]["bucket"] in (b1, b2) and moved[0]["dst"] == "g2", plan
-    assert plan["ratio_after"] < 1.2
+    moved = [m for m in plan.moves if m.reason in ("rebalance", "refill")]
+    assert len(moved) == 1 and moved[0].bucket in (b1, b2) and moved[0].dst == "g2", plan
+    assert plan.ratio_after < 1.2
     assert {owner(ctl, h1, K), owner(ctl, h2, K)} == {"g1", "g2"}
 
 
@@ -98,7 +106,7 @@ def test_silenced_heartbeats_fail_the_gateway_over(setup: Setup, ctl: Controller
     t0 = time.monotonic()
     hb.silenced.add(victim)
     try:
-        while ctl.get(f"/gateways/{victim}")["state"] != "dead":
+        while ctl.client.gateway(victim).state != "dead":
             assert time.monotonic() - t0 < 4.0, "gateway not declared dead within 4 s"
             time.sleep(0.02)
         detected = time.monotonic() - t0
@@ -106,14 +114,14 @@ def test_silenced_heartbeats_fail_the_gateway_over(setup: Setup, ctl: Controller
         assert victim not in buckets.values()
         assert set(buckets.values()) == {survivor}
         assert pings_seen_by(setup, h)[survivor] >= 10
-        events = ctl.get("/events", params={"limit": 100})
-        failover = [e for e in events if e["kind"] == "move" and e["reason"] == "failover" and e["src"] == victim]
+        events = ctl.client.events(limit=100)
+        failover = [e for e in events if e.kind == "move" and e.reason == "failover" and e.src == victim]
         assert failover, events
         assert detected < 2.5, f"failover took {detected:.2f}s (dead after 1 s of silence here)"
     finally:
         hb.silenced.discard(victim)
     deadline = time.monotonic() + 2
-    while ctl.get(f"/gateways/{victim}")["state"] not in ("recovering", "alive"):
+    while ctl.client.gateway(victim).state not in ("recovering", "alive"):
         assert time.monotonic() < deadline, "gateway did not come back after heartbeats resumed"
         time.sleep(0.05)
 
@@ -129,26 +137,26 @@ def busy(hosts: list[Endpoint], seconds: float) -> list[subprocess.Popen[bytes]]
 
 
 def test_recovered_gateway_is_refilled_by_the_rebalancer(setup: Setup, ctl: Controller) -> None:
-    gws = {g["name"]: g for g in ctl.get("/gateways")}
-    back = [n for n, g in gws.items() if g["state"] == "recovering"]
+    gws = {g.name: g for g in ctl.client.gateways()}
+    back = [n for n, g in gws.items() if g.state == "recovering"]
     assert back, gws
-    assert gws[back[0]]["buckets"] == 0
+    assert gws[back[0]].buckets == 0
     procs = busy(setup.topo.hosts(), 3)
     try:
         time.sleep(1.5)
-        plan = ctl.post("/rebalance", params={"dry_run": "false"})
+        plan = ctl.client.rebalance(dry_run=False)
     finally:
         for p in procs:
             p.wait(10)
     # Idle buckets come back at once, up to its share (K/2, equal weights); busy ones at
     # refill_budget (1 here) per round, so exactly one of the two hosts' buckets moves.
-    assert {(m["reason"], m["dst"]) for m in plan["moves"]} == {("refill", back[0])}, plan
+    assert {(m.reason, m.dst) for m in plan.moves} == {("refill", back[0])}, plan
     busy_buckets = {bucket_of(h.mac, K) for h in setup.topo.hosts()}
-    assert len([m for m in plan["moves"] if m["bucket"] in busy_buckets]) == 1, plan
-    assert ctl.get(f"/gateways/{back[0]}")["buckets"] == len(plan["moves"]) == K // 2, plan
+    assert len([m for m in plan.moves if m.bucket in busy_buckets]) == 1, plan
+    assert ctl.client.gateway(back[0]).buckets == len(plan.moves) == K // 2, plan
     time.sleep(1.2)  # counters show no traffic any more
-    ctl.post("/rebalance", params={"dry_run": "false"})
-    assert ctl.get(f"/gateways/{back[0]}")["state"] == "alive"
+    ctl.client.rebalance(dry_run=False)
+    assert ctl.client.gateway(back[0]).state == "alive"
 
 
 BMV2_ADMIN_DOWN = (
@@ -168,7 +176,7 @@ def test_port_down_fails_the_gateway_over(setup: Setup, ctl: Controller, side: s
     (its eth0 set down, so p12 loses carrier)."""
     # Bring every bucket to g2 first, then take g2's link down.
     for b in range(K):
-        ctl.post(f"/buckets/{b}/move", json={"gateway": "g2"})
+        ctl.client.move(b, "g2")
 
     def link(state: str) -> None:
         if side == "switch":
@@ -179,30 +187,39 @@ def test_port_down_fails_the_gateway_over(setup: Setup, ctl: Controller, side: s
     link("down")
     try:
         t0 = time.monotonic()
-        while ctl.get("/gateways/g2")["state"] != "dead":
+        while ctl.client.gateway("g2").state != "dead":
             assert time.monotonic() - t0 < 2.0, "port down not noticed"
             time.sleep(0.02)
-        assert ctl.get("/gateways/g2")["port_up"] is False
+        assert ctl.client.gateway("g2").port_up is False
         assert set(ctl.bucket_of_gateway().values()) == {"g1"}
         assert pings_seen_by(setup, setup.topo.endpoints["h2"])["g1"] >= 10
     finally:
         link("up")
     t0 = time.monotonic()
-    while ctl.get("/gateways/g2")["state"] == "dead":
+    while ctl.client.gateway("g2").state == "dead":
         assert time.monotonic() - t0 < 3.0, "port up not noticed"
         time.sleep(0.05)
 
 
 def test_metrics_and_dashboard_are_served_by_the_same_process(ctl: Controller) -> None:
-    import httpx
-
-    text = httpx.get(ctl.url + "/metrics", timeout=5).text
+    text = ctl.client.metrics()
     assert 'supergw_bucket_moves_total{reason="failover"}' in text, text[:2000]
     assert "supergw_controller_primary 1.0" in text
-    assert httpx.get(ctl.url + "/dashboard/", timeout=5).status_code == 200
+    assert ctl.client.request("GET", "/dashboard/").status_code == 200
 
 
 def test_controller_log_is_quiet_and_structured(ctl: Controller) -> None:
     lines = [ln for ln in Path(ctl.log_path).read_text().splitlines() if ln.startswith("ts=")]
     assert lines and all(" level=" in ln and " msg=" in ln for ln in lines)
     assert not [ln for ln in lines if "level=error" in ln], [ln for ln in lines if "level=error" in ln]
+
+
+def test_weight_through_the_typed_client(ctl: Controller) -> None:
+    """PUT /gateways/{name}/weight as the operator CLI will send it: the view carries the new
+    weight, a non-positive weight is refused with the API's own message, and nothing changed."""
+    assert ctl.client.set_weight("g1", 2.0).weight == 2.0
+    with pytest.raises(ApiError) as refused:
+        ctl.client.set_weight("g1", 0)
+    assert refused.value.status == 422 and "weight" in refused.value.detail, refused.value
+    assert ctl.client.gateway("g1").weight == 2.0
+    assert ctl.client.set_weight("g1", 1.0).weight == 1.0

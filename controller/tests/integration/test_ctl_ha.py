@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-import httpx
 import pytest
 from finsy.p4schema import P4Schema
 from finsy.proto import U128, p4r, p4r_grpc
@@ -25,8 +24,10 @@ from sgwctl_ha import Replica, make_replicas, move_writer, wait_one_leader, writ
 from supergw_controller.ha.view import overlaps
 from sgwctl_harness import TOKEN, Heartbeats, Setup, TopologySpec, agent_token
 from sgwctl_topo import REMOTE_IP
-from topologies.configs import P4INFO
+from topologies.paths import P4INFO
 from supergw_proto.bucket import bucket_of
+from supergw_proto.reports import Heartbeat
+from supergw_proto.rest import ApiError, ControllerClient
 from supergw_controller.etcd_store import EtcdIntentStore
 from supergw_controller.ha.term import election_id
 from supergw_controller.intent_store import FencedError
@@ -57,8 +58,11 @@ def _close(replicas: list[Replica]) -> None:
         r.link.close()
 
 
-def _post(url: str, path: str, token: str, **kw: Any) -> httpx.Response:
-    return httpx.post(url + "/api/v1" + path, headers={"Authorization": f"Bearer {token}"}, timeout=5, **kw)
+def _refused(call: Any) -> ApiError:
+    """The ApiError `call()` raises (the test fails when it does not)."""
+    with pytest.raises(ApiError) as refused:
+        call()
+    return refused.value
 
 
 def test_credentials_and_backup_refusals(setup: Setup, etcd_server: EtcdServer) -> None:
@@ -69,23 +73,21 @@ def test_credentials_and_backup_refusals(setup: Setup, etcd_server: EtcdServer) 
             backup = next(r for r in reps if r is not leader)
             for r in (leader, backup):
                 url = r.controller.url
-                hb = {"gateway": "g2", "timestamp": time.time()}
-                other = _post(url, "/gateways/g2/heartbeat", agent_token("g1"), json=hb)
-                assert other.status_code == 403, f"{r.name}: g1's agent posted g2's heartbeat: {other.text}"
-                bogus = _post(url, "/gateways/g2/heartbeat", "not-a-token-at-all-xxxx", json=hb)
-                assert bogus.status_code == 401 and bogus.json()["detail"], bogus.text
-                ro = _post(url, "/rebalance", VIEWER)
-                assert ro.status_code == 403 and "admin" in ro.json()["detail"], ro.text
-                got = httpx.get(url + "/api/v1/buckets", headers={"Authorization": f"Bearer {VIEWER}"}, timeout=5)
-                assert got.status_code == 200 and len(got.json()) == 16
-            refused = _post(backup.controller.url, "/rebalance", TOKEN)
-            assert refused.status_code == 503, refused.text
-            detail = refused.json()["detail"]
-            assert leader.name in detail and leader.controller.url in detail, detail
-            assert _post(leader.controller.url, "/rebalance", TOKEN).status_code == 200
+                hb = Heartbeat(gateway="g2", timestamp=time.time())
+                other = _refused(lambda: ControllerClient(url, agent_token("g1")).heartbeat(hb))
+                assert other.status == 403, f"{r.name}: g1's agent posted g2's heartbeat: {other}"
+                bogus = _refused(lambda: ControllerClient(url, "not-a-token-at-all-xxxx").heartbeat(hb))
+                assert bogus.status == 401 and bogus.detail, bogus
+                ro = _refused(lambda: ControllerClient(url, VIEWER).rebalance())
+                assert ro.status == 403 and "admin" in ro.detail, ro
+                assert len(ControllerClient(url, VIEWER).buckets()) == 16
+            refused = _refused(lambda: ControllerClient(backup.controller.url, TOKEN).rebalance())
+            assert refused.status == 503, refused
+            assert leader.name in refused.detail and leader.controller.url in refused.detail, refused.detail
+            leader.controller.client.rebalance()  # the leader accepts it
             h = backup.ha()
             assert h["role"] == "backup" and h["leader"] == leader.name and h["election_id"] == "none"
-            metrics = httpx.get(leader.controller.url + "/metrics", timeout=5).text
+            metrics = leader.controller.client.metrics()
             assert f'supergw_ha_leader{{replica="{leader.name}"}} 1.0' in metrics, metrics
     finally:
         _close(reps)
@@ -154,7 +156,7 @@ def test_leader_kill_one_new_leader_writes_and_the_stale_one_is_refused(setup: S
             while time.monotonic() < deadline and "g1" in new.controller.bucket_of_gateway().values():
                 time.sleep(0.1)
             after_failover = new.controller.bucket_of_gateway()
-            events = new.controller.get("/events", params={"limit": 200})
+            events = new.controller.client.events(limit=200)
             others = [r for r in survivors if r is not new]
             other_ha = others[0].ha()
     finally:
@@ -188,7 +190,7 @@ def test_leader_kill_one_new_leader_writes_and_the_stale_one_is_refused(setup: S
     assert after_takeover == before, "a takeover must not rewrite buckets that are right"
     assert "reconciled: 0 updates, settings unchanged" in takeover_reconcile, takeover_reconcile
     assert "g1" not in after_failover.values(), f"the new leader did not fail g1 over: {after_failover}"
-    assert any(e["reason"] == "failover" and e["src"] == "g1" for e in events), events[:5]
+    assert any(e.reason == "failover" and e.src == "g1" for e in events), events[:5]
     assert sent >= 200 and got == sent, f"lost {sent - got} of {sent} packets across the leader kill"
     assert stale.arbitration != 0, "the stale replica must not be primary"
     assert stale.switch_code is grpc.StatusCode.PERMISSION_DENIED, stale

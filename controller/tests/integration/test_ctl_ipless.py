@@ -24,9 +24,11 @@ from finsy.p4schema import P4Schema
 from finsy.proto import p4r, p4r_grpc
 
 from sgwctl_harness import Controller, Heartbeats, Setup, TopologySpec, neighbour_mac
-from sgwctl_topo import P4INFO, REMOTE_IP, Endpoint, Topology
+from sgwctl_topo import REMOTE_IP, Endpoint, Topology
+from topologies.paths import P4INFO
 
 from supergw_proto import p4constants as pc
+from supergw_proto.api import HostView
 from supergw_controller.southbound import entities as ent
 
 IP_WAIT_S = 4.0
@@ -114,8 +116,8 @@ def wait_for(what: str, cond: Callable[[], bool], timeout: float = 5.0) -> None:
         time.sleep(0.05)
 
 
-def host_view(ctl: Controller, mac: str) -> dict[str, object] | None:
-    return next((h for h in ctl.get("/hosts") if h["mac"] == mac), None)
+def host_view(ctl: Controller, mac: str) -> HostView | None:
+    return next((h for h in ctl.client.hosts() if h.mac == mac), None)
 
 
 def test_non_ip_first_frame_then_ipv4_learns_the_ip(setup: Setup, ctl: Controller, switch: SwitchReader) -> None:
@@ -126,14 +128,14 @@ def test_non_ip_first_frame_then_ipv4_learns_the_ip(setup: Setup, ctl: Controlle
     assert (h1.mac, h1.port) not in switch.learned()
     assert h1.ip not in switch.host_ips()
     hv = host_view(ctl, h1.mac)
-    assert hv is not None and hv["ip"] is None and hv["learned"] is False
+    assert hv is not None and hv.ip is None and hv.learned is False
 
     # Now h1 talks IPv4: its ARP for IP_G (sender IP = h1.ip) and pings through its gateway.
     assert h1.ping(REMOTE_IP, count=2, interval=0.1)[1] == 2
     wait_for("host_ips entry of h1", lambda: switch.host_ips().get(h1.ip) == h1.mac)
     assert (h1.mac, h1.port) in switch.learned()
     hv = host_view(ctl, h1.mac)
-    assert hv is not None and hv["ip"] == h1.ip and hv["learned"] is True
+    assert hv is not None and hv.ip == h1.ip and hv.learned is True
 
     # The gateway's ARP for h1 is answered by the switch from host_ips.
     g1.exec("ip", "neigh", "flush", "dev", "eth0")
@@ -143,7 +145,7 @@ def test_non_ip_first_frame_then_ipv4_learns_the_ip(setup: Setup, ctl: Controlle
 
 def test_non_ip_host_is_learned_without_ip_after_ip_wait(setup: Setup, ctl: Controller, switch: SwitchReader) -> None:
     h2 = setup.topo.endpoints["h2"]
-    d0 = ctl.get("/status")["digests_total"]
+    d0 = ctl.client.status().digests_total
     t0 = time.monotonic()
     # IP-less frames 50 ms apart for 2 s (< ip_wait_s): each is digested while waiting.
     sender = non_ip_sender(h2, count=40, gap=0.05)
@@ -152,27 +154,27 @@ def test_non_ip_host_is_learned_without_ip_after_ip_wait(setup: Setup, ctl: Cont
         time.sleep(0.5)
         assert (h2.mac, h2.port) not in switch.learned()
         assert time.monotonic() - t0 < IP_WAIT_S, "too slow to see the waiting state; raise IP_WAIT_S"
-        assert ctl.get("/status")["digests_total"] - d0 >= 5, "IP-less frames stopped producing digests"
+        assert ctl.client.status().digests_total - d0 >= 5, "IP-less frames stopped producing digests"
         hv = host_view(ctl, h2.mac)
-        assert hv is not None and hv["ip"] is None and hv["learned"] is False
+        assert hv is not None and hv.ip is None and hv.learned is False
     finally:
         sender.wait(timeout=30)
     # After ip_wait_s the controller learns it anyway (the sweep, even while it is silent) ...
     wait_for("learned_sources entry of h2", lambda: (h2.mac, h2.port) in switch.learned(), timeout=IP_WAIT_S + 5)
     assert time.monotonic() - t0 >= IP_WAIT_S - 0.5
     hv = host_view(ctl, h2.mac)
-    assert hv is not None and hv["ip"] is None and hv["learned"] is True
+    assert hv is not None and hv.ip is None and hv.learned is True
     # ... and from then on its frames cost no digests.
-    d1 = ctl.get("/status")["digests_total"]
+    d1 = ctl.client.status().digests_total
     send_non_ip(h2, count=10, gap=0.03)
     time.sleep(0.3)
-    assert ctl.get("/status")["digests_total"] == d1
+    assert ctl.client.status().digests_total == d1
 
 
 def test_gateway_arp_miss_for_an_unknown_ip_is_counted(setup: Setup, ctl: Controller) -> None:
     g1 = setup.topo.endpoints["g1"]
-    before = ctl.get("/status")["arp_misses_unknown_total"]
+    before = ctl.client.status().arp_misses_unknown_total
     g1.ping("10.0.0.99", count=1, interval=0.2)  # nobody has this address
-    wait_for("an unknown-IP ARP miss", lambda: ctl.get("/status")["arp_misses_unknown_total"] > before)
+    wait_for("an unknown-IP ARP miss", lambda: ctl.client.status().arp_misses_unknown_total > before)
     assert neighbour_mac(g1, "10.0.0.99") is None
 

@@ -25,15 +25,15 @@ def ctl(setup: Setup) -> Iterator[Controller]:
 
 
 def host_macs(ctl: Controller) -> set[str]:
-    return {h["mac"] for h in ctl.get("/hosts")}
+    return {h.mac for h in ctl.client.hosts()}
 
 
 def test_gateway_arp_for_an_unknown_host_goes_to_the_controller(setup: Setup, ctl: Controller) -> None:
     g1, h2 = setup.topo.endpoints["g1"], setup.topo.endpoints["h2"]
-    before = ctl.get("/status")["packet_ins_total"]
+    before = ctl.client.status().packet_ins_total
     g1.ping(h2.ip, count=1, interval=0.2)  # h2 has said nothing yet: nobody answers
     assert neighbour_mac(g1, h2.ip) is None
-    assert ctl.get("/status")["packet_ins_total"] > before  # GATEWAY_ARP_MISS punted, ignored
+    assert ctl.client.status().packet_ins_total > before  # GATEWAY_ARP_MISS punted, ignored
 
 
 def test_learned_host_is_answered_by_the_switch(setup: Setup, ctl: Controller) -> None:

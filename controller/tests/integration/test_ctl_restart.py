@@ -12,9 +12,12 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from sgwctl_harness import Controller, Heartbeats, Setup, TopologySpec
 from sgwctl_topo import REMOTE_IP, Endpoint
 from supergw_proto.bucket import bucket_of
+from supergw_proto.rest import ApiError
 
 K = 16
 TOPOLOGY = TopologySpec(tag="r", index=2, hosts=2, gateways=2)
@@ -64,7 +67,7 @@ def test_controller_restart_loses_nothing(setup: Setup) -> None:
         c.start()
         sent, got = stream.result()
         after = c.bucket_of_gateway()
-        hosts = {x["mac"] for x in c.get("/hosts")}
+        hosts = {x.mac for x in c.client.hosts()}
     c.stop()
     assert sent >= 200 and got == sent, f"lost {sent - got} of {sent} packets across a controller restart"
     assert after == before, "a restart must not move buckets"
@@ -80,11 +83,12 @@ def test_backup_takes_over_within_a_second(setup: Setup) -> None:
         primary.start("primary")
         backup.start("backup")
         assert h.ping(REMOTE_IP, count=3, interval=0.1)[1] == 3
-        r = backup.api("POST", "/rebalance")
-        assert r.status_code == 503, "a backup must refuse writes"
+        with pytest.raises(ApiError) as refused:
+            backup.client.rebalance()
+        assert refused.value.status == 503, "a backup must refuse writes"
         time.sleep(0.6)  # the backup mirrors the switch's tables every counter poll
         assert backup.bucket_of_gateway() == primary.bucket_of_gateway()
-        assert h.mac in {x["mac"] for x in backup.get("/hosts")}
+        assert h.mac in {x.mac for x in backup.client.hosts()}
         stream = PingStream(h, seconds=4)
         time.sleep(1.0)
         killed_at = time.time()
@@ -95,14 +99,14 @@ def test_backup_takes_over_within_a_second(setup: Setup) -> None:
         assert promoted_at is not None, backup.log_tail()
         took = promoted_at - killed_at
         b = bucket_of(h.mac, K)
-        other = "g2" if backup.get(f"/buckets/{b}")["gateway"] == "g1" else "g1"
+        other = "g2" if backup.client.bucket(b).gateway == "g1" else "g1"
         rx_before = setup.topo.endpoints[other].rx_packets()
-        moved = backup.post(f"/buckets/{b}/move", json={"gateway": other})
+        moved = backup.client.move(b, other)
         sent, got = stream.result()
         rx_after = setup.topo.endpoints[other].rx_packets()
     backup.stop()
     assert took < 1.0, f"backup became primary after {took:.2f}s"
-    assert moved["gateway"] == other
+    assert moved.gateway == other
     assert rx_after - rx_before > 50, "after the takeover, the new primary's write steers traffic"
     assert got == sent, f"lost {sent - got} of {sent} packets across the takeover"
 
@@ -119,10 +123,10 @@ def test_switch_restart_is_reconnected_and_reconciled(setup: Setup) -> None:
         setup.topo.start_switch()
         took = c.wait_role("primary", timeout=20)
         after = c.bucket_of_gateway()
-        hosts_after = c.get("/hosts")
+        hosts_after = c.client.hosts()
         sent, got = h.ping(REMOTE_IP, count=5, interval=0.1)
     c.stop()
     assert took < 10, f"reconnect took {took:.1f}s"
     assert after == before, "the controller re-installs the same assignment on a fresh switch"
-    assert h.mac in {x["mac"] for x in hosts_after}, "known hosts are re-installed on a fresh switch"
+    assert h.mac in {x.mac for x in hosts_after}, "known hosts are re-installed on a fresh switch"
     assert got == sent == 5

@@ -20,7 +20,17 @@ import pytest
 from finsy.proto import p4i, p4r, p4r_grpc
 from google.protobuf import text_format
 
-from sgwctl_harness import Controller, Heartbeats, Setup, TopologySpec, neighbour_mac, owner, pings_seen_by, vmac_of
+from sgwctl_harness import (
+    Controller,
+    Heartbeats,
+    Setup,
+    TopologySpec,
+    move_to_the_other,
+    neighbour_mac,
+    owner,
+    pings_seen_by,
+    vmac_of,
+)
 from supergw_proto import p4constants as pc
 from supergw_proto.bucket import bucket_of
 
@@ -73,23 +83,20 @@ def test_arp_learning_and_dispatch(setup: Setup, ctl: Controller) -> None:
         assert neighbour_mac(h, setup.topo.gateway_ip) == vmac_of(VMAC_BASE, bucket_of(h.mac, K))
         own = owner(ctl, h, K)
         assert seen[own] >= 10, seen
-    hosts = {h["mac"]: h for h in ctl.get("/hosts")}
+    hosts = {h.mac: h for h in ctl.client.hosts()}
     for h in setup.topo.hosts():
-        assert hosts[h.mac]["port"] == h.port and hosts[h.mac]["ip"] == h.ip
+        assert hosts[h.mac].port == h.port and hosts[h.mac].ip == h.ip
 
 
 def test_bucket_move_and_load(setup: Setup, ctl: Controller) -> None:
     h = setup.topo.endpoints["h1"]
-    b = bucket_of(h.mac, K)
-    other = "g2" if owner(ctl, h, K) == "g1" else "g1"
-    ctl.post(f"/buckets/{b}/move", json={"gateway": other})
-    assert owner(ctl, h, K) == other
+    b, other = move_to_the_other(ctl, h, K)
     assert pings_seen_by(setup, h)[other] >= 10
     # bucket_counter (a direct counter read by its Tofino ID) shows the traffic; the
     # controller polls it every 0.5 s.
-    before = int(ctl.get(f"/buckets/{b}")["packets"])
+    before = ctl.client.bucket(b).packets
     assert pings_seen_by(setup, h)[other] >= 10
     deadline = time.monotonic() + 5
-    while int(ctl.get(f"/buckets/{b}")["packets"]) < before + 10:
+    while ctl.client.bucket(b).packets < before + 10:
         assert time.monotonic() < deadline, f"bucket {b}: counter did not grow past {before} + 10"
         time.sleep(0.1)

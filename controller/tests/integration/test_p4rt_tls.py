@@ -19,25 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import httpx
 import pytest
 import yaml
 from finsy.proto import p4r, p4r_grpc
 from sgwctl_harness import skip_reason, switches
-from sgwctl_topo import (
-    BMV2_JSON,
-    CPU_PORT,
-    P4INFO,
-    PIN_ROOT,
-    SWITCH_BIN,
-    Topology,
-    bmv2_binary,
-    python,
-    stale_bmv2_json,
-    stop_process,
-    wait_tcp,
-)
+from sgwctl_topo import Topology, python, stop_process, wait_tcp
+from supergw_proto.p4constants import CPU_PORT
+from supergw_proto.rest import ApiError, ControllerClient
 from tlscerts import Pki, make_pki, openssl_missing
+from topologies.bmv2 import stale_json
+from topologies.paths import BMV2_JSON, P4INFO
+from topologies.switch import SwitchCommand
 
 TOKEN = "p4rt-tls-admin-token"
 INDEX = 61  # mgmt subnet 10.207.61.0/30, gRPC port 50761, device id 761
@@ -67,19 +59,15 @@ def tls_flags(pki: Pki) -> list[str]:
 @pytest.fixture(scope="module", params=switches())
 def tls_switch(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsSwitch]:
     switch = request.param
-    if reason := skip_reason(switch) or openssl_missing() or (stale_bmv2_json() if switch == "bmv2" else None):
+    if reason := skip_reason(switch) or openssl_missing() or (stale_json() if switch == "bmv2" else None):
         pytest.skip(reason)
     tmp = tmp_path_factory.mktemp(f"p4rt-tls-{switch}")
     topo = Topology(tag="t", index=INDEX, prefix="sgw-tls", log_dir=tmp, switch=switch)
     pki = make_pki(tmp / "pki", server_ips=(topo.mgmt_sw_ip,))
     topo.create(hosts=1, gateways=1)
-    ports = [a for ep in topo.endpoints.values() for a in ("-i", f"{ep.port}@p{ep.port}")]
-    target = ["--grpc-server-addr", topo.grpc_addr, "--cpu-port", str(CPU_PORT), *tls_flags(pki)]
-    if switch == "ebpf":
-        cmd = [str(SWITCH_BIN), "--device-id", str(topo.device_id), *ports, "--pin-dir",
-               f"{PIN_ROOT}/sgw-tls-t", "--log-level", "info", "--", *target]  # fmt: skip
-    else:
-        cmd = [bmv2_binary(), "--device-id", str(topo.device_id), *ports, "--no-p4", "--", *target]
+    cmd = SwitchCommand(switch, topo.device_id, topo.grpc_addr, CPU_PORT, topo.lab.ports(),
+                        pin_dir=topo.pin_dir if switch == "ebpf" else None, log_level="info" if switch == "ebpf" else None,
+                        target_options=tuple(tls_flags(pki))).argv()
     log = tmp / "switch.log"
     with open(log, "ab") as out:
         proc = subprocess.Popen(["ip", "netns", "exec", topo.sw_ns, *cmd], stdout=out, stderr=subprocess.STDOUT)
@@ -89,7 +77,7 @@ def tls_switch(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     finally:
         stop_process(proc)
         topo.destroy()
-        subprocess.run(["rm", "-rf", f"{PIN_ROOT}/sgw-tls-t"], check=False)
+        subprocess.run(["rm", "-rf", str(topo.pin_dir)], check=False)
 
 
 def capabilities(addr: str, creds: grpc.ChannelCredentials | None) -> str:
@@ -183,19 +171,19 @@ def run_controller(tmp: Path, s: TlsSwitch, tls: dict[str, str] | None, until: f
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     role = None
+    api = ControllerClient(f"http://127.0.0.1:{port}", TOKEN)
     try:
         deadline = time.monotonic() + until
         while time.monotonic() < deadline and proc.poll() is None:
             try:
-                r = httpx.get(f"http://127.0.0.1:{port}/api/v1/status", headers={"Authorization": f"Bearer {TOKEN}"})
-                role = r.json()["role"]
+                role = api.status().role
                 if role == "primary":
                     break
-            except httpx.HTTPError:
+            except ApiError:
                 pass
             time.sleep(0.2)
     finally:
-        stop_process(proc)  # type: ignore[arg-type]
+        stop_process(proc)
         _, err = proc.communicate()
     return role, err.decode(errors="replace")
 

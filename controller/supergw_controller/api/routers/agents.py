@@ -1,13 +1,39 @@
-"""Gateway agents push load reports and heartbeats here."""
+"""Gateway agents push load reports and heartbeats here; the answer tells them the timing.
+
+Every 204 carries the controller's `AgentTiming` (heartbeat interval, miss count, report
+interval) in the `Supergw-Timing` header: the agent adopts it at once, so the controller's
+`timing:` is the one source of the agents' cadence.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Response, status
+from typing import Any
 
-from supergw_controller.api.deps import CoreDep, GatewayName
-from supergw_proto.reports import GatewayReport, Heartbeat
+from fastapi import APIRouter, HTTPException, Response
+
+from supergw_controller.api.deps import ApiState, CoreDep, GatewayName, State
+from supergw_proto.reports import TIMING_HEADER, GatewayReport, Heartbeat
 
 router = APIRouter(prefix="/gateways", tags=["agents"])
+
+_TIMING_DOC: dict[int | str, dict[str, Any]] = {
+    204: {
+        "description": "Successful Response",
+        "headers": {
+            TIMING_HEADER: {
+                "description": "the controller's agent timing as compact JSON "
+                "(`{\"heartbeat_interval_ms\": 100, \"missed_heartbeats\": 3, \"report_interval_ms\": 500}`): "
+                "the agent adopts it at once",
+                "schema": {"type": "string"},
+            }
+        },
+    }
+}
+
+
+def _told(state: ApiState) -> Response:
+    """The 204 an agent gets: with the controller's timing, which it adopts at once."""
+    return Response(status_code=204, headers={TIMING_HEADER: state.agent_timing})
 
 
 def _same_gateway(path_name: str, body_name: str) -> None:
@@ -18,15 +44,17 @@ def _same_gateway(path_name: str, body_name: str) -> None:
         )
 
 
-@router.post("/{name}/report", status_code=204, response_class=Response, summary="Agent load report (every T_L)")
-async def post_report(core: CoreDep, name: GatewayName, report: GatewayReport) -> Response:
+@router.post("/{name}/report", status_code=204, response_class=Response, responses=_TIMING_DOC,
+             summary="Agent load report (every T_L)")
+async def post_report(core: CoreDep, state: State, name: GatewayName, report: GatewayReport) -> Response:
     _same_gateway(name, report.gateway)
     await core.accept_report(report)
-    return Response(status_code=204)
+    return _told(state)
 
 
-@router.post("/{name}/heartbeat", status_code=204, response_class=Response, summary="Agent liveness beacon")
-async def post_heartbeat(core: CoreDep, name: GatewayName, hb: Heartbeat) -> Response:
+@router.post("/{name}/heartbeat", status_code=204, response_class=Response, responses=_TIMING_DOC,
+             summary="Agent liveness beacon")
+async def post_heartbeat(core: CoreDep, state: State, name: GatewayName, hb: Heartbeat) -> Response:
     _same_gateway(name, hb.gateway)
     await core.accept_heartbeat(hb)
-    return Response(status_code=204)
+    return _told(state)

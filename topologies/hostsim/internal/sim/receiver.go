@@ -16,7 +16,7 @@ type rxFlow struct {
 	received, lost, reordered, duplicates uint64
 	next                                  uint32 // the sequence number expected next
 	latMin, latMax, latSum                uint64 // ns
-	lastArrival, maxGap                   uint64 // ns
+	firstArrival, lastArrival, maxGap     uint64 // ns
 	// holes holds the sequence numbers of the holes still open, so a late packet is counted as
 	// reordered (and closes its hole) rather than as new, and a repeat as a duplicate.
 	holes map[uint32]struct{}
@@ -69,6 +69,9 @@ func (r *receiver) record(src, dst netip.Addr, p Probe, now uint64) {
 	} else {
 		f.latMin = 0
 	}
+	if f.firstArrival == 0 {
+		f.firstArrival = now
+	}
 	if f.lastArrival != 0 && now > f.lastArrival {
 		f.maxGap = max(f.maxGap, now-f.lastArrival)
 	}
@@ -76,6 +79,10 @@ func (r *receiver) record(src, dst netip.Addr, p Probe, now uint64) {
 }
 
 // RxFlowStats is one flow as the receiver saw it (JSON field names are the control API's).
+// MaxGapMs is the longest interval between two arrivals: it cannot see a flow that stopped
+// arriving for good (nothing arrives to close that gap); FirstArrivalNs and LastArrivalNs, set
+// against the sender's first_sent_ns and last_sent_ns, show the head and the tail
+// (bench/gaps.py `hostsim_flows`).
 type RxFlowStats struct {
 	Src        string    `json:"src"`
 	Dst        string    `json:"dst"`
@@ -88,7 +95,10 @@ type RxFlowStats struct {
 	Latency    LatencyUs `json:"latency_us"`
 	MaxGapMs   float64   `json:"max_gap_ms"`
 	LastSeq    int64     `json:"last_seq"`
-	latSum     uint64
+	// CLOCK_MONOTONIC arrival times of the flow's first and last frame (ns)
+	FirstArrivalNs uint64 `json:"first_arrival_ns"`
+	LastArrivalNs  uint64 `json:"last_arrival_ns"`
+	latSum         uint64
 }
 
 // LatencyUs is one-way latency in microseconds.
@@ -105,7 +115,7 @@ func (r *receiver) snapshot() []RxFlowStats {
 	for k, f := range r.flows {
 		st := RxFlowStats{Src: k.src.String(), Dst: k.dst.String(), Flow: k.flow, Run: k.run, Received: f.received,
 			Lost: f.lost, Reordered: f.reordered, Duplicates: f.duplicates, MaxGapMs: float64(f.maxGap) / 1e6,
-			LastSeq: int64(f.next) - 1, latSum: f.latSum}
+			LastSeq: int64(f.next) - 1, FirstArrivalNs: f.firstArrival, LastArrivalNs: f.lastArrival, latSum: f.latSum}
 		if f.received > 0 {
 			st.Latency = LatencyUs{Min: float64(f.latMin) / 1e3, Avg: float64(f.latSum) / float64(f.received) / 1e3,
 				Max: float64(f.latMax) / 1e3}

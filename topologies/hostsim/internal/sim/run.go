@@ -36,12 +36,17 @@ type RunStats struct {
 	Slips uint64 `json:"slips"`
 }
 
-// TxFlowStats is one flow as its sender sees it.
+// TxFlowStats is one flow as its sender sees it. FirstSentNs and LastSentNs are the send
+// stamps (CLOCK_MONOTONIC, the clock of the receivers' arrival times) of its first and last
+// frame that went out: with the receiver's arrivals they show a flow that stopped arriving
+// before the run ended, which the receiver alone cannot see (0 before the first frame).
 type TxFlowStats struct {
-	Flow uint16 `json:"flow"`
-	Src  string `json:"src"`
-	Dst  string `json:"dst"`
-	Sent uint64 `json:"sent"`
+	Flow        uint16 `json:"flow"`
+	Src         string `json:"src"`
+	Dst         string `json:"dst"`
+	Sent        uint64 `json:"sent"`
+	FirstSentNs uint64 `json:"first_sent_ns"`
+	LastSentNs  uint64 `json:"last_sent_ns"`
 }
 
 type txFlow struct {
@@ -50,6 +55,8 @@ type txFlow struct {
 	tmpl *Template
 	seq  uint32 // the next sequence number
 	sent uint64 // frames that went out (a failed send uses its sequence number: the receiver sees a hole)
+	// firstSent, lastSent: the stamps of the first and the last frame that went out
+	firstSent, lastSent uint64
 }
 
 // Run is one traffic run of the generator.
@@ -208,7 +215,8 @@ func (s *Sim) TxFlows() []TxFlowStats {
 	defer r.mu.Unlock()
 	out := make([]TxFlowStats, len(r.flows))
 	for i, f := range r.flows {
-		out[i] = TxFlowStats{Flow: uint16(i), Src: f.host.IP.String(), Dst: f.dst.String(), Sent: f.sent}
+		out[i] = TxFlowStats{Flow: uint16(i), Src: f.host.IP.String(), Dst: f.dst.String(), Sent: f.sent,
+			FirstSentNs: f.firstSent, LastSentNs: f.lastSent}
 	}
 	return out
 }
@@ -296,7 +304,11 @@ func (s *Sim) generate(r *Run, duration time.Duration) {
 			s.txMu.Unlock()
 			r.mu.Lock()
 			for i := 0; i < m; i++ {
+				if owners[i].sent == 0 {
+					owners[i].firstSent = now
+				}
 				owners[i].sent++
+				owners[i].lastSent = now
 			}
 			r.stats.Sent += uint64(m)
 			if err != nil || m < b {

@@ -273,6 +273,24 @@ func TestReceiverCountsLossReorderingDuplicatesAndGaps(t *testing.T) {
 	if f.MaxGapMs < 50.9 || f.MaxGapMs > 51.1 || f.Latency.Min != 20 || f.Latency.Max != 20 {
 		t.Fatalf("gap %.3f ms, latency %+v", f.MaxGapMs, f.Latency)
 	}
+	if f.FirstArrivalNs != 1_001_000_000 || f.LastArrivalNs != now {
+		t.Fatalf("arrivals %d..%d, want 1001000000..%d", f.FirstArrivalNs, f.LastArrivalNs, now)
+	}
+}
+
+// A flow that stops arriving for good leaves no gap between arrivals: only its last arrival,
+// set against the sender's last send (bench/gaps.py), shows it.
+func TestAFlowThatStopsForGoodShowsInItsLastArrivalNotInItsGap(t *testing.T) {
+	r := newReceiver()
+	src, dst := remote, netip.MustParseAddr("192.168.203.24")
+	for seq := uint32(0); seq < 100; seq++ {
+		now := 1_000_000_000 + uint64(seq)*10_000_000 // every 10 ms; the sender goes on for 4 s more
+		r.record(src, dst, Probe{Run: 1, Flow: 0, Seq: seq, TS: now - 20_000}, now)
+	}
+	f := r.snapshot()[0]
+	if f.MaxGapMs > 10.1 || f.Lost != 0 || f.LastArrivalNs != 1_990_000_000 {
+		t.Fatalf("flow %+v: want a 10 ms gap, nothing lost, last arrival at 1.99 s", f)
+	}
 }
 
 func udpFrame(t *testing.T, dstMAC net.HardwareAddr, dst netip.Addr) []byte {
@@ -384,6 +402,26 @@ func TestGeneratorPacesAndTheReceiverCountsLossPerFlow(t *testing.T) {
 	for _, f := range frames {
 		if len(f) != 1404 || !bytes.Equal(f[0:6], vmac) {
 			t.Fatalf("frame of %d bytes to %x", len(f), f[0:6])
+		}
+	}
+	// every flow's first and last send stamp are those of its first and last frame
+	stamps := map[uint16][2]uint64{}
+	for _, f := range frames {
+		probe, ok := ParseProbe(decode(t, f).Layer(layers.LayerTypeUDP).(*layers.UDP).Payload)
+		if !ok {
+			t.Fatal("a generator frame without a probe payload")
+		}
+		st, seen := stamps[probe.Flow]
+		if !seen {
+			st[0] = probe.TS
+		}
+		st[1] = probe.TS
+		stamps[probe.Flow] = st
+	}
+	for _, f := range a.TxFlows() {
+		if st := stamps[f.Flow]; f.FirstSentNs != st[0] || f.LastSentNs != st[1] || st[1]-st[0] < 400_000_000 {
+			t.Fatalf("flow %d: sent stamps %d..%d, its frames %d..%d (want the same, >= 400 ms apart)",
+				f.Flow, f.FirstSentNs, f.LastSentNs, st[0], st[1])
 		}
 	}
 	got := deliver(t, frames, b, func(i int) bool { return i%100 == 7 })

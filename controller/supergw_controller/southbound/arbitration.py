@@ -1,4 +1,5 @@
-"""finsy arbitration for a replica: no bids of its own, only the etcd leader's claim.
+"""The P4Runtime side of an HA replica (`ha/replica.py`): arbitration without bids of its
+own, only the etcd leader's claim; stream events; the record of accepted writes.
 
 finsy's `Arbitrator` always sends an election id and, when the switch reports that the
 primary left (NOT_FOUND), bids for primary with the old primary's id. P4Runtime (and the
@@ -17,16 +18,19 @@ SetForwardingPipelineConfig request (the fence), the last point before it leaves
 Installed on a finsy `Switch` by `install()`: finsy has no hook for a custom
 arbitrator, so this replaces its private `_arbitrator` (finsy 0.30, pinned); `install`
 checks the attribute exists so an upgrade that renames it fails loudly at start.
+`ReplicaStream` is all the replica sees of it (the replica never touches finsy).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 import zlib
 from collections.abc import Callable
 from typing import Any
 
-from finsy import Switch
+from finsy import P4ClientError, Switch, SwitchEvent
 from finsy.grpcutil import GRPCStatusCode
 from finsy.p4arbitrator import Arbitrator
 from finsy.p4client import P4RpcStatus
@@ -141,3 +145,57 @@ def install(switch: Switch, arbitrator: ReplicaArbitrator) -> None:
     if switch._p4client is not None:  # noqa: SLF001
         raise RuntimeError("install the arbitrator before the switch runs")
     switch._arbitrator = arbitrator  # noqa: SLF001
+
+
+class ReplicaStream:
+    """A replica's P4Runtime stream: `claim` and `release` primary, the stream's events, and
+    a record of the writes the switch accepted (wall-clock windows per term)."""
+
+    def __init__(self, switch: Switch, on_primary_change: PrimaryChange, check_write: Callable[[], None],
+                 replica: str) -> None:
+        self._switch = switch
+        self.arbitrator = ReplicaArbitrator(on_primary_change, check_write, replica)
+        install(switch, self.arbitrator)
+
+    @property
+    def primary_id(self) -> int:
+        """The primary's election id as the switch last said it."""
+        return int(self.arbitrator.primary_id)
+
+    def on_events(self, *, up: Callable[[], None], down: Callable[[], None], demoted: Callable[[], None]) -> None:
+        """`up`/`down`: the stream opened or closed; `demoted`: the switch made another primary."""
+        self._switch.ee.on(SwitchEvent.CHANNEL_UP, lambda _sw: up())
+        self._switch.ee.on(SwitchEvent.CHANNEL_DOWN, lambda _sw: down())
+        self._switch.ee.on(SwitchEvent.BECOME_BACKUP, lambda _sw: demoted())
+
+    def record_writes(self, term: Callable[[], int], accepted: Callable[[int, float], None]) -> None:
+        """Call `accepted(term, sent)` for every Write the switch took (answered OK, or with
+        per-update results), `term` read and `sent` (wall clock) taken as it leaves."""
+        inner = self._switch.write
+
+        async def write(*args: Any, **kw: Any) -> None:
+            t, sent = term(), time.time()
+            try:
+                await inner(*args, **kw)
+            except P4ClientError as exc:
+                if exc.details:  # per-update results: the switch took the request
+                    accepted(t, sent)
+                raise
+            accepted(t, sent)
+
+        self._switch.write = write  # type: ignore[method-assign]
+
+    async def claim(self, eid: int) -> None:
+        await self.arbitrator.claim(self._switch, eid)
+
+    async def release(self, timeout_s: float = 1.0) -> None:
+        """Give up primary now: an arbitration update with our backup id (none); without a
+        stream there is nothing to give up. Failures are logged (the fence refuses anyway)."""
+        self.arbitrator.claimed_id = 0
+        self.arbitrator.election_id = self.arbitrator.backup_id
+        if self._switch._p4client is None:  # noqa: SLF001 - see module docstring
+            return
+        try:
+            await asyncio.wait_for(self.arbitrator.release(self._switch), timeout_s)
+        except Exception as exc:  # noqa: BLE001 - the fence already refuses every write
+            log.info("could not release primary on the switch: %s", exc)

@@ -1,0 +1,224 @@
+"""A remote-access lab on one machine, for tests (every box its own network namespace):
+
+    client i ─┐                      ┌─ wan0  gateway k  lan0 ── host k
+    client j ─┴─ brc  [ net ]  brg ──┤
+                                     └─ wan0  gateway m  lan0 ── host m
+
+`net` routes between the clients' networks (brc: 10.77.0.0/24, and 10.76.0.0/24 to move to)
+and the gateways' outside (brg: 10.78.0.0/24). It stands in for the outside switch: a public
+address held by one gateway is routed to it; one held by several goes by the client's source
+address (`route_client`), the way the switch pins a client. Names: `sgw-ra-<tag>-…`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from supergw_gateway import netns
+from supergw_gateway.charon import Retransmit
+from supergw_gateway.config import GatewayConfig, parse_config
+from supergw_gateway.executor import LocalExecutor
+from supergw_gateway.pki import make_demo_pki
+from supergw_gateway.ra.client import ClientConfig
+from supergw_gateway.ra.config import cluster_spi_plan
+
+CLIENT_NET = ipaddress.IPv4Network("10.77.0.0/24")
+MOVE_NET = ipaddress.IPv4Network("10.76.0.0/24")
+OUTSIDE_NET = ipaddress.IPv4Network("10.78.0.0/24")
+SERVICE_ID = "vpn.sgw.test"
+WAN_DEV, LAN_DEV, CLIENT_DEV, HOST_DEV = "wan0", "lan0", "eth0", "eth0"
+PSK = "sgw-ra-lab-site-to-site-0123456789"
+# The outside router's table for gateway k's public address (source-routed clients).
+TABLE_BASE = 100
+
+
+@dataclass(frozen=True)
+class LabGateway:
+    """Gateway k: its public address, and the remote_access keys besides the lab's own."""
+
+    public: ipaddress.IPv4Address
+    remote_access: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RaLab:
+    tag: str
+    gateways: list[LabGateway]
+    clients: int
+    state_dir: Path
+    client_dpd_s: int = 10
+    client_retransmit: Retransmit = field(default_factory=lambda: Retransmit(tries=4, timeout_s=1.0, base=1.4))
+    _pki: dict[str, Path] = field(default_factory=dict)
+
+    # -- names and addresses ---------------------------------------------------------------
+    @property
+    def net_ns(self) -> str:
+        return f"sgw-ra-{self.tag}-net"
+
+    def gw_ns(self, k: int) -> str:
+        return f"sgw-ra-{self.tag}-g{k}"
+
+    def host_ns(self, k: int) -> str:
+        return f"sgw-ra-{self.tag}-h{k}"
+
+    def client_ns(self, i: int) -> str:
+        return f"sgw-ra-{self.tag}-c{i}"
+
+    def gw_name(self, k: int) -> str:
+        return f"{self.tag}-g{k}"
+
+    @property
+    def probe_ns(self) -> str:
+        return f"sgw-ra-{self.tag}-probe"
+
+    def client_name(self, i: int) -> str:
+        return f"{self.tag}-c{i}"
+
+    def gw_wan(self, k: int) -> ipaddress.IPv4Address:
+        return OUTSIDE_NET.network_address + 10 + k
+
+    def lan(self, k: int) -> ipaddress.IPv4Network:
+        return ipaddress.IPv4Network(f"10.80.{k}.0/24")
+
+    def host_ip(self, k: int) -> ipaddress.IPv4Address:
+        return self.lan(k).network_address + 2
+
+    def pool(self, k: int) -> ipaddress.IPv4Network:
+        return ipaddress.IPv4Network(f"10.90.{k}.0/24")
+
+    def client_address(self, i: int, net: ipaddress.IPv4Network = CLIENT_NET) -> ipaddress.IPv4Interface:
+        return ipaddress.IPv4Interface(f"{net.network_address + 10 + i}/{net.prefixlen}")
+
+    @staticmethod
+    def router(net: ipaddress.IPv4Network) -> ipaddress.IPv4Address:
+        return net.network_address + 1
+
+    # -- building --------------------------------------------------------------------------
+    def create(self) -> None:
+        self.destroy()
+        host = LocalExecutor()
+        netns.create(self.net_ns)
+        net = LocalExecutor(self.net_ns)
+        for br, nets in (("brc", (CLIENT_NET, MOVE_NET)), ("brg", (OUTSIDE_NET,))):
+            net.run(["ip", "link", "add", br, "type", "bridge"])
+            for n in nets:
+                net.run(["ip", "addr", "add", f"{self.router(n)}/{n.prefixlen}", "dev", br])
+            net.run(["ip", "link", "set", br, "up"])
+        net.run(["sysctl", "-qw", "net.ipv4.ip_forward=1"])
+        # Like the outside switch, which forwards only the public addresses: the gateways' own
+        # addresses are not reachable from the clients (else MOBIKE path probing could move a
+        # client onto a gateway's WAN address, which the gateway lists in ADDITIONAL_*_ADDRESS).
+        for n in (CLIENT_NET, MOVE_NET):
+            net.run(["ip", "rule", "add", "from", str(n), "to", str(OUTSIDE_NET), "prohibit", "priority", "100"])
+        for k, g in enumerate(self.gateways):
+            netns.create(self.gw_ns(k))
+            netns.create(self.host_ns(k))
+            host.run(["ip", "link", "add", "name", f"g{k}", "netns", self.net_ns, "type", "veth",
+                      "peer", "name", WAN_DEV, "netns", self.gw_ns(k)])
+            net.run(["ip", "link", "set", f"g{k}", "master", "brg", "up"])
+            host.run(["ip", "link", "add", "name", LAN_DEV, "netns", self.gw_ns(k), "type", "veth",
+                      "peer", "name", HOST_DEV, "netns", self.host_ns(k)])
+            h = LocalExecutor(self.host_ns(k))
+            h.run(["ip", "link", "set", HOST_DEV, "up"])
+            h.run(["ip", "addr", "add", f"{self.host_ip(k)}/24", "dev", HOST_DEV])
+            h.run(["ip", "route", "add", "default", "via", str(self.lan(k).network_address + 1)])
+        for public in {g.public for g in self.gateways}:
+            owners = [k for k, g in enumerate(self.gateways) if g.public == public]
+            if len(owners) == 1:
+                net.run(["ip", "route", "replace", f"{public}/32", "via", str(self.gw_wan(owners[0]))])
+            for k in owners:
+                net.run(["ip", "route", "replace", f"{public}/32", "via", str(self.gw_wan(k)),
+                         "table", str(TABLE_BASE + k)])
+        for i in range(self.clients):
+            netns.create(self.client_ns(i))
+            host.run(["ip", "link", "add", "name", f"c{i}", "netns", self.net_ns, "type", "veth",
+                      "peer", "name", CLIENT_DEV, "netns", self.client_ns(i)])
+            net.run(["ip", "link", "set", f"c{i}", "master", "brc", "up"])
+
+    def destroy(self) -> None:
+        netns.delete(self.probe_ns)
+        for i in range(self.clients):
+            netns.delete(self.client_ns(i))
+        for k in range(len(self.gateways)):
+            netns.delete(self.gw_ns(k))
+            netns.delete(self.host_ns(k))
+        netns.delete(self.net_ns)
+
+    def route_client(self, address: ipaddress.IPv4Interface, k: int) -> None:
+        """Packets from `address` to a shared public address go to gateway k (a pin)."""
+        LocalExecutor(self.net_ns).run(["ip", "rule", "add", "from", f"{address.ip}/32", "lookup",
+                                        str(TABLE_BASE + k), "priority", str(1000 + int(address.ip) % 30000)])
+
+    def add_probe(self) -> LocalExecutor:
+        """A host on the gateways' outside segment (10.78.0.200), e.g. to ask ARP for IP_P."""
+        ns = self.probe_ns
+        netns.create(ns)
+        LocalExecutor().run(["ip", "link", "add", "name", "probe", "netns", self.net_ns, "type", "veth",
+                             "peer", "name", HOST_DEV, "netns", ns])
+        LocalExecutor(self.net_ns).run(["ip", "link", "set", "probe", "master", "brg", "up"])
+        p = LocalExecutor(ns)
+        p.run(["ip", "link", "set", HOST_DEV, "up"])
+        p.run(["ip", "addr", "add", f"{OUTSIDE_NET.network_address + 200}/{OUTSIDE_NET.prefixlen}", "dev", HOST_DEV])
+        return p
+
+    def path_down(self, i: int) -> None:
+        """An outage the client does not see: its link stays up, the network drops it."""
+        LocalExecutor(self.net_ns).run(["ip", "link", "set", f"c{i}", "down"])
+
+    def path_up(self, i: int) -> None:
+        LocalExecutor(self.net_ns).run(["ip", "link", "set", f"c{i}", "up"])
+
+    # -- configs ---------------------------------------------------------------------------
+    def pki(self) -> dict[str, Path]:
+        if not self._pki:
+            ids = [SERVICE_ID, *(f"{self.client_name(i)}.sgw.test" for i in range(self.clients))]
+            self._pki = make_demo_pki(self.state_dir / "pki", ids)
+        return self._pki
+
+    def gateway_dict(self, k: int, **overrides: Any) -> dict[str, Any]:
+        files = self.pki()
+        g = self.gateways[k]
+        ra: dict[str, Any] = {
+            "public": {"address": str(g.public)},
+            "pool": str(self.pool(k)),
+            "spi": cluster_spi_plan(k).model_dump(),
+            "auth": {"cacert": str(files["ca.crt"]), "cert": str(files[f"{SERVICE_ID}.crt"]),
+                     "key": str(files[f"{SERVICE_ID}.key"]), "id": SERVICE_ID},
+            **g.remote_access,
+        }
+        lan = self.lan(k)
+        return {
+            "name": self.gw_name(k),
+            "namespace": self.gw_ns(k),
+            "backend": "libipsec",
+            "interfaces": [
+                {"role": "lan", "device": LAN_DEV, "address": f"{lan.network_address + 1}/{lan.prefixlen}"},
+                {"role": "wan", "device": WAN_DEV, "address": f"{self.gw_wan(k)}/{OUTSIDE_NET.prefixlen}"},
+            ],
+            "routes": [{"destination": "0.0.0.0/0", "via": str(self.router(OUTSIDE_NET))}],
+            "local": {"address": str(self.gw_wan(k)), "subnets": [str(lan)], "id": f"{self.gw_name(k)}.sgw.test"},
+            # The site-to-site side exists in every gateway config; here nobody answers there.
+            "remote": {"address": str(OUTSIDE_NET.network_address + 250), "subnets": [f"10.99.{k}.0/24"]},
+            "auth": {"method": "psk", "psk": PSK},
+            "initiate": False,
+            "state_dir": str(self.state_dir / "gw"),
+            "remote_access": ra,
+            **overrides,
+        }
+
+    def gateway_config(self, k: int, **overrides: Any) -> GatewayConfig:
+        return parse_config(self.gateway_dict(k, **overrides), f"ra lab {self.tag}/g{k}")
+
+    def client_config(self, i: int, k: int) -> ClientConfig:
+        files = self.pki()
+        ident = f"{self.client_name(i)}.sgw.test"
+        return ClientConfig(
+            name=self.client_name(i), netns=self.client_ns(i), device=CLIENT_DEV,
+            address=self.client_address(i), gateway=self.router(CLIENT_NET), server=self.gateways[k].public,
+            server_id=SERVICE_ID, identity=ident, cacert=files["ca.crt"], cert=files[f"{ident}.crt"],
+            key=files[f"{ident}.key"], subnets=(self.lan(k),), run_dir=self.state_dir / "clients" / self.client_name(i),
+            dpd_delay_s=self.client_dpd_s, retransmit=self.client_retransmit,
+        )

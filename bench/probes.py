@@ -1,0 +1,96 @@
+"""What the failover-type benchmarks (bench/failover, its two-site variant, bench/ha) share:
+the 10 ms ping probe and how its output is read (through bench/gaps.py, the one gap analysis),
+the failures they inject into a gateway and how they undo them, and the soaks' background load."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+from bench.gaps import REPLY_WINDOW_S, FlowGap, ProbeOutputError, ping_flow
+from topologies.site import Site
+
+GOAL_MS = 500.0
+PING_INTERVAL_S = 0.01
+PROBE_PINGS = 500  # 5 s: 1 s before the failure, 4 s after
+KINDS = ("freeze", "kill", "link")
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(list(argv), capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        raise BenchError(f"{' '.join(argv)}: exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()}")
+    return proc
+
+
+def ping_probe(netns: str, dst: str) -> subprocess.Popen[str]:
+    """A ping every 10 ms, PROBE_PINGS of them, from `netns` to `dst`: with timestamps (`-D`)
+    and a line for every probe still unanswered when the next goes out (`-O`), so the output
+    shows when each probe was sent, answered or not (bench/gaps.py `ping_flow` reads it)."""
+    # -c, not -w: with a deadline ping quits at the first error, and a gateway whose charon
+    # died answers "net unreachable" until its hosts are failed over.
+    return subprocess.Popen(["ip", "netns", "exec", netns, "ping", "-n", "-D", "-O", "-i", str(PING_INTERVAL_S),
+                             "-W", str(int(REPLY_WINDOW_S)), "-c", str(PROBE_PINGS), dst],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def read_probe(flow: str, out: str, fault: float, budget_s: float) -> FlowGap:
+    """The probe's flow, judged (bench/gaps.py): `fault` is the wall-clock instant the failure
+    was injected, `budget_s` how long the flow may be silent at the end of the run."""
+    try:
+        return ping_flow(flow, out, fault, budget_s)
+    except ProbeOutputError as exc:
+        raise BenchError(f"the probe {flow}: {exc}") from None
+
+
+def frames_entering(gateways: list[tuple[Site, str]], seconds: float = 1.0) -> list[int]:
+    """Frames each (site, gateway) LAN interface received from its switch over `seconds`: with a
+    probe running, whether the probe really enters the gateway it is meant to (a 10 ms probe
+    brings 100 a second; see MIN_PROBE_FRAMES)."""
+    before = [site.lan_rx(gw) for site, gw in gateways]
+    time.sleep(seconds)
+    return [site.lan_rx(gw) - b for (site, gw), b in zip(gateways, before)]
+
+
+MIN_PROBE_FRAMES = 50  # of the 100 frames a 10 ms probe sends in a second
+
+
+def inject(site: Site, kind: str, gateway: str, pids: list[int]) -> None:
+    """Fail `gateway` of `site`: freeze (SIGSTOP of its charon and agent, link up), kill (SIGKILL
+    of both) or link (its LAN interface down). `pids`: its charon and agent, looked up before
+    the probe started (the status CLI takes a while on a busy machine)."""
+    if kind == "link":
+        site.set_link(gateway, up=False)
+        return
+    site.signal_gateway(pids, signal.SIGSTOP if kind == "freeze" else signal.SIGKILL)
+
+
+def restore(site: Site, kind: str, gateway: str, pids: list[int]) -> None:
+    """Undo `inject`: link up; SIGCONT; or `supergw-gateway up` and a new agent after a kill."""
+    if kind == "link":
+        site.set_link(gateway, up=True)
+    elif kind == "freeze":
+        site.signal_gateway(pids, signal.SIGCONT)
+    else:
+        site.restart_gateway(gateway)
+
+
+def busy_pings(flows: list[tuple[str, str]], seconds: float) -> None:
+    """For `seconds`: 1200-byte pings every 2 ms for each (namespace, destination) while two
+    busy loops load the machine (the soaks' load: a loaded machine must not fake a death)."""
+    load: list[subprocess.Popen[bytes]] = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(2)]
+    for ns, dst in flows:
+        load.append(subprocess.Popen(
+            ["ip", "netns", "exec", ns, "ping", "-q", "-n", "-i", "0.002", "-s", "1200", "-w", str(int(seconds)), dst],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    try:
+        time.sleep(seconds)
+    finally:
+        for p in load:
+            p.kill()
+            p.wait()

@@ -1,0 +1,106 @@
+"""Host learning on the switch: what the core does with digests, idle timeouts and punted ARP.
+
+`HostLearning` drives `learning.HostTable` (pure state) from the switch's events and has
+the southbound write what the table says: a digest becomes `learned_sources`, `mac_table`
+and `host_ips` entries; an idle timeout deletes all of that host's entries; hosts that
+waited `learning.ip_wait_s` for an IPv4 source are learned without one (`sweep`); a
+gateway's ARP for an IP the controller knows is answered with a packet-out.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from supergw_proto import p4constants as pc
+from supergw_controller.config import Config, PortRoleName
+from supergw_controller.errors import SwitchUnavailable
+from supergw_controller.learning import ARP_REQUEST, HostTable, arp_reply, parse_arp
+from supergw_controller.southbound.domain import HeldHosts, HostIdle, HostSeen, HostWrite, PacketIn
+
+log = logging.getLogger(__name__)
+
+
+class HostSwitch(Protocol):
+    """What host learning asks of the southbound."""
+
+    async def write_hosts(self, writes: Sequence[HostWrite]) -> None: ...
+    async def send_packet(self, frame: bytes, port: int) -> None: ...
+
+
+class HostLearning:
+    def __init__(self, config: Config, switch: HostSwitch, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.table = HostTable(
+            set(config.ports_with_role(PortRoleName.HOST)), str(config.gateway_ip), ip_wait_s=config.learning.ip_wait_s
+        )
+        self._switch = switch
+        self._clock = clock
+        self.digests_total = 0
+        self.packet_ins_total = 0
+        self.arp_misses_unknown_total = 0
+
+    async def seen(self, hosts: Sequence[HostSeen]) -> None:
+        """One learn digest: learn its hosts; a failed write forgets them (the switch digests them again)."""
+        self.digests_total += 1
+        now = self._clock()
+        writes: list[HostWrite] = []
+        for h in hosts:
+            writes += self.table.learn(h.mac, h.port, h.ip, now)
+        try:
+            await self._switch.write_hosts(writes)
+        except SwitchUnavailable as exc:
+            log.warning("learning write failed (host will be re-learned): %s", exc)
+            for h in hosts:
+                known = self.table.get(h.mac)
+                if known is not None:
+                    self.table.expire(h.mac, known.port)
+
+    async def idle(self, hosts: Sequence[HostIdle]) -> None:
+        """`learned_sources` entries went idle: forget those hosts and delete their entries."""
+        writes: list[HostWrite] = []
+        for h in hosts:
+            log.info("host %s idle on port %d: forgetting it", h.mac, h.port)
+            writes += self.table.expire(h.mac, h.port)
+        try:
+            await self._switch.write_hosts(writes)
+        except SwitchUnavailable as exc:
+            log.warning("ageing write failed: %s", exc)
+
+    async def packet_in(self, p: PacketIn) -> None:
+        """A gateway's ARP for a host IP the switch did not know: answer it if we do."""
+        self.packet_ins_total += 1
+        arp = parse_arp(p.payload)
+        if p.reason != pc.PuntReason.GATEWAY_ARP_MISS or arp is None or arp.op != ARP_REQUEST:
+            log.debug("packet-in reason %d from port %d ignored", p.reason, p.port)
+            return
+        mac = self.table.mac_of_ip(arp.target_ip)
+        if mac is None:
+            self.arp_misses_unknown_total += 1
+            log.debug("gateway on port %d asks for unknown %s: ignored", p.port, arp.target_ip)
+            return
+        await self._switch.send_packet(arp_reply(arp, mac), p.port)
+        log.debug("answered ARP for %s (%s) to port %d", arp.target_ip, mac, p.port)
+
+    async def sweep(self) -> None:
+        """Learn the hosts that waited `learning.ip_wait_s` for an IP without one."""
+        macs, writes = self.table.sweep(self._clock())
+        if not writes:
+            return
+        try:
+            await self._switch.write_hosts(writes)
+        except SwitchUnavailable:
+            self.table.unlearn(macs)
+            raise
+
+    def reconcile(self, held: HeldHosts) -> list[HostWrite]:
+        """What to write so the switch holds our hosts: a fresh switch gets every known host
+        back; otherwise the switch's hosts are adopted (leftovers repaired)."""
+        if not held.learned and not held.l2 and not held.ips and len(self.table):
+            return self.table.reinstall()
+        return self.table.adopt(held, self._clock())
+
+    def mirror(self, held: HeldHosts) -> None:
+        """A backup shows the hosts the switch holds (it writes nothing)."""
+        self.table.adopt(held, self._clock())

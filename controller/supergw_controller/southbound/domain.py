@@ -1,0 +1,97 @@
+"""What the core says to the switch and hears from it, in its own words (no finsy here).
+
+`southbound.switch.Southbound` turns these into P4Runtime entities and back; everything
+outside `southbound/` speaks only these: host entries to write, and the switch's digests,
+packet-ins and idle timeouts as plain events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class Op(IntEnum):
+    """P4Runtime Update.Type values."""
+
+    INSERT = 1
+    MODIFY = 2
+    DELETE = 3
+
+
+@dataclass(frozen=True)
+class LearnedSource:
+    """`learned_sources` (mac, port): the switch knows this host; ages out when idle."""
+
+    mac: str
+    port: int
+
+
+@dataclass(frozen=True)
+class L2Entry:
+    """`mac_table`: frames to `mac` leave on host port `port`."""
+
+    mac: str
+    port: int
+
+
+@dataclass(frozen=True)
+class HostIp:
+    """`host_ips`: the switch answers gateways' ARP for `ip` with `mac`."""
+
+    ip: str
+    mac: str
+
+
+HostEntry = LearnedSource | L2Entry | HostIp
+
+
+@dataclass(frozen=True)
+class HostWrite:
+    """One change to a host table (a DELETE needs only the entry's key fields)."""
+
+    op: Op
+    entry: HostEntry
+
+
+@dataclass(frozen=True)
+class HeldHosts:
+    """The host tables as the switch holds them (read at reconcile and by a backup).
+
+    `l2` maps a MAC to its host port, or to None when the entry is not one this controller
+    would write (its role is not HOST): it points nowhere and is rewritten or deleted.
+    """
+
+    learned: list[LearnedSource]
+    l2: dict[str, int | None]
+    ips: dict[str, str]  # ip -> mac
+
+
+# -- what the switch tells the controller
+
+
+@dataclass(frozen=True)
+class HostSeen:
+    """One learn digest: (src MAC, host port) missed `learned_sources`; `ip` None when the
+    frame carried no IPv4 source."""
+
+    mac: str
+    port: int
+    ip: str | None
+
+
+@dataclass(frozen=True)
+class HostIdle:
+    """`learned_sources` (mac, port) went idle (idle-timeout notification)."""
+
+    mac: str
+    port: int
+
+
+@dataclass(frozen=True)
+class PacketIn:
+    """A frame the switch punted to the controller."""
+
+    reason: int  # p4constants.PuntReason
+    port: int  # ingress port
+    payload: bytes

@@ -1,0 +1,318 @@
+"""The southbound owner: everything the controller does on the switch, in the core's words.
+
+It holds the P4Runtime session (`session.SwitchSession`, finsy) and the mirror of the
+bucket table (what the switch holds, bucket -> gateway), and offers typed operations:
+`set_buckets`, `write_hosts`, `send_packet`, `read_bucket_counters`, `read_hosts`,
+`refresh_buckets`, and `reconcile`. Digests, packet-ins and idle timeouts reach the core
+as plain events (`domain.py`) through a `SwitchListener`. Nothing outside `southbound/`
+builds or reads a finsy entity.
+
+Gateways are the config's: a bucket written to gateway G points at G's port and MAC; an
+entry read back that points at no configured gateway (or lies beyond K) is *foreign* and
+reconcile rewrites or deletes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+from finsy import P4DigestEntry, P4MulticastGroupEntry, P4TableEntry, Switch
+from finsy.p4schema import P4Schema
+
+from supergw_proto import p4constants as pc
+from supergw_controller.config import Config, PortRoleName
+from supergw_controller.errors import SwitchUnavailable
+from supergw_controller.southbound import entities as ent
+from supergw_controller.southbound.arbitration import ReplicaStream
+from supergw_controller.southbound.domain import HeldHosts, HostIdle, HostSeen, HostWrite, Op, PacketIn
+from supergw_controller.southbound.entities import BucketEntry, Update
+from supergw_controller.southbound.reconcile import diff_entries
+from supergw_controller.southbound.session import Role, SwitchSession
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class SwitchListener(Protocol):
+    """What the core hears from the southbound."""
+
+    def role_changed(self, role: Role) -> None: ...
+
+    async def primary(self) -> None:
+        """This instance just became primary: bring the switch in line (`reconcile`)."""
+        ...
+
+    async def serving(self) -> None:
+        """Reconciled, and digests, packet-ins and idle timeouts flow."""
+        ...
+
+    async def backup(self) -> None: ...
+
+    async def hosts_seen(self, hosts: list[HostSeen]) -> None:
+        """One learn digest (acknowledged once this returns)."""
+        ...
+
+    async def hosts_idle(self, hosts: list[HostIdle]) -> None: ...
+
+    async def packet_in(self, packet: PacketIn) -> None: ...
+
+
+class SessionLike(Protocol):
+    """The part of `SwitchSession` used here (tests stand in a recording one)."""
+
+    role: Role
+    errors: int
+    reconnects: int
+
+    @property
+    def cookie(self) -> int | None: ...
+
+    @property
+    def schema(self) -> P4Schema: ...
+
+    def require_primary(self) -> None: ...
+    async def write(self, updates: Sequence[Update], *, idempotent: bool = True) -> None: ...
+    async def send(self, msgs: Sequence[Any]) -> None: ...
+    async def read(self, entity: Any) -> list[Any]: ...
+    async def read_or_none(self, entity: Any) -> list[Any] | None: ...
+
+
+class Southbound:
+    def __init__(self, config: Config, *, name: str = "supergw", session: SessionLike | None = None) -> None:
+        self._config = config
+        self._k = config.buckets
+        self._idle_ns = int(config.timing.ageing_s * 1e9)
+        self._targets = {g.name: (g.port, g.mac) for g in config.gateways}
+        self._by_target = {(g.port, ent.mac_int(g.mac)): g.name for g in config.gateways}
+        self._assignment: dict[int, str] = {}
+        self._listener: SwitchListener | None = None
+        self._finsy: SwitchSession | None = None
+        if session is None:
+            self._finsy = SwitchSession(config, self._on_primary, self._on_role, name=name, on_backup=self._on_backup)
+            session = self._finsy
+        self.session: SessionLike = session
+
+    def listen(self, listener: SwitchListener) -> None:
+        self._listener = listener
+
+    # ------------------------------------------------------------------ state
+    @property
+    def assignment(self) -> Mapping[int, str]:
+        """bucket -> gateway as the switch holds it (valid entries only)."""
+        return self._assignment
+
+    @property
+    def role(self) -> Role:
+        return self.session.role
+
+    @property
+    def primary(self) -> bool:
+        return self.session.role is Role.PRIMARY
+
+    @property
+    def cookie(self) -> int | None:
+        return self.session.cookie
+
+    @property
+    def errors(self) -> int:
+        return self.session.errors
+
+    @property
+    def reconnects(self) -> int:
+        return self.session.reconnects
+
+    @property
+    def switch(self) -> Switch:
+        """finsy's Switch (for primary-scoped tasks and a replica's stream)."""
+        if self._finsy is None:
+            raise RuntimeError("this southbound runs on a stand-in session, not on finsy")
+        return self._finsy.switch
+
+    def require_primary(self) -> None:
+        self.session.require_primary()
+
+    def replica_stream(
+        self, on_primary_change: Callable[[bool, int], None], check_write: Callable[[], None], replica: str
+    ) -> ReplicaStream:
+        """This session's stream as an HA replica drives it (`ha/replica.py`): its own
+        arbitration installed before the session runs."""
+        return ReplicaStream(self.switch, on_primary_change, check_write, replica)
+
+    async def run(self) -> None:
+        """Run the P4Runtime session until cancelled (finsy reconnects)."""
+        if self._finsy is None:
+            raise RuntimeError("this southbound runs on a stand-in session, not on finsy")
+        await self._finsy.run()
+
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        """Run `coro` while this instance keeps its role (finsy cancels it when the role is lost)."""
+        self.switch.create_task(coro, name=name)
+
+    # ------------------------------------------------------------------ writes
+    async def set_buckets(self, moves: Mapping[int, str]) -> None:
+        """bucket -> gateway, one batch; the mirror changes only when it was written."""
+        updates = [
+            Update(Op.MODIFY if b in self._assignment else Op.INSERT, BucketEntry(b, *self._targets[name]))
+            for b, name in moves.items()
+        ]
+        await self.session.write(updates)
+        self._assignment.update(moves)
+
+    async def write_hosts(self, writes: Sequence[HostWrite]) -> None:
+        if writes:
+            await self.session.write([ent.host_update(w, self._idle_ns) for w in writes])
+
+    async def send_packet(self, frame: bytes, port: int) -> None:
+        await self.session.send([ent.packet_out(frame, port)])
+
+    # ------------------------------------------------------------------ reads
+    async def read_bucket_counters(self) -> dict[int, tuple[int, int]]:
+        """bucket -> (packets, bytes) of every `buckets` entry's direct counter."""
+        samples: dict[int, tuple[int, int]] = {}
+        for c in await self.session.read(ent.bucket_counters()):
+            if c.table_entry is None or c.data is None:
+                continue
+            samples[ent.held_bucket(c.table_entry)[0]] = (c.data.packet_count, c.data.byte_count)
+        return samples
+
+    async def read_hosts(self) -> HeldHosts:
+        learned = await self.session.read(P4TableEntry(pc.TABLE_LEARNED_SOURCES))
+        macs = await self.session.read(P4TableEntry(pc.TABLE_MAC_TABLE))
+        ips = await self.session.read(P4TableEntry(pc.TABLE_HOST_IPS))
+        return ent.held_hosts(learned, macs, ips)
+
+    async def refresh_buckets(self) -> None:
+        """Read the bucket table into the mirror (a backup shows what the primary wrote)."""
+        self._assignment = self._held_buckets(await self.session.read(P4TableEntry(pc.TABLE_BUCKETS)))[0]
+
+    def _held_buckets(self, entries: Sequence[P4TableEntry]) -> tuple[dict[int, str], set[int]]:
+        """Valid bucket -> gateway entries, and the foreign ones (to rewrite or delete)."""
+        valid: dict[int, str] = {}
+        foreign: set[int] = set()
+        for e in entries:
+            b, port, mac = ent.held_bucket(e)
+            name = self._by_target.get((port, mac))
+            if b < self._k and name is not None:
+                valid[b] = name
+            else:
+                foreign.add(b)
+        return valid, foreign
+
+    # ------------------------------------------------------------------ reconcile
+    async def reconcile(
+        self,
+        hosts: Callable[[HeldHosts], list[HostWrite]],
+        buckets: Callable[[Mapping[int, str], Mapping[int, str]], dict[int, str]],
+    ) -> None:
+        """Read what the switch holds and write only the difference to what the core wants,
+        in one batch: `hosts(held)` says what to write to the host tables, `buckets(held,
+        before)` the bucket table wanted (from the valid entries held and the mirror before
+        the read). The dispatch settings last: a fresh switch drops everything until then,
+        and from then on it has buckets, roles and a flood group."""
+        cfg = self._config
+        s = self.session
+        schema = s.schema
+
+        # Port roles: exactly the configured ones.
+        want_roles = [
+            ent.port_role(p, pc.PortRole.HOST if pcfg.role is PortRoleName.HOST else pc.PortRole.GATEWAY)
+            for p, pcfg in cfg.ports.items()
+        ]
+        batch = diff_entries(schema, want_roles, await s.read(P4TableEntry(pc.TABLE_PORT_ROLES)))
+
+        # Host flood group.
+        host_ports = cfg.ports_with_role(PortRoleName.HOST)
+        groups = await s.read_or_none(P4MulticastGroupEntry(pc.HOST_FLOOD_GROUP))
+        want_group = ent.flood_group(host_ports)
+        if not groups:
+            batch.append(Update(Op.INSERT, want_group))
+        elif sorted(ent.replica_ports(groups[0])) != host_ports:
+            batch.append(Update(Op.MODIFY, want_group))
+
+        # Learn digest config.
+        want_digest = ent.learn_digest()
+        digests = await s.read_or_none(P4DigestEntry(pc.DIGEST_LEARN_DIGEST))
+        if not digests:
+            batch.append(Update(Op.INSERT, want_digest))
+        elif (digests[0].max_list_size, digests[0].max_timeout_ns, digests[0].ack_timeout_ns) != (
+            want_digest.max_list_size,
+            want_digest.max_timeout_ns,
+            want_digest.ack_timeout_ns,
+        ):
+            batch.append(Update(Op.MODIFY, want_digest))
+
+        # Hosts: what the core makes of the switch's host tables.
+        batch.extend(ent.host_update(w, self._idle_ns) for w in hosts(await self.read_hosts()))
+
+        # Buckets: the table the core wants; entries held right are not rewritten.
+        held, foreign = self._held_buckets(await s.read(P4TableEntry(pc.TABLE_BUCKETS)))
+        target = buckets(held, dict(self._assignment))
+        for b, name in sorted(target.items()):
+            if held.get(b) != name:
+                op = Op.MODIFY if b in held or b in foreign else Op.INSERT
+                batch.append(Update(op, BucketEntry(b, *self._targets[name])))
+        batch.extend(Update(Op.DELETE, ent.bucket_key(b)) for b in sorted(foreign) if b >= self._k)
+        await s.write(batch)
+        self._assignment = dict(target)
+
+        want_settings = ent.settings(str(cfg.gateway_ip), cfg.vmac_base, cfg.bucket_mask, cfg.dispatch.hash)
+        have_settings = await s.read_or_none(P4TableEntry(pc.TABLE_SETTINGS, is_default_action=True))
+        settings_ok = (
+            have_settings is not None
+            and len(have_settings) > 0
+            and ent.action_sig(schema, have_settings[0]) == ent.action_sig(schema, want_settings)
+        )
+        if not settings_ok:
+            await s.write([Update(Op.MODIFY, want_settings)], idempotent=False)
+        log.info("reconciled: %d updates, settings %s", len(batch), "unchanged" if settings_ok else "written")
+
+    # ------------------------------------------------------------------ finsy's callbacks
+    def _on_role(self, role: Role) -> None:
+        if self._listener is not None:
+            self._listener.role_changed(role)
+
+    async def _on_primary(self, _session: SwitchSession, sw: Switch) -> None:
+        listener = self._need_listener()
+        await listener.primary()
+        digests = sw.read_digests(pc.DIGEST_LEARN_DIGEST)
+        sw.create_task(self._pump(digests, self.on_digest, "digest"), name="digests")
+        sw.create_task(self._pump(sw.read_packets(), self.on_packet_in, "packet-in"), name="packet-ins")
+        sw.create_task(self._pump(sw.read_idle_timeouts(), self.on_idle_timeout, "idle timeout"), name="idle-timeouts")
+        await listener.serving()
+
+    async def _on_backup(self, _session: SwitchSession, _sw: Switch) -> None:
+        await self._need_listener().backup()
+
+    def _need_listener(self) -> SwitchListener:
+        if self._listener is None:
+            raise RuntimeError("the southbound runs without a listener: call listen() first")
+        return self._listener
+
+    # -- one item of each switch stream (finsy's digest list, packet-in, idle-timeout notification)
+    async def on_digest(self, dl: Any) -> None:
+        """The listener learns the digest's hosts; then the digest is acknowledged."""
+        await self._need_listener().hosts_seen(ent.seen_hosts(dl))
+        await self.session.send([dl.ack()])
+
+    async def on_packet_in(self, pkt: Any) -> None:
+        await self._need_listener().packet_in(ent.packet_in(dict(pkt.metadata), pkt.payload))
+
+    async def on_idle_timeout(self, note: Any) -> None:
+        await self._need_listener().hosts_idle(ent.idle_hosts(self.session.schema, note.table_entry))
+
+    @staticmethod
+    async def _pump(stream: AsyncIterator[T], handle: Callable[[T], Awaitable[None]], what: str) -> None:
+        """Hand each item of a switch stream to `handle`; a failure is logged, never the end."""
+        async for item in stream:
+            try:
+                await handle(item)
+            except SwitchUnavailable as exc:
+                log.warning("%s handling failed: %s", what, exc)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s %r not understood", what, item)

@@ -1,0 +1,65 @@
+"""The switch's command line, for both targets of the same P4 program: the eBPF target
+(`supergw-switch`, pipeline built in) and BMv2 (`simple_switch_grpc --no-p4`, to which the
+controller pushes `make p4`'s JSON). Both take the same ports, device id, P4Runtime address
+and CPU port; the emulation, the controller's integration tests and the benchmarks start
+their switches from here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from topologies import bmv2
+from topologies.model import SwitchKind, Topology
+from topologies.network import switch_interfaces
+from topologies.paths import SWITCH_BIN
+
+
+def pin_dir(name: str) -> Path:
+    """Where an eBPF switch pins its maps and programs (bpffs): one directory per switch."""
+    return Path("/sys/fs/bpf") / name
+
+
+@dataclass(frozen=True)
+class SwitchCommand:
+    kind: SwitchKind
+    device_id: int
+    grpc_addr: str
+    cpu_port: int
+    ports: Mapping[int, str]  # P4 port -> interface in the switch's namespace
+    pin_dir: Path | None = None  # eBPF: its bpffs directory (required)
+    log_level: str | None = None  # eBPF: --log-level; BMv2: of the packet log (with log_file)
+    log_file: Path | None = None  # BMv2: its packet log (BMv2 appends .txt); None: no packet log
+    binary: Path | None = None  # None: the built supergw-switch, or the first simple_switch_grpc on PATH
+    target_options: tuple[str, ...] = ()  # more P4Runtime server options (TLS): both take them after the others
+
+    def argv(self) -> list[str]:
+        ports = [a for port, ifname in sorted(self.ports.items()) for a in ("-i", f"{port}@{ifname}")]
+        if self.kind == "ebpf":
+            if self.pin_dir is None:
+                raise ValueError("the eBPF switch needs a pin directory")
+            argv = [str(self.binary or SWITCH_BIN), "--device-id", str(self.device_id), "--grpc-server-addr",
+                    self.grpc_addr, "--cpu-port", str(self.cpu_port), "--pin-dir", str(self.pin_dir)]
+            return argv + (["--log-level", self.log_level] if self.log_level else []) + ports + list(self.target_options)
+        exe = self.binary or bmv2.binary()
+        if exe is None:
+            raise FileNotFoundError(f"{bmv2.BINARY} is not on PATH: {bmv2.INSTALL}")
+        argv = [str(exe), "--device-id", str(self.device_id), "--no-p4", *ports]
+        if self.log_file is not None:
+            argv += ["--log-file", str(self.log_file), "--log-flush"]
+            argv += ["--log-level", self.log_level] if self.log_level else []
+        # Target options come after `--`.
+        return [*argv, "--", "--grpc-server-addr", self.grpc_addr, "--cpu-port", str(self.cpu_port),
+                *self.target_options]
+
+
+def site_command(topo: Topology, logs: Path) -> SwitchCommand:
+    """The switch of an emulated site: eBPF with info-level logs, or BMv2 with its packet log
+    at debug level (`bmv2.log_file`), so a watcher sees each packet's path."""
+    s = topo.switch
+    if s.kind == "bmv2":
+        return SwitchCommand("bmv2", s.device_id, topo.p4runtime_addr, s.cpu_port, switch_interfaces(topo),
+                             log_file=bmv2.log_file(logs).with_suffix(""), log_level=bmv2.LOG_LEVEL)
+    return SwitchCommand("ebpf", s.device_id, topo.p4runtime_addr, s.cpu_port, switch_interfaces(topo),
+                         pin_dir=pin_dir(topo.prefix), log_level="info")
