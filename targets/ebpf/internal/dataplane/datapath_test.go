@@ -238,6 +238,8 @@ type dpCase struct {
 	tx        []uint16 // ports that must have sent exactly this frame once
 	events    []Event
 	bucketHit bool // h1's bucket counter must count the frame
+	// counter, if set, reads a direct counter that must count the frame once.
+	counter func(*EBPF) (Counter, error)
 }
 
 func TestDatapath(t *testing.T) {
@@ -380,6 +382,9 @@ func runCase(t *testing.T, r *rig, c dpCase) {
 	if c.bucketHit {
 		hitBefore, _ = e.BucketCounter(bucketOf(t, macH1))
 	}
+	if c.counter != nil {
+		hitBefore, _ = c.counter(e)
+	}
 	res := r.runOn(t, e, ifindex, c.frame)
 	if res.verdict != c.verdict {
 		t.Errorf("verdict %d, want %d", res.verdict, c.verdict)
@@ -406,13 +411,17 @@ func runCase(t *testing.T, r *rig, c dpCase) {
 	if fmt.Sprint(got.tx) != fmt.Sprint(wantTx) {
 		t.Errorf("port tx %v, want %v", got.tx, wantTx)
 	}
-	if c.bucketHit {
-		after, err := e.BucketCounter(bucketOf(t, macH1))
+	if c.bucketHit || c.counter != nil {
+		read := c.counter
+		if read == nil {
+			read = func(e *EBPF) (Counter, error) { return e.BucketCounter(bucketOf(t, macH1)) }
+		}
+		after, err := read(e)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if d := (Counter{after.Packets - hitBefore.Packets, after.Bytes - hitBefore.Bytes}); d != (Counter{1, uint64(len(c.frame))}) {
-			t.Errorf("bucket_counter moved by %v, want 1 packet of %d bytes", d, len(c.frame))
+			t.Errorf("direct counter moved by %v, want 1 packet of %d bytes", d, len(c.frame))
 		}
 	}
 	evs := collectEvents(e, len(c.events))

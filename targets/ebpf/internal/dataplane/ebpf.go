@@ -64,6 +64,7 @@ type EBPF struct {
 	floodGroups   hashMap[uint32, bpfSgwFloodGroup]
 	dropCounter   counterMap
 	portTx        counterMap
+	ra            raMaps
 }
 
 var _ Dataplane = (*EBPF)(nil)
@@ -192,12 +193,13 @@ func (e *EBPF) load() error {
 	if e.portTx, err = newCounterMap(m.SgwPortTx, "port_tx"); err != nil {
 		return err
 	}
-	return nil
+	return e.loadRemoteAccess()
 }
 
 func (e *EBPF) mapsByName() map[string]*ebpf.Map {
 	m := &e.objs.bpfMaps
-	return map[string]*ebpf.Map{
+	all := e.raMapsByName()
+	maps.Copy(all, map[string]*ebpf.Map{
 		bpfMapSgwBucketCounter:  m.SgwBucketCounter,
 		bpfMapSgwBuckets:        m.SgwBuckets,
 		bpfMapSgwDigestSent:     m.SgwDigestSent,
@@ -211,7 +213,8 @@ func (e *EBPF) mapsByName() map[string]*ebpf.Map {
 		bpfMapSgwPortRoles:      m.SgwPortRoles,
 		bpfMapSgwPortTx:         m.SgwPortTx,
 		bpfMapSgwSettings:       m.SgwSettings,
-	}
+	})
+	return all
 }
 
 // PinDir is the directory holding this instance's pinned maps.

@@ -29,6 +29,9 @@ type Fake struct {
 	events      chan Event
 	closed      bool
 	now         func() time.Time
+	ra          RAConfig
+	dispatchTbl map[DispatchTable]*dispatchIndex
+	dispatchCtr map[DispatchTable]map[uint16]Counter
 }
 
 // BucketEntry is what SetBucket stored for one bucket.
@@ -46,6 +49,7 @@ type Transmitted struct {
 // fakeLimits are the max_entries of the eBPF maps (and the flood group size).
 type fakeLimits struct {
 	portRoles, hostIPs, buckets, l2, learned, groups, replicas, drops int
+	dispatch                                                          map[DispatchTable]int
 }
 
 var (
@@ -78,6 +82,7 @@ func specLimits() (fakeLimits, error) {
 			groups:    size(bpfMapSgwFloodGroups),
 			replicas:  len(bpfSgwFloodGroup{}.Members),
 			drops:     size(bpfMapSgwDropCounter),
+			dispatch:  dispatchLimits(size),
 		}
 	})
 	return limits, limitsErr
@@ -90,7 +95,7 @@ func NewFake(ports ...uint16) *Fake {
 	if err != nil {
 		panic(err)
 	}
-	return &Fake{
+	f := &Fake{
 		limits:      l,
 		ports:       slices.Clone(ports),
 		portRoles:   map[uint16]uint8{},
@@ -103,7 +108,14 @@ func NewFake(ports ...uint16) *Fake {
 		drops:       map[uint16]Counter{},
 		events:      make(chan Event, 1024),
 		now:         time.Now,
+		dispatchTbl: map[DispatchTable]*dispatchIndex{},
+		dispatchCtr: map[DispatchTable]map[uint16]Counter{},
 	}
+	for t, n := range l.dispatch {
+		f.dispatchTbl[t] = newDispatchIndex(t, n)
+		f.dispatchCtr[t] = map[uint16]Counter{}
+	}
+	return f
 }
 
 var _ Dataplane = (*Fake)(nil)
