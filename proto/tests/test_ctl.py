@@ -17,7 +17,7 @@ from supergw_proto.ctl.cli import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, main, p
 from supergw_proto.ctl.target import DEFAULT_URL, UsageError, api_token, controller_url, resolve, tls_trust
 
 
-def run(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+def invoke(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code = main(argv, env=env, out=out, err=err)
     return code, out.getvalue(), err.getvalue()
@@ -110,7 +110,7 @@ def test_target_never_shows_the_token(token_file: Path) -> None:
 ])
 def test_bad_command_lines_exit_2(argv: list[str], says: str, token_file: Path,
                                   capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(argv, {"SUPERGW_TOKEN_FILE": str(token_file)})
+    code, out, _ = invoke(argv, {"SUPERGW_TOKEN_FILE": str(token_file)})
     assert code == EXIT_USAGE and out == ""
     assert says in capsys.readouterr().err  # argparse writes to sys.stderr
 
@@ -125,21 +125,21 @@ def test_options_before_or_after_the_command(token_file: Path) -> None:
 
 
 def test_help_documents_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, _ = run(["--help"], {})
+    code, _, _ = invoke(["--help"], {})
     assert code == EXIT_OK
     text = capsys.readouterr().out
     assert "exit codes: 0 done; 1 the controller refused" in text and "3\nno answer" in text.replace(" \n", "\n")
 
 
 def test_missing_token_is_exit_2_before_any_call() -> None:
-    code, out, err = run(["status", "--url", f"http://127.0.0.1:{closed_port()}"], {})
+    code, out, err = invoke(["status", "--url", f"http://127.0.0.1:{closed_port()}"], {})
     assert code == EXIT_USAGE and out == "" and "no API token" in err
 
 
 def test_unreachable_controller_fails_at_once_naming_the_url(token_file: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}"
     start = time.monotonic()
-    code, out, err = run(["drain", "gw1", "--url", url, "--token-file", str(token_file)], {})
+    code, out, err = invoke(["drain", "gw1", "--url", url, "--token-file", str(token_file)], {})
     assert time.monotonic() - start < 2.0
     assert code == EXIT_UNREACHABLE and out == ""
     assert f"cannot reach the controller at {url}: " in err and "Connection refused" in err
