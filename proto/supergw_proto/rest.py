@@ -107,14 +107,15 @@ class ControllerClient:
     """One controller's REST API. `token` is the bearer token (or a path to a token file);
     operator calls need an operator token, `report`/`heartbeat` the gateway's agent token.
     `verify`: an `ssl.SSLContext` trusting the controllers' CA for https (`trust(ca_file)`),
-    True for the system's store."""
+    True for the system's store. `timeout`: seconds for each call, or an `httpx.Timeout`
+    (a shorter connect timeout, so an unreachable controller is reported soon)."""
 
     def __init__(
         self,
         base_url: str,
         token: str | Path | None = None,
         *,
-        timeout: float = DEFAULT_TIMEOUT_S,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT_S,
         verify: bool | ssl.SSLContext = True,
         transport: httpx.BaseTransport | None = None,
     ) -> None:

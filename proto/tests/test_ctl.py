@@ -128,7 +128,8 @@ def test_help_documents_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> No
     code, _, _ = invoke(["--help"], {})
     assert code == EXIT_OK
     text = capsys.readouterr().out
-    assert "exit codes: 0 done; 1 the controller refused" in text and "3\nno answer" in text.replace(" \n", "\n")
+    assert "exit codes:\n  0  done\n  1  the controller refused" in text
+    assert "  2  bad command line" in text and "  3  no answer from the controller" in text
 
 
 def test_missing_token_is_exit_2_before_any_call() -> None:
@@ -144,6 +145,20 @@ def test_unreachable_controller_fails_at_once_naming_the_url(token_file: Path) -
     assert code == EXIT_UNREACHABLE and out == ""
     assert f"cannot reach the controller at {url}: " in err and "Connection refused" in err
     assert "systemctl status supergw-controller" in err and "secret" not in err
+
+
+def test_silent_controller_times_out_as_asked(token_file: Path) -> None:
+    """A port that accepts the connection and never answers: exit 3 after --timeout."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        start = time.monotonic()
+        code, out, err = invoke(["status", "--timeout", "0.5", "--url", url, "--token-file", str(token_file)], {})
+        took = time.monotonic() - start
+    assert 0.4 < took < 3.0, took
+    assert code == EXIT_UNREACHABLE and out == "" and f"cannot reach the controller at {url}: " in err
+    assert "timed out" in err
 
 
 # -- tables ----------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
+import httpx
+
 from supergw_proto.ctl import commands
 from supergw_proto.ctl.target import DEFAULT_URL, ENV_CA_FILE, ENV_TOKEN, ENV_TOKEN_FILE, ENV_URL, Target, UsageError, resolve
 from supergw_proto.rest import DEFAULT_TIMEOUT_S, ApiError, ControllerClient
@@ -22,15 +24,20 @@ EXIT_API = 1  # the controller answered with an error (HTTP status >= 400, or an
 EXIT_USAGE = 2  # bad command line, token file or CA file: nothing was sent
 EXIT_UNREACHABLE = 3  # no answer from the controller (refused, timed out, TLS failed)
 
-EPILOG = f"""\
-The controller: --url, else ${ENV_URL}, else {DEFAULT_URL}. The operator token (api.tokens
-of controller.yaml; read-only tokens may run the read commands, changes need an admin token):
---token-file, else ${ENV_TOKEN_FILE}, else ${ENV_TOKEN}. https: the CA that signed the
-controller's certificate with --ca-file or ${ENV_CA_FILE} (else the system's trust store).
+CONNECT_TIMEOUT_S = 3.0  # a controller that does not even accept the connection is reported soon
 
-exit codes: {EXIT_OK} done; {EXIT_API} the controller refused (HTTP status and its message
-printed); {EXIT_USAGE} bad command line, token or CA file (nothing sent); {EXIT_UNREACHABLE}
-no answer from the controller (not running, wrong URL, filtered, TLS refused).
+EPILOG = f"""\
+controller:  --url, else ${ENV_URL}, else {DEFAULT_URL}
+token:       --token-file, else ${ENV_TOKEN_FILE}, else ${ENV_TOKEN}: one of the controller's
+             api.tokens (read-only tokens run the read commands; changes need an admin token)
+https:       --ca-file, else ${ENV_CA_FILE}: the CA that signed the controller's certificate
+             (else the system's trust store)
+
+exit codes:
+  {EXIT_OK}  done
+  {EXIT_API}  the controller refused (its HTTP status and message are printed)
+  {EXIT_USAGE}  bad command line, token file or CA file (nothing was sent)
+  {EXIT_UNREACHABLE}  no answer from the controller (not running, wrong URL, filtered, TLS refused, timed out)
 """
 
 
@@ -72,7 +79,8 @@ def connection_options() -> argparse.ArgumentParser:
     g.add_argument("--ca-file", type=Path, default=argparse.SUPPRESS, metavar="FILE",
                    help=f"PEM CA certificate that signed the controller's https certificate (${ENV_CA_FILE})")
     g.add_argument("--timeout", type=positive_seconds, default=argparse.SUPPRESS, metavar="S",
-                   help=f"seconds to wait for the controller (default {DEFAULT_TIMEOUT_S:g})")
+                   help=f"seconds to wait for each answer (default {DEFAULT_TIMEOUT_S:g}; "
+                        f"for the connection at most {CONNECT_TIMEOUT_S:g})")
     g.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                    help="print the API's JSON answer instead of a table")
     return p
@@ -152,9 +160,10 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         print(f"{PROG}: error: {exc}", file=err)
         return EXIT_USAGE
     run: commands.Command = args.run
+    seconds: float = getattr(args, "timeout", DEFAULT_TIMEOUT_S)
+    timeout = httpx.Timeout(seconds, connect=min(seconds, CONNECT_TIMEOUT_S))
     try:
-        with ControllerClient(target.url, target.token, verify=target.verify,
-                              timeout=getattr(args, "timeout", DEFAULT_TIMEOUT_S)) as api:
+        with ControllerClient(target.url, target.token, verify=target.verify, timeout=timeout) as api:
             shown = run(api, args)
     except ApiError as exc:
         print(f"{PROG}: error: {advice(exc, target)}", file=err)
