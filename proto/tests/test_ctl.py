@@ -5,7 +5,10 @@ the tables. End to end against the real REST app: controller/tests/test_supergwc
 from __future__ import annotations
 
 import io
+import os
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -159,6 +162,29 @@ def test_silent_controller_times_out_as_asked(token_file: Path) -> None:
     assert 0.4 < took < 3.0, took
     assert code == EXIT_UNREACHABLE and out == "" and f"cannot reach the controller at {url}: " in err
     assert "timed out" in err
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_prints_shell_code_without_a_token(shell: str) -> None:
+    code, out, err = invoke(["completion", shell], {})
+    assert code == EXIT_OK and err == "" and "supergwctl" in out and "_ARGCOMPLETE" in out
+
+
+@pytest.mark.parametrize(("line", "want"), [
+    ("supergwctl dr", {"drain"}),
+    ("supergwctl un", {"undrain", "unpin"}),
+    ("supergwctl rebalance --d", {"--dry-run"}),
+    ("supergwctl status --to", {"--token-file"}),
+])
+def test_completion_answers_the_shell(line: str, want: set[str], tmp_path: Path) -> None:
+    """The shell's side of argcomplete's protocol: COMP_LINE in, the candidates out."""
+    answer = tmp_path / "completions"
+    env = dict(os.environ, _ARGCOMPLETE="1", _ARGCOMPLETE_IFS="\n", COMP_LINE=line, COMP_POINT=str(len(line)),
+               _ARGCOMPLETE_STDOUT_FILENAME=str(answer))
+    done = subprocess.run([sys.executable, "-m", "supergw_proto.ctl"], env=env, capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert {w.strip() for w in answer.read_text().split("\n")} == want
 
 
 # -- tables ----------------------------------------------------------------------------

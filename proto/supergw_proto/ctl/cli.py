@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
+import argcomplete
+from argcomplete.shell_integration import shellcode
 import httpx
 
 from supergw_proto.ctl import commands
@@ -124,7 +126,20 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("gateway", metavar="GATEWAY")
     c = add("rebalance", commands.rebalance, "run one rebalance round now (POST /rebalance)")
     c.add_argument("--dry-run", action="store_true", help="only show the moves it would make (?dry_run=true)")
+    c = sub.add_parser("completion", help="print the shell code that completes supergwctl's commands and options",
+                       description='bash: eval "$(supergwctl completion bash)" in ~/.bashrc, or save the output '
+                                   "as /etc/bash_completion.d/supergwctl")
+    c.add_argument("shell", choices=SHELLS)
+    c.set_defaults(run=None)
     return p
+
+
+SHELLS = ("bash", "zsh", "fish")
+
+
+def completion(shell: str) -> str:
+    """The shell code that asks supergwctl itself for completions (argcomplete)."""
+    return shellcode([PROG], shell=shell)
 
 
 def advice(exc: ApiError, target: Target) -> str:
@@ -149,10 +164,14 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     out, err = out or sys.stdout, err or sys.stderr
     environ = os.environ if env is None else env
     p = parser()
+    argcomplete.autocomplete(p)  # answers and exits when the shell asks for completions
     try:
         args = p.parse_args(argv)
     except SystemExit as exc:  # argparse printed the usage error (or --help)
         return EXIT_OK if exc.code in (0, None) else EXIT_USAGE
+    if args.command == "completion":
+        print(completion(args.shell), file=out)
+        return EXIT_OK
     try:
         target = resolve(getattr(args, "url", None), getattr(args, "token_file", None),
                          getattr(args, "ca_file", None), environ)
