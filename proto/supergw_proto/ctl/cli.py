@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TextIO
 
 import argcomplete
-from argcomplete.shell_integration import shellcode
 import httpx
+from argcomplete.shell_integration import shellcode
 
 from supergw_proto.ctl import commands
 from supergw_proto.ctl.target import DEFAULT_URL, ENV_CA_FILE, ENV_TOKEN, ENV_TOKEN_FILE, ENV_URL, Target, UsageError, resolve
@@ -27,6 +27,7 @@ EXIT_USAGE = 2  # bad command line, token file or CA file: nothing was sent
 EXIT_UNREACHABLE = 3  # no answer from the controller (refused, timed out, TLS failed)
 
 CONNECT_TIMEOUT_S = 3.0  # a controller that does not even accept the connection is reported soon
+SHELLS = ("bash", "zsh", "fish")  # supergwctl completion SHELL: argcomplete's shell code for it
 
 EPILOG = f"""\
 controller:  --url, else ${ENV_URL}, else {DEFAULT_URL}
@@ -130,11 +131,7 @@ def parser() -> argparse.ArgumentParser:
                        description='bash: eval "$(supergwctl completion bash)" in ~/.bashrc, or save the output '
                                    "as /etc/bash_completion.d/supergwctl")
     c.add_argument("shell", choices=SHELLS)
-    c.set_defaults(run=None)
     return p
-
-
-SHELLS = ("bash", "zsh", "fish")
 
 
 def completion(shell: str) -> str:
