@@ -50,7 +50,7 @@ pytestmark = pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
 @pytest.fixture(scope="module")
 def site() -> Iterator[Site]:
     t0 = time.monotonic()
-    debs = packages.built_packages(set(lab.PACKAGE_OF.values()))
+    debs = packages.built_packages(lab.ALL_PACKAGES)
     CACHE.mkdir(parents=True, exist_ok=True)
     base = image.base_image(CACHE)
     extra = sorted({p for extras in lab.EXTRA.values() for p in extras})
@@ -111,7 +111,8 @@ def mask(*names: str) -> int:
 def test_install_with_apt(site: Site) -> None:
     """Guide: "Install the packages" — apt pulls each package's dependencies and nothing of another role's."""
     for box in site.machines:
-        with stage(f"{box}: apt-get install ./{site.debs[lab.PACKAGE_OF[box]].name} {' '.join(lab.EXTRA.get(box, []))}"):
+        debs = " ".join(f"./{site.debs[p].name}" for p in lab.packages_of(box))
+        with stage(f"{box}: apt-get install {debs} {' '.join(lab.EXTRA.get(box, []))}".rstrip()):
             site.install(box)
     for gw in (*GATEWAYS, *PEERS.values()):
         have = installed(site, gw)
@@ -124,10 +125,10 @@ def test_install_with_apt(site: Site) -> None:
     assert "supergw-switch" in sw
     assert not sw & {"python3.11", "clang", "llvm", "charon-systemd"}, sorted(sw & {"python3.11", "clang", "charon-systemd"})
     ctl = installed(site, "ctl")
-    assert "supergw-controller" in ctl and "charon-systemd" not in ctl
+    assert {"supergw-controller", "supergw-proto"} <= ctl and "charon-systemd" not in ctl
     assert {"supergw-controller", "finsy", "fastapi"} <= venv_distributions(site, "ctl", "controller")
     # The packaged commands run from their private venvs.
-    for box, cmd in (("ctl", "supergw-controller"), ("gw1", "supergw-gateway")):
+    for box, cmd in (("ctl", "supergw-controller"), ("ctl", "supergwctl"), ("gw1", "supergw-gateway")):
         assert "usage" in site.machines[box].run([cmd, "--help"]).stdout.lower()
 
 
@@ -239,7 +240,8 @@ def test_drain_upgrade_undrain_without_loss(site: Site) -> None:
     before = m.run(["systemctl", "show", "-p", "InvocationID", "--value", f"supergw-gateway@{gw}.service"]).stdout
     ping = site.ping("h1", raddr)
     time.sleep(1.0)
-    site.api("POST", f"/gateways/{gw}/drain")
+    drained = site.supergwctl("drain", gw)
+    say(f"supergwctl drain {gw}: {drained.splitlines()[0]}")
     wait_for(f"{gw} drained", lambda: None if site.gateways()[gw]["buckets"] == 0 else "still has buckets", 10)
     assert site.owner("h1") != gw
     with stage(f"{gw}: apt-get install ./{new.name}"):
@@ -249,7 +251,7 @@ def test_drain_upgrade_undrain_without_loss(site: Site) -> None:
     assert after != before, "the upgrade did not restart the running gateway (postinst try-restart)"
     wait_for(f"supergw-gateway-agent@{gw} active", lambda: site.unit_active(gw, f"supergw-gateway-agent@{gw}.service"), 60)
     site.wait_alive([gw], timeout=60)
-    site.api("POST", f"/gateways/{gw}/undrain")
+    assert site.api("undrain", gw)["drained"] is False
     wait_for(f"{gw} refilled", lambda: None if site.gateways()[gw]["buckets"] > 0 else "no buckets yet", 30)
     time.sleep(2.0)
     r = ping.stop()

@@ -34,7 +34,7 @@ from sgwdeploy.network import End
 
 PACKAGING = Path(__file__).resolve().parent.parent
 SITE = PACKAGING / "example-site"
-API = "http://127.0.0.1:8080/api/v1"
+OPERATOR_TOKEN = "/etc/supergw/controller/operator.token"
 MGMT = {"sw": "10.255.70.2/24", "ctl": "10.255.70.3/24", "gw1": "10.255.70.11/24", "gw2": "10.255.70.12/24"}
 LAN_HOSTS = {"h1": (1, "10.70.0.11/24"), "h2": (2, "10.70.0.12/24")}  # switch port, address
 REMOTE_HOSTS = {"r1": ("10.71.0.11/24", "peer1"), "r2": ("10.71.0.12/24", "peer2")}  # address, via
@@ -42,8 +42,18 @@ GATEWAYS = ("gw1", "gw2")
 PEERS = {"gw1": "peer1", "gw2": "peer2"}
 PACKAGE_OF = {"sw": "supergw-switch", "ctl": "supergw-controller", "gw1": "supergw-gateway", "gw2": "supergw-gateway",
               "peer1": "supergw-gateway", "peer2": "supergw-gateway"}
-# What an operator installs beside our packages (the guide's recipes use curl on the controller box).
-EXTRA = {"ctl": ["curl"]}
+# Our packages an operator installs beside a box's own: supergwctl where the guide runs it.
+ALSO = {"ctl": ["supergw-proto"]}
+# Debian packages an operator installs beside ours (none: the guide's recipes use supergwctl).
+EXTRA: dict[str, list[str]] = {}
+
+
+def packages_of(box: str) -> list[str]:
+    """Our packages installed on `box`, as the guide's "Install the packages" says."""
+    return [PACKAGE_OF[box], *ALSO.get(box, [])]
+
+
+ALL_PACKAGES = {p for box in PACKAGE_OF for p in packages_of(box)}
 
 
 def switch_ports() -> dict[int, str]:
@@ -179,7 +189,7 @@ class Site:
         m.run(["apt-get", "install", "-y", "-qq", *[f"/root/packages/{d.name}" for d in debs], *extra], timeout=900)
 
     def install(self, box: str) -> None:
-        self.apt_install(box, [self.debs[PACKAGE_OF[box]]], EXTRA.get(box, []))
+        self.apt_install(box, [self.debs[p] for p in packages_of(box)], EXTRA.get(box, []))
 
     def configure_switch(self) -> None:
         sw = self.machines["sw"]
@@ -207,22 +217,26 @@ class Site:
         m.run(["systemctl", "enable", "--now", *units], timeout=180)
 
     # -- what the test looks at ----------------------------------------------------------
-    def api(self, method: str, path: str) -> Any:
-        """The controller's REST API with curl on the controller box, as the guide shows."""
-        out = self.machines["ctl"].run(
-            ["sh", "-c", f'curl -fsS -X {method} -H "Authorization: Bearer $(cat /etc/supergw/controller/operator.token)" '
-                         f"{API}{path}"], check=False, timeout=30)
+    def supergwctl(self, *argv: str) -> str:
+        """`supergwctl ARGV` on the controller box with the operator's token file, as the
+        guide runs it; its output."""
+        out = self.machines["ctl"].run(["env", f"SUPERGW_TOKEN_FILE={OPERATOR_TOKEN}", "supergwctl", *argv],
+                                       check=False, timeout=30)
         if out.returncode != 0:
-            raise DeployError(f"curl {method} {path} on ctl: exit {out.returncode}: {out.stderr.strip()}")
-        return json.loads(out.stdout)
+            raise DeployError(f"supergwctl {' '.join(argv)} on ctl: exit {out.returncode}: {out.stderr.strip()}")
+        return out.stdout
+
+    def api(self, *argv: str) -> Any:
+        """`supergwctl --json ARGV`: the API's answer."""
+        return json.loads(self.supergwctl("--json", *argv))
 
     def gateways(self) -> dict[str, dict[str, Any]]:
-        return {g["name"]: g for g in self.api("GET", "/gateways")}
+        return {g["name"]: g for g in self.api("gateways")}
 
     def owner(self, host: str) -> str:
         """The gateway that carries `host`'s bucket now."""
         ip = LAN_HOSTS[host][1].split("/")[0]
-        for h in self.api("GET", "/hosts"):
+        for h in self.api("hosts"):
             if h["ip"] == ip and h["gateway"]:
                 return str(h["gateway"])
         raise DeployError(f"the controller has not learned {host} ({ip}) or its bucket has no gateway")

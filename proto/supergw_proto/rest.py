@@ -17,6 +17,7 @@ threads.
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -94,17 +95,28 @@ def _detail(resp: httpx.Response) -> str:
     return resp.text[:300]
 
 
+def trust(ca_file: Path) -> ssl.SSLContext:
+    """A TLS context that trusts only the CA in `ca_file` (PEM), for `verify`."""
+    try:
+        return ssl.create_default_context(cafile=str(ca_file))
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"{ca_file}: cannot load the CA certificate: {exc}") from None
+
+
 class ControllerClient:
     """One controller's REST API. `token` is the bearer token (or a path to a token file);
-    operator calls need an operator token, `report`/`heartbeat` the gateway's agent token."""
+    operator calls need an operator token, `report`/`heartbeat` the gateway's agent token.
+    `verify`: an `ssl.SSLContext` trusting the controllers' CA for https (`trust(ca_file)`),
+    True for the system's store. `timeout`: seconds for each call, or an `httpx.Timeout`
+    (a shorter connect timeout, so an unreachable controller is reported soon)."""
 
     def __init__(
         self,
         base_url: str,
         token: str | Path | None = None,
         *,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        verify: bool | str = True,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT_S,
+        verify: bool | ssl.SSLContext = True,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
