@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hmac
 import logging
-import os
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Protocol
 from fastapi import HTTPException, status
 
 from supergw_controller.config import ConfigError, Role
+from supergw_controller.secretfiles import stamps
 
 log = logging.getLogger(__name__)
 
@@ -77,17 +77,6 @@ class _AuthConfig(Protocol):
 
 
 Entries = tuple[tuple[bytes, Principal], ...]
-# What identifies one version of a file: (device, inode, mtime ns, size), or why stat failed.
-Stamp = tuple[int, int, int, int] | str
-
-
-def _stamp(path: Path) -> Stamp:
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-
 
 def _entries(pairs: Iterable[tuple[str, Principal]]) -> Entries:
     out: list[tuple[bytes, Principal]] = []
@@ -115,7 +104,7 @@ class Authenticator:
         self._entries = _entries(entries)
         self._config = config
         self._files = tuple(config.secret_files()) if config is not None else ()
-        self._stamps = tuple(_stamp(f) for f in self._files)
+        self._stamps = stamps(self._files)
         self._reloading = threading.Lock()
 
     @classmethod
@@ -124,13 +113,13 @@ class Authenticator:
 
     def _current(self) -> Entries:
         """The tokens in force, after re-reading the token files if one changed."""
-        if not self._files or tuple(_stamp(f) for f in self._files) == self._stamps:
+        if not self._files or stamps(self._files) == self._stamps:
             return self._entries
         with self._reloading:
             # Stamped before reading: a write that lands during the read changes the stamp again.
-            stamps = tuple(_stamp(f) for f in self._files)
-            if stamps != self._stamps and self._config is not None:
-                self._stamps = stamps  # one attempt (and one error) per change, not per request
+            now = stamps(self._files)
+            if now != self._stamps and self._config is not None:
+                self._stamps = now  # one attempt (and one error) per change, not per request
                 try:
                     config = self._config.with_secrets_reread()
                     entries = _entries(_principals(config))
