@@ -202,6 +202,19 @@ class GatewayConfig(StrictModel):
             return read_secret_file(self.agent_token_file, f"gateway {self.name!r} agent_token_file")
         return None
 
+    @field_validator("heartbeat_from", mode="before")
+    @classmethod
+    def _networks(cls, v: Any) -> Any:
+        if not isinstance(v, list):
+            return v
+        out: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+        for item in v:
+            try:
+                out.append(ipaddress.ip_network(str(item)))
+            except ValueError as exc:
+                raise ValueError(f"{item!r} is not an IP address or network (e.g. 192.0.2.11 or 192.0.2.0/28): {exc}") from None
+        return out
+
     @field_validator("mac", mode="before")
     @classmethod
     def _unicast(cls, v: Any) -> str:
