@@ -271,8 +271,8 @@ class HeartbeatsConfig(StrictModel):
         default=50.0,
         gt=0,
         description=(
-            "datagrams per second read from a source address that has not sent a valid heartbeat of the gateway "
-            "it names (nor is in its heartbeat_from); beyond this rate (and burst) they are refused unread (rate_limited)"
+            "datagrams per second read from a source address that has sent no valid heartbeat and is in no "
+            "gateway's heartbeat_from; beyond this rate (and burst) they are refused unread (rate_limited)"
         ),
     )
     untrusted_burst: int = Field(default=100, ge=1, description="the burst of untrusted_rate_per_s")
