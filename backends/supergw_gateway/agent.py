@@ -43,7 +43,8 @@ from supergw_proto.reports import TIMING_HEADER, AgentTiming, tunnel_up
 from supergw_gateway import tunnel
 from supergw_proto.beats import FLAG_CHARON_DOWN, FLAG_LAN_DOWN
 
-from supergw_gateway.beacon import HeartbeatSender, process_running
+from supergw_gateway.agent_secret import RotatingSecret
+from supergw_gateway.beacon import HeartbeatSender, Key, process_running
 from supergw_gateway.cgroup import CpuAcct
 from supergw_gateway.config import Controller, GatewayConfig
 from supergw_gateway.errors import ConfigError, GatewayError
@@ -248,14 +249,18 @@ class ControllerLink:
         self.timing = timing if timing is not None else Timing()
         self.state = LinkState(url)
         base = url.rstrip("/") + "/api/v1"
-        secret = ctl.secret(url)
-        headers = {"Authorization": f"Bearer {secret}"} if secret else {}
-        self.hb_http = httpx.AsyncClient(base_url=base, headers=headers, transport=transport, verify=ctl.verify())
-        self.rep_http = httpx.AsyncClient(base_url=base, headers=headers, timeout=REPORT_TIMEOUT_S,
-                                          transport=transport, verify=ctl.verify())
+        # Followed in its file: a rotated token is used from the next POST on (agent_secret.py).
+        self.secret = (RotatingSecret(lambda: ctl.secret(url), f"controller {url}", overlap_s=ctl.key_overlap_s)
+                       if ctl.secret(url) else None)
+        self.hb_http = httpx.AsyncClient(base_url=base, transport=transport, verify=ctl.verify())
+        self.rep_http = httpx.AsyncClient(base_url=base, timeout=REPORT_TIMEOUT_S, transport=transport,
+                                          verify=ctl.verify())
 
     async def _post(self, http: httpx.AsyncClient, path: str, body: str, timeout: float | None = None) -> None:
-        r = await http.post(path, content=body, headers={"Content-Type": "application/json"},
+        headers = {"Content-Type": "application/json"}
+        if self.secret is not None:
+            headers["Authorization"] = f"Bearer {self.secret.current()}"
+        r = await http.post(path, content=body, headers=headers,
                             timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout)
         if r.status_code >= 300:
             raise GatewayError(f"POST {self.state.url}{path}: HTTP {r.status_code}: {r.text[:200]}")
@@ -342,13 +347,12 @@ class Agent:
             monitor_for(cfg, self.gw.connect, self._client_change) if cfg.remote_access is not None else None)
         self.sender: HeartbeatSender | None = None
         if heartbeat == "udp":
-            keyed: list[tuple[str, bytes]] = []
-            for url in self.ctl.endpoints:
-                secret = self.ctl.secret(url)
-                if secret is None:
-                    raise GatewayError(f"{cfg.name}: no agent token for controller {url} (controller.token or "
-                                       "token_file): it authenticates the reports and keys the heartbeats")
-                keyed.append((url, secret.encode()))
+            keyed: list[tuple[str, Key]] = []
+            for link in self.links:
+                if link.secret is None:
+                    raise GatewayError(f"{cfg.name}: no agent token for controller {link.state.url} (controller.token "
+                                       "or token_file): it authenticates the reports and keys the heartbeats")
+                keyed.append((link.state.url, link.secret))
             self.sender = HeartbeatSender(cfg.name, keyed, self.timing.current.heartbeat_interval_ms / 1000,
                                           self.charon_running,
                                           self.partner.down if self.partner is not None else None)

@@ -9,6 +9,8 @@ whether the gateway's partner at the partner site is down (`partner.py`); a chan
 either is sent at once (`poke`), not at the next beat. The interval is the controller's
 (`set_interval`, from the answer to the agent's reports) and every beat declares it, so a
 controller judges a sender that has not adopted its timing yet by the sender's own cadence.
+A key may be a `RotatingSecret`: its file is followed, and during a rotation's overlap each
+beat goes out keyed by both the new and the previous secret (`agent_secret.py`).
 
 The wire format and its HMAC are `supergw_proto.beats`, imported, never copied.
 """
@@ -25,6 +27,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from supergw_proto.beats import FLAG_CHARON_DOWN, FLAG_PARTNER_DOWN, encode
+
+from supergw_gateway.agent_secret import RotatingSecret
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +65,13 @@ class SenderStats:
     unresolved: list[str] = field(default_factory=list)
 
 
+Key = bytes | RotatingSecret
+
+
+def _keys(key: Key) -> list[bytes]:
+    return [key] if isinstance(key, bytes) else key.keys()
+
+
 class HeartbeatSender:
     """Sends `gateway`'s beats every `interval_s` to each controller of `keyed` ((URL, key)
     pairs: the key is this gateway's agent secret at that controller)."""
@@ -68,7 +79,7 @@ class HeartbeatSender:
     def __init__(
         self,
         gateway: str,
-        keyed: Sequence[tuple[str, bytes]],
+        keyed: Sequence[tuple[str, Key]],
         interval_s: float,
         charon_running: Callable[[], bool | None],
         partner_down: Callable[[], bool] | None = None,
@@ -117,8 +128,8 @@ class HeartbeatSender:
         interval_ms = max(1, round(self.interval_s * 1000))
         return [encode(self.gateway, key, self._epoch, self._seq, sent_ns, flags, interval_ms=interval_ms) for key in keys]
 
-    def _resolve(self) -> list[tuple[int, tuple[str, int], bytes]]:
-        out: list[tuple[int, tuple[str, int], bytes]] = []
+    def _resolve(self) -> list[tuple[int, tuple[str, int], Key]]:
+        out: list[tuple[int, tuple[str, int], Key]] = []
         unresolved: list[str] = []
         for host, port, key in self.targets:
             try:
@@ -141,8 +152,9 @@ class HeartbeatSender:
             while not self._stop.is_set():
                 if self.stats.unresolved and time.monotonic() - resolved_at >= 1.0:
                     addrs, resolved_at = self._resolve(), time.monotonic()
-                datagrams = self.beat([key for _, _, key in addrs])
-                for (fam, addr, _), data in zip(addrs, datagrams):
+                sends = [(fam, addr, k) for fam, addr, key in addrs for k in _keys(key)]
+                datagrams = self.beat([k for _, _, k in sends])
+                for (fam, addr, _), data in zip(sends, datagrams):
                     try:
                         if fam not in socks:
                             socks[fam] = socket.socket(fam, socket.SOCK_DGRAM)

@@ -175,6 +175,14 @@ class Controller(_Secret):
     url: ControllerUrl | None = None
     urls: list[ControllerUrl | ControllerEndpoint] = Field(default_factory=list)
     ca_file: Path | None = Field(default=None, description="PEM CA bundle that signed the controllers' https certificates")
+    key_overlap_s: float = Field(
+        default=120.0,
+        ge=0,
+        description=(
+            "after the token file changes, heartbeats also carry the previous token's HMAC this long, "
+            "so no beat is lost whichever of agent and controller picks up the rotated token first"
+        ),
+    )
     # Deprecated and ignored: the controller's answers say both (see the module doc).
     report_interval_ms: int | None = Field(default=None, ge=50, le=60000, description="deprecated, ignored")
     heartbeat_interval_ms: int | None = Field(default=None, ge=50, le=60000, description="deprecated, ignored")

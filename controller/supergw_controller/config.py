@@ -177,6 +177,13 @@ class GatewayConfig(StrictModel):
         description="this gateway's agent secret (prefer agent_token_file); it may report and heartbeat for this gateway only",
     )
     agent_token_file: Path | None = Field(default=None, description="file whose first line is the agent secret")
+    heartbeat_from: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = Field(
+        default_factory=list,
+        description=(
+            "addresses (networks) this gateway's agent sends its UDP heartbeats from; when given, a heartbeat "
+            "naming this gateway from anywhere else is refused before its HMAC is checked (unknown_source)"
+        ),
+    )
 
     _agent_token_length = field_validator("agent_token")(lambda v: _long_enough(v, MIN_SECRET_CHARS))
 
@@ -194,6 +201,19 @@ class GatewayConfig(StrictModel):
         if self.agent_token_file is not None:
             return read_secret_file(self.agent_token_file, f"gateway {self.name!r} agent_token_file")
         return None
+
+    @field_validator("heartbeat_from", mode="before")
+    @classmethod
+    def _networks(cls, v: Any) -> Any:
+        if not isinstance(v, list):
+            return v
+        out: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+        for item in v:
+            try:
+                out.append(ipaddress.ip_network(str(item)))
+            except ValueError as exc:
+                raise ValueError(f"{item!r} is not an IP address or network (e.g. 192.0.2.11 or 192.0.2.0/28): {exc}") from None
+        return out
 
     @field_validator("mac", mode="before")
     @classmethod
@@ -232,6 +252,40 @@ class TimingConfig(StrictModel):
             missed_heartbeats=self.missed_heartbeats,
             report_interval_ms=self.report_interval_ms,
         )
+
+
+class HeartbeatsConfig(StrictModel):
+    """The UDP heartbeat receiver's defences (see heartbeat.py): a flood of forged or
+    replayed datagrams must not delay a real gateway's beat, and a rotated agent secret
+    must not lose one."""
+
+    key_overlap_s: float = Field(
+        default=120.0,
+        ge=0,
+        description=(
+            "after a gateway's agent_token_file changes, its previous secret still authenticates UDP heartbeats "
+            "this long, so its agent has time to pick up the new one (its file is on another host)"
+        ),
+    )
+    untrusted_rate_per_s: float = Field(
+        default=50.0,
+        gt=0,
+        description=(
+            "datagrams per second read from a source address that has sent no valid heartbeat and is in no "
+            "gateway's heartbeat_from; beyond this rate (and burst) they are refused unread (rate_limited)"
+        ),
+    )
+    untrusted_burst: int = Field(default=100, ge=1, description="the burst of untrusted_rate_per_s")
+    receive_buffer_bytes: int = Field(
+        default=4 << 20,
+        ge=1 << 16,
+        description="SO_RCVBUF of the heartbeat socket (the kernel caps it at net.core.rmem_max; the log says what it got)",
+    )
+    drain_budget_ms: float = Field(
+        default=20.0,
+        gt=0,
+        description="longest one read of the heartbeat socket holds the event loop while datagrams keep coming",
+    )
 
 
 class LearningConfig(StrictModel):
@@ -328,6 +382,13 @@ class ApiConfig(StrictModel):
     token_file: Path | None = Field(default=None, description="legacy: file holding one admin token named 'admin'")
     tokens: list[OperatorToken] = Field(default_factory=list, description="operator tokens with roles")
     tls: TlsConfig | None = Field(default=None, description="serve HTTPS with this certificate and key")
+    ops_token_required: bool = Field(
+        default=False,
+        description=(
+            "true: /metrics and /healthz need an operator token (role read-only or admin), as /api/v1 does; "
+            "false (the default, for existing scrapers and probes): they answer anyone"
+        ),
+    )
 
     _token_length = field_validator("token")(lambda v: _long_enough(v, 8))
 
@@ -462,6 +523,7 @@ class Config(StrictModel):
     ports: dict[int, Annotated[PortConfig, Field()]]
     gateways: list[GatewayConfig] = Field(min_length=1)
     timing: TimingConfig = Field(default_factory=TimingConfig)
+    heartbeats: HeartbeatsConfig = Field(default_factory=HeartbeatsConfig)
     learning: LearningConfig = Field(default_factory=LearningConfig)
     rebalancer: RebalancerConfig = Field(default_factory=RebalancerConfig)
     api: ApiConfig

@@ -18,10 +18,11 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from supergw_controller.config import Config, ConfigError
+from supergw_controller.config import Config
 from supergw_controller.failover import PortMonitor, watchdog
 from supergw_controller.gateways import GatewayRegistry, Transition
 from supergw_controller.heartbeat import HeartbeatReceiver
+from supergw_controller.heartbeat_keys import HeartbeatKeys
 from supergw_proto.reports import GatewayReport, Heartbeat
 
 log = logging.getLogger(__name__)
@@ -29,17 +30,14 @@ log = logging.getLogger(__name__)
 React = Callable[[Sequence[Transition]], Coroutine[Any, Any, None]]
 
 
-def heartbeat_keys(config: Config) -> dict[str, bytes]:
-    """HMAC key of each agent's UDP heartbeats: that gateway's agent secret, nothing else."""
-    keys: dict[str, bytes] = {}
-    for g in config.gateways:
-        if not g.heartbeat:
-            continue
-        try:
-            keys[g.name] = config.agent_secret(g.name).encode()
-        except ConfigError as exc:
-            log.error("gateway %s: UDP heartbeats will be rejected: %s", g.name, exc)
-    return keys
+def heartbeat_receiver(config: Config, clock: Callable[[], float] = time.monotonic) -> HeartbeatReceiver:
+    """The receiver of `config`'s gateways: their keys (re-read on rotation), the sources
+    they may beat from, the flood limits."""
+    return HeartbeatReceiver(
+        HeartbeatKeys.from_config(config, clock),
+        sources={g.name: g.heartbeat_from for g in config.gateways},
+        limits=config.heartbeats,
+    )
 
 
 class Liveness:
@@ -56,7 +54,7 @@ class Liveness:
         self.registry = registry
         self._react = react
         self._clock = clock
-        self.receiver = receiver if receiver is not None else HeartbeatReceiver(heartbeat_keys(config))
+        self.receiver = receiver if receiver is not None else heartbeat_receiver(config)
         self.reports_total = 0
         self.heartbeats_total = 0  # REST and UDP
         self.silence_verdicts_deferred = 0

@@ -197,3 +197,33 @@ def test_real_dispatcher_logs_refused_admin_calls_with_who() -> None:
     assert len(ops) == 1  # the read-only attempt never reached the core
     assert ops[0]["who"] == "admin" and ops[0]["reason"] == "drain" and ops[0]["src"] == "gw1"
     assert ops[0]["detail"].startswith("refused: ")
+
+
+# -- /healthz and /metrics: open by default, behind a read-only token when configured
+
+
+def _ops_client(required: bool) -> TestClient:
+    cfg = make_config()
+    cfg = cfg.model_copy(update={"api": cfg.api.model_copy(update={"ops_token_required": required})})
+    return TestClient(create_app(FakeCore(cfg), cfg))
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/metrics"])
+def test_ops_routes_are_open_unless_configured(path: str) -> None:
+    assert _ops_client(False).get(path).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/metrics"])
+def test_ops_routes_need_an_operator_token_when_configured(path: str) -> None:
+    c = _ops_client(True)
+    r = c.get(path)
+    assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
+    assert r.json()["detail"] == (f"{path} needs an operator token (role read-only or admin) because "
+                                  "api.ops_token_required is set: missing bearer token: send 'Authorization: Bearer <token>'")
+    r = c.get(path, headers={"Authorization": "Bearer not-a-token-of-ours-0000"})
+    assert r.status_code == 401 and "invalid bearer token" in r.json()["detail"]
+    r = c.get(path, headers=agent("gw1"))
+    assert r.status_code == 403 and "agent token of gateway 'gw1' cannot call operator routes" in r.json()["detail"]
+    assert c.get(path, headers=READER).status_code == 200
+    assert c.get(path, headers=AUTH).status_code == 200
+    assert c.get("/dashboard/").status_code == 200  # the page holds no data

@@ -170,6 +170,13 @@ _DELETE = object()
         ("rebalancer", {"hysteresis": 1.5}, "rebalancer.hysteresis: Input should be less than 1"),
         ("port_monitor", {"enabled": True, "colour": 1}, "port_monitor.colour: unknown key"),
         ("gatewyas", [], "gatewyas: unknown key"),
+        ("gateways.0.heartbeat_from", ["gw1.example"], "gateways[0].heartbeat_from: 'gw1.example' is not an IP address or network"),
+        ("gateways.0.heartbeat_from", ["192.0.2.11/24"], "'192.0.2.11/24' is not an IP address or network (e.g. 192.0.2.11 or 192.0.2.0/28): 192.0.2.11/24 has host bits set"),
+        ("heartbeats", {"key_overlap_s": -1}, "heartbeats.key_overlap_s: Input should be greater than or equal to 0"),
+        ("heartbeats", {"untrusted_rate_per_s": 0}, "heartbeats.untrusted_rate_per_s: Input should be greater than 0"),
+        ("heartbeats", {"receive_buffer_bytes": 1024}, "heartbeats.receive_buffer_bytes: Input should be greater than or equal to 65536"),
+        ("heartbeats", {"flood": True}, "heartbeats.flood: unknown key"),
+        ("api.ops_token_required", "sometimes", "api.ops_token_required: Input should be a valid boolean"),
     ],
 )
 def test_bad_config_names_the_key(cfgdir: Path, path: str, value: Any, expected: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from ipaddress import IPv4Network
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,8 @@ import pytest
 from collections.abc import AsyncIterator
 
 from supergw_controller.compose import ControllerCore
-from supergw_proto.beats import FLAG_CHARON_DOWN, decode, encode
+from supergw_controller.config import HeartbeatsConfig
+from supergw_proto.beats import FLAG_CHARON_DOWN, MAX_DATAGRAM, decode, encode
 from supergw_controller.heartbeat import HeartbeatReceiver
 from supergw_proto.reports import GatewayReport, SaState, tunnel_up
 
@@ -272,3 +274,49 @@ async def test_a_down_tunnel_moves_the_buckets_away_in_one_batch_and_back(disp: 
     m.update(Snapshot(status=await disp.status(), gateways=await disp.gateways()))
     text = m.render().decode()
     assert 'supergw_gateway_tunnel_up{gateway="g2"} 1.0' in text
+
+
+# -- per-source limits (the flood itself: test_heartbeat_flood.py)
+
+
+def test_an_untrusted_source_is_rate_limited_after_its_burst_a_trusted_one_never(caplog: pytest.LogCaptureFixture) -> None:
+    t = [0.0]
+    rx = HeartbeatReceiver(KEYS, wallclock_ns=lambda: NOW_NS, monotonic=lambda: t[0],
+                           limits=HeartbeatsConfig(untrusted_rate_per_s=10, untrusted_burst=5))
+    forged = _beat(key=b"guessed-secret-000000")
+    with caplog.at_level(logging.WARNING, logger="supergw_controller.heartbeat"):
+        for _ in range(8):
+            assert rx.accept(forged, "192.0.2.66:4000") is None
+    assert rx.rejected == {"bad_mac": 5, "rate_limited": 3}  # the burst costs HMACs, the rest is refused unread
+    assert "192.0.2.66, which has sent no valid heartbeat: refused unread" in caplog.text
+    t[0] += 0.1  # one token back
+    assert rx.accept(forged, "192.0.2.66:4000") is None and rx.rejected["bad_mac"] == 6
+    # The real agent's source, once it sent a valid beat, is never rate-limited: what comes
+    # from it (a spoofer's datagrams too) is checked in full.
+    assert rx.accept(_beat(seq=1), "192.0.2.10:5000") is not None
+    for _ in range(20):
+        assert rx.accept(forged, "192.0.2.10:5000") is None
+    assert rx.accept(_beat(seq=2), "192.0.2.10:5000") is not None
+    assert rx.rejected == {"bad_mac": 26, "rate_limited": 3}
+
+
+def test_heartbeat_from_refuses_other_sources_before_the_hmac() -> None:
+    rx = HeartbeatReceiver(KEYS, wallclock_ns=lambda: NOW_NS, sources={"g1": [IPv4Network("192.0.2.0/29")]})
+    assert rx.accept(_beat(seq=1), "198.51.100.1:5000") is None
+    assert rx.rejected == {"unknown_source": 1}
+    assert rx.accept(_beat(seq=1), "192.0.2.3:5000") is not None
+    assert rx.accept(_beat("g2", seq=1), "198.51.100.1:5000") is not None  # g2 has no heartbeat_from
+    assert rx.accept(b"x" * (MAX_DATAGRAM + 1), "192.0.2.3:5000") is None
+    assert rx.rejected == {"unknown_source": 1, "malformed": 1}
+
+
+def test_the_socket_asks_for_a_large_receive_buffer() -> None:
+    rx = _rx()
+    rx.open("127.0.0.1", 0)
+    try:
+        # The kernel grants at most net.core.rmem_max without CAP_NET_ADMIN; the receiver
+        # says what it got either way.
+        assert rx.receive_buffer >= min(HeartbeatsConfig().receive_buffer_bytes,
+                                        int(Path("/proc/sys/net/core/rmem_max").read_text()))
+    finally:
+        rx.close()

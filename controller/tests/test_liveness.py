@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from supergw_controller.gateways import GatewayRegistry, Transition
-from supergw_controller.liveness import Liveness, heartbeat_keys
+from supergw_controller.heartbeat_keys import heartbeat_keys
+from supergw_controller.liveness import Liveness
 from supergw_proto.beats import FLAG_CHARON_DOWN, encode
 from supergw_proto.reports import Heartbeat
 

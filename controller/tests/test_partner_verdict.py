@@ -82,10 +82,15 @@ async def test_the_rest_heartbeat_carries_the_same_flags(disp: ControllerCore, s
 # -- the heartbeat socket under a flood
 
 
-class FloodSocket:
-    """A socket whose queue holds what the test put there; counts every read."""
+FLOODER = ("192.0.2.66", 4000)
+AGENT = ("127.0.0.1", 5000)  # where the `Agent` of test_heartbeat_udp beats from
 
-    def __init__(self, datagrams: list[bytes]) -> None:
+
+class FloodSocket:
+    """A socket whose queue holds what the test put there, each datagram with its source;
+    counts every read."""
+
+    def __init__(self, datagrams: list[tuple[bytes, tuple[str, int]]]) -> None:
         self.queue = deque(datagrams)
         self.reads = 0
 
@@ -93,26 +98,38 @@ class FloodSocket:
         self.reads += 1
         if not self.queue:
             raise BlockingIOError
-        return self.queue.popleft()[:n], ("192.0.2.66", 4000)
+        data, source = self.queue.popleft()
+        return data[:n], source
 
     def close(self) -> None:
         pass
 
 
-def _forged(n: int) -> list[bytes]:
-    return [encode("g1", b"guessed-secret-000000", 1, i, time.time_ns()) for i in range(1, n + 1)]
+def _forged(n: int, source: tuple[str, int] = FLOODER) -> list[tuple[bytes, tuple[str, int]]]:
+    return [(encode("g1", b"guessed-secret-000000", 1, i, time.time_ns()), source) for i in range(1, n + 1)]
 
 
 def test_a_drain_stops_at_its_limit_and_says_a_backlog_is_left() -> None:
     rx = HeartbeatReceiver(KEYS)
-    good = encode("g1", KEYS["g1"], 1, 1, time.time_ns())
+    good = (encode("g1", KEYS["g1"], 1, 1, time.time_ns()), AGENT)
     sock = FloodSocket([*_forged(10_000), good])
     rx.sock = sock  # type: ignore[assignment]
-    assert rx.drain() == [] and sock.reads == 4096 and rx.backlog
-    assert rx.drain() == [] and sock.reads == 8192 and rx.backlog
-    beats = rx.drain()
+    assert rx.drain(max_datagrams=4096, budget_s=10.0) == [] and sock.reads == 4096 and rx.backlog
+    assert rx.drain(max_datagrams=4096, budget_s=10.0) == [] and sock.reads == 8192 and rx.backlog
+    beats = rx.drain(max_datagrams=4096, budget_s=10.0)
     assert [b.gateway for b in beats] == ["g1"] and not rx.backlog  # behind the flood, not lost
-    assert rx.rejected == {"bad_mac": 10_000} and rx.accepted == 1
+    # The flooder's first burst of datagrams costs an HMAC each; the rest are refused unread.
+    assert rx.rejected["bad_mac"] >= 100 and sum(rx.rejected.values()) == 10_000 and rx.accepted == 1
+
+
+def test_a_drain_reads_everything_queued_within_its_time_budget() -> None:
+    rx = HeartbeatReceiver(KEYS)
+    good = (encode("g1", KEYS["g1"], 1, 1, time.time_ns()), AGENT)
+    sock = FloodSocket([*_forged(10_000), good])
+    rx.sock = sock  # type: ignore[assignment]
+    assert [b.gateway for b in rx.drain(budget_s=10.0)] == ["g1"] and not rx.backlog
+    assert sock.reads == 10_002  # the last read found the socket empty
+    assert rx.drain(budget_s=0.0) == [] and sock.reads == 10_003
 
 
 async def test_a_flood_does_not_hide_a_good_beat_from_the_verdict(disp: ControllerCore, sess: RecordingSession, clock: Clock) -> None:
@@ -122,9 +139,12 @@ async def test_a_flood_does_not_hide_a_good_beat_from_the_verdict(disp: Controll
     await disp.liveness.tick()
     real = disp.liveness.receiver.sock
     clock.t += 0.35  # past dead-after (3 x 100 ms): only the beats behind the flood keep them alive
-    good = [encode(n, KEYS[n], 2, 1, time.time_ns()) for n in ("g1", "g2")]
+    good = [(encode(n, KEYS[n], 2, 1, time.time_ns()), AGENT) for n in ("g1", "g2")]
     flood = FloodSocket([*_forged(9_000), *good])
     disp.liveness.receiver.sock = flood  # type: ignore[assignment]
+    rx = disp.liveness.receiver
+    drain = rx.drain
+    rx.drain = lambda: drain(max_datagrams=4096, budget_s=10.0)  # type: ignore[method-assign]  # a flood that outruns the reader
     try:
         await disp.liveness.tick()  # one bounded drain, a backlog left: silence is not judged now
         assert flood.reads == 4096
@@ -145,6 +165,7 @@ async def test_a_flood_does_not_hide_a_good_beat_from_the_verdict(disp: Controll
         assert (await disp.gateway("g1")).state == "dead"
         assert flood.reads < 4096 * 8  # every tick read one bounded batch
     finally:
+        del rx.drain
         disp.liveness.receiver.sock = real
 
 
@@ -156,11 +177,12 @@ def test_good_beats_between_forged_ones_on_a_real_socket_are_all_read() -> None:
     per_burst = max(8, min(200, rcvbuf // 2048))  # bursts the socket buffer holds whole
     got: list[int] = []
     try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as gw:
+            tx.bind(("127.0.0.2", 0))  # the flooder: another source than the gateway's
             for seq in range(1, 21):
-                for d in _forged(per_burst):
+                for d, _ in _forged(per_burst):
                     tx.sendto(d, addr)
-                tx.sendto(encode("g1", KEYS["g1"], 3, seq, time.time_ns()), addr)
+                gw.sendto(encode("g1", KEYS["g1"], 3, seq, time.time_ns()), addr)
                 time.sleep(0.002)
                 while True:
                     got += [b.seq for b in rx.drain(max_datagrams=64)]
@@ -169,7 +191,8 @@ def test_good_beats_between_forged_ones_on_a_real_socket_are_all_read() -> None:
     finally:
         rx.close()
     assert got == list(range(1, 21)), f"good beats read: {got} ({rx.rejected})"
-    assert rx.rejected == {"bad_mac": 20 * per_burst}
+    assert sum(rx.rejected.values()) == 20 * per_burst
+    assert set(rx.rejected) <= {"bad_mac", "rate_limited"}
 
 
 @pytest.mark.parametrize("n", [0, 1])

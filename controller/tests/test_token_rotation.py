@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -98,11 +99,29 @@ def test_token_rewritten_in_place_is_read_again(client: TestClient, files: dict[
     assert status(client, NEW_ADMIN) == 200
 
 
-def test_rotated_agent_token(client: TestClient, files: dict[str, Path]) -> None:
+def test_rotated_agent_token_and_its_bounded_overlap(files: dict[str, Path], tmp_path: Path) -> None:
+    """The agent's copy of its token is rotated on another host, a little later: the previous
+    token keeps working for heartbeats.key_overlap_s, then stops."""
+    data = config_data() | {"heartbeats": {"key_overlap_s": 0.5}}
+    cfg = parse_config(data, tmp_path, "test")
+    client = TestClient(create_app(FakeCore(cfg), cfg))
     assert report(client, OLD_AGENT) == 204
     rotate(files["gw1"], NEW_AGENT)
     assert report(client, NEW_AGENT) == 204
+    assert report(client, OLD_AGENT) == 204  # within the overlap
+    assert status(client, OLD_AGENT) == 403  # still only gw1's agent token, never an operator's
+    time.sleep(0.6)
     assert report(client, OLD_AGENT) == 401
+    assert report(client, NEW_AGENT) == 204
+
+
+def test_a_previous_agent_token_never_outlives_an_overlap_of_zero(files: dict[str, Path], tmp_path: Path) -> None:
+    cfg = parse_config(config_data() | {"heartbeats": {"key_overlap_s": 0}}, tmp_path, "test")
+    client = TestClient(create_app(FakeCore(cfg), cfg))
+    assert report(client, OLD_AGENT) == 204
+    rotate(files["gw1"], NEW_AGENT)
+    assert report(client, OLD_AGENT) == 401
+    assert report(client, NEW_AGENT) == 204
 
 
 @pytest.mark.parametrize(

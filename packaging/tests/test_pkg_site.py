@@ -71,6 +71,7 @@ def test_the_example_controller_config_validates_with_the_packaged_p4info(tmp_pa
         g["agent_token_file"] = token(g["agent_token_file"])
     cfg = parse_controller_config(data, tmp_path, "controller.yaml")
     assert {g.name for g in cfg.gateways} == set(lab.GATEWAYS)
+    assert cfg.api.ops_token_required  # secure by default: /metrics and /healthz need a token
 
 
 def test_the_netns_helper_names_every_mismatch(tmp_path: Path) -> None:

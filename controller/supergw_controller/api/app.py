@@ -19,7 +19,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.routing import APIRoute
 from starlette.routing import Match
 
-from supergw_controller.api.auth import Authenticator, authorize
+from supergw_controller.api.auth import Access, Authenticator, authorize
 from supergw_controller.api.core import Core
 from supergw_controller.api.deps import ApiState, require_access
 from supergw_controller.api.routers import agents, buckets, events, gateways, hosts, ops, rebalance, status
@@ -37,6 +37,8 @@ from supergw_controller.metrics import ControllerMetrics
 from supergw_proto.reports import AgentTiming
 
 API_PREFIX = "/api/v1"
+# What `api.ops_token_required` puts behind an operator token.
+OPS_PATHS = frozenset({"/healthz", "/metrics"})
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 
 _STATUS_OF: list[tuple[type[CoreError], int]] = [
@@ -57,8 +59,10 @@ Every route under `/api/v1` needs `Authorization: Bearer <token>`:
   rebalance (each such call is in the event log with the token's name);
 - a gateway's agent token may only POST that gateway's report and heartbeat.
 A missing or unknown token gets 401; a known token outside its rights gets 403 naming the
-right it lacks. Unauthenticated: `/healthz`, `/metrics` (Prometheus) and the static dashboard
-at `/dashboard/` (the page holds no data; it asks for a token and calls the API with it).
+right it lacks. `/healthz` and `/metrics` (Prometheus) answer anyone unless the config sets
+`api.ops_token_required: true`; then they need an operator token too (role read-only is
+enough). The static dashboard at `/dashboard/` is unauthenticated (the page holds no data; it
+asks for a token and calls the API with it).
 Errors are JSON `{"detail": "..."}`; validation errors add `"errors": [{"field", "message", "type"}]`.
 """
 
@@ -77,6 +81,8 @@ class ConfigLike(Protocol):
     def agent_timing(self) -> AgentTiming: ...
     @property
     def api(self) -> Any: ...
+    @property
+    def heartbeats(self) -> Any: ...
     @property
     def gateways(self) -> Sequence[_GatewayLike]: ...
     def secret_files(self) -> list[Path]: ...
@@ -142,18 +148,29 @@ def create_app(core: Core, config: ConfigLike, *, auth: Authenticator | None = N
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(CoreError, _core_error)
 
+    ops_paths = OPS_PATHS if config.api.ops_token_required else frozenset()
+
     @app.middleware("http")
     async def authenticate(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         # In a middleware, not only a dependency: FastAPI parses a JSON body before it
         # runs dependencies, and a caller without the right must learn nothing but 401/403.
-        if request.url.path == API_PREFIX or request.url.path.startswith(API_PREFIX + "/"):
-            state: ApiState = app.state.api
-            try:
+        state: ApiState = app.state.api
+        url_path = request.url.path
+        try:
+            if url_path == API_PREFIX or url_path.startswith(API_PREFIX + "/"):
                 principal = state.auth.authenticate(request.headers.get("authorization"))
                 path, gateway = _match(app, request.scope)
                 authorize(principal, state.access(request.method, path), gateway)
-            except HTTPException as exc:
-                return JSONResponse(status_code=exc.status_code, content={"detail": exc.detail}, headers=exc.headers)
+            elif url_path in ops_paths:
+                try:
+                    principal = state.auth.authenticate(request.headers.get("authorization"))
+                except HTTPException as exc:
+                    exc.detail = (f"{url_path} needs an operator token (role read-only or admin) because "
+                                  f"api.ops_token_required is set: {exc.detail}")
+                    raise
+                authorize(principal, Access.READ)
+        except HTTPException as exc:
+            return JSONResponse(status_code=exc.status_code, content={"detail": exc.detail}, headers=exc.headers)
         return await call_next(request)
 
     secured = [Depends(require_access)]

@@ -9,17 +9,20 @@ right it lacks. Secrets are compared in constant time and never leave this modul
 
 Token files are watched: when one changes (inode, mtime or size), every file is read again
 and the new tokens replace the old ones in one step, so a rotated token works (and the old
-one stops) without a restart. A file that cannot be used leaves the last good tokens in
-force and logs why, once per change.
+one stops) without a restart. A gateway's previous agent token keeps working for
+`heartbeats.key_overlap_s` after its rotation, as its heartbeat key does (`heartbeat_keys`):
+the agent's copy is rotated on another host, a little later, and its REST heartbeats and
+reports must not fail meanwhile. An operator token stops at once. A file that cannot be used
+leaves the last good tokens in force and logs why, once per change.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
-import os
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -28,6 +31,7 @@ from typing import Protocol
 from fastapi import HTTPException, status
 
 from supergw_controller.config import ConfigError, Role
+from supergw_controller.secretfiles import stamps
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +71,16 @@ class _GatewaySecret(Protocol):
     def agent_secret(self) -> str | None: ...
 
 
+class _Overlap(Protocol):
+    @property
+    def key_overlap_s(self) -> float: ...
+
+
 class _AuthConfig(Protocol):
     @property
     def api(self) -> _ApiTokens: ...
+    @property
+    def heartbeats(self) -> _Overlap: ...
     @property
     def gateways(self) -> Sequence[_GatewaySecret]: ...
     def secret_files(self) -> list[Path]: ...
@@ -77,17 +88,6 @@ class _AuthConfig(Protocol):
 
 
 Entries = tuple[tuple[bytes, Principal], ...]
-# What identifies one version of a file: (device, inode, mtime ns, size), or why stat failed.
-Stamp = tuple[int, int, int, int] | str
-
-
-def _stamp(path: Path) -> Stamp:
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-
 
 def _entries(pairs: Iterable[tuple[str, Principal]]) -> Entries:
     out: list[tuple[bytes, Principal]] = []
@@ -111,12 +111,15 @@ def _principals(config: _AuthConfig) -> list[tuple[str, Principal]]:
 class Authenticator:
     """Maps a bearer token to its principal. From the config, it follows the token files."""
 
-    def __init__(self, entries: Iterable[tuple[str, Principal]], config: _AuthConfig | None = None) -> None:
+    def __init__(self, entries: Iterable[tuple[str, Principal]], config: _AuthConfig | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._entries = _entries(entries)
         self._config = config
         self._files = tuple(config.secret_files()) if config is not None else ()
-        self._stamps = tuple(_stamp(f) for f in self._files)
+        self._stamps = stamps(self._files)
         self._reloading = threading.Lock()
+        self._clock = clock
+        self._retiring: tuple[tuple[bytes, Principal, float], ...] = ()  # previous agent tokens, until when
 
     @classmethod
     def from_config(cls, config: _AuthConfig) -> Authenticator:
@@ -124,13 +127,13 @@ class Authenticator:
 
     def _current(self) -> Entries:
         """The tokens in force, after re-reading the token files if one changed."""
-        if not self._files or tuple(_stamp(f) for f in self._files) == self._stamps:
+        if not self._files or stamps(self._files) == self._stamps:
             return self._entries
         with self._reloading:
             # Stamped before reading: a write that lands during the read changes the stamp again.
-            stamps = tuple(_stamp(f) for f in self._files)
-            if stamps != self._stamps and self._config is not None:
-                self._stamps = stamps  # one attempt (and one error) per change, not per request
+            now = stamps(self._files)
+            if now != self._stamps and self._config is not None:
+                self._stamps = now  # one attempt (and one error) per change, not per request
                 try:
                     config = self._config.with_secrets_reread()
                     entries = _entries(_principals(config))
@@ -140,15 +143,33 @@ class Authenticator:
                         "(fix the file; it is read again when it changes)", exc,
                     )
                 else:
+                    self._retiring = self._retire(self._entries, entries, config.heartbeats.key_overlap_s)
                     self._config, self._entries = config, entries
                     log.warning("API tokens reloaded from %d token file(s)", len(self._files))
         return self._entries
+
+    def _retire(self, old: Entries, new: Entries, overlap_s: float) -> tuple[tuple[bytes, Principal, float], ...]:
+        """The previous agent tokens still accepted: those replaced now, for `overlap_s`, and
+        those replaced before whose overlap lasts. Never one that is now another's token."""
+        now = self._clock()
+        current = {p.gateway: k for k, p in new if p.gateway is not None}
+        out = [r for r in self._retiring if r[2] > now]
+        for key, p in old:
+            if p.gateway is not None and current.get(p.gateway) not in (None, key) and overlap_s > 0:
+                out.append((key, p, now + overlap_s))
+                log.warning("gateway %s: agent token rotated; the previous one is accepted for %gs more "
+                            "(heartbeats.key_overlap_s) while its agent picks up the new one", p.gateway, overlap_s)
+        return tuple(r for r in out if not any(hmac.compare_digest(r[0], k) for k, _ in new))
 
     def lookup(self, token: str) -> Principal | None:
         given = token.encode()
         found = None
         for key, principal in self._current():  # no early exit: the time does not tell which entry matched
             if hmac.compare_digest(given, key):
+                found = principal
+        now = self._clock()
+        for key, principal, until in self._retiring:
+            if hmac.compare_digest(given, key) and now < until and found is None:
                 found = principal
         return found
 

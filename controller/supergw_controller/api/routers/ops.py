@@ -1,4 +1,4 @@
-"""Unauthenticated operational routes: liveness and Prometheus metrics."""
+"""Operational routes: liveness and Prometheus metrics (open unless `api.ops_token_required`)."""
 
 from __future__ import annotations
 
