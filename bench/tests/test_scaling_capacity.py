@@ -117,7 +117,7 @@ def test_settings_has_both_series_by_default() -> None:
     from bench.scaling.__main__ import parse
 
     s: Settings = parse(["--quick"])
-    assert s.series == [CAPACITY, CPU] and s.cap_pps == 1000.0
+    assert s.series == [CAPACITY, CPU] and s.cap_pps == 600.0
     assert parse(["--series", "cpu"]).series == [CPU]
     with pytest.raises(SystemExit):
         parse(["--cap-pps", "0"])
