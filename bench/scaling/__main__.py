@@ -181,6 +181,8 @@ def search(emu: LoadedEmulation, s: Settings, res: Results, series: str, suite: 
         "series": series, "suite": SUITE_LABEL[suite], "frame_bytes": frame, "n": n,
         "pps": round(result.rate_pps, 1), "mbps": round(mbps(result.rate_pps, frame), 2),
         "probes": len(result.probes), "at_ceiling": result.at_ceiling,
+        # the true zero-loss rate lies between pps and this (None: no rate failed)
+        "lowest_failing_pps": min((p.rate_pps for p in result.probes if not p.passed), default=None),
         "cap_pps": s.cap_pps if series == CAPACITY else None,
         "cpu_cap_percent": s.cap_cpu_percent if series == CAPACITY else s.cpu_percent,
         "machine_cpu_percent": round(peak.machine_cpu, 1) if peak else None,
@@ -464,7 +466,10 @@ def method_text(s: Settings, res: Results) -> str:
         f"machine's capacity. Per gateway at T(N) (the probe that defined it): hosts, frames/s and Mb/s the switch "
         f"sent it (its buckets' counters in the controller's REST view, before and after the probe), ESP packets "
         f"it sent and received per second (its agent's reports, through the controller), packets its cap dropped "
-        f"and its CPU; host_spread, byte_spread and esp_spread are the worse site's max/mean of those. CPU-capped "
+        f"and its CPU; host_spread, byte_spread and esp_spread are the worse site's max/mean of those. The "
+        f"capacity search starts at 0.9 x N x cap, so its rates for N are N times those for N = 1 and T(N)/T(1) "
+        f"lands on N when every gateway carries its cap; the ratio's note gives the bounds the searches leave "
+        f"(T(N) / lowest failing rate at N = 1 .. lowest failing at N / T(1)). CPU-capped "
         f"series (cpu_capped_*): no rate cap; every gateway's charon is limited to {s.cpu_percent:g} % of one core "
         f"by its cgroup (gateway_cpu_percent), so 2 x 4 gateways take at most {8 * s.cpu_percent:g} % of this "
         f"2-core machine; there the gateways share the machine's cores, caches and scheduler, and what a gateway "
@@ -506,6 +511,22 @@ def goal_note(value: float | None, goal: float | None, what: str) -> str:
     return f"{what}; {goal - value:.2f} ({100 * (1 - value / goal):.1f} %) short of the goal"
 
 
+def ratio_bounds(res: Results, series: str, n: int) -> tuple[float, float] | None:
+    """T(N)/T(1) at its lowest and highest given both searches' brackets (the highest passing
+    and the lowest failing rate), 1408 B, default suite; None without both brackets."""
+    def bracket(k: int) -> tuple[float, float] | None:
+        row = next((r for r in res.fig4 if r["series"] == series and r["suite"] == SUITE_LABEL[DEFAULT_SUITE]
+                    and r["frame_bytes"] == BIG_FRAME and r["n"] == k), None)
+        if row is None or not row["pps"] or row.get("lowest_failing_pps") is None:
+            return None
+        return float(row["pps"]), float(row["lowest_failing_pps"])
+
+    one, many = bracket(1), bracket(n)
+    if one is None or many is None:
+        return None
+    return many[0] / one[1], many[1] / one[0]
+
+
 def ratio_metrics(res: Results, series: str) -> dict[str, Metric]:
     metrics: dict[str, Metric] = {}
     prefix = KEY_PREFIX[series]
@@ -514,8 +535,11 @@ def ratio_metrics(res: Results, series: str) -> dict[str, Metric]:
         tn = res.rate(series, DEFAULT_SUITE, BIG_FRAME, n)
         value = tn / t1 if t1 and tn is not None else None
         goal = GOALS[n] if series == CAPACITY else None
-        metrics[f"{prefix}ratio_n{n}"] = Metric(
-            value, "x", goal=goal, note=goal_note(value, goal, f"{SERIES_LABEL[series]}: T(N)/T(1), 1408 B, default suite"))
+        what = f"{SERIES_LABEL[series]}: T(N)/T(1), 1408 B, default suite"
+        bounds = ratio_bounds(res, series, n)
+        if value is not None and bounds is not None:
+            what += f" (within the searches' resolution: {bounds[0]:.2f} .. {bounds[1]:.2f})"
+        metrics[f"{prefix}ratio_n{n}"] = Metric(value, "x", goal=goal, note=goal_note(value, goal, what))
     for r in res.fig4:
         if r["series"] != series:
             continue

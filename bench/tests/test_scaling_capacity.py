@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from bench.scaling.__main__ import CAPACITY, CPU, Results, Settings, fig4_hosts, goal_note, per_gateway, ratio_metrics, spreads
+from bench.scaling.__main__ import (CAPACITY, CPU, Results, Settings, fig4_hosts, goal_note, per_gateway, ratio_bounds,
+                                    ratio_metrics, spreads)
 from bench.scaling.analysis import GatewayShare
 from bench.scaling.emulation import BenchError, ProbeResult
 from topologies.shaping import MAX_FRAME_BYTES, EgressCap, parse_root_qdisc, remove_argv, show_argv
@@ -79,9 +80,17 @@ def test_a_peak_without_accounting_leaves_the_byte_spread_unmeasured() -> None:
     assert per_gateway(None, {"a": {"agw1": 1}})["agw1"]["cpu_percent"] is None  # no rate passed at all
 
 
-def fig4_row(series: str, n: int, pps: float) -> dict[str, object]:
+def fig4_row(series: str, n: int, pps: float, failing: float | None = None) -> dict[str, object]:
     return {"series": series, "suite": "gcm", "frame_bytes": 1408, "n": n, "pps": pps, "mbps": pps * 1408 * 8 / 1e6,
-            "host_spread": 1.0, "byte_spread": 1.01}
+            "host_spread": 1.0, "byte_spread": 1.01, "lowest_failing_pps": failing}
+
+
+def test_the_ratio_comes_with_the_bounds_the_searches_leave() -> None:
+    res = Results(fig4=[fig4_row(CAPACITY, 1, 600, 624), fig4_row(CAPACITY, 3, 1800, 1872), fig4_row(CAPACITY, 4, 2400)])
+    assert ratio_bounds(res, CAPACITY, 3) == pytest.approx((1800 / 624, 1872 / 600))
+    assert "2.88 .. 3.12" in ratio_metrics(res, CAPACITY)["ratio_n3"].note
+    assert ratio_bounds(res, CAPACITY, 4) is None  # no rate failed at N = 4: no upper bound
+    assert ratio_bounds(res, CPU, 3) is None
 
 
 def test_the_two_series_have_their_own_keys_and_only_the_capacity_one_has_goals() -> None:
