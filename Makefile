@@ -17,7 +17,8 @@ P4_INPUTS  := $(wildcard p4src/common/*.p4 p4src/v1model/*.p4 p4src/v1model/incl
 # source build install into /usr or /usr/local, already on PATH.
 export PATH := $(if $(wildcard /opt/p4tools/bin),/opt/p4tools/bin:)$(PATH)
 
-.PHONY: help deps p4 constants switch hostsim run mininet stop test unit ptf integration bench format clean
+.PHONY: help deps p4 constants switch hostsim run mininet stop test unit ptf integration bench format clean \
+        package package-lock package-check deploy-test
 
 help:
 	@echo "make run          boot the whole emulated system (switch, controller, gateways; SWITCH=bmv2 on BMv2)"
@@ -26,11 +27,16 @@ help:
 	@echo "make stop         stop what 'make run' started"
 	@echo "make hostsim      build topologies/hostsim (simulated hosts and traffic generator of the two-site emulation)"
 	@echo "make mininet      'make run' as a Mininet network, then the Mininet CLI (mininet> h1 ping r1)"
-	@echo "make test         unit tests + make p4 + PTF on eBPF and BMv2 + integration tests"
+	@echo "make test         unit tests + make p4 + PTF on eBPF and BMv2 + integration tests + packages + deploy test"
 	@echo "make ptf          PTF suite only (TARGET=ebpf|bmv2; bmv2 compiles p4src first)"
 	@echo "make p4           compile p4src with p4c and diff the committed P4Info (skips without p4c)"
 	@echo "make constants    regenerate constants from the P4Info and p4src/common/defines.p4"
 	@echo "make bench        run the benchmarks, results in bench/results/"
+	@echo "make package      Debian packages (switch, gateway, controller, proto) and wheels -> build/packages/"
+	@echo "make package-lock resolve packaging/locks/*.txt again (the pinned Python closure of each package)"
+	@echo "make package-check make package, then the .debs and wheels read back (fields, contents, venvs import)"
+	@echo "make deploy-test  install the packages with apt into fresh Debian 12 containers and run the site"
+	@echo "                  (root, the Debian mirror; about 2 minutes, 1 more the first time: packaging/README.md)"
 	@echo "make format       format Go, C and Python sources"
 
 deps:
@@ -73,7 +79,9 @@ test: deps switch
 	 $(MAKE) -s ptf TARGET=ebpf || rc=1; \
 	 $(MAKE) -s ptf TARGET=bmv2 || rc=1; \
 	 $(MAKE) -s integration || rc=1; \
-	 $(PY) .ci/summarize-junit $(RESULTS) --expect commands go go-hostsim mypy python-unit p4 ptf ptf-bmv2 python-integration || rc=1; \
+	 $(MAKE) -s -k package-check deploy-test || rc=1; \
+	 $(PY) .ci/summarize-junit $(RESULTS) --expect commands go go-hostsim mypy mypy-packaging python-unit packaging-unit \
+	   p4 ptf ptf-bmv2 python-integration package deploy || rc=1; \
 	 exit $$rc
 
 unit: deps
@@ -92,8 +100,14 @@ unit: deps
 	 echo "== unit: Python types (mypy --strict)"; \
 	 MYPYPATH=proto:controller:backends:ptf-tests/lib $(PY) -m mypy --strict --ignore-missing-imports --junit-xml $(RESULTS)/mypy.xml \
 	   proto/supergw_proto controller/supergw_controller backends/supergw_gateway ptf-tests/lib topologies bench p4src/vectors || rc=1; \
+	 echo "== unit: Python types of packaging/ (mypy --strict; module names from packaging/: two conftests)"; \
+	 MYPYPATH=packaging:proto:controller:backends $(PY) -m mypy --strict --ignore-missing-imports --explicit-package-bases \
+	   --junit-xml $(RESULTS)/mypy-packaging.xml packaging/sgwpkg packaging/sgwdeploy packaging/libexec/gateway_netns.py \
+	   packaging/tests packaging/package_tests packaging/deploy_tests || rc=1; \
 	 echo "== unit: Python"; \
 	 $(PY) -m pytest -q -m "not integration" --junitxml=$(RESULTS)/python-unit.xml proto controller backends p4src ptf-tests/unit topologies bench .ci/tests || rc=1; \
+	 echo "== unit: packaging (spec, locks, units, example site, the guide; nothing built)"; \
+	 PYTHONPATH=packaging $(PY) -m pytest -q --junitxml=$(RESULTS)/packaging-unit.xml packaging/tests || rc=1; \
 	 exit $$rc
 
 ptf: deps switch $(if $(filter bmv2,$(TARGET)),$(P4_JSON))
@@ -111,6 +125,26 @@ integration: deps switch hostsim
 
 bench: deps switch hostsim
 	@$(PY) -m bench
+
+# Debian packages and wheels (packaging/README.md): build/packages/*.deb, build/packages/wheels/.
+package: deps
+	@PYTHONPATH=packaging $(PY) -m sgwpkg build
+
+# The built archives read back with dpkg-deb: what make test checks of the packages.
+package-check: package
+	@mkdir -p $(RESULTS)
+	@echo "== package: the .debs and wheels of build/packages read back"
+	@PYTHONPATH=packaging $(PY) -m pytest -q --junitxml=$(RESULTS)/package.xml packaging/package_tests
+
+package-lock: deps
+	@PYTHONPATH=packaging $(PY) -m sgwpkg lock
+
+# The packages installed with apt into fresh Debian 12 machines (systemd-nspawn), started by
+# their units, and the site of docs/deploy-linux.md checked step by step (packaging/README.md).
+deploy-test: package
+	@mkdir -p $(RESULTS)
+	@echo "== deploy-test: make package's .debs on fresh Debian 12 machines (about 2 minutes; the first run also builds the image)"
+	@PYTHONPATH=packaging $(PY) -m pytest -q -s --junitxml=$(RESULTS)/deploy.xml packaging/deploy_tests
 
 format:
 	@gofmt -w targets/ebpf topologies/hostsim

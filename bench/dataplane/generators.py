@@ -1,18 +1,19 @@
 """Traffic sources of the dataplane benchmark.
 
-- `Dpbench`: the datapath team's `sgw-dpbench` (targets/ebpf/cmd/sgw-dpbench). Its `live`
-  mode makes frames in the kernel (XDP, BPF_F_TEST_XDP_LIVE_FRAMES) and transmits them into
-  the host veth of its own switch (the same eBPF programs, attached by the same Go
-  dataplane package), pinned to one CPU; it counts what reaches the gateway veth. Its
+- `Traffic`: `sgw-traffic` (targets/ebpf/cmd/sgw-traffic), against the shipped
+  `supergw-switch` process (and BMv2) in the testbed: frames of a plan (many hosts, many
+  buckets) made in the kernel by XDP (BPF_F_TEST_XDP_LIVE_FRAMES) on the traffic core, sent
+  into a switch port, counted with the MAC rewrite checked by a tc sink at the receiving end.
+- `Dpbench`: the rig, `sgw-dpbench` (targets/ebpf/cmd/sgw-dpbench): its own namespace and
+  switch made of the same eBPF programs configured directly (no P4Runtime, no switch
+  process), one repeated frame whose gateway MAC is its vmac (the rewrite writes nothing),
+  generator, switch and sink on one core, counted by the switch's own port tx counter. Its
   `progrun` mode times the tc program alone with BPF_PROG_RUN (no I/O).
-- `AfPacketGenerator`: `afpacket_gen.c` (AF_PACKET + sendmmsg + qdisc bypass), used against
-  the real `supergw-switch` process configured over P4Runtime, as the end-to-end cross-check.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,43 +21,91 @@ from pathlib import Path
 from bench.dataplane import testbed
 from bench.dataplane.cputime import CpuMeter
 
-AFGEN_SRC = Path(__file__).resolve().parent / "afpacket_gen.c"
-
-
 @dataclass(frozen=True)
-class Sent:
+class SinkCount:
+    at: str  # NETNS:DEV
     frames: int
-    seconds: float
-    cpu_seconds: float = 0.0  # the generator process's CPU time (softirq work it ran included)
-    ksoftirqd_seconds: float = 0.0
+    bytes: int
+    dst_is_own_mac: int  # dst MAC == the receiving interface's MAC (a gateway's)
+    src_is_vmac: int  # src MAC is a vmac of the run's base and mask
 
 
 @dataclass(frozen=True)
-class AfPacketGenerator:
+class ProgRuns:
+    """What one program attached to a watched interface did during the traffic."""
+
+    at: str  # NETNS:DEV
+    id: int
+    name: str
+    runs: int
+    run_time_ns: int
+
+    @property
+    def ns_per_run(self) -> float:
+        return self.run_time_ns / self.runs if self.runs else 0.0
+
+
+@dataclass(frozen=True)
+class TrafficResult:
+    sent: int  # frames the generator handed to the kernel
+    seconds: float  # first to last frame sent
+    offered_pps: float
+    frame_bytes: int
+    plan_frames: int
+    cpu: int
+    sinks: list[SinkCount]
+    programs: list[ProgRuns]
+
+    @property
+    def received(self) -> int:
+        return sum(s.frames for s in self.sinks)
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """`sgw-traffic` (targets/ebpf/cmd/sgw-traffic): sends a plan's frames out of one
+    interface and counts what reaches the sinks."""
+
     binary: Path
 
     @classmethod
-    def build(cls, tmp: Path) -> AfPacketGenerator:
-        binary = tmp / "sgw-bench-afgen"
-        subprocess.run(["gcc", "-O2", "-Wall", "-o", str(binary), str(AFGEN_SRC)], check=True)
-        return cls(binary)
+    def find_or_build(cls, repo: Path, tmp: Path) -> Traffic:
+        return cls(_find_or_build(repo, tmp, "sgw-traffic"))
 
     def describe(self) -> str:
-        return "AF_PACKET socket, PACKET_QDISC_BYPASS, sendmmsg() batches of 256 (bench/dataplane/afpacket_gen.c)"
+        return ("sgw-traffic: an XDP program run with BPF_PROG_RUN + BPF_F_TEST_XDP_LIVE_FRAMES transmits the "
+                "plan's frames round robin out of the sending veth; a tc program on each receiving veth counts "
+                "and drops (targets/ebpf/cmd/sgw-traffic)")
 
-    def run(self, frames_file: Path, seconds: float, cpu: int, rate: float | None = None) -> Sent:
-        """Send for `seconds`, as fast as possible or paced at `rate` frames per second."""
-        meter = CpuMeter(cpu)
-        pace = [f"{rate:.0f}"] if rate is not None else []
-        out = testbed.sh(
-            ["taskset", "-c", str(cpu), str(self.binary), "eth0", str(frames_file), f"{seconds:g}", *pace],
-            testbed.HOST_NS, timeout=seconds + 30,
-        )
-        child, ksoft = meter.seconds()
-        m = re.search(r"sent (\d+) seconds ([\d.]+)", out)
-        if not m:
-            raise testbed.TestbedError(f"generator printed no summary: {out!r}")
-        return Sent(int(m.group(1)), float(m.group(2)), child, ksoft)
+    def run(self, gen: str, sinks: list[str], plan: Path, seconds: float, cpu: int, vmac_base: str, buckets: int,
+            rate: float | None = None, prog_stats: list[str] | None = None) -> TrafficResult:
+        """`prog_stats`: NETNS:DEV whose TCX ingress programs' runs and run time to report
+        (the kernel's statistics are on for this run only)."""
+        argv = [str(self.binary), "-gen", gen, "-frames", str(plan), "-seconds", f"{seconds:g}", "-cpu", str(cpu),
+                "-vmac-base", vmac_base, "-bucket-mask", str(buckets - 1),
+                *(a for s in sinks for a in ("-sink", s)), *(["-rate", f"{rate:.0f}"] if rate else []),
+                *(a for p in prog_stats or [] for a in ("-prog-stats", p))]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=False)
+        if proc.returncode != 0:
+            raise testbed.TestbedError(f"sgw-traffic failed: {proc.stderr.strip()[-800:]}")
+        raw = json.loads(proc.stdout)
+        raw["sinks"] = [SinkCount(**s) for s in raw["sinks"]]
+        raw["programs"] = [ProgRuns(**p) for p in raw["programs"]]
+        return TrafficResult(**raw)
+
+
+def _find_or_build(repo: Path, tmp: Path, name: str) -> Path:
+    """targets/ebpf/bin/<name> when `make -C targets/ebpf bench-tool` built it, else a fresh build."""
+    built = repo / "targets" / "ebpf" / "bin" / name
+    if built.is_file():
+        return built
+    out = tmp / name
+    ebpf = repo / "targets" / "ebpf"
+    for argv in (["make", "-s", "generate"], ["go", "build", "-o", str(out), f"./cmd/{name}"]):
+        proc = subprocess.run(argv, cwd=ebpf, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise testbed.TestbedError(f"cannot build {name} (`{' '.join(argv)}`): {proc.stderr.strip()[-500:]}")
+    return out
 
 
 @dataclass(frozen=True)
@@ -91,15 +140,7 @@ class Dpbench:
 
     @classmethod
     def find_or_build(cls, repo: Path, tmp: Path) -> Dpbench:
-        built = repo / "targets" / "ebpf" / "bin" / "sgw-dpbench"
-        if built.is_file():
-            return cls(built)
-        out = tmp / "sgw-dpbench"
-        proc = subprocess.run(["go", "build", "-o", str(out), "./cmd/sgw-dpbench"], cwd=repo / "targets" / "ebpf",
-                              capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise testbed.TestbedError(f"cannot build sgw-dpbench: {proc.stderr.strip()[-500:]}")
-        return cls(out)
+        return cls(_find_or_build(repo, tmp, "sgw-dpbench"))
 
     def run(self, frame_bytes_no_fcs: int, packets: int, cpu: int, mode: str) -> DpbenchResult:
         """One mode (`live` or `progrun`) per process, so its CPU time is that mode's."""

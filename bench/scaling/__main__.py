@@ -19,7 +19,8 @@ suite), and once more for Fig. 5). Writes bench/results/scaling.{json,md,png}.
   second of throughput, loss, every gateway's CPU and the controllers' bucket map.
   `redistribution_s`: until loss stays zero and the loaded buckets are spread as evenly as
   whole buckets allow (max/mean = ceil(B/N) / (B/N)); shipped policy, and
-  `redistribution_paper_policy_s` with `rebalancer.policy: paper`.
+  `redistribution_paper_policy_s` with `rebalancer.policy: paper` (the paper's Algorithm 5 as
+  written: a ring, load = each gateway's CPU, controller/REBALANCER-API.md).
 - Failover (bench.failover.two_site.measure) and a soak counting failovers, in Fig. 5's boot.
 """
 
@@ -409,7 +410,8 @@ def fig5_boot(s: Settings, res: Results) -> None:
         emu.set_policy({"move_budget": 8})
         fig5_run(emu, s, res, "supergw-budget8", FIG5_LOAD * reach)
         emu.set_policy({"policy": "paper", "paper": {"seed": 1}})
-        say("controllers restarted with rebalancer.policy: paper (its defaults, seed 1)")
+        say("controllers restarted with rebalancer.policy: paper (Algorithm 5: a ring in gateway order, by CPU "
+            "load; T_L 1.33 s, T_M 4 s, L_D 10 points, |W| 4)")
         fig5_run(emu, s, res, "paper", FIG5_LOAD * reach)
         emu.set_policy({})
         say("controllers restarted with the shipped rebalancer for failover and the soak")
@@ -491,7 +493,10 @@ def method_text(s: Settings, res: Results) -> str:
         f"ceil(B/N). redistribution_s = from the start of the load (every flow on gateway 1) to the end of the "
         f"first second that is settled and stays settled until the run ends (runs stop after 15 settled seconds); "
         f"the CPU spread is in the JSON per snapshot. The paper's policy runs in the same boot with both "
-        f"controllers restarted with rebalancer.policy: paper (its defaults, seed 1). Soak, in the same boot after "
+        f"controllers restarted with rebalancer.policy: paper (its defaults, seed 1): the paper's Algorithm 5 as "
+        f"written, the gateways in a ring in config order, every T_M = 4 s each one whose CPU load (its agent's "
+        f"report, every T_L = 1.33 s) exceeds its successor's by more than L_D = 10 points hands |W| = 4 buckets "
+        f"drawn at random from its own (loaded or idle) to its successor. Soak, in the same boot after "
         f"failover: {s.soak_s:.0f} s at {100 * SOAK_LOAD:.0f} % of that reachable rate; every simulated-host flow "
         f"is read by bench/gaps.py (`hostsim_flows`: sent by the sender, received by the receiver; its gap the "
         f"longest of first send -> first arrival, between two arrivals, last arrival -> last send), and a flow "

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.dataplane import bmv2
-from bench.dataplane.__main__ import search_no_loss
+from bench.dataplane.runs import search_no_loss
 
 PROGRAM = Path(__file__).resolve().parents[2] / "p4src" / "v1model" / "supergw.p4"
 

@@ -93,7 +93,7 @@ class ControllerCore:
         self.switch = Southbound(config, name=session_name, session=session)
         self.stats = BucketStats()
         # Reports older than three report intervals no longer count as the gateway's load.
-        history = History(report_stale_s=max(2.0, 3 * t.report_interval_ms / 1000.0))
+        history = History(report_stale_s=max(2.0, 3 * config.agent_timing().report_interval_ms / 1000.0))
         self.eventlog = EventLog(self.durable, history=history, wallclock=wallclock)
         self.registry = GatewayRegistry(config, clock(), t.startup_grace_s)
         self.permission = WritePermission(self.switch)
@@ -118,6 +118,14 @@ class ControllerCore:
     # ------------------------------------------------------------------ lifecycle
     async def run(self) -> None:
         """Run the core until cancelled."""
+        if self.config.rebalancer.policy is RebalancePolicy.PAPER:
+            p, told = self.config.rebalancer.paper, self.config.agent_timing()
+            log.info(
+                "rebalancer.policy paper (Algorithm 5): ring %s (live, undrained ones), agents report every "
+                "T_L = %d ms (timing.report_interval_ms %d is not used), a round every T_M = %.3g s, L_D %.3g, |W| %d",
+                " -> ".join(g.name for g in self.config.gateways), told.report_interval_ms,
+                self.config.timing.report_interval_ms, p.interval_s, p.load_difference, p.move_size,
+            )
         await self.placement.load_intent()
         tasks = [
             asyncio.create_task(self.switch.run(), name="p4runtime-session"),
@@ -224,8 +232,9 @@ class ControllerCore:
         poll = t.counter_poll_interval_ms / 1000.0
         every = t.rebalance_interval_ms / 1000.0
         if self.config.rebalancer.policy is RebalancePolicy.PAPER:
-            # the paper's clock: loads over T_L (counter reads that far apart), a decision every T_M
-            poll, every = self.config.rebalancer.paper.load_window_s, self.config.rebalancer.paper.interval_s
+            # the paper's clock: a round of decisions every T_M (its loads, the agents' CPU,
+            # arrive every T_L: `Config.agent_timing`)
+            every = self.config.rebalancer.paper.interval_s
         next_round = self._clock() + every
         failing = False
         while True:

@@ -252,21 +252,28 @@ class RebalancePolicy(StrEnum):
 
 
 class PaperPolicyConfig(StrictModel):
-    """The clustering paper's Algorithm 5 (§4.3); defaults are the paper's values."""
+    """The clustering paper's Algorithm 5 (§3.3, `rebalancer.PaperParams`); defaults are §4.3's values."""
 
-    load_window_s: float = Field(default=1.33, gt=0, description="T_L: bucket loads are measured over this window")
-    interval_s: float = Field(default=4.0, gt=0, description="T_M: one migration decision this often")
-    load_difference: float = Field(
-        default=0.10, ge=0, description="L_D: move when (max - min) load exceeds this fraction of the mean"
+    load_window_s: float = Field(
+        default=1.33, gt=0,
+        description="T_L: under policy paper the agents report their load (CPU over the window) this often, "
+        "in place of timing.report_interval_ms",
     )
-    move_size: int = Field(default=4, ge=1, description="|W|: random loaded buckets moved per decision")
+    interval_s: float = Field(default=4.0, gt=0, description="T_M: one round of migration decisions this often")
+    load_difference: float = Field(
+        default=0.10, ge=0, le=1,
+        description="L_D: a gateway migrates when its CPU load exceeds its ring successor's by more than this "
+        "(a fraction: 0.10 = 10 percentage points)",
+    )
+    move_size: int = Field(default=4, ge=1, description="|W|: random buckets of its own a gateway hands its successor")
     seed: int | None = Field(default=None, description="seed of the random choice (null: a fresh one per start)")
 
 
 class RebalancerConfig(StrictModel):
     policy: RebalancePolicy = Field(
         default=RebalancePolicy.SUPERGW,
-        description="supergw: greedy moves every timing.rebalance_interval_ms; paper: the paper's random |W| moves",
+        description="supergw: greedy moves every timing.rebalance_interval_ms; paper: the clustering paper's "
+        "Algorithm 5 (a ring in gateway order, |W| random buckets to the successor) every paper.interval_s",
     )
     paper: PaperPolicyConfig = Field(default_factory=PaperPolicyConfig)
     threshold: float = Field(default=1.10, gt=1.0, description="rebalance when max/mean load exceeds this")
@@ -462,6 +469,15 @@ class Config(StrictModel):
     state_db: Path = Field(default=Path("supergw-state.sqlite3"))
     store: StoreConfig = Field(default_factory=StoreConfig)
     ha: HaConfig | None = Field(default=None, description="run as one of several replicas (needs store.backend etcd)")
+
+    def agent_timing(self) -> AgentTiming:
+        """What the agents are told (and judged by): `timing`'s, except that under
+        `rebalancer.policy: paper` they report every T_L (`rebalancer.paper.load_window_s`),
+        as the paper's gateways send their load information every T_L."""
+        told = self.timing.agent_timing()
+        if self.rebalancer.policy is RebalancePolicy.PAPER:
+            return told.model_copy(update={"report_interval_ms": max(1, round(self.rebalancer.paper.load_window_s * 1000))})
+        return told
 
     @field_validator("ports", mode="before")
     @classmethod

@@ -156,6 +156,7 @@ class GatewayRegistry:
         return [g for g in self._gws.values() if g.state in (GatewayState.ALIVE, GatewayState.RECOVERING)]
 
     def rebalance_inputs(self) -> list[GatewayInput]:
+        """Every gateway in the config's order (the ring of `rebalancer.policy: paper`)."""
         return [
             GatewayInput(name=g.name, weight=g.weight, state=g.state, reported_cpu=g.reported_cpu)
             for g in self._gws.values()

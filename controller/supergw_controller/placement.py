@@ -263,7 +263,7 @@ class Placement:
             k=self._k,
             rates={b: r for b, r in self._stats.rates.items() if b < self._k},
             assignment=dict(self.assignment),
-            gateways=self.registry.rebalance_inputs(),
+            gateways=self.registry.rebalance_inputs(),  # the config's order: the paper policy's ring
             pins=dict(self.pins),
         )
         if self._config.rebalancer.policy is RebalancePolicy.PAPER:

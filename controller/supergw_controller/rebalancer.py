@@ -4,10 +4,12 @@ No I/O and no clock: the core calls `plan_rebalance` every round with what it me
 and writes the plan's moves as one batch. Semantics are documented in
 ``controller/REBALANCER-API.md`` and checked by property tests.
 
-The paper's Algorithm 5 moved four random flows per round between ring neighbours and
-needed ~180 s to even out; here the controller sees every bucket's weight, so a greedy
-"heaviest gateway gives its best-fitting bucket to the emptiest one" converges in one or
-two rounds.
+Two load policies share the mandatory moves (failover, drain, pin, unassigned) and the idle
+refill: `plan_rebalance` (the shipped one) sees every bucket's weight, so a greedy "heaviest
+gateway gives its best-fitting bucket to the emptiest one" converges in one or two rounds;
+`plan_paper` is the clustering paper's Algorithm 5 as written (a ring of gateways, each
+passing |W| random flows of its own to its successor when its CPU load is higher by more
+than L_D), which needed ~180 s to even out in the paper's §4.3.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class MoveReason(StrEnum):
     REBALANCE = "rebalance"
     REFILL = "refill"
     OPERATOR = "operator"
-    PAPER = "paper-rebalance"  # a load move of the paper's policy (`plan_paper`)
+    PAPER = "paper-rebalance"  # a migration of the paper's Algorithm 5 (`plan_paper`)
 
 
 _MAX_BUCKET_ID = 1 << 32  # above any bucket index, for bisecting (cost, bucket) pairs
@@ -104,12 +106,31 @@ class RebalanceParams:
 
 @dataclass(frozen=True)
 class PaperParams:
-    """The clustering paper's Algorithm 5 (§4.3 values): every T_M, when the load difference
-    between the most and the least loaded gateway exceeds L_D, |W| random flows move from
-    the first to the second. T_L (the load window) and T_M (the round period) are the
-    caller's clock; the planner only sees the rates measured over T_L."""
+    """The clustering paper's Algorithm 5 (§3.3; defaults are §4.3's values) for `plan_paper`.
 
-    load_difference: float = 0.10  # L_D, as a fraction of the weight-normalised mean load
+    The ring: the eligible (alive or recovering) gateways in the order of
+    `RebalanceInput.gateways` (the controller passes the config's order), so a dead or
+    drained gateway is skipped and s(G_i), the successor, is the next eligible one; the last
+    one's is the first. Every round (every T_M, the caller's clock) each G_i compares its
+    load with its successor's only, both as they were at the round's start; when G_i's is
+    higher by more than `load_difference` (L_D, strictly) G_i hands `move_size` (|W|)
+    buckets drawn at random from its own (V_i: every unpinned bucket it holds, carrying
+    traffic or not) to s(G_i). So each gateway migrates at most once per round and a round
+    has up to N migrations, each decided on its own pair.
+
+    Load is the gateway's CPU load, the measure the paper gives its gateways: its Fig. 5
+    plots each gateway's CPU load as the trace of redistribution, loss stops when the first
+    gateway's CPU load drops below 100 %, and L_D = 10 % is a difference of such loads.
+    The controller has it from the agents' reports (`GatewayInput.reported_cpu`: the
+    gateway's CPU busy over its last report interval, T_L, as a fraction of the capacity
+    it may use, 0..1), divided by the gateway's weight (weight 1, the default and the
+    paper's identical gateways, compares the CPU loads as they are; a gateway of weight 2
+    counts as level with a neighbour at half its CPU load). A gateway with no report yet
+    has no load: its pairs make no decision (a plan warning says so). Bucket counters play
+    no part: the paper's gateways had no such thing, and its L_D is a CPU load.
+    """
+
+    load_difference: float = 0.10  # L_D: a difference of CPU loads (0.10 = 10 percentage points)
     move_size: int = 4  # |W|
 
     def __post_init__(self) -> None:
@@ -423,25 +444,41 @@ class _Planner:
                 donor = max(donors, key=lambda n: ((self.counts[n] - share[n]) / self.weights[n], n))
                 self.move(idle[donor].pop(), r, MoveReason.REFILL)
 
-    def paper_moves(self, paper: PaperParams, rng: random.Random) -> None:
-        """Up to |W| random buckets carrying traffic from the most to the least loaded gateway.
+    def ring_moves(self, paper: PaperParams, rng: random.Random) -> None:
+        """One round of Algorithm 5: every gateway against its ring successor (see `PaperParams`).
 
-        The paper's hosts each own one of K = 256 virtual MACs, so its random flows are
-        random loaded buckets; picking among idle buckets too would, with K far above the
-        number of hosts, mostly move nothing and measure K instead of the policy.
+        Every decision and every W is taken from the state at the round's start (after the
+        mandatory moves), so a bucket a gateway receives this round is not passed on in it;
+        W is drawn in ring order, so a seeded `rng` gives the same round again.
         """
-        mean = self.mean()
-        if len(self.eligible) < 2 or mean <= 0.0:
+        ring = [n for n, g in self.gws.items() if g.state in ELIGIBLE_STATES]
+        if len(ring) < 2:
             return
-        src = min(self.eligible, key=lambda n: (-self.norm(n), n))
-        dst = min(self.eligible, key=lambda n: (self.norm(n), n))
-        difference = (self.norm(src) - self.norm(dst)) / mean
-        if src == dst or difference <= paper.load_difference:
-            return
-        movable = [b for b, g in enumerate(self.assign)
-                   if g == src and self.cost[b] > 0.0 and b not in self.pins and b not in self.moved]
-        for b in sorted(rng.sample(movable, min(paper.move_size, len(movable)))):
-            self.move(b, dst, MoveReason.PAPER)
+        load: dict[str, float] = {}
+        for n in ring:
+            cpu = self.gws[n].reported_cpu
+            if cpu is not None:
+                load[n] = cpu / self.gws[n].weight
+        owned: dict[str, list[int]] = {n: [] for n in ring}
+        for b, g in enumerate(self.assign):
+            if g in owned and b not in self.pins and b not in self.moved:
+                owned[g].append(b)
+        migrations: list[tuple[str, list[int]]] = []
+        for i, src in enumerate(ring):
+            dst = ring[(i + 1) % len(ring)]
+            unknown = [n for n in (src, dst) if n not in load]
+            if unknown:
+                self.warnings.append(
+                    f"no load report from {' or '.join(map(repr, unknown))} yet: "
+                    f"{src!r} makes no migration decision towards {dst!r}"
+                )
+                continue
+            if load[src] - load[dst] > paper.load_difference and owned[src]:
+                chosen = rng.sample(owned[src], min(paper.move_size, len(owned[src])))
+                migrations.append((dst, sorted(chosen)))
+        for dst, chosen in migrations:
+            for b in chosen:
+                self.move(b, dst, MoveReason.PAPER)
 
     def cpu_warnings(self) -> None:
         """Validate counters against agents' CPU: a hot gateway the counters call light."""
@@ -470,14 +507,16 @@ def plan_rebalance(inp: RebalanceInput, params: RebalanceParams | None = None) -
 def plan_paper(
     inp: RebalanceInput, paper: PaperParams, rng: random.Random, costs: RebalanceParams | None = None
 ) -> Plan:
-    """One round of the paper's policy (`rebalancer.policy: paper`).
+    """One round of the paper's Algorithm 5 (`rebalancer.policy: paper`; see `PaperParams`).
 
     Failover, drain, pin and unassigned moves and the idle refill of recovering gateways
     are those of `plan_rebalance` (health is not a load policy); only the load moves
-    differ. Pure apart from `rng`, which the caller seeds for reproducible runs. `costs`
-    gives the bucket cost weights (packet_cost, byte_cost) as in `plan_rebalance`.
+    differ. The ring is `inp.gateways` in order. Pure apart from `rng`, which the caller
+    seeds for reproducible runs. `costs` gives the bucket cost weights (packet_cost,
+    byte_cost) of the plan's counter loads (`load_before`/`load_after`, `Move.cost`), which
+    the ring's decisions do not use.
     """
-    return _plan(inp, costs if costs is not None else RebalanceParams(), lambda p: p.paper_moves(paper, rng))
+    return _plan(inp, costs if costs is not None else RebalanceParams(), lambda p: p.ring_moves(paper, rng))
 
 
 def _plan(inp: RebalanceInput, params: RebalanceParams, load_moves: Callable[[_Planner], None]) -> Plan:

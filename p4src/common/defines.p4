@@ -22,12 +22,37 @@ typedef bit<8>  bucket_hash_t;
 const port_num_t CPU_PORT = 255;
 // PRE multicast group the controller fills with every host port (instance 0).
 const mcast_group_t HOST_FLOOD_GROUP = 1;
+// The outside switch's floods (docs/pipeline-contract.md, "Outside switch"): what an uplink
+// floods to (every GATEWAY_OUTSIDE port) and what a gateway's outside port floods to (every
+// UPLINK port), each filled by the controller like HOST_FLOOD_GROUP (instance 0).
+const mcast_group_t GATEWAY_OUTSIDE_FLOOD_GROUP = 2;
+const mcast_group_t UPLINK_FLOOD_GROUP = 3;
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_ARP = 0x0806;
 // A front-port frame with this ethertype is dropped: it could be mistaken for a
 // controller packet-out by whatever sits behind the CPU port.
 const bit<16> ETHERTYPE_PACKET_OUT = 0xBF01;
+
+// Remote access on the outside switch: what tells IKE, ESP and NAT-T apart (RFC 7296,
+// RFC 4303, RFC 3948). IKE and ESP are only looked into in IPv4 headers without options.
+const bit<4> IPV4_IHL_NO_OPTIONS = 5;
+const bit<16> IPV4_HEADER_LEN = 20;
+const bit<8> IP_PROTO_UDP = 17;
+const bit<8> IP_PROTO_ESP = 50;
+const bit<16> UDP_HEADER_LEN = 8;
+const bit<16> UDP_PORT_IKE = 500;
+const bit<16> UDP_PORT_IKE_NAT_T = 4500;
+// On port 4500 an IKE message follows a zero 4-byte non-ESP marker; a non-zero first word is
+// an ESP SPI. A NAT-T keepalive is the single byte 0xFF.
+const bit<16> NON_ESP_MARKER_LEN = 4;
+const bit<8> NAT_T_KEEPALIVE = 0xFF;
+// The IKE header (both SPIs, next payload, version, exchange type, flags, message ID, length).
+const bit<16> IKE_HEADER_LEN = 28;
+// IKE header flag I: the message comes from the original initiator of the IKE SA.
+const bit<8> IKE_FLAG_INITIATOR = 0x08;
+// ESP header: SPI and sequence number.
+const bit<16> ESP_HEADER_LEN = 8;
 
 const bit<16> ARP_HTYPE_ETHERNET = 1;
 const bit<16> ARP_PTYPE_IPV4 = 0x0800;
@@ -43,6 +68,10 @@ const bit<32> LEARN_DIGEST_RECEIVER = 1;
 const port_role_t PORT_ROLE_UNKNOWN = 0;
 const port_role_t PORT_ROLE_HOST = 1;
 const port_role_t PORT_ROLE_GATEWAY = 2;
+// The outside switch: ports towards the internet (remote clients, the router) and the
+// gateways' outside (WAN) interfaces, which hold the public address IP_P.
+const port_role_t PORT_ROLE_UPLINK = 3;
+const port_role_t PORT_ROLE_GATEWAY_OUTSIDE = 4;
 
 // BucketHash: how a host MAC becomes its bucket (param `bucket_hash` of
 // set_dispatch_config); bucket = hash(mac) & bucket_mask. Any other value is undefined
@@ -66,6 +95,13 @@ const drop_reason_t DROP_REASON_NOT_CONFIGURED = 8;
 const drop_reason_t DROP_REASON_PACKET_OUT_BAD_PORT = 9;
 const drop_reason_t DROP_REASON_HAIRPIN = 10;
 const drop_reason_t DROP_REASON_GATEWAY_TO_GATEWAY = 11;
+const drop_reason_t DROP_REASON_ARP_SPOOF_PUBLIC_IP = 12;
+const drop_reason_t DROP_REASON_RA_NOT_CONFIGURED = 13;
+const drop_reason_t DROP_REASON_MALFORMED_IKE = 14;
+const drop_reason_t DROP_REASON_MALFORMED_ESP = 15;
+const drop_reason_t DROP_REASON_IKE_SPI_UNKNOWN = 16;
+const drop_reason_t DROP_REASON_ESP_SPI_UNKNOWN = 17;
+const drop_reason_t DROP_REASON_UPLINK_TO_UPLINK = 18;
 
 // PuntReason: field `reason` of the packet_in controller header.
 const punt_reason_t PUNT_REASON_NONE = 0;

@@ -39,7 +39,8 @@ header arp_t {
     ipv4_addr_t tpa;
 }
 
-// Parsed only to learn a host's IPv4 address; never modified.
+// Parsed to learn a host's IPv4 address, to find a LAN client pool, and to dispatch
+// remote-access traffic on the outside switch; never modified.
 header ipv4_t {
     bit<4>      version;
     bit<4>      ihl;
@@ -56,12 +57,53 @@ header ipv4_t {
     ipv4_addr_t dst_addr;
 }
 
+// Parsed (IPv4 without options, first fragment) only to dispatch IKE and ESP on the
+// outside switch; never modified.
+header udp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+// UDP 4500: the four zero bytes in front of an IKE message (RFC 3948, 2.2).
+header non_esp_marker_t {
+    bit<32> marker;
+}
+
+// UDP 4500: a NAT-T keepalive, the single byte NAT_T_KEEPALIVE (RFC 3948, 2.3).
+header nat_t_keepalive_t {
+    bit<8> value;
+}
+
+// The first 20 bytes of the 28-byte IKE header (RFC 7296, 3.1): message ID and length
+// are not needed, and the UDP length says whether the whole header is there.
+header ike_t {
+    bit<64> initiator_spi;
+    bit<64> responder_spi;
+    bit<8>  next_payload;
+    bit<8>  version;
+    bit<8>  exchange_type;
+    bit<8>  flags;
+}
+
+// ESP (IP protocol 50) or ESP-in-UDP on port 4500 (RFC 4303, 2).
+header esp_t {
+    bit<32> spi;
+    bit<32> seq;
+}
+
 struct headers_t {
-    packet_out_t packet_out;
-    packet_in_t  packet_in;
-    ethernet_t   ethernet;
-    arp_t        arp;
-    ipv4_t       ipv4;
+    packet_out_t      packet_out;
+    packet_in_t       packet_in;
+    ethernet_t        ethernet;
+    arp_t             arp;
+    ipv4_t            ipv4;
+    udp_t             udp;
+    non_esp_marker_t  non_esp_marker;
+    nat_t_keepalive_t nat_t_keepalive;
+    ike_t             ike;
+    esp_t             esp;
 }
 
 // Digest of an unknown (source MAC, host port) pair. src_ip is the ARP sender IP for
@@ -86,6 +128,9 @@ struct lookup_metadata_t {
     ipv4_addr_t arp_spa;
     ipv4_addr_t arp_tpa;
     ipv4_addr_t src_ip;            // ARP sender IP, IPv4 source, or 0
+    bool        ipv4_valid;        // a complete IPv4 header was parsed
+    ipv4_addr_t ipv4_src;
+    ipv4_addr_t ipv4_dst;
 }
 
 struct local_metadata_t {
@@ -119,6 +164,16 @@ struct local_metadata_t {
     // Role of l2_port, from mac_table's action data (port_roles is applied once).
     port_role_t       l2_port_role;
     bool              flood;
+    mcast_group_t     flood_group;
+    // From SupergwIngress.ra_config.ra_settings (outside switch).
+    bool              ra_configured;
+    ipv4_addr_t       public_ip;
+    mac_addr_t        public_mac;
+    // Outside dispatch: the frame is for IP_P and goes to buckets[dst_bucket], dst_bucket
+    // being the bucket of the client's outer IPv4 source address.
+    bool              by_client_hash;
+    // The IKE SPI the gateway allocated (OutsideDispatch); a key of ike_spi_labels.
+    bit<64>           ike_spi;
 }
 
 #endif  // SUPERGW_HEADERS_P4

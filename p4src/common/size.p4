@@ -15,8 +15,17 @@
 #define HOST_IPS_TABLE_SIZE 4096
 #define MAC_TABLE_SIZE 4096
 #define LEARNED_SOURCES_TABLE_SIZE 4096
+// Remote access. Keyless, like settings.
+#define RA_SETTINGS_TABLE_SIZE 1
+// LAN switch: one address pool per gateway, a few prefixes each.
+#define CLIENT_POOLS_TABLE_SIZE 256
+// Outside switch: one pin per established client's outer address.
+#define CLIENT_PINS_TABLE_SIZE 8192
+// Outside switch: one IKE SPI label and one ESP SPI range per gateway (ternary).
+#define IKE_SPI_LABELS_TABLE_SIZE 64
+#define ESP_SPI_RANGES_TABLE_SIZE 64
 
 // Indexed by drop_reason_t; room for reasons added later without resizing the counter.
-#define DROP_COUNTER_SIZE 16
+#define DROP_COUNTER_SIZE 32
 
 #endif  // SUPERGW_SIZE_P4

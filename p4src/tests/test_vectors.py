@@ -25,6 +25,23 @@ def _generate() -> ModuleType:
 
 
 FILES = ("bucket-crc32.json", "bucket-identity.json")
+CLIENT_FILES = ("client-crc32.json", "client-identity.json")
+
+
+@pytest.mark.parametrize("name", CLIENT_FILES)
+def test_the_committed_client_vectors_are_the_generators_addresses(name: str) -> None:
+    data = json.loads((VECTORS_DIR / name).read_text())
+    assert [v["ip"] for v in data["vectors"]] == _generate().vector_ips()
+    ips = {v["ip"] for v in data["vectors"]}
+    assert {f"198.51.100.{i}" for i in range(64)} <= ips  # last octet sequential
+    assert {f"10.200.{i}.1" for i in range(64)} <= ips  # third octet sequential
+
+
+def test_client_identity_vectors_reach_every_bit_of_the_largest_mask() -> None:
+    vectors = json.loads((VECTORS_DIR / "client-identity.json").read_text())["vectors"]
+    assert {v["bucket_k4096"] for v in vectors} >= {0, 4095}
+    for bit in range(16):
+        assert {(v["low16"] >> bit) & 1 for v in vectors} == {0, 1}, bit
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -53,4 +70,4 @@ def test_bmv2_computes_the_committed_vectors() -> None:
     for path, data in built.items():
         committed = json.loads(path.read_text())
         assert data == committed, f"BMv2 disagrees with {path}: run p4src/vectors/generate.py"
-    assert {p.name for p in built} == set(FILES)
+    assert {p.name for p in built} == set(FILES + CLIENT_FILES)

@@ -11,6 +11,10 @@ data widths from the TNA program) and applies the usual Tofino 1 packing rules p
 - Wider action data goes to its own SRAM words (rounded up to 2^n bits per entry).
 - A PACKETS_AND_BYTES counter cell takes a whole 128-bit word (64 + 64 bits); idle
   timeout adds one map RAM per 1024 x 4 entries (not counted as SRAM).
+- A ternary or LPM table (bf-p4c puts LPM in TCAM unless told `@alpm`) takes
+  ceil(key bits / 44) x ceil(entries / 512) TCAM blocks, and its action selector and
+  immediate action data go to a ternary-indirection SRAM word per entry (rounded up to
+  2^n bits, packed into 128-bit words); wider action data as for exact match.
 
 This is an estimate; bf-p4c's `pipe/logs/mau.resources.log` is the real figure
 (docs/deploy-tofino.md, "Resources"). Writes a markdown table:
@@ -33,6 +37,8 @@ WORD_BITS = 128
 WORDS_PER_SRAM = 1024
 SRAM_PER_STAGE = 80
 TCAM_PER_STAGE = 24
+TCAM_WIDTH_BITS = 44
+TCAM_DEPTH = 512
 STAGES = 12
 OVERHEAD_BITS = 4
 IMMEDIATE_MAX_BITS = 32
@@ -48,6 +54,7 @@ class TableCost:
     match_srams: int
     action_srams: int
     counter_srams: int
+    tcam_blocks: int = 0
 
     @property
     def srams(self) -> int:
@@ -65,9 +72,15 @@ def table_cost(info: p4i.P4Info, table: p4i.Table) -> TableCost:
     key_bits = sum(f.bitwidth for f in table.match_fields)
     selector_bits = math.ceil(math.log2(len(refs))) if len(refs) > 1 else 0
     immediate = data_bits <= IMMEDIATE_MAX_BITS
+    tcam = 0
     if key_bits == 0:
         # Keyless: only the default action, held in registers, no match RAM.
         match = 0
+    elif any(f.match_type in (p4i.MatchField.TERNARY, p4i.MatchField.LPM) for f in table.match_fields):
+        tcam = math.ceil(key_bits / TCAM_WIDTH_BITS) * math.ceil(table.size / TCAM_DEPTH)
+        tind_bits = max(1, selector_bits + (data_bits if immediate else 0))
+        slot = 1 << math.ceil(math.log2(tind_bits))
+        match = _srams(table.size / max(1, WORD_BITS // slot))
     else:
         entry_bits = key_bits + OVERHEAD_BITS + selector_bits + (data_bits if immediate else 0)
         per_word = max(1, WORD_BITS // entry_bits)
@@ -77,7 +90,7 @@ def table_cost(info: p4i.P4Info, table: p4i.Table) -> TableCost:
         slot = 1 << math.ceil(math.log2(data_bits))
         action = _srams(table.size / max(1, WORD_BITS // slot))
     counter = _srams(table.size) if table.direct_resource_ids else 0
-    return TableCost(str(table.preamble.name), int(table.size), key_bits, data_bits, match, action, counter)
+    return TableCost(str(table.preamble.name), int(table.size), key_bits, data_bits, match, action, counter, tcam)
 
 
 def estimate(info: p4i.P4Info) -> list[TableCost]:
@@ -89,19 +102,24 @@ def estimate(info: p4i.P4Info) -> list[TableCost]:
 
 def markdown(costs: list[TableCost]) -> str:
     rows = [
-        "| object | entries | key bits | action data bits | SRAM: match | action data | counters | total |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| object | entries | key bits | action data bits | SRAM: match | action data | counters | total | TCAM |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for c in costs:
         rows.append(
             f"| `{c.name.removeprefix('pipe.')}` | {c.entries} | {c.key_bits} | {c.action_data_bits} "
-            f"| {c.match_srams} | {c.action_srams} | {c.counter_srams} | {c.srams} |"
+            f"| {c.match_srams} | {c.action_srams} | {c.counter_srams} | {c.srams} | {c.tcam_blocks} |"
         )
     total = sum(c.srams for c in costs)
     budget = SRAM_PER_STAGE * STAGES
-    rows.append(f"| **total** | | | | | | | **{total}** of {budget} ({100 * total / budget:.1f} %) |")
+    tcam = sum(c.tcam_blocks for c in costs)
+    tcam_budget = TCAM_PER_STAGE * STAGES
+    rows.append(
+        f"| **total** | | | | | | | **{total}** of {budget} ({100 * total / budget:.1f} %) "
+        f"| **{tcam}** of {tcam_budget} ({100 * tcam / tcam_budget:.1f} %) |"
+    )
     rows.append("")
-    rows.append(f"TCAM: 0 of {TCAM_PER_STAGE * STAGES} blocks (every table is exact match).")
+    rows.append("SRAM match of a ternary or LPM table is its ternary-indirection RAM.")
     return "\n".join(rows) + "\n"
 
 

@@ -21,9 +21,12 @@
 #include "include/control/port_classifier.p4"
 #include "include/control/packet_io.p4"
 #include "include/control/dispatch_config.p4"
+#include "include/control/ra_config.p4"
 #include "include/control/arp_guard.p4"
 #include "include/control/learning.p4"
 #include "include/control/arp_responder.p4"
+#include "include/control/outside_dispatch.p4"
+#include "include/control/pool_dispatch.p4"
 #include "include/control/bucket_dispatch.p4"
 #include "include/control/l2_forwarding.p4"
 #include "include/control/flood_pruning.p4"
@@ -41,9 +44,12 @@ control SupergwIngress(inout headers_t hdr,
     PortClassifier() port_classifier;
     PacketIoIngress() packet_io;
     DispatchConfig() dispatch_config;
+    RaConfig() ra_config;
     ArpGuard() arp_guard;
     Learning() learning;
     ArpResponder() arp_responder;
+    OutsideDispatch() outside_dispatch;
+    PoolDispatch() pool_dispatch;
     BucketDispatch() bucket_dispatch;
     L2Forwarding() l2_forwarding;
     FloodPruning() flood_pruning;
@@ -62,6 +68,9 @@ control SupergwIngress(inout headers_t hdr,
             dispatch_config.apply(meta);
         }
         if (!meta.decided) {
+            ra_config.apply(meta);
+        }
+        if (!meta.decided) {
             arp_guard.apply(meta);
         }
         if (!meta.decided) {
@@ -69,6 +78,12 @@ control SupergwIngress(inout headers_t hdr,
         }
         if (!meta.decided) {
             arp_responder.apply(hdr, meta, ig_intr_md, ig_tm_md);
+        }
+        if (!meta.decided) {
+            outside_dispatch.apply(hdr, meta, ig_intr_md, ig_tm_md);
+        }
+        if (!meta.decided) {
+            pool_dispatch.apply(hdr, meta, ig_intr_md, ig_tm_md);
         }
         if (!meta.decided) {
             bucket_dispatch.apply(hdr, meta, ig_intr_md, ig_tm_md);

@@ -44,7 +44,8 @@ CONTROLS = ("SupergwIngress", "SupergwIngressDeparser")
 PREFIX = {"action": 0x01, "table": 0x02, "ctrl_hdr": 0x04, "counter": 0x12, "direct_counter": 0x13, "digest": 0x17}
 # CounterSpec.Unit of p4info.proto.
 COUNTER_UNIT = {"BYTES": 1, "PACKETS": 2, "PACKETS_AND_BYTES": 3}
-MATCH_TYPE = {"exact": 2, "lpm": 4, "ternary": 3, "range": 6, "optional": 5}
+# MatchField.MatchType of p4info.proto, by P4 match kind.
+MATCH_TYPE = {"exact": 2, "lpm": 3, "ternary": 4, "range": 5, "optional": 6}
 
 Node = dict[str, Any]
 

@@ -1,4 +1,4 @@
-"""Compute p4src/vectors/bucket-crc32.json and bucket-identity.json with real BMv2.
+"""Compute p4src/vectors/{bucket,client}-{crc32,identity}.json with real BMv2.
 
 Compiles probe.p4 (beside this file) with p4c, starts `simple_switch_grpc` with pcap files
 as ports (`--use-files`: no network namespace, no veth), sends one Ethernet frame per MAC
@@ -6,10 +6,13 @@ and reads back what BMv2 computed for both bucket hashes of the source MAC: the 
 `hash(HashAlgorithm.crc32, ...)` and the 16-bit result of the exact call the pipeline makes
 (BUCKET_HASH_CRC32), and the pipeline's identity slice `src[15:0]` (BUCKET_HASH_IDENTITY)
 next to v1model's `hash(HashAlgorithm.identity, ..., 65536)`, which must agree with it. The
+same for the outside switch's client-address hash: one frame per IPv4 address carries it in
+its payload, and BMv2 computes the CRC-32 of the 4 address bytes with the exact call of
+OutsideDispatch, and the identity hash next to the pipeline's slice `ip[15:0]`. The
 buckets in the files are those BMv2 values masked with K - 1; nothing here computes a hash
 itself.
 
-    python p4src/vectors/generate.py            # rewrite both files
+    python p4src/vectors/generate.py            # rewrite the four files
     python p4src/vectors/generate.py --check    # exit 1 if a committed file differs
 
 Exit status 3: p4c or simple_switch_grpc is not installed (nothing was written).
@@ -18,6 +21,7 @@ Exit status 3: p4c or simple_switch_grpc is not installed (nothing was written).
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import random
@@ -35,6 +39,8 @@ HERE = Path(__file__).resolve().parent
 PROBE = HERE / "probe.p4"
 VECTORS = HERE / "bucket-crc32.json"
 IDENTITY_VECTORS = HERE / "bucket-identity.json"
+CLIENT_VECTORS = HERE / "client-crc32.json"
+CLIENT_IDENTITY_VECTORS = HERE / "client-identity.json"
 KS = (64, 256, 4096)
 TOOL_DIRS = ("/opt/p4tools/bin",)  # the prebuilt toolchain of the CI machines
 _PCAP_HEADER = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
@@ -64,6 +70,25 @@ def vector_macs() -> list[str]:
     macs += ["fe:dc:ba:98:ff:ff", "fe:dc:ba:98:f0:00", "fe:dc:ba:98:10:00", "fe:dc:ba:98:0f:ff",
              "fe:dc:ba:98:01:3f", "02:ff:ff:ff:80:40"]  # fmt: skip
     return list(dict.fromkeys(macs))  # 02:00:00:00:00:00 starts three runs
+
+
+def vector_ips() -> list[str]:
+    """Client addresses: sequential in the last and in the third octet (clients of one
+    provider, the emulation's clients), a NAT pool's range, random addresses (fixed seed),
+    and addresses at the edges of the identity hash's masks."""
+    ips = [f"198.51.100.{i}" for i in range(64)]
+    ips += [f"10.200.{i}.1" for i in range(64)]
+    ips += [f"100.64.{i >> 8}.{i & 0xFF}" for i in range(0, 4096, 256)]
+    rng = random.Random(0x4950)
+    ips += [".".join(str(rng.randrange(256)) for _ in range(4)) for _ in range(48)]
+    ips += ["0.0.0.0", "255.255.255.255", "203.0.113.255", "203.0.255.255", "203.0.16.0", "203.0.15.255",
+            "192.0.2.63", "192.0.2.64"]  # fmt: skip
+    return list(dict.fromkeys(ips))
+
+
+def _ip_key(index: int) -> bytes:
+    """The source MAC that names the frame of the index-th address (BMv2 reorders frames)."""
+    return bytes([0x02, 0xC1, 0, 0, index >> 8, index & 0xFF])
 
 
 def _tool(name: str) -> str:
@@ -111,21 +136,47 @@ class Probed:
     identity_hash: int  # hash(identity, 0, {mac}, 65536)
 
 
-def run_bmv2(macs: list[str]) -> list[Probed]:
-    """What BMv2 computes for each MAC, in order."""
+@dataclass(frozen=True)
+class ProbedIP:
+    """What BMv2 computed for one client address."""
+
+    crc32: int  # hash(crc32, 0, {ip}, 2^32)
+    crc32_16: int  # hash(crc32, 0, {ip}, 65536): the pipeline's client hash call
+    identity_hash: int  # hash(identity, 0, {ip}, 65536): must equal the pipeline's slice ip[15:0]
+
+
+def _frame(src: bytes, ip: int = 0) -> bytes:
+    return b"\x00" * 6 + src + _ETHERTYPE + b"\x00" * 4 + ip.to_bytes(4, "big") + b"\x00" * 38
+
+
+def run_bmv2(macs: list[str], ips: list[str]) -> tuple[list[Probed], list[ProbedIP]]:
+    """What BMv2 computes for each MAC and each client address, in order."""
     p4c, switch = _tool("p4c"), _tool("simple_switch_grpc")
-    results: list[Probed] = []
+    frames = [_frame(bytes.fromhex(m.replace(":", ""))) for m in macs]
+    frames += [_frame(_ip_key(i), int(ipaddress.IPv4Address(ip))) for i, ip in enumerate(ips)]
+    out: list[bytes] = []
     with tempfile.TemporaryDirectory(prefix="supergw-vectors-") as tmp:
         subprocess.run([p4c, "--target", "bmv2", "--arch", "v1model", "--Werror", "-o", tmp, str(PROBE)], check=True)
-        for start in range(0, len(macs), _BATCH):
+        for start in range(0, len(frames), _BATCH):
             batch = Path(tmp) / f"batch{start}"
             batch.mkdir()
-            results += _run_switch(switch, Path(tmp) / "probe.json", batch, macs[start : start + _BATCH])
-    return results
+            out += _run_switch(switch, Path(tmp) / "probe.json", batch, frames[start : start + _BATCH])
+    probed = []
+    for frame in out[: len(macs)]:
+        payload = frame[14:18]
+        probed.append(Probed(crc32=int.from_bytes(frame[2:6], "big"), crc32_16=int.from_bytes(frame[0:2], "big"),
+                             identity_slice=int.from_bytes(payload[0:2], "big"),
+                             identity_hash=int.from_bytes(payload[2:4], "big")))  # fmt: skip
+    probed_ips = []
+    for frame in out[len(macs) :]:
+        client = frame[18:30]
+        probed_ips.append(ProbedIP(crc32=int.from_bytes(client[4:8], "big"), crc32_16=int.from_bytes(client[8:10], "big"),
+                                   identity_hash=int.from_bytes(client[10:12], "big")))  # fmt: skip
+    return probed, probed_ips
 
 
-def _run_switch(switch: str, program: Path, work: Path, macs: list[str]) -> list[Probed]:
-    frames = [b"\x00" * 6 + bytes.fromhex(m.replace(":", "")) + _ETHERTYPE + b"\x00" * 46 for m in macs]
+def _run_switch(switch: str, program: Path, work: Path, frames: list[bytes]) -> list[bytes]:
+    """The frames BMv2 sends back, in the order of `frames` (matched by source MAC)."""
     _write_pcap(work / "p0_in.pcap", frames)
     _write_pcap(work / "p1_in.pcap", [])
     cmd = [switch, "--device-id", "7", "--use-files", "0", "-i", "0@p0", "-i", "1@p1",
@@ -136,32 +187,26 @@ def _run_switch(switch: str, program: Path, work: Path, macs: list[str]) -> list
         proc = subprocess.Popen(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + _TIMEOUT_S
-            while len(seen) < len(macs):
+            while len(seen) < len(frames):
                 if proc.poll() is not None:
                     raise RuntimeError(f"simple_switch_grpc exited ({proc.returncode}): {(work / 'switch.log').read_text()}")
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"BMv2 sent {len(seen)} of {len(macs)} frames in {_TIMEOUT_S:.0f} s")
+                    raise RuntimeError(f"BMv2 sent {len(seen)} of {len(frames)} frames in {_TIMEOUT_S:.0f} s")
                 time.sleep(0.1)
                 # BMv2 does not keep the order (one thread per queue); the source MAC names a frame.
                 seen = {frame[6:12]: frame for frame in _read_pcap(work / "p1_out.pcap")}
         finally:
             proc.terminate()
             proc.wait(timeout=10)
-    results = []
-    for mac in macs:
-        frame = seen[bytes.fromhex(mac.replace(":", ""))]
-        payload = frame[14:18]
-        results.append(Probed(crc32=int.from_bytes(frame[2:6], "big"), crc32_16=int.from_bytes(frame[0:2], "big"),
-                              identity_slice=int.from_bytes(payload[0:2], "big"),
-                              identity_hash=int.from_bytes(payload[2:4], "big")))  # fmt: skip
-    return results
+    return [seen[frame[6:12]] for frame in frames]
 
 
 def build() -> dict[Path, dict[str, object]]:
     """The content of each vector file."""
-    macs = vector_macs()
+    macs, ips = vector_macs(), vector_ips()
+    probed, probed_ips = run_bmv2(macs, ips)
     crc_vectors, identity_vectors = [], []
-    for mac, got in zip(macs, run_bmv2(macs), strict=True):
+    for mac, got in zip(macs, probed, strict=True):
         if got.crc32_16 != got.crc32 & 0xFFFF:
             raise RuntimeError(f"{mac}: BMv2's 16-bit hash {got.crc32_16:#x} is not the low bits of its crc32 {got.crc32:#x}")
         if got.identity_hash != got.identity_slice:
@@ -183,9 +228,33 @@ def build() -> dict[Path, dict[str, object]]:
         "v1model hash(HashAlgorithm.identity, base 0, {src MAC}, 65536) matched for every MAC; "
         "bucket = low16 & (K-1), the clustering paper's h(m) = base | (m % K)."
     )
+    client_crc, client_identity = [], []
+    for ip, got_ip in zip(ips, probed_ips, strict=True):
+        if got_ip.crc32_16 != got_ip.crc32 & 0xFFFF:
+            raise RuntimeError(f"{ip}: BMv2's 16-bit hash {got_ip.crc32_16:#x} is not the low bits of its crc32 {got_ip.crc32:#x}")
+        low16 = int(ipaddress.IPv4Address(ip)) & 0xFFFF
+        if got_ip.identity_hash != low16:
+            raise RuntimeError(f"{ip}: BMv2's identity hash {got_ip.identity_hash:#x} differs from the slice "
+                               f"{low16:#x} the pipeline computes")  # fmt: skip
+        client_crc.append({"ip": ip, "crc32": got_ip.crc32, **{f"bucket_k{k}": got_ip.crc32 & (k - 1) for k in KS}})
+        client_identity.append({"ip": ip, "low16": low16, **{f"bucket_k{k}": low16 & (k - 1) for k in KS}})
+    client_crc_about = (
+        "Client address -> bucket test vectors of the outside switch (remote access), computed by real BMv2 "
+        "(simple_switch_grpc, v1model hash(HashAlgorithm.crc32, base 0, {IPv4 source}, max)) by "
+        "p4src/vectors/generate.py; bucket = crc32 & (K-1): the standard CRC-32 (zlib.crc32) over the 4 "
+        "address bytes in network order."
+    )
+    client_identity_about = (
+        "Client address -> bucket test vectors of bucket_hash IDENTITY on the outside switch, computed by real "
+        "BMv2 by p4src/vectors/generate.py: low16 is the pipeline's slice ip[15:0], which BMv2's v1model "
+        "hash(HashAlgorithm.identity, base 0, {IPv4 source}, 65536) matched for every address; "
+        "bucket = low16 & (K-1)."
+    )
     return {
         VECTORS: {"about": crc_about, "vectors": crc_vectors},
         IDENTITY_VECTORS: {"about": identity_about, "vectors": identity_vectors},
+        CLIENT_VECTORS: {"about": client_crc_about, "vectors": client_crc},
+        CLIENT_IDENTITY_VECTORS: {"about": client_identity_about, "vectors": client_identity},
     }
 
 

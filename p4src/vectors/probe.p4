@@ -6,6 +6,11 @@
 // Identity into the first 4 payload bytes: slice = src[15:0], exactly the pipeline's
 // BUCKET_HASH_IDENTITY; ident = hash(identity, 0, {src}, 65536), v1model's identity
 // extern, which must agree with the slice.
+// The client-address hash of the outside switch into the 12 payload bytes after that, for
+// the IPv4 address in its first 4: crc = hash(crc32, 0, {ip}, 2^32); crc16 = hash(crc32, 0,
+// {ip}, 65536), exactly OutsideDispatch's call (p4src/v1model/include/control/
+// outside_dispatch.p4); ident = hash(identity, 0, {ip}, 65536), which must equal the
+// pipeline's slice ip[15:0].
 #include <core.p4>
 #include <v1model.p4>
 
@@ -20,9 +25,17 @@ header identity_t {
     bit<16> ident;
 }
 
+header client_t {
+    bit<32> ip;
+    bit<32> crc;
+    bit<16> crc16;
+    bit<16> ident;
+}
+
 struct headers_t {
     ethernet_t eth;
     identity_t identity;
+    client_t   client;
 }
 
 struct meta_t {}
@@ -32,6 +45,7 @@ parser ProbeParser(packet_in pkt, out headers_t hdr, inout meta_t meta,
     state start {
         pkt.extract(hdr.eth);
         pkt.extract(hdr.identity);
+        pkt.extract(hdr.client);
         transition accept;
     }
 }
@@ -47,6 +61,9 @@ control ProbeIngress(inout headers_t hdr, inout meta_t meta, inout standard_meta
         hdr.eth.dst = host_crc ++ full;
         hdr.identity.slice = hdr.eth.src[15:0];
         hash(hdr.identity.ident, HashAlgorithm.identity, 16w0, { hdr.eth.src }, 32w65536);
+        hash(hdr.client.crc, HashAlgorithm.crc32, 32w0, { hdr.client.ip }, 64w4294967296);
+        hash(hdr.client.crc16, HashAlgorithm.crc32, 16w0, { hdr.client.ip }, 32w65536);
+        hash(hdr.client.ident, HashAlgorithm.identity, 16w0, { hdr.client.ip }, 32w65536);
         std.egress_spec = 1;
     }
 }
@@ -59,6 +76,7 @@ control ProbeDeparser(packet_out pkt, in headers_t hdr) {
     apply {
         pkt.emit(hdr.eth);
         pkt.emit(hdr.identity);
+        pkt.emit(hdr.client);
     }
 }
 

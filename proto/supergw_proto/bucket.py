@@ -10,6 +10,10 @@ name (`BucketHash`, param ``bucket_hash`` of ``set_dispatch_config``):
   paper's ``h(m) = base | (m % K)``);
 
 and answers ARP for the gateway IP with ``vmac(bucket(mac)) = vmac_base | bucket``.
+The outside switch of remote access buckets a client by its outer IPv4 address the same
+way, ``client_bucket(ip) = client_hash(ip) & (K - 1)`` with the same two hashes over the 4
+address bytes (`client_hash`; vectors `p4src/vectors/client-crc32.json` and
+`client-identity.json`).
 `p4src/vectors/bucket-crc32.json` and `bucket-identity.json` (computed by real BMv2) pin
 all of it; see docs/pipeline-contract.md for the definitions. In configuration files a
 hash is named in lower case (``crc32``, ``identity``): `BucketHashName`.
@@ -19,12 +23,13 @@ MACs are as `supergw_proto.addresses` takes and gives them.
 
 from __future__ import annotations
 
+import ipaddress
 import zlib
 from typing import Annotated, Final
 
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
-from supergw_proto.addresses import MacLike, int_to_mac, mac_to_bytes, mac_to_int, mac_to_str
+from supergw_proto.addresses import MacLike, int_to_mac, ipv4_to_int, mac_to_bytes, mac_to_int, mac_to_str
 from supergw_proto.p4constants import MAX_BUCKETS, BucketHash
 
 _VMAC_BUCKET_BITS = 16
@@ -90,6 +95,30 @@ def bucket_of(mac: MacLike, k: int, bucket_hash: BucketHash = BucketHash.CRC32) 
     """The bucket the data plane puts ``mac`` in when it runs with ``k`` buckets and
     ``bucket_hash`` (the settings' ``bucket_hash``; CRC-32 unless configured otherwise)."""
     return host_hash(mac, bucket_hash) & bucket_mask(k)
+
+
+IPv4Like = str | int | ipaddress.IPv4Address
+
+
+def client_hash(address: IPv4Like, bucket_hash: BucketHash = BucketHash.CRC32) -> int:
+    """The 16 bits the outside switch masks with ``K - 1`` to get the bucket of a remote
+    client's outer IPv4 ``address``: the CRC-32 of its 4 bytes in network order
+    (``CRC32``), or its low 16 bits (``IDENTITY``)."""
+    bucket_hash = _check_hash(bucket_hash)
+    if isinstance(address, bool) or not isinstance(address, str | int | ipaddress.IPv4Address):
+        raise TypeError(f"client address must be an IPv4 address, not {type(address).__name__}")
+    value = ipv4_to_int(address)
+    if not 0 <= value <= 0xFFFFFFFF:
+        raise ValueError(f"client address must be a 32-bit IPv4 address, got {value}")
+    if bucket_hash is BucketHash.IDENTITY:
+        return value & _HASH_MASK
+    return crc32(value.to_bytes(4, "big")) & _HASH_MASK
+
+
+def client_bucket_of(address: IPv4Like, k: int, bucket_hash: BucketHash = BucketHash.CRC32) -> int:
+    """The bucket the outside switch sends a new client from ``address`` to (IKE_SA_INIT and
+    other unpinned traffic to the public address), with ``k`` buckets and ``bucket_hash``."""
+    return client_hash(address, bucket_hash) & bucket_mask(k)
 
 
 def _check_hash(bucket_hash: object) -> BucketHash:

@@ -14,6 +14,8 @@ class PortRole(IntEnum):
     UNKNOWN = 0
     HOST = 1
     GATEWAY = 2
+    UPLINK = 3
+    GATEWAY_OUTSIDE = 4
 
 
 class DropReason(IntEnum):
@@ -29,6 +31,13 @@ class DropReason(IntEnum):
     PACKET_OUT_BAD_PORT = 9
     HAIRPIN = 10
     GATEWAY_TO_GATEWAY = 11
+    ARP_SPOOF_PUBLIC_IP = 12
+    RA_NOT_CONFIGURED = 13
+    MALFORMED_IKE = 14
+    MALFORMED_ESP = 15
+    IKE_SPI_UNKNOWN = 16
+    ESP_SPI_UNKNOWN = 17
+    UPLINK_TO_UPLINK = 18
 
 
 class PuntReason(IntEnum):
@@ -48,12 +57,31 @@ SETTINGS_TABLE_SIZE: Final = 1
 HOST_IPS_TABLE_SIZE: Final = 4096
 MAC_TABLE_SIZE: Final = 4096
 LEARNED_SOURCES_TABLE_SIZE: Final = 4096
-DROP_COUNTER_SIZE: Final = 16
+RA_SETTINGS_TABLE_SIZE: Final = 1
+CLIENT_POOLS_TABLE_SIZE: Final = 256
+CLIENT_PINS_TABLE_SIZE: Final = 8192
+IKE_SPI_LABELS_TABLE_SIZE: Final = 64
+ESP_SPI_RANGES_TABLE_SIZE: Final = 64
+DROP_COUNTER_SIZE: Final = 32
 CPU_PORT: Final = 255
 HOST_FLOOD_GROUP: Final = 1
+GATEWAY_OUTSIDE_FLOOD_GROUP: Final = 2
+UPLINK_FLOOD_GROUP: Final = 3
 ETHERTYPE_IPV4: Final = 0x0800
 ETHERTYPE_ARP: Final = 0x0806
 ETHERTYPE_PACKET_OUT: Final = 0xBF01
+IPV4_IHL_NO_OPTIONS: Final = 5
+IPV4_HEADER_LEN: Final = 20
+IP_PROTO_UDP: Final = 17
+IP_PROTO_ESP: Final = 50
+UDP_HEADER_LEN: Final = 8
+UDP_PORT_IKE: Final = 500
+UDP_PORT_IKE_NAT_T: Final = 4500
+NON_ESP_MARKER_LEN: Final = 4
+NAT_T_KEEPALIVE: Final = 0xFF
+IKE_HEADER_LEN: Final = 28
+IKE_FLAG_INITIATOR: Final = 0x08
+ESP_HEADER_LEN: Final = 8
 ARP_HTYPE_ETHERNET: Final = 1
 ARP_PTYPE_IPV4: Final = 0x0800
 ARP_HLEN_ETHERNET: Final = 6
@@ -67,12 +95,26 @@ MATCH_PORT_ROLES_PORT: Final = "port"
 
 TABLE_SETTINGS: Final = "SupergwIngress.dispatch_config.settings"
 
+TABLE_RA_SETTINGS: Final = "SupergwIngress.ra_config.ra_settings"
+
 TABLE_LEARNED_SOURCES: Final = "SupergwIngress.learning.learned_sources"
 MATCH_LEARNED_SOURCES_SRC_MAC: Final = "src_mac"
 MATCH_LEARNED_SOURCES_PORT: Final = "port"
 
 TABLE_HOST_IPS: Final = "SupergwIngress.arp_responder.host_ips"
 MATCH_HOST_IPS_TARGET_IP: Final = "target_ip"
+
+TABLE_CLIENT_PINS: Final = "SupergwIngress.outside_dispatch.client_pins"
+MATCH_CLIENT_PINS_CLIENT_IP: Final = "client_ip"
+
+TABLE_IKE_SPI_LABELS: Final = "SupergwIngress.outside_dispatch.ike_spi_labels"
+MATCH_IKE_SPI_LABELS_IKE_SPI: Final = "ike_spi"
+
+TABLE_ESP_SPI_RANGES: Final = "SupergwIngress.outside_dispatch.esp_spi_ranges"
+MATCH_ESP_SPI_RANGES_ESP_SPI: Final = "esp_spi"
+
+TABLE_CLIENT_POOLS: Final = "SupergwIngress.pool_dispatch.client_pools"
+MATCH_CLIENT_POOLS_DST_IP: Final = "dst_ip"
 
 TABLE_BUCKETS: Final = "SupergwIngress.bucket_dispatch.buckets"
 MATCH_BUCKETS_BUCKET: Final = "bucket"
@@ -91,6 +133,12 @@ PARAM_SET_DISPATCH_CONFIG_BUCKET_HASH: Final = "bucket_hash"
 
 ACTION_MARK_UNCONFIGURED: Final = "SupergwIngress.dispatch_config.mark_unconfigured"
 
+ACTION_SET_RA_CONFIG: Final = "SupergwIngress.ra_config.set_ra_config"
+PARAM_SET_RA_CONFIG_PUBLIC_IP: Final = "public_ip"
+PARAM_SET_RA_CONFIG_PUBLIC_MAC: Final = "public_mac"
+
+ACTION_MARK_RA_UNCONFIGURED: Final = "SupergwIngress.ra_config.mark_ra_unconfigured"
+
 ACTION_MARK_KNOWN: Final = "SupergwIngress.learning.mark_known"
 
 ACTION_LEARN: Final = "SupergwIngress.learning.learn"
@@ -99,6 +147,30 @@ ACTION_REPLY_WITH_HOST_MAC: Final = "SupergwIngress.arp_responder.reply_with_hos
 PARAM_REPLY_WITH_HOST_MAC_HOST_MAC: Final = "host_mac"
 
 ACTION_PUNT_ARP_MISS: Final = "SupergwIngress.arp_responder.punt_arp_miss"
+
+ACTION_SET_PIN_GATEWAY: Final = "SupergwIngress.outside_dispatch.set_pin_gateway"
+PARAM_SET_PIN_GATEWAY_PORT: Final = "port"
+PARAM_SET_PIN_GATEWAY_GATEWAY_MAC: Final = "gateway_mac"
+
+ACTION_DISPATCH_BY_CLIENT_HASH: Final = "SupergwIngress.outside_dispatch.dispatch_by_client_hash"
+
+ACTION_SET_IKE_GATEWAY: Final = "SupergwIngress.outside_dispatch.set_ike_gateway"
+PARAM_SET_IKE_GATEWAY_PORT: Final = "port"
+PARAM_SET_IKE_GATEWAY_GATEWAY_MAC: Final = "gateway_mac"
+
+ACTION_DROP_UNKNOWN_IKE_SPI: Final = "SupergwIngress.outside_dispatch.drop_unknown_ike_spi"
+
+ACTION_SET_ESP_GATEWAY: Final = "SupergwIngress.outside_dispatch.set_esp_gateway"
+PARAM_SET_ESP_GATEWAY_PORT: Final = "port"
+PARAM_SET_ESP_GATEWAY_GATEWAY_MAC: Final = "gateway_mac"
+
+ACTION_DROP_UNKNOWN_ESP_SPI: Final = "SupergwIngress.outside_dispatch.drop_unknown_esp_spi"
+
+ACTION_SET_POOL_GATEWAY: Final = "SupergwIngress.pool_dispatch.set_pool_gateway"
+PARAM_SET_POOL_GATEWAY_PORT: Final = "port"
+PARAM_SET_POOL_GATEWAY_GATEWAY_MAC: Final = "gateway_mac"
+
+ACTION_DISPATCH_BY_VMAC: Final = "SupergwIngress.pool_dispatch.dispatch_by_vmac"
 
 ACTION_SET_GATEWAY: Final = "SupergwIngress.bucket_dispatch.set_gateway"
 PARAM_SET_GATEWAY_PORT: Final = "port"
@@ -113,6 +185,14 @@ PARAM_SET_OUTPUT_PORT_ROLE: Final = "role"
 ACTION_FLOOD: Final = "SupergwIngress.l2_forwarding.flood"
 
 COUNTER_DROP_COUNTER: Final = "SupergwIngress.drop_counter"
+
+DIRECT_COUNTER_PIN_COUNTER: Final = "SupergwIngress.outside_dispatch.pin_counter"
+
+DIRECT_COUNTER_IKE_SPI_COUNTER: Final = "SupergwIngress.outside_dispatch.ike_spi_counter"
+
+DIRECT_COUNTER_ESP_SPI_COUNTER: Final = "SupergwIngress.outside_dispatch.esp_spi_counter"
+
+DIRECT_COUNTER_POOL_COUNTER: Final = "SupergwIngress.pool_dispatch.pool_counter"
 
 DIRECT_COUNTER_BUCKET_COUNTER: Final = "SupergwIngress.bucket_dispatch.bucket_counter"
 

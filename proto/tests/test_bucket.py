@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from supergw_proto.p4constants import MAX_BUCKETS, BucketHash
 VECTORS_DIR = Path(__file__).resolve().parents[2] / "p4src" / "vectors"
 VECTORS = VECTORS_DIR / "bucket-crc32.json"
 IDENTITY_VECTORS = VECTORS_DIR / "bucket-identity.json"
+CLIENT_VECTORS = VECTORS_DIR / "client-crc32.json"
+CLIENT_IDENTITY_VECTORS = VECTORS_DIR / "client-identity.json"
 
 
 def _vectors(path: Path = VECTORS) -> list[dict[str, Any]]:
@@ -44,6 +47,46 @@ def test_identity_vectors(vec: dict[str, Any]) -> None:
     for k in (64, 256, 4096):
         assert bucket.bucket_of(mac, k, BucketHash.IDENTITY) == vec[f"bucket_k{k}"]
     assert bucket.bucket_of(bucket.mac_to_bytes(mac), 4096, BucketHash.IDENTITY) == vec["bucket_k4096"]
+
+
+@pytest.mark.parametrize("vec", _vectors(CLIENT_VECTORS), ids=lambda v: v["ip"])
+def test_client_vectors(vec: dict[str, Any]) -> None:
+    ip = vec["ip"]
+    assert bucket.client_hash(ip) == vec["crc32"] & 0xFFFF
+    for k in (64, 256, 4096):
+        assert bucket.client_bucket_of(ip, k) == vec[f"bucket_k{k}"]
+        assert bucket.client_bucket_of(ipaddress.IPv4Address(ip), k, BucketHash.CRC32) == vec[f"bucket_k{k}"]
+
+
+@pytest.mark.parametrize("vec", _vectors(CLIENT_IDENTITY_VECTORS), ids=lambda v: v["ip"])
+def test_client_identity_vectors(vec: dict[str, Any]) -> None:
+    ip = vec["ip"]
+    assert bucket.client_hash(ip, BucketHash.IDENTITY) == vec["low16"]
+    for k in (64, 256, 4096):
+        assert bucket.client_bucket_of(int(ipaddress.IPv4Address(ip)), k, BucketHash.IDENTITY) == vec[f"bucket_k{k}"]
+
+
+def test_client_hash_refuses_what_is_no_ipv4_address() -> None:
+    with pytest.raises(ValueError):
+        bucket.client_hash("300.1.2.3")
+    with pytest.raises(ValueError):
+        bucket.client_hash(1 << 32)
+    with pytest.raises(ValueError):
+        bucket.client_hash(-1)
+    with pytest.raises(TypeError):
+        bucket.client_hash(True)
+    with pytest.raises(TypeError):
+        bucket.client_hash(b"\x01\x02\x03\x04")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        bucket.client_hash("1.2.3.4", 1)  # type: ignore[arg-type]
+
+
+def test_sequential_clients_spread_over_buckets() -> None:
+    # Clients of one provider differ in the last octets: CRC-32 spreads them, identity
+    # puts K consecutive addresses into K buckets.
+    ips = [f"198.51.100.{i}" for i in range(64)]
+    assert len({bucket.client_bucket_of(ip, 256) for ip in ips}) >= 0.9 * 64
+    assert len({bucket.client_bucket_of(ip, 64, BucketHash.IDENTITY) for ip in ips}) == 64
 
 
 def test_the_papers_hosts_under_identity() -> None:

@@ -69,17 +69,12 @@ class _GatewayLike(Protocol):
     def agent_secret(self) -> str | None: ...
 
 
-class _TimingLike(Protocol):
-    def agent_timing(self) -> AgentTiming: ...
-
-
 class ConfigLike(Protocol):
     """What the app reads from `supergw_controller.config.Config`."""
 
     @property
     def buckets(self) -> int: ...
-    @property
-    def timing(self) -> _TimingLike: ...
+    def agent_timing(self) -> AgentTiming: ...
     @property
     def api(self) -> Any: ...
     @property
@@ -142,7 +137,7 @@ def create_app(core: Core, config: ConfigLike, *, auth: Authenticator | None = N
         buckets=config.buckets,
         gateway_names=tuple(g.name for g in config.gateways),
         metrics=ControllerMetrics(),
-        agent_timing=config.timing.agent_timing().header(),
+        agent_timing=config.agent_timing().header(),
     )
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(CoreError, _core_error)

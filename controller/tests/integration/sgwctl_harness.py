@@ -299,6 +299,16 @@ def owner(ctl: Controller, host: Endpoint, buckets: int) -> str:
     return str(ctl.client.bucket(bucket_of(host.mac, buckets)).gateway)
 
 
+def two_hosts_on(setup: Setup, ctl: Controller, buckets: int, gateway: str) -> tuple[Endpoint, Endpoint, int, int]:
+    """h1, h2 and their buckets, both moved onto `gateway` (operator moves)."""
+    h1, h2 = setup.topo.endpoints["h1"], setup.topo.endpoints["h2"]
+    b1, b2 = bucket_of(h1.mac, buckets), bucket_of(h2.mac, buckets)
+    assert b1 != b2, "test needs the two hosts in different buckets"
+    for b in (b1, b2):
+        ctl.client.move(b, gateway)
+    return h1, h2, b1, b2
+
+
 def move_to_the_other(ctl: Controller, host: Endpoint, buckets: int) -> tuple[int, str]:
     """An operator move of `host`'s bucket from g1 to g2 or back; (the bucket, where it went),
     once the controller says it is there."""

@@ -23,6 +23,7 @@ from sgwctl_harness import (
     neighbour_mac,
     owner,
     pings_seen_by,
+    two_hosts_on,
     vmac_of,
 )
 from sgwctl_topo import REMOTE_IP, Endpoint
@@ -77,11 +78,7 @@ def test_operator_move_redirects_traffic(setup: Setup, ctl: Controller) -> None:
 
 
 def test_load_skew_is_rebalanced(setup: Setup, ctl: Controller) -> None:
-    h1, h2 = setup.topo.endpoints["h1"], setup.topo.endpoints["h2"]
-    b1, b2 = bucket_of(h1.mac, K), bucket_of(h2.mac, K)
-    assert b1 != b2, "test needs the two hosts in different buckets"
-    for b in (b1, b2):
-        ctl.client.move(b, "g1")
+    h1, h2, b1, b2 = two_hosts_on(setup, ctl, K, "g1")
     # Both busy hosts on g1, g2 idle: max/mean = 2.
     procs = busy([h1, h2], 4)
     try:

@@ -11,6 +11,9 @@
 //   the Tofino parser already drops such a frame is not checked here (no bf-p4c); either
 //   way it never leaves the switch, and a front port cannot deliver a truncated ARP (the
 //   MAC drops frames under 64 bytes).
+// - UDP, IKE and ESP are parsed as on v1model, for OutsideDispatch; it decides from the UDP
+//   and IPv4 lengths whether a header is complete, so bytes a frame carries past its IP
+//   datagram (padding, Tofino's FCS) are never taken for a header.
 
 #ifndef SUPERGW_PARSER_P4
 #define SUPERGW_PARSER_P4
@@ -56,6 +59,56 @@ parser SupergwIngressParser(packet_in packet,
 
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
+        // Behind options or in a later fragment the bytes are not a UDP or ESP header.
+        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (IPV4_IHL_NO_OPTIONS, 0, IP_PROTO_UDP): parse_udp;
+            (IPV4_IHL_NO_OPTIONS, 0, IP_PROTO_ESP): parse_esp;
+            default: accept;
+        }
+    }
+
+    state parse_udp {
+        packet.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) {
+            UDP_PORT_IKE: parse_ike;
+            UDP_PORT_IKE_NAT_T: parse_nat_t;
+            default: accept;
+        }
+    }
+
+    state parse_nat_t {
+        // A one-byte payload can only be a keepalive; anything longer starts with a marker
+        // (IKE) or an SPI (ESP).
+        transition select(hdr.udp.length) {
+            UDP_HEADER_LEN + 1: parse_nat_t_keepalive;
+            default: parse_nat_t_payload;
+        }
+    }
+
+    state parse_nat_t_keepalive {
+        packet.extract(hdr.nat_t_keepalive);
+        transition accept;
+    }
+
+    state parse_nat_t_payload {
+        transition select(packet.lookahead<bit<32>>()) {
+            0: parse_non_esp_marker;
+            default: parse_esp;
+        }
+    }
+
+    state parse_non_esp_marker {
+        packet.extract(hdr.non_esp_marker);
+        transition parse_ike;
+    }
+
+    state parse_ike {
+        packet.extract(hdr.ike);
+        transition accept;
+    }
+
+    state parse_esp {
+        packet.extract(hdr.esp);
         transition accept;
     }
 }
@@ -77,6 +130,11 @@ control SupergwIngressDeparser(packet_out packet,
         packet.emit(hdr.ethernet);
         packet.emit(hdr.arp);
         packet.emit(hdr.ipv4);
+        packet.emit(hdr.udp);
+        packet.emit(hdr.non_esp_marker);
+        packet.emit(hdr.nat_t_keepalive);
+        packet.emit(hdr.ike);
+        packet.emit(hdr.esp);
     }
 }
 

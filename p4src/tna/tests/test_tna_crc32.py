@@ -97,3 +97,27 @@ def test_tofino_crc32_matches_the_bmv2_vectors_and_the_controller() -> None:
 
 def test_the_unreflected_variant_would_not_match() -> None:
     assert any(BF_UTILS_CRC_32_BZIP2(_mac(v["mac"])) != v["crc32"] for v in _vectors())
+
+
+CLIENT_VECTORS = TNA.parent / "vectors" / "client-crc32.json"
+
+
+def test_the_tna_program_hashes_the_client_address_with_crc32() -> None:
+    # The outside switch's client-address hash: the same extern and slice, over bit<32>.
+    src = (TNA / "include" / "control" / "outside_dispatch.p4").read_text()
+    decl = re.search(r"Hash<bit<32>>\(HashAlgorithm_t\.(\w+)\)\s+(\w+);", src)
+    assert decl is not None and decl.group(1) == "CRC32"
+    assert re.search(rf"client_crc\s*=\s*{decl.group(2)}\.get\(\{{\s*meta\.lookup\.ipv4_src\s*\}}\)", src)
+    assert re.search(r"client_hash\s*=\s*client_crc\[15:0\];", src)
+    assert re.search(r"client_hash\s*=\s*meta\.lookup\.ipv4_src\[15:0\];", src)
+    assert re.search(r"client_hash\s*&\s*meta\.bucket_mask", src)
+
+
+def test_tofino_crc32_matches_the_bmv2_client_vectors() -> None:
+    vectors = json.loads(CLIENT_VECTORS.read_text())["vectors"]
+    assert len(vectors) >= 8
+    for v in vectors:
+        ip = bytes(int(o) for o in v["ip"].split("."))
+        assert BF_UTILS_CRC_32(ip) == v["crc32"], v["ip"]
+        for k in (64, 256, 4096):
+            assert BF_UTILS_CRC_32(ip) & (k - 1) == v[f"bucket_k{k}"], (v["ip"], k)

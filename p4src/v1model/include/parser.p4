@@ -3,7 +3,12 @@
 // BMv2 does not drop a packet whose parse fails: it enters ingress with
 // standard_metadata.parser_error set and the failed header invalid. The pipeline turns
 // that into MALFORMED_FRAME (no Ethernet header) or MALFORMED_ARP (truncated ARP); a
-// truncated IPv4 header is harmless (only its source address is read, for learning).
+// truncated IPv4 header is no IPv4 header (meta.lookup.ipv4_valid false). Behind IPv4,
+// UDP, IKE and ESP are parsed for the outside switch's dispatch (OutsideDispatch), which
+// decides from the UDP and IPv4 lengths whether an IKE or ESP header is complete: a frame
+// may be padded past its IP datagram, or end inside a header (then that header is invalid).
+// A lookahead or extract past the end of the frame only sets parser_error, which nothing
+// but ArpGuard reads, and leaves the rest of the frame as payload.
 
 #ifndef SUPERGW_PARSER_P4
 #define SUPERGW_PARSER_P4
@@ -41,6 +46,56 @@ parser SupergwParser(packet_in packet,
 
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
+        // Behind options or in a later fragment the bytes are not a UDP or ESP header.
+        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (IPV4_IHL_NO_OPTIONS, 0, IP_PROTO_UDP): parse_udp;
+            (IPV4_IHL_NO_OPTIONS, 0, IP_PROTO_ESP): parse_esp;
+            default: accept;
+        }
+    }
+
+    state parse_udp {
+        packet.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) {
+            UDP_PORT_IKE: parse_ike;
+            UDP_PORT_IKE_NAT_T: parse_nat_t;
+            default: accept;
+        }
+    }
+
+    state parse_nat_t {
+        // A one-byte payload can only be a keepalive; anything longer starts with a marker
+        // (IKE) or an SPI (ESP).
+        transition select(hdr.udp.length) {
+            UDP_HEADER_LEN + 1: parse_nat_t_keepalive;
+            default: parse_nat_t_payload;
+        }
+    }
+
+    state parse_nat_t_keepalive {
+        packet.extract(hdr.nat_t_keepalive);
+        transition accept;
+    }
+
+    state parse_nat_t_payload {
+        transition select(packet.lookahead<bit<32>>()) {
+            0: parse_non_esp_marker;
+            default: parse_esp;
+        }
+    }
+
+    state parse_non_esp_marker {
+        packet.extract(hdr.non_esp_marker);
+        transition parse_ike;
+    }
+
+    state parse_ike {
+        packet.extract(hdr.ike);
+        transition accept;
+    }
+
+    state parse_esp {
+        packet.extract(hdr.esp);
         transition accept;
     }
 }
@@ -60,6 +115,11 @@ control SupergwDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.ethernet);
         packet.emit(hdr.arp);
         packet.emit(hdr.ipv4);
+        packet.emit(hdr.udp);
+        packet.emit(hdr.non_esp_marker);
+        packet.emit(hdr.nat_t_keepalive);
+        packet.emit(hdr.ike);
+        packet.emit(hdr.esp);
     }
 }
 

@@ -73,3 +73,39 @@ def with_macs(frame: bytes, *, eth_src: str | None = None, eth_dst: str | None =
     dst = mac_to_bytes(eth_dst) if eth_dst else frame[0:6]
     src = mac_to_bytes(eth_src) if eth_src else frame[6:12]
     return dst + src + frame[12:]
+
+
+# ---- remote access: what clients send to the public address (IKE, ESP, NAT-T)
+
+IP_PROTO_ICMP = 1
+IP_PROTO_UDP = 17
+IP_PROTO_ESP = 50
+IKE_FLAG_INITIATOR = 0x08
+IKE_SA_INIT = 34
+IKE_AUTH = 35
+NON_ESP_MARKER = bytes(4)
+NAT_T_KEEPALIVE = b"\xff"
+
+
+def ike_header(spi_i: int, spi_r: int, *, flags: int = IKE_FLAG_INITIATOR, exchange: int = IKE_AUTH) -> bytes:
+    """An IKEv2 header (RFC 7296 §3.1, 28 bytes) and nothing after it: the switch reads
+    only the SPIs and the flags."""
+    return struct.pack("!QQBBBBII", spi_i, spi_r, 33, 0x20, exchange, flags, 0, 28)
+
+
+def esp_header(spi: int, seq: int = 1, payload: bytes = bytes(16)) -> bytes:
+    """An ESP packet (RFC 4303): SPI, sequence number, then opaque bytes."""
+    return struct.pack("!II", spi, seq) + payload
+
+
+def ipv4(
+    *, eth_src: str, eth_dst: str, ip_src: str, ip_dst: str, proto: int, payload: bytes, frag: int = 0, flags: int = 0
+) -> bytes:
+    """An IPv4 frame carrying `payload` as protocol `proto` (no L4 header added)."""
+    ip = IP(src=ip_src, dst=ip_dst, ttl=64, proto=proto, frag=frag, flags=flags)
+    return bytes(Ether(src=eth_src, dst=eth_dst) / ip / Raw(payload))
+
+
+def udp_payload(sport: int, dport: int, payload: bytes) -> bytes:
+    """A UDP header (length and checksum 0, as the switch ignores the checksum) + payload."""
+    return struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload

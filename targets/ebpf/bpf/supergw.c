@@ -38,6 +38,7 @@ struct sgw_md {
 	__be32 arp_spa;
 	__be32 arp_tpa;
 	const struct sgw_dispatch_config *cfg;
+	const struct sgw_ra_config *ra; /* outside ports only (sgw_ra_check_configured) */
 };
 
 static __always_inline int sgw_drop(struct sgw_md *md, __u16 reason)
@@ -73,10 +74,9 @@ static __always_inline int sgw_forward(struct sgw_md *md, __u16 port, __u32 ifin
 	return sgw_output(md, port, ifindex);
 }
 
-/* Replicates to HOST_FLOOD_GROUP, pruned from the ingress port. */
-static __always_inline int sgw_flood(struct __sk_buff *skb, struct sgw_md *md)
+/* Replicates to a PRE group (HOST_FLOOD_GROUP on the LAN), pruned from the ingress port. */
+static __always_inline int sgw_flood(struct __sk_buff *skb, struct sgw_md *md, __u32 id)
 {
-	__u32 id = HOST_FLOOD_GROUP;
 	struct sgw_flood_group *g = bpf_map_lookup_elem(&sgw_flood_groups, &id);
 	__u32 count;
 
@@ -196,18 +196,17 @@ static __always_inline int sgw_parse(struct __sk_buff *skb, struct sgw_md *md)
 /* Stage 2: port_roles; packet-out headers are only accepted from the CPU port. */
 static __always_inline int sgw_classify_port(struct __sk_buff *skb, struct sgw_md *md)
 {
+	const struct sgw_port_info *pi;
 	struct sgw_eth *eth;
-	__u16 *port;
-	__u8 *role;
 
-	port = bpf_map_lookup_elem(&sgw_ifindex_port, &md->ifindex);
-	if (!port)
+	pi = bpf_map_lookup_elem(&sgw_ifindex_port, &md->ifindex);
+	if (!pi)
 		return sgw_drop(md, DROP_REASON_UNKNOWN_PORT);
-	md->port = *port;
-	role = bpf_map_lookup_elem(&sgw_port_roles, &md->port);
-	if (!role || (*role != PORT_ROLE_HOST && *role != PORT_ROLE_GATEWAY))
+	md->port = pi->port;
+	if (pi->role != PORT_ROLE_HOST && pi->role != PORT_ROLE_GATEWAY && pi->role != PORT_ROLE_UPLINK &&
+	    pi->role != PORT_ROLE_GATEWAY_OUTSIDE)
 		return sgw_drop(md, DROP_REASON_UNKNOWN_PORT);
-	md->role = *role;
+	md->role = pi->role;
 	eth = sgw_eth_hdr(skb);
 	if (!eth)
 		return sgw_drop(md, DROP_REASON_MALFORMED_FRAME);
@@ -258,7 +257,8 @@ static __always_inline int sgw_validate_arp(struct __sk_buff *skb, struct sgw_md
 	return SGW_CONTINUE;
 }
 
-/* learn_digest_t.src_ip: ARP sender IP, IPv4 source, else 0. */
+/* learn_digest_t.src_ip: ARP sender IP, IPv4 source (not from an uplink, where it is a
+ * remote address behind the router), else 0. */
 static __always_inline __be32 sgw_digest_src_ip(struct __sk_buff *skb, struct sgw_md *md,
 					       __be16 type)
 {
@@ -266,6 +266,8 @@ static __always_inline __be32 sgw_digest_src_ip(struct __sk_buff *skb, struct sg
 
 	if (md->is_arp)
 		return md->arp_spa;
+	if (md->role == PORT_ROLE_UPLINK)
+		return 0;
 	/* Like the P4 parser: a truncated IPv4 header is no IPv4 header. */
 	if (type == bpf_htons(ETHERTYPE_IPV4) && md->len >= sizeof(struct sgw_eth) + SGW_IPV4_HDR_MIN &&
 	    bpf_skb_load_bytes(skb, SGW_IPV4_SADDR_OFF, &ip, 4) == 0)
@@ -306,8 +308,8 @@ static __always_inline void sgw_learn(struct __sk_buff *skb, struct sgw_md *md)
 	e->reason = 0;
 	sgw_mac_copy(e->src_mac, key.mac);
 	e->src_ip = sgw_digest_src_ip(skb, md, type);
-	/* Never teach the controller that a host owns the gateway address. */
-	if (e->src_ip == md->cfg->gateway_ip)
+	/* Never teach the controller that a neighbour owns the gateway or public address. */
+	if (e->src_ip == md->cfg->gateway_ip || (md->ra && e->src_ip == md->ra->public_ip))
 		e->src_ip = 0;
 	e->frame_len = 0;
 	e->wire_len = 0;
@@ -326,6 +328,9 @@ static __always_inline int sgw_dispatch(struct sgw_md *md, struct sgw_eth *eth, 
 	sgw_mac_copy(eth->dst, b->gateway_mac);
 	return sgw_forward(md, b->port, b->ifindex);
 }
+
+/* Remote access: the outside switch's stages and the LAN's client pools. */
+#include "supergw_ra.h"
 
 /* Stage 5: frames from a host port. */
 static __always_inline int sgw_host(struct __sk_buff *skb, struct sgw_md *md)
@@ -354,13 +359,21 @@ static __always_inline int sgw_host(struct __sk_buff *skb, struct sgw_md *md)
 	eth = sgw_eth_hdr(skb);
 	if (!eth)
 		return sgw_drop(md, DROP_REASON_MALFORMED_FRAME);
-	if (sgw_is_vmac(cfg, eth->dst, &bucket))
+	if (sgw_is_vmac(cfg, eth->dst, &bucket)) {
+		int v = sgw_pool_dispatch(skb, md, eth->type);
+
+		if (v != SGW_CONTINUE)
+			return v;
+		eth = sgw_eth_hdr(skb);
+		if (!eth)
+			return sgw_drop(md, DROP_REASON_MALFORMED_FRAME);
 		return sgw_dispatch(md, eth, bucket);
+	}
 	if (sgw_mac_is_group(eth->dst))
-		return sgw_flood(skb, md);
+		return sgw_flood(skb, md, HOST_FLOOD_GROUP);
 	l2 = bpf_map_lookup_elem(&sgw_mac_table, eth->dst);
 	if (!l2)
-		return sgw_flood(skb, md);
+		return sgw_flood(skb, md, HOST_FLOOD_GROUP);
 	return sgw_forward(md, l2->port, l2->ifindex);
 }
 
@@ -390,7 +403,7 @@ static __always_inline int sgw_gateway(struct __sk_buff *skb, struct sgw_md *md)
 	sgw_vmac_of(cfg, eth->dst, eth->src);
 	l2 = bpf_map_lookup_elem(&sgw_mac_table, eth->dst);
 	if (!l2)
-		return sgw_flood(skb, md);
+		return sgw_flood(skb, md, HOST_FLOOD_GROUP);
 	if (l2->role != PORT_ROLE_HOST || l2->port == md->port)
 		return sgw_drop(md, DROP_REASON_GATEWAY_TO_GATEWAY);
 	return sgw_output(md, l2->port, l2->ifindex);
@@ -409,12 +422,19 @@ static __always_inline int sgw_pipeline(struct __sk_buff *skb, struct sgw_md *md
 	v = sgw_check_configured(md);
 	if (v != SGW_CONTINUE)
 		return v;
+	v = sgw_ra_check_configured(md);
+	if (v != SGW_CONTINUE)
+		return v;
 	v = sgw_validate_arp(skb, md);
 	if (v != SGW_CONTINUE)
 		return v;
 	if (md->role == PORT_ROLE_HOST)
 		return sgw_host(skb, md);
-	return sgw_gateway(skb, md);
+	if (md->role == PORT_ROLE_GATEWAY)
+		return sgw_gateway(skb, md);
+	if (md->role == PORT_ROLE_UPLINK)
+		return sgw_uplink(skb, md);
+	return sgw_gateway_outside(skb, md);
 }
 
 SEC("tc")

@@ -65,4 +65,16 @@ static __always_inline __u32 sgw_crc32_mac(const __u8 mac[6])
 	return crc ^ 0xffffffff;
 }
 
+/* crc32 over the 4 bytes of an IPv4 address in network order (the outside switch's
+ * client-address hash; p4src/vectors/client-crc32.json). */
+static __always_inline __u32 sgw_crc32_ipv4(const __u8 ip[4])
+{
+	__u32 crc = 0xffffffff;
+
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		crc = (crc >> 8) ^ sgw_crc32_table[(crc ^ ip[i]) & 0xff];
+	return crc ^ 0xffffffff;
+}
+
 #endif

@@ -114,15 +114,25 @@ struct sgw_event {
 /* Only referenced through pointers: keeps struct sgw_event in BTF for bpf2go. */
 const struct sgw_event *sgw_event_btf __attribute__((unused));
 
-/* ifindex -> P4 port of every attached front port (static, from -i N@iface). */
+/* Value of sgw_ifindex_port. role is the port's port_roles entry (0: none), copied
+ * in by the Go side whenever port_roles changes, so that a frame is classified by
+ * one lookup instead of two. */
+struct sgw_port_info {
+	__u16 port;
+	__u8 role;
+	__u8 pad;
+};
+
+/* ifindex -> {P4 port, role} of every attached front port (ports static, from -i N@iface). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SGW_MAX_PORTS);
 	__type(key, __u32);
-	__type(value, __u16);
+	__type(value, struct sgw_port_info);
 } sgw_ifindex_port SEC(".maps");
 
-/* port_classifier.port_roles: P4 port -> PortRole. */
+/* port_classifier.port_roles: P4 port -> PortRole, as written, for every port (attached or
+ * not): it holds the table's size limit; the program reads the copy in sgw_ifindex_port. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SGW_MAX_PORTS);
@@ -209,6 +219,147 @@ struct {
 	__type(key, __u32);
 	__type(value, struct sgw_counter);
 } sgw_port_tx SEC(".maps");
+
+/* ---- Remote access: the outside switch's tables and the LAN's client pools. ---- */
+
+#ifndef SGW_MAX_CLIENT_POOLS
+#define SGW_MAX_CLIENT_POOLS CLIENT_POOLS_TABLE_SIZE
+#endif
+#ifndef SGW_MAX_CLIENT_PINS
+#define SGW_MAX_CLIENT_PINS CLIENT_PINS_TABLE_SIZE
+#endif
+/* Both ternary tables share one layout; each is held to its own P4 size in userspace. */
+#if IKE_SPI_LABELS_TABLE_SIZE > ESP_SPI_RANGES_TABLE_SIZE
+#define SGW_MAX_TERNARY IKE_SPI_LABELS_TABLE_SIZE
+#else
+#define SGW_MAX_TERNARY ESP_SPI_RANGES_TABLE_SIZE
+#endif
+
+/* Value of sgw_ra_settings[0] (params of set_ra_config); configured == 0 is the default
+ * action mark_ra_unconfigured. */
+struct sgw_ra_config {
+	__be32 public_ip;
+	__u8 configured;
+	__u8 pad;
+	__u8 public_mac[6];
+};
+
+/* Action data of set_pool_gateway, set_pin_gateway, set_ike_gateway and set_esp_gateway
+ * (port, gateway_mac), the port resolved to an ifindex; slot indexes the entry's direct
+ * counter in its table's counter map, fixed for the entry's lifetime. */
+struct sgw_gateway {
+	__u32 ifindex; /* 0: port not attached on this target, frames are discarded */
+	__u16 port;
+	__u16 slot;
+	__u8 gateway_mac[6];
+	__u16 pad;
+};
+
+/* Key of sgw_client_pools: an IPv4 prefix (BPF_MAP_TYPE_LPM_TRIE layout). */
+struct sgw_lpm_v4 {
+	__u32 prefixlen;
+	__u8 addr[4];
+};
+
+/* One ternary entry: value and mask in host order, the key right-aligned in 64 bits. */
+struct sgw_ternary_entry {
+	__u64 value;
+	__u64 mask;
+	struct sgw_gateway gw;
+};
+
+/* A ternary table, entries sorted by descending P4Runtime priority (the first match
+ * wins). Replaced as a whole by userspace, so a lookup never sees half an update. */
+struct sgw_ternary_table {
+	__u32 count;
+	__u32 pad;
+	struct sgw_ternary_entry entries[SGW_MAX_TERNARY];
+};
+
+/* ra_config.ra_settings: the single default action. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sgw_ra_config);
+} sgw_ra_settings SEC(".maps");
+
+/* pool_dispatch.client_pools: IPv4 prefix -> gateway (longest prefix wins). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, SGW_MAX_CLIENT_POOLS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sgw_lpm_v4);
+	__type(value, struct sgw_gateway);
+} sgw_client_pools SEC(".maps");
+
+/* 0 -> number of client_pools entries: the LAN fast path skips the trie while it is empty. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} sgw_client_pool_count SEC(".maps");
+
+/* pool_dispatch.pool_counter: direct counter of sgw_client_pools by slot, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SGW_MAX_CLIENT_POOLS);
+	__type(key, __u32);
+	__type(value, struct sgw_counter);
+} sgw_pool_counter SEC(".maps");
+
+/* outside_dispatch.client_pins: client IPv4 (network order) -> gateway. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SGW_MAX_CLIENT_PINS);
+	__type(key, __be32);
+	__type(value, struct sgw_gateway);
+} sgw_client_pins SEC(".maps");
+
+/* outside_dispatch.pin_counter: direct counter of sgw_client_pins by slot, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SGW_MAX_CLIENT_PINS);
+	__type(key, __u32);
+	__type(value, struct sgw_counter);
+} sgw_pin_counter SEC(".maps");
+
+/* outside_dispatch.ike_spi_labels: 0 -> the table (ternary on the 64-bit IKE SPI). A hash
+ * map without preallocation, so that an update replaces the value under RCU instead of
+ * overwriting it in place. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct sgw_ternary_table);
+} sgw_ike_spi_labels SEC(".maps");
+
+/* outside_dispatch.ike_spi_counter: direct counter of sgw_ike_spi_labels by slot, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SGW_MAX_TERNARY);
+	__type(key, __u32);
+	__type(value, struct sgw_counter);
+} sgw_ike_spi_counter SEC(".maps");
+
+/* outside_dispatch.esp_spi_ranges: 0 -> the table (ternary on the 32-bit ESP SPI), as above. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct sgw_ternary_table);
+} sgw_esp_spi_ranges SEC(".maps");
+
+/* outside_dispatch.esp_spi_counter: direct counter of sgw_esp_spi_ranges by slot, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SGW_MAX_TERNARY);
+	__type(key, __u32);
+	__type(value, struct sgw_counter);
+} sgw_esp_spi_counter SEC(".maps");
 
 /* Digests and packet-ins to userspace (struct sgw_event records). */
 struct {

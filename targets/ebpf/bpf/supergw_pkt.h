@@ -35,6 +35,50 @@ struct sgw_arp {
 #define SGW_IPV4_HDR_MIN 20 /* an IPv4 header without options */
 #define SGW_IPV4_SADDR_OFF (sizeof(struct sgw_eth) + 12)
 
+/* IPv4 header without options; loaded with sgw_load, never accessed in place. */
+struct sgw_ipv4 {
+	__u8 ver_ihl;
+	__u8 tos;
+	__be16 tot_len;
+	__be16 id;
+	__be16 frag_off; /* flags (3 bits) and fragment offset (13 bits) */
+	__u8 ttl;
+	__u8 protocol;
+	__be16 check;
+	__be32 saddr;
+	__be32 daddr;
+} __attribute__((packed));
+
+struct sgw_udp {
+	__be16 source;
+	__be16 dest;
+	__be16 len;
+	__be16 check;
+} __attribute__((packed));
+
+/* The first 20 bytes of the IKE header (RFC 7296, 3.1): SPIs (network order), next
+ * payload, version, exchange type, flags. */
+struct sgw_ike {
+	__u8 initiator_spi[8];
+	__u8 responder_spi[8];
+	__u8 next_payload;
+	__u8 version;
+	__u8 exchange_type;
+	__u8 flags;
+} __attribute__((packed));
+
+#define SGW_IPV4_OFF sizeof(struct sgw_eth)
+#define SGW_L4_OFF (SGW_IPV4_OFF + IPV4_HEADER_LEN) /* behind an IPv4 header without options */
+#define SGW_UDP_PAYLOAD_OFF (SGW_L4_OFF + UDP_HEADER_LEN)
+#define SGW_IPV4_FRAG_OFFSET_MASK 0x1fff
+
+/* Copies len bytes at off into dst; false if the frame ends before off + len. The kernel
+ * checks the bounds, so nothing past the frame is ever read. */
+static __always_inline bool sgw_load(struct __sk_buff *skb, __u32 off, void *dst, __u32 len)
+{
+	return off + len <= skb->len && bpf_skb_load_bytes(skb, off, dst, len) == 0;
+}
+
 /* Makes the first n bytes linear; false if the frame is shorter than n. */
 static __always_inline bool sgw_pull(struct __sk_buff *skb, __u32 n)
 {

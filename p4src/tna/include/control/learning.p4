@@ -1,6 +1,6 @@
-// Source learning on host ports: an unknown (source MAC, ingress port) pair is reported
-// with a learn_digest_t; the controller installs learned_sources (with an idle timeout),
-// mac_table and host_ips. The frame itself is forwarded as usual.
+// Source learning on host and uplink ports: an unknown (source MAC, ingress port) pair is
+// reported with a learn_digest_t; the controller installs learned_sources (with an idle
+// timeout), mac_table and host_ips. The frame itself is forwarded as usual.
 // TNA: learn() only selects the digest; SupergwIngressDeparser packs it from metadata
 // that nothing changes after this control. Idle timeout: the table property idle_timeout
 // (v1model: support_timeout); the P4Info says NOTIFY_CONTROL on both.
@@ -32,10 +32,14 @@ control Learning(inout local_metadata_t meta,
     }
 
     apply {
-        if (meta.port_role == PORT_ROLE_HOST) {
-            // Never teach the controller that a host owns the gateway address.
+        if (meta.port_role == PORT_ROLE_HOST || meta.port_role == PORT_ROLE_UPLINK) {
             meta.learn_src_ip = meta.lookup.src_ip;
-            if (meta.lookup.src_ip == meta.gateway_ip) {
+            // Never teach the controller that a neighbour owns the gateway or public address.
+            if (meta.lookup.src_ip == meta.gateway_ip || meta.lookup.src_ip == meta.public_ip) {
+                meta.learn_src_ip = 0;
+            }
+            // Behind an uplink is a router: an IPv4 source is a remote address, not its own.
+            if (meta.port_role == PORT_ROLE_UPLINK && !meta.lookup.is_arp) {
                 meta.learn_src_ip = 0;
             }
             learned_sources.apply();

@@ -1,6 +1,8 @@
 // Answers ARP in the switch: hosts asking for the gateway IP get their own vmac;
 // gateways asking for a host get the host's MAC from host_ips, or go to the controller.
 // Gateway ARP never reaches hosts: it would poison their entry for the gateway IP.
+// On the outside switch a request from an uplink for the public address IP_P is answered
+// with the public MAC; all other outside ARP is forwarded as L2 (L2Forwarding).
 // ArpGuard already dropped malformed ARP, so oper is a request or a reply here.
 
 #ifndef SUPERGW_ARP_RESPONDER_P4
@@ -54,6 +56,12 @@ control ArpResponder(inout headers_t hdr,
                     meta.punt_reason = PUNT_REASON_GATEWAY_ARP_MISS;
                 } else {
                     host_ips.apply();
+                }
+            } else if (meta.port_role == PORT_ROLE_UPLINK) {
+                if (meta.lookup.arp_oper == ARP_OPER_REQUEST && meta.lookup.arp_tpa == meta.public_ip) {
+                    arp_request_to_reply(hdr, meta.public_mac, meta.public_ip);
+                    standard_metadata.egress_spec = standard_metadata.ingress_port;
+                    meta.decided = true;
                 }
             }
 

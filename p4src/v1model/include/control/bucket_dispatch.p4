@@ -2,6 +2,8 @@
 // with its destination rewritten to that gateway's real MAC. Moving a bucket is one
 // MODIFY of one entry; hosts keep their ARP cache. The direct counter measures the load
 // of each bucket for the controller's rebalancer.
+// Outside switch: a client's packet to IP_P that OutsideDispatch neither sent by SPI nor
+// pinned goes to the bucket of its outer source address's hash, the same way.
 
 #ifndef SUPERGW_BUCKET_DISPATCH_P4
 #define SUPERGW_BUCKET_DISPATCH_P4
@@ -40,7 +42,7 @@ control BucketDispatch(inout headers_t hdr,
     }
 
     apply {
-        if (meta.port_role == PORT_ROLE_HOST && meta.dst_is_vmac) {
+        if ((meta.port_role == PORT_ROLE_HOST && meta.dst_is_vmac) || meta.by_client_hash) {
             buckets.apply();
             // A bucket pointing back at the sender's own port is a hairpin, as in L2.
             if (meta.drop_reason == DROP_REASON_NONE

@@ -29,6 +29,12 @@ control LookupMdInit(in headers_t hdr,
         meta.l2_port_role = PORT_ROLE_UNKNOWN;
         meta.learn_src_ip = 0;
         meta.flood = false;
+        meta.flood_group = 0;
+        meta.ra_configured = false;
+        meta.public_ip = 0;
+        meta.public_mac = 0;
+        meta.by_client_hash = false;
+        meta.ike_spi = 0;
 
         meta.lookup.eth_dst = 0;
         meta.lookup.eth_src = 0;
@@ -48,6 +54,13 @@ control LookupMdInit(in headers_t hdr,
         meta.lookup.arp_spa = 0;
         meta.lookup.arp_tpa = 0;
         meta.lookup.src_ip = 0;
+        meta.lookup.ipv4_valid = hdr.ipv4.isValid();
+        meta.lookup.ipv4_src = 0;
+        meta.lookup.ipv4_dst = 0;
+        if (hdr.ipv4.isValid()) {
+            meta.lookup.ipv4_src = hdr.ipv4.src_addr;
+            meta.lookup.ipv4_dst = hdr.ipv4.dst_addr;
+        }
         if (hdr.arp.isValid()) {
             // A truncated ARP never gets here: its extract failed (parser_error set).
             meta.lookup.arp_valid = standard_metadata.parser_error == error.NoError

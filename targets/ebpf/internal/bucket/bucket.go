@@ -1,7 +1,8 @@
 // Package bucket is the Go copy of the pipeline's bucket math
 // (docs/pipeline-contract.md, "Terms"): bucket(mac) = hash(mac) & (K-1) with the
-// settings' bucket_hash (CRC-32 or the MAC's low bits), vmac(b) = vmac_base | b.
-// Tested against p4src/vectors/bucket-crc32.json and bucket-identity.json.
+// settings' bucket_hash (CRC-32 or the MAC's low bits), vmac(b) = vmac_base | b; and the
+// outside switch's client bucket, the same two hashes over a client's IPv4 address.
+// Tested against p4src/vectors/{bucket,client}-{crc32,identity}.json.
 package bucket
 
 import (
@@ -29,14 +30,40 @@ func Hash16(mac [6]byte, h c.BucketHash) (uint16, error) {
 	return 0, fmt.Errorf("bucket hash %v: must be CRC32 or IDENTITY", h)
 }
 
+// ClientHash16 returns the 16 bits of a client's IPv4 address (network order) that the
+// outside switch masks with K-1 under h: the low 16 bits of the CRC-32 of its 4 bytes
+// (BucketHashCRC32) or of the address itself (BucketHashIdentity).
+func ClientHash16(ip [4]byte, h c.BucketHash) (uint16, error) {
+	switch h {
+	case c.BucketHashCRC32:
+		return uint16(CRC32(ip[:])), nil
+	case c.BucketHashIdentity:
+		return uint16(ip[2])<<8 | uint16(ip[3]), nil
+	}
+	return 0, fmt.Errorf("bucket hash %v: must be CRC32 or IDENTITY", h)
+}
+
 // Of returns the bucket of mac for k buckets under hash h; k must be a power of two.
 func Of(mac [6]byte, k int, h c.BucketHash) (uint16, error) {
-	if k <= 0 || k > 1<<16 || k&(k-1) != 0 {
-		return 0, fmt.Errorf("bucket count %d: must be a power of two in [1, 65536]", k)
-	}
 	v, err := Hash16(mac, h)
 	if err != nil {
 		return 0, err
+	}
+	return mask(v, k)
+}
+
+// OfClient returns the bucket of a client's IPv4 address for k buckets under hash h.
+func OfClient(ip [4]byte, k int, h c.BucketHash) (uint16, error) {
+	v, err := ClientHash16(ip, h)
+	if err != nil {
+		return 0, err
+	}
+	return mask(v, k)
+}
+
+func mask(v uint16, k int) (uint16, error) {
+	if k <= 0 || k > 1<<16 || k&(k-1) != 0 {
+		return 0, fmt.Errorf("bucket count %d: must be a power of two in [1, 65536]", k)
 	}
 	return v & uint16(k-1), nil
 }

@@ -14,10 +14,13 @@ import (
 var (
 	vectorsPath         = filepath.Join("..", "..", "..", "..", "p4src", "vectors", "bucket-crc32.json")
 	identityVectorsPath = filepath.Join("..", "..", "..", "..", "p4src", "vectors", "bucket-identity.json")
+	clientVectorsPath   = filepath.Join("..", "..", "..", "..", "p4src", "vectors", "client-crc32.json")
+	clientIdentityPath  = filepath.Join("..", "..", "..", "..", "p4src", "vectors", "client-identity.json")
 )
 
 type vector struct {
 	MAC         string `json:"mac"`
+	IP          string `json:"ip"`
 	CRC32       uint32 `json:"crc32"`
 	Low16       uint16 `json:"low16"`
 	BucketK64   uint16 `json:"bucket_k64"`
@@ -72,6 +75,36 @@ func TestVectors(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestClientVectors checks the client-address hash against its BMv2 vector files.
+func TestClientVectors(t *testing.T) {
+	for _, file := range []struct {
+		path string
+		hash c.BucketHash
+	}{{clientVectorsPath, c.BucketHashCRC32}, {clientIdentityPath, c.BucketHashIdentity}} {
+		for _, v := range loadVectors(t, file.path) {
+			ip := [4]byte(net.ParseIP(v.IP).To4())
+			want16 := v.Low16
+			if file.hash == c.BucketHashCRC32 {
+				want16 = uint16(v.CRC32)
+			}
+			if got, err := ClientHash16(ip, file.hash); err != nil || got != want16 {
+				t.Errorf("ClientHash16(%s, %v) = %d, %v; want %d", v.IP, file.hash, got, err, want16)
+			}
+			for k, want := range map[int]uint16{64: v.BucketK64, 256: v.BucketK256, 4096: v.BucketK4096} {
+				if got, err := OfClient(ip, k, file.hash); err != nil || got != want {
+					t.Errorf("OfClient(%s, %d, %v) = %d, %v; want %d", v.IP, k, file.hash, got, err, want)
+				}
+			}
+		}
+	}
+	if _, err := OfClient([4]byte{}, 3, c.BucketHashCRC32); err == nil {
+		t.Error("K = 3 accepted")
+	}
+	if _, err := ClientHash16([4]byte{}, 2); err == nil {
+		t.Error("bucket hash 2 accepted")
 	}
 }
 

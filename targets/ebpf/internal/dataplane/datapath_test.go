@@ -238,6 +238,8 @@ type dpCase struct {
 	tx        []uint16 // ports that must have sent exactly this frame once
 	events    []Event
 	bucketHit bool // h1's bucket counter must count the frame
+	// counter, if set, reads a direct counter that must count the frame once.
+	counter func(*EBPF) (Counter, error)
 }
 
 func TestDatapath(t *testing.T) {
@@ -380,6 +382,9 @@ func runCase(t *testing.T, r *rig, c dpCase) {
 	if c.bucketHit {
 		hitBefore, _ = e.BucketCounter(bucketOf(t, macH1))
 	}
+	if c.counter != nil {
+		hitBefore, _ = c.counter(e)
+	}
 	res := r.runOn(t, e, ifindex, c.frame)
 	if res.verdict != c.verdict {
 		t.Errorf("verdict %d, want %d", res.verdict, c.verdict)
@@ -406,13 +411,17 @@ func runCase(t *testing.T, r *rig, c dpCase) {
 	if fmt.Sprint(got.tx) != fmt.Sprint(wantTx) {
 		t.Errorf("port tx %v, want %v", got.tx, wantTx)
 	}
-	if c.bucketHit {
-		after, err := e.BucketCounter(bucketOf(t, macH1))
+	if c.bucketHit || c.counter != nil {
+		read := c.counter
+		if read == nil {
+			read = func(e *EBPF) (Counter, error) { return e.BucketCounter(bucketOf(t, macH1)) }
+		}
+		after, err := read(e)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if d := (Counter{after.Packets - hitBefore.Packets, after.Bytes - hitBefore.Bytes}); d != (Counter{1, uint64(len(c.frame))}) {
-			t.Errorf("bucket_counter moved by %v, want 1 packet of %d bytes", d, len(c.frame))
+			t.Errorf("direct counter moved by %v, want 1 packet of %d bytes", d, len(c.frame))
 		}
 	}
 	evs := collectEvents(e, len(c.events))
@@ -500,6 +509,39 @@ func TestLearnedIdleRefresh(t *testing.T) {
 	}
 	if _, err := e.LearnedIdle(macH3, portH1); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("idle of unknown entry: %v, want ErrNotFound", err)
+	}
+}
+
+// LearnedIdleAll reads the whole table in batches and agrees with LearnedIdle.
+func TestLearnedIdleAll(t *testing.T) {
+	r := newRig(t)
+	e := r.pipeline(t, true)
+	const extra = 2500 // more than one batch
+	for i := range extra {
+		if err := e.SetLearned(MAC{0x02, 0xbb, 0, 0, byte(i >> 8), byte(i)}, portH2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	all, err := e.LearnedIdleAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := e.LearnedIdle(macH1, portH1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := all[LearnedKey{macH1, portH1}]
+	if !ok || got > one || got < 10*time.Millisecond {
+		t.Fatalf("LearnedIdleAll[%v@%d] = %v, %v; LearnedIdle says %v", macH1, portH1, got, ok, one)
+	}
+	if _, ok := all[LearnedKey{macH3, portH1}]; ok {
+		t.Fatalf("LearnedIdleAll holds %v@%d, which was never learned", macH3, portH1)
+	}
+	for i := range extra {
+		if _, ok := all[LearnedKey{MAC{0x02, 0xbb, 0, 0, byte(i >> 8), byte(i)}, portH2}]; !ok {
+			t.Fatalf("LearnedIdleAll misses learned entry %d of %d (read %d)", i, extra, len(all))
+		}
 	}
 }
 

@@ -28,6 +28,59 @@ type DispatchConfig struct {
 	BucketHash p4constants.BucketHash
 }
 
+// LearnedKey identifies a learned_sources entry.
+type LearnedKey struct {
+	MAC  MAC
+	Port uint16
+}
+
+// RAConfig mirrors the params of SupergwIngress.ra_config.set_ra_config (the outside
+// switch of remote access). Configured=false is the initial default action
+// mark_ra_unconfigured.
+type RAConfig struct {
+	Configured bool
+	PublicIP   IPv4
+	PublicMAC  MAC
+}
+
+// DispatchTable names a table whose action sends a frame to one gateway (Gateway) and
+// counts it in the entry's direct counter: the LAN's client_pools and the outside
+// switch's client_pins, ike_spi_labels and esp_spi_ranges. Their default actions are
+// fixed (fall through to buckets, or drop), so only entries are written.
+type DispatchTable uint8
+
+const (
+	// ClientPools is pool_dispatch.client_pools: LPM on a host frame's IPv4 destination.
+	ClientPools DispatchTable = iota + 1
+	// ClientPins is outside_dispatch.client_pins: exact on a client's outer IPv4 address.
+	ClientPins
+	// IKESPILabels is outside_dispatch.ike_spi_labels: ternary on the 64-bit IKE SPI.
+	IKESPILabels
+	// ESPSPIRanges is outside_dispatch.esp_spi_ranges: ternary on the 32-bit ESP SPI.
+	ESPSPIRanges
+)
+
+// DispatchKey is the match of a DispatchTable entry, its key as an integer (an IPv4
+// address in network order read as a big-endian number):
+//   - ClientPools: Value and PrefixLen (0..32), the bits below the prefix zero;
+//   - ClientPins: Value only;
+//   - IKESPILabels, ESPSPIRanges: Value, Mask (Value has no bit outside Mask) and
+//     Priority (> 0; the higher wins, as in P4Runtime).
+//
+// Fields a table does not use must be zero.
+type DispatchKey struct {
+	Value     uint64
+	Mask      uint64
+	PrefixLen uint8
+	Priority  int32
+}
+
+// Gateway is the action data of every DispatchTable entry: the gateway's port and real MAC.
+type Gateway struct {
+	Port uint16
+	MAC  MAC
+}
+
 // Counter is a packets-and-bytes counter value.
 type Counter struct {
 	Packets uint64
@@ -77,6 +130,19 @@ type Dataplane interface {
 	BucketCounter(bucket uint16) (Counter, error)
 	SetBucketCounter(bucket uint16, c Counter) error
 
+	// SetRAConfig sets ra_settings' default action (set_ra_config or, with
+	// Configured=false, mark_ra_unconfigured).
+	SetRAConfig(cfg RAConfig) error
+
+	// SetDispatchEntry inserts or modifies an entry of a DispatchTable; an insert starts
+	// its direct counter at zero, a modify keeps it. A key that breaks DispatchKey's rules
+	// for the table is ErrBadKey.
+	SetDispatchEntry(t DispatchTable, k DispatchKey, gw Gateway) error
+	DeleteDispatchEntry(t DispatchTable, k DispatchKey) error
+	// DispatchCounter reads the direct counter of one entry (summed over CPUs).
+	DispatchCounter(t DispatchTable, k DispatchKey) (Counter, error)
+	SetDispatchCounter(t DispatchTable, k DispatchKey, c Counter) error
+
 	// SetL2 installs mac_table's set_output_port(port, role); role is the role the
 	// controller gives port (anything but HOST makes a gateway's frame GATEWAY_TO_GATEWAY).
 	SetL2(mac MAC, port uint16, role uint8) error
@@ -86,9 +152,13 @@ type Dataplane interface {
 	DeleteLearned(mac MAC, port uint16) error
 	// LearnedIdle reports how long ago (mac, port) last matched a frame.
 	LearnedIdle(mac MAC, port uint16) (time.Duration, error)
+	// LearnedIdleAll reports it for every learned entry, in one read of the table
+	// (the idle-timeout scan reads them all every 100 ms).
+	LearnedIdleAll() (map[LearnedKey]time.Duration, error)
 
-	// SetFloodGroup sets the replicas of multicast group id (only HOST_FLOOD_GROUP is
-	// used by the program); an empty list deletes the group.
+	// SetFloodGroup sets the replicas of multicast group id (the program floods to
+	// HOST_FLOOD_GROUP, GATEWAY_OUTSIDE_FLOOD_GROUP and UPLINK_FLOOD_GROUP); an empty list
+	// deletes the group.
 	SetFloodGroup(id uint16, ports []uint16) error
 
 	// DropCounter reads one index of SupergwIngress.drop_counter.
@@ -119,4 +189,7 @@ var (
 	// ErrOutOfRange is returned for an index the data plane has no slot for: a
 	// bucket >= MAX_BUCKETS, a counter index or a group id beyond its array.
 	ErrOutOfRange = errors.New("index out of range")
+	// ErrBadKey is returned for a DispatchKey that does not fit its table: a value wider
+	// than the key, bits outside a mask or below a prefix, a priority where none belongs.
+	ErrBadKey = errors.New("key does not fit the table")
 )

@@ -53,7 +53,7 @@ type EBPF struct {
 	maxFlood  int
 
 	portRoles     hashMap[uint16, uint8]
-	ifindexPort   hashMap[uint32, uint16]
+	ifindexPort   hashMap[uint32, bpfSgwPortInfo]
 	settings      hashMap[uint32, bpfSgwDispatchConfig]
 	hostIPs       hashMap[IPv4, MAC]
 	buckets       hashMap[uint32, bpfSgwBucket]
@@ -64,6 +64,7 @@ type EBPF struct {
 	floodGroups   hashMap[uint32, bpfSgwFloodGroup]
 	dropCounter   counterMap
 	portTx        counterMap
+	ra            raMaps
 }
 
 var _ Dataplane = (*EBPF)(nil)
@@ -127,7 +128,7 @@ func open(cfg Config, ifindex map[uint16]int) (_ *EBPF, err error) {
 		return nil, err
 	}
 	for port, idx := range ifindex {
-		if err = e.ifindexPort.put(uint32(idx), port); err != nil {
+		if err = e.ifindexPort.put(uint32(idx), bpfSgwPortInfo{Port: port}); err != nil {
 			return nil, err
 		}
 	}
@@ -173,7 +174,7 @@ func (e *EBPF) load() error {
 	m := &e.objs.bpfMaps
 	var err error
 	e.portRoles = hashMap[uint16, uint8]{m.SgwPortRoles, "port_roles"}
-	e.ifindexPort = hashMap[uint32, uint16]{m.SgwIfindexPort, "ifindex_port"}
+	e.ifindexPort = hashMap[uint32, bpfSgwPortInfo]{m.SgwIfindexPort, "ifindex_port"}
 	e.settings = hashMap[uint32, bpfSgwDispatchConfig]{m.SgwSettings, "settings"}
 	e.hostIPs = hashMap[IPv4, MAC]{m.SgwHostIps, "host_ips"}
 	e.buckets = hashMap[uint32, bpfSgwBucket]{m.SgwBuckets, "buckets"}
@@ -192,12 +193,13 @@ func (e *EBPF) load() error {
 	if e.portTx, err = newCounterMap(m.SgwPortTx, "port_tx"); err != nil {
 		return err
 	}
-	return nil
+	return e.loadRemoteAccess()
 }
 
 func (e *EBPF) mapsByName() map[string]*ebpf.Map {
 	m := &e.objs.bpfMaps
-	return map[string]*ebpf.Map{
+	all := e.raMapsByName()
+	maps.Copy(all, map[string]*ebpf.Map{
 		bpfMapSgwBucketCounter:  m.SgwBucketCounter,
 		bpfMapSgwBuckets:        m.SgwBuckets,
 		bpfMapSgwDigestSent:     m.SgwDigestSent,
@@ -211,7 +213,8 @@ func (e *EBPF) mapsByName() map[string]*ebpf.Map {
 		bpfMapSgwPortRoles:      m.SgwPortRoles,
 		bpfMapSgwPortTx:         m.SgwPortTx,
 		bpfMapSgwSettings:       m.SgwSettings,
-	}
+	})
+	return all
 }
 
 // PinDir is the directory holding this instance's pinned maps.
@@ -220,9 +223,33 @@ func (e *EBPF) PinDir() string { return e.cfg.PinDir }
 // Ports returns the P4 port numbers this target was started with.
 func (e *EBPF) Ports() []uint16 { return slices.Sorted(maps.Keys(e.ifindex)) }
 
-func (e *EBPF) SetPortRole(port uint16, role uint8) error { return e.portRoles.put(port, role) }
+func (e *EBPF) SetPortRole(port uint16, role uint8) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.portRoles.put(port, role); err != nil {
+		return err
+	}
+	return e.copyRole(port, role)
+}
 
-func (e *EBPF) DeletePortRole(port uint16) error { return e.portRoles.del(port) }
+func (e *EBPF) DeletePortRole(port uint16) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.portRoles.del(port); err != nil {
+		return err
+	}
+	return e.copyRole(port, 0)
+}
+
+// copyRole puts port's role (0: none) next to its ifindex, where the program
+// reads it; a port this switch was not started with has no ifindex entry.
+func (e *EBPF) copyRole(port uint16, role uint8) error {
+	idx, ok := e.ifindex[port]
+	if !ok {
+		return nil
+	}
+	return e.ifindexPort.put(uint32(idx), bpfSgwPortInfo{Port: port, Role: role})
+}
 
 func (e *EBPF) SetDispatchConfig(cfg DispatchConfig) error {
 	var v bpfSgwDispatchConfig
@@ -349,6 +376,18 @@ func (e *EBPF) LearnedIdle(mac MAC, port uint16) (time.Duration, error) {
 		return 0, nil
 	}
 	return time.Duration(now - last), nil
+}
+
+func (e *EBPF) LearnedIdleAll() (map[LearnedKey]time.Duration, error) {
+	now, err := monotonicNow()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[LearnedKey]time.Duration)
+	err = readAll(e.learned, func(k bpfSgwLearnKey, last uint64) {
+		out[LearnedKey{MAC: k.Mac, Port: k.Port}] = time.Duration(now - min(now, last))
+	})
+	return out, err
 }
 
 // SetFloodGroup stores the replicas of group id; ports not attached here are

@@ -68,4 +68,48 @@ func checkSentinels(t *testing.T, dp Dataplane, l fakeLimits) {
 	if err := dp.SetHostIP(IPv4{10, 99, 0, 0}, macH2); err != nil {
 		t.Errorf("modify in a full map: %v", err)
 	}
+	checkDispatchSentinels(t, dp, l)
+}
+
+// The remote-access tables: keys that break their match kind are ErrBadKey, absent keys
+// ErrNotFound, and a full table ErrCapacity (an existing key may still change).
+func checkDispatchSentinels(t *testing.T, dp Dataplane, l fakeLimits) {
+	want := func(what string, err, sentinel error) {
+		t.Helper()
+		if !errors.Is(err, sentinel) {
+			t.Errorf("%s: %v, want %v", what, err, sentinel)
+		}
+	}
+	gw := Gateway{portG1, macGW1}
+	for what, c := range map[string]struct {
+		t DispatchTable
+		k DispatchKey
+	}{
+		"pool with host bits":      {ClientPools, DispatchKey{Value: 0x0a000001, PrefixLen: 24}},
+		"pool prefix 33":           {ClientPools, DispatchKey{PrefixLen: 33}},
+		"pool with a priority":     {ClientPools, DispatchKey{Value: 0x0a000000, PrefixLen: 8, Priority: 1}},
+		"pin wider than IPv4":      {ClientPins, DispatchKey{Value: 1 << 32}},
+		"pin with a mask":          {ClientPins, DispatchKey{Value: 1, Mask: 1}},
+		"ternary without priority": {ESPSPIRanges, DispatchKey{Value: 1, Mask: 1}},
+		"ternary value outside":    {IKESPILabels, DispatchKey{Value: 3, Mask: 1, Priority: 1}},
+		"ESP SPI wider than 32":    {ESPSPIRanges, DispatchKey{Value: 1 << 32, Mask: 1 << 32, Priority: 1}},
+		"not a dispatch table":     {DispatchTable(9), DispatchKey{}},
+	} {
+		want("SetDispatchEntry "+what, dp.SetDispatchEntry(c.t, c.k, gw), ErrBadKey)
+	}
+	absent := DispatchKey{Value: 7, Mask: 0xff, Priority: 1}
+	want("DeleteDispatchEntry of an absent key", dp.DeleteDispatchEntry(IKESPILabels, absent), ErrNotFound)
+	_, err := dp.DispatchCounter(IKESPILabels, absent)
+	want("DispatchCounter of an absent key", err, ErrNotFound)
+	want("SetDispatchCounter of an absent key", dp.SetDispatchCounter(IKESPILabels, absent, Counter{}), ErrNotFound)
+	n := l.dispatch[ESPSPIRanges]
+	for i := 0; i < n; i++ {
+		if err := dp.SetDispatchEntry(ESPSPIRanges, DispatchKey{Value: uint64(i), Mask: 0xffffffff, Priority: 1}, gw); err != nil {
+			t.Fatalf("esp_spi_ranges entry #%d of %d: %v", i, n, err)
+		}
+	}
+	want("SetDispatchEntry into a full table", dp.SetDispatchEntry(ESPSPIRanges, DispatchKey{Value: uint64(n), Mask: 0xffffffff, Priority: 1}, gw), ErrCapacity)
+	if err := dp.SetDispatchEntry(ESPSPIRanges, DispatchKey{Value: 0, Mask: 0xffffffff, Priority: 1}, Gateway{portG2, macGW2}); err != nil {
+		t.Errorf("modify in a full table: %v", err)
+	}
 }

@@ -29,18 +29,15 @@ type Fake struct {
 	events      chan Event
 	closed      bool
 	now         func() time.Time
+	ra          RAConfig
+	dispatchTbl map[DispatchTable]*dispatchIndex
+	dispatchCtr map[DispatchTable]map[uint16]Counter
 }
 
 // BucketEntry is what SetBucket stored for one bucket.
 type BucketEntry struct {
 	Port       uint16
 	GatewayMAC MAC
-}
-
-// LearnedKey identifies a learned_sources entry.
-type LearnedKey struct {
-	MAC  MAC
-	Port uint16
 }
 
 // Transmitted is one frame sent with Transmit.
@@ -52,6 +49,7 @@ type Transmitted struct {
 // fakeLimits are the max_entries of the eBPF maps (and the flood group size).
 type fakeLimits struct {
 	portRoles, hostIPs, buckets, l2, learned, groups, replicas, drops int
+	dispatch                                                          map[DispatchTable]int
 }
 
 var (
@@ -84,6 +82,7 @@ func specLimits() (fakeLimits, error) {
 			groups:    size(bpfMapSgwFloodGroups),
 			replicas:  len(bpfSgwFloodGroup{}.Members),
 			drops:     size(bpfMapSgwDropCounter),
+			dispatch:  dispatchLimits(size),
 		}
 	})
 	return limits, limitsErr
@@ -96,7 +95,7 @@ func NewFake(ports ...uint16) *Fake {
 	if err != nil {
 		panic(err)
 	}
-	return &Fake{
+	f := &Fake{
 		limits:      l,
 		ports:       slices.Clone(ports),
 		portRoles:   map[uint16]uint8{},
@@ -109,7 +108,14 @@ func NewFake(ports ...uint16) *Fake {
 		drops:       map[uint16]Counter{},
 		events:      make(chan Event, 1024),
 		now:         time.Now,
+		dispatchTbl: map[DispatchTable]*dispatchIndex{},
+		dispatchCtr: map[DispatchTable]map[uint16]Counter{},
 	}
+	for t, n := range l.dispatch {
+		f.dispatchTbl[t] = newDispatchIndex(t, n)
+		f.dispatchCtr[t] = map[uint16]Counter{}
+	}
+	return f
 }
 
 var _ Dataplane = (*Fake)(nil)
@@ -277,6 +283,17 @@ func (f *Fake) LearnedIdle(mac MAC, port uint16) (time.Duration, error) {
 		return 0, fmt.Errorf("learned %v@%d: %w", mac, port, ErrNotFound)
 	}
 	return f.now().Sub(last), nil
+}
+
+func (f *Fake) LearnedIdleAll() (map[LearnedKey]time.Duration, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	out := make(map[LearnedKey]time.Duration, len(f.learned))
+	for k, last := range f.learned {
+		out[k] = now.Sub(last)
+	}
+	return out, nil
 }
 
 func (f *Fake) SetFloodGroup(id uint16, ports []uint16) error {

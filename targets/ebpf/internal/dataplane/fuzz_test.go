@@ -291,61 +291,12 @@ func (fz *fuzzRig) check(t *testing.T, portSel uint8, shape uint32, data []byte)
 	etherType := binary.BigEndian.Uint16(in[12:14])
 	desc := fmt.Sprintf("port %d (role %d), frame %x", port, role, in)
 	fz.drainEvents()
-	before := fz.snapshot(t)
-	res, err := fz.run(ifindex, in)
-	if err != nil {
-		// BPF_PROG_RUN refuses an IPv4 frame without a full IPv4 header and an
-		// IPv6 frame without a full IPv6 header (EINVAL) before the program
-		// runs; nothing else may fail.
-		if errors.Is(err, unix.EINVAL) && ((etherType == 0x0800 && len(in) < ethHdrLen+20) || (etherType == 0x86dd && len(in) < ethHdrLen+40)) {
-			return
-		}
-		t.Fatalf("%s: %v", desc, err)
+	o, ran := fz.observe(t, ifindex, in, desc)
+	if !ran {
+		return
 	}
-	after := fz.snapshot(t)
-	out := res.out
-
-	// Deltas.
-	var drops []uint16
-	var dropDelta Counter
-	for i := uint16(0); i < fz.nDrops; i++ {
-		d := sub(after.drops[i], before.drops[i])
-		if d != (Counter{}) {
-			drops = append(drops, i)
-			dropDelta = d
-		}
-	}
-	var sent []uint16
-	for p := range rigLinks {
-		d := sub(after.tx[p], before.tx[p])
-		if d == (Counter{}) {
-			continue
-		}
-		if d != (Counter{Packets: 1, Bytes: uint64(len(in))}) {
-			t.Errorf("%s: port %d tx moved by %+v, want one frame of %d bytes", desc, p, d, len(in))
-		}
-		sent = append(sent, p)
-	}
-	slices.Sort(sent)
-
-	if res.verdict != fz.shot && res.verdict != fz.redirect {
-		t.Fatalf("%s: verdict %d, want TC_ACT_SHOT or TC_ACT_REDIRECT", desc, res.verdict)
-	}
-	if len(out) != len(in) {
-		t.Fatalf("%s: output length %d, want %d", desc, len(out), len(in))
-	}
-	if len(drops) > 1 {
-		t.Fatalf("%s: %d drop reasons counted (%v), want at most one", desc, len(drops), drops)
-	}
+	res, out, drops, sent := o.res, o.res.out, o.drops, o.sent
 	dropped := len(drops) == 1
-	if dropped {
-		if dropDelta != (Counter{Packets: 1, Bytes: uint64(len(in))}) {
-			t.Errorf("%s: drop reason %d moved by %+v, want one frame of %d bytes", desc, drops[0], dropDelta, len(in))
-		}
-		if res.verdict != fz.shot || len(sent) > 0 {
-			t.Errorf("%s: dropped (reason %d) but verdict %d, sent to %v", desc, drops[0], res.verdict, sent)
-		}
-	}
 	if !hasRole {
 		if !dropped || drops[0] != fz.unknown {
 			t.Fatalf("%s: port without role: drops %v, want UNKNOWN_PORT", desc, drops)
@@ -371,11 +322,7 @@ func (fz *fuzzRig) check(t *testing.T, portSel uint8, shape uint32, data []byte)
 		}
 	}
 	switch {
-	case res.verdict == fz.redirect:
-		if len(sent) != 1 {
-			t.Errorf("%s: redirected, but sent to %v, want exactly one port", desc, sent)
-		}
-	case dropped:
+	case res.verdict == fz.redirect, dropped:
 	case len(sent) > 0:
 		want := slices.DeleteFunc(slices.Clone(fz.floodGroup), func(p uint16) bool { return p == port })
 		if !slices.Equal(sent, want) {
@@ -402,6 +349,70 @@ func (fz *fuzzRig) check(t *testing.T, portSel uint8, shape uint32, data []byte)
 			t.Errorf("%s: digest from non-host port: %s", desc, eventString(ev))
 		}
 	}
+}
+
+// observation is what one frame did: the verdict and output, the drop reasons that
+// counted it and the ports that transmitted it (sorted).
+type observation struct {
+	res   runResult
+	drops []uint16
+	sent  []uint16
+}
+
+// observe runs in on ifindex and checks what holds for any input of any fuzz target:
+// verdict TC_ACT_SHOT or TC_ACT_REDIRECT with the length unchanged; at most one drop
+// reason, counting exactly this frame, and a drop is SHOT and sends nothing; every port
+// that transmitted counts exactly this frame; a redirect leaves by exactly one port.
+// ran is false when the kernel refused the frame before the program ran: BPF_PROG_RUN
+// refuses an IPv4 frame without a full IPv4 header and an IPv6 frame without a full IPv6
+// header (EINVAL); nothing else may fail.
+func (fz *fuzzRig) observe(t *testing.T, ifindex int, in []byte, desc string) (o observation, ran bool) {
+	t.Helper()
+	etherType := binary.BigEndian.Uint16(in[12:14])
+	before := fz.snapshot(t)
+	res, err := fz.run(ifindex, in)
+	if err != nil {
+		if errors.Is(err, unix.EINVAL) && ((etherType == 0x0800 && len(in) < ethHdrLen+20) || (etherType == 0x86dd && len(in) < ethHdrLen+40)) {
+			return o, false
+		}
+		t.Fatalf("%s: %v", desc, err)
+	}
+	after := fz.snapshot(t)
+	o.res = res
+	one := Counter{Packets: 1, Bytes: uint64(len(in))}
+	for i := uint16(0); i < fz.nDrops; i++ {
+		if d := sub(after.drops[i], before.drops[i]); d != (Counter{}) {
+			if d != one {
+				t.Errorf("%s: drop reason %d moved by %+v, want one frame of %d bytes", desc, i, d, len(in))
+			}
+			o.drops = append(o.drops, i)
+		}
+	}
+	for p := range rigLinks {
+		if d := sub(after.tx[p], before.tx[p]); d != (Counter{}) {
+			if d != one {
+				t.Errorf("%s: port %d tx moved by %+v, want one frame of %d bytes", desc, p, d, len(in))
+			}
+			o.sent = append(o.sent, p)
+		}
+	}
+	slices.Sort(o.sent)
+	if res.verdict != fz.shot && res.verdict != fz.redirect {
+		t.Fatalf("%s: verdict %d, want TC_ACT_SHOT or TC_ACT_REDIRECT", desc, res.verdict)
+	}
+	if len(res.out) != len(in) {
+		t.Fatalf("%s: output length %d, want %d", desc, len(res.out), len(in))
+	}
+	if len(o.drops) > 1 {
+		t.Fatalf("%s: %d drop reasons counted (%v), want at most one", desc, len(o.drops), o.drops)
+	}
+	if len(o.drops) == 1 && (res.verdict != fz.shot || len(o.sent) > 0) {
+		t.Errorf("%s: dropped (reason %d) but verdict %d, sent to %v", desc, o.drops[0], res.verdict, o.sent)
+	}
+	if res.verdict == fz.redirect && len(o.sent) != 1 {
+		t.Errorf("%s: redirected, but sent to %v, want exactly one port", desc, o.sent)
+	}
+	return o, true
 }
 
 // run is rig.runOn returning the error instead of failing.

@@ -50,6 +50,43 @@ func (h hashMap[K, V]) del(k K) error {
 	return nil
 }
 
+// batchSize is how many entries one BPF_MAP_LOOKUP_BATCH call reads.
+const batchSize = 1024
+
+// readAll hands every entry of a hash map to f, batchSize entries per syscall
+// (BPF_MAP_LOOKUP_BATCH), or one by one where the kernel has no batch lookup.
+func readAll[K comparable, V any](h hashMap[K, V], f func(K, V)) error {
+	keys, vals := make([]K, batchSize), make([]V, batchSize)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := h.m.BatchLookup(&cursor, keys, vals, nil)
+		for i := range n {
+			f(keys[i], vals[i])
+		}
+		switch {
+		case errors.Is(err, ebpf.ErrKeyNotExist):
+			return nil
+		case errors.Is(err, ebpf.ErrNotSupported):
+			return iterateAll(h, f)
+		case err != nil:
+			return fmt.Errorf("%s: read all: %w", h.name, err)
+		}
+	}
+}
+
+func iterateAll[K comparable, V any](h hashMap[K, V], f func(K, V)) error {
+	var k K
+	var v V
+	it := h.m.Iterate()
+	for it.Next(&k, &v) {
+		f(k, v)
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("%s: read all: %w", h.name, err)
+	}
+	return nil
+}
+
 // counterMap is a per-CPU array of packets/bytes counters, summed on read.
 type counterMap struct {
 	m    *ebpf.Map

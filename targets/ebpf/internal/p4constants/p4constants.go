@@ -11,9 +11,11 @@ import "fmt"
 type PortRole uint8
 
 const (
-	PortRoleUnknown PortRole = 0
-	PortRoleHost    PortRole = 1
-	PortRoleGateway PortRole = 2
+	PortRoleUnknown        PortRole = 0
+	PortRoleHost           PortRole = 1
+	PortRoleGateway        PortRole = 2
+	PortRoleUplink         PortRole = 3
+	PortRoleGatewayOutside PortRole = 4
 )
 
 func (v PortRole) String() string {
@@ -24,6 +26,10 @@ func (v PortRole) String() string {
 		return "HOST"
 	case PortRoleGateway:
 		return "GATEWAY"
+	case PortRoleUplink:
+		return "UPLINK"
+	case PortRoleGatewayOutside:
+		return "GATEWAY_OUTSIDE"
 	}
 	return fmt.Sprintf("PortRole(%d)", uint8(v))
 }
@@ -44,6 +50,13 @@ const (
 	DropReasonPacketOutBadPort       DropReason = 9
 	DropReasonHairpin                DropReason = 10
 	DropReasonGatewayToGateway       DropReason = 11
+	DropReasonARPSpoofPublicIP       DropReason = 12
+	DropReasonRANotConfigured        DropReason = 13
+	DropReasonMalformedIKE           DropReason = 14
+	DropReasonMalformedESP           DropReason = 15
+	DropReasonIKESPIUnknown          DropReason = 16
+	DropReasonESPSPIUnknown          DropReason = 17
+	DropReasonUplinkToUplink         DropReason = 18
 )
 
 func (v DropReason) String() string {
@@ -72,6 +85,20 @@ func (v DropReason) String() string {
 		return "HAIRPIN"
 	case DropReasonGatewayToGateway:
 		return "GATEWAY_TO_GATEWAY"
+	case DropReasonARPSpoofPublicIP:
+		return "ARP_SPOOF_PUBLIC_IP"
+	case DropReasonRANotConfigured:
+		return "RA_NOT_CONFIGURED"
+	case DropReasonMalformedIKE:
+		return "MALFORMED_IKE"
+	case DropReasonMalformedESP:
+		return "MALFORMED_ESP"
+	case DropReasonIKESPIUnknown:
+		return "IKE_SPI_UNKNOWN"
+	case DropReasonESPSPIUnknown:
+		return "ESP_SPI_UNKNOWN"
+	case DropReasonUplinkToUplink:
+		return "UPLINK_TO_UPLINK"
 	}
 	return fmt.Sprintf("DropReason(%d)", uint8(v))
 }
@@ -117,25 +144,44 @@ func (v BucketHash) String() string {
 
 // Scalar constants of defines.p4 and size.p4.
 const (
-	MaxBuckets              = 4096
-	PortRolesTableSize      = 512
-	SettingsTableSize       = 1
-	HostIPsTableSize        = 4096
-	MACTableSize            = 4096
-	LearnedSourcesTableSize = 4096
-	DropCounterSize         = 16
-	CPUPort                 = 255
-	HostFloodGroup          = 1
-	EthertypeIPv4           = 0x0800
-	EthertypeARP            = 0x0806
-	EthertypePacketOut      = 0xBF01
-	ARPHtypeEthernet        = 1
-	ARPPtypeIPv4            = 0x0800
-	ARPHlenEthernet         = 6
-	ARPPlenIPv4             = 4
-	ARPOperRequest          = 1
-	ARPOperReply            = 2
-	LearnDigestReceiver     = 1
+	MaxBuckets               = 4096
+	PortRolesTableSize       = 512
+	SettingsTableSize        = 1
+	HostIPsTableSize         = 4096
+	MACTableSize             = 4096
+	LearnedSourcesTableSize  = 4096
+	RASettingsTableSize      = 1
+	ClientPoolsTableSize     = 256
+	ClientPinsTableSize      = 8192
+	IKESPILabelsTableSize    = 64
+	ESPSPIRangesTableSize    = 64
+	DropCounterSize          = 32
+	CPUPort                  = 255
+	HostFloodGroup           = 1
+	GatewayOutsideFloodGroup = 2
+	UplinkFloodGroup         = 3
+	EthertypeIPv4            = 0x0800
+	EthertypeARP             = 0x0806
+	EthertypePacketOut       = 0xBF01
+	IPv4IHLNoOptions         = 5
+	IPv4HeaderLen            = 20
+	IPProtoUDP               = 17
+	IPProtoESP               = 50
+	UDPHeaderLen             = 8
+	UDPPortIKE               = 500
+	UDPPortIKENATT           = 4500
+	NonESPMarkerLen          = 4
+	NATTKeepalive            = 0xFF
+	IKEHeaderLen             = 28
+	IKEFlagInitiator         = 0x08
+	ESPHeaderLen             = 8
+	ARPHtypeEthernet         = 1
+	ARPPtypeIPv4             = 0x0800
+	ARPHlenEthernet          = 6
+	ARPPlenIPv4              = 4
+	ARPOperRequest           = 1
+	ARPOperReply             = 2
+	LearnDigestReceiver      = 1
 )
 
 // SupergwIngress.port_classifier.port_roles
@@ -149,6 +195,11 @@ const (
 	TableSettings = "SupergwIngress.dispatch_config.settings"
 )
 
+// SupergwIngress.ra_config.ra_settings
+const (
+	TableRASettings = "SupergwIngress.ra_config.ra_settings"
+)
+
 // SupergwIngress.learning.learned_sources
 const (
 	TableLearnedSources       = "SupergwIngress.learning.learned_sources"
@@ -160,6 +211,30 @@ const (
 const (
 	TableHostIPs         = "SupergwIngress.arp_responder.host_ips"
 	MatchHostIPsTargetIP = "target_ip"
+)
+
+// SupergwIngress.outside_dispatch.client_pins
+const (
+	TableClientPins         = "SupergwIngress.outside_dispatch.client_pins"
+	MatchClientPinsClientIP = "client_ip"
+)
+
+// SupergwIngress.outside_dispatch.ike_spi_labels
+const (
+	TableIKESPILabels       = "SupergwIngress.outside_dispatch.ike_spi_labels"
+	MatchIKESPILabelsIKESPI = "ike_spi"
+)
+
+// SupergwIngress.outside_dispatch.esp_spi_ranges
+const (
+	TableESPSPIRanges       = "SupergwIngress.outside_dispatch.esp_spi_ranges"
+	MatchESPSPIRangesESPSPI = "esp_spi"
+)
+
+// SupergwIngress.pool_dispatch.client_pools
+const (
+	TableClientPools      = "SupergwIngress.pool_dispatch.client_pools"
+	MatchClientPoolsDstIP = "dst_ip"
 )
 
 // SupergwIngress.bucket_dispatch.buckets
@@ -194,6 +269,18 @@ const (
 	ActionMarkUnconfigured = "SupergwIngress.dispatch_config.mark_unconfigured"
 )
 
+// SupergwIngress.ra_config.set_ra_config
+const (
+	ActionSetRAConfig         = "SupergwIngress.ra_config.set_ra_config"
+	ParamSetRAConfigPublicIP  = "public_ip"
+	ParamSetRAConfigPublicMAC = "public_mac"
+)
+
+// SupergwIngress.ra_config.mark_ra_unconfigured
+const (
+	ActionMarkRAUnconfigured = "SupergwIngress.ra_config.mark_ra_unconfigured"
+)
+
 // SupergwIngress.learning.mark_known
 const (
 	ActionMarkKnown = "SupergwIngress.learning.mark_known"
@@ -213,6 +300,54 @@ const (
 // SupergwIngress.arp_responder.punt_arp_miss
 const (
 	ActionPuntARPMiss = "SupergwIngress.arp_responder.punt_arp_miss"
+)
+
+// SupergwIngress.outside_dispatch.set_pin_gateway
+const (
+	ActionSetPinGateway          = "SupergwIngress.outside_dispatch.set_pin_gateway"
+	ParamSetPinGatewayPort       = "port"
+	ParamSetPinGatewayGatewayMAC = "gateway_mac"
+)
+
+// SupergwIngress.outside_dispatch.dispatch_by_client_hash
+const (
+	ActionDispatchByClientHash = "SupergwIngress.outside_dispatch.dispatch_by_client_hash"
+)
+
+// SupergwIngress.outside_dispatch.set_ike_gateway
+const (
+	ActionSetIKEGateway          = "SupergwIngress.outside_dispatch.set_ike_gateway"
+	ParamSetIKEGatewayPort       = "port"
+	ParamSetIKEGatewayGatewayMAC = "gateway_mac"
+)
+
+// SupergwIngress.outside_dispatch.drop_unknown_ike_spi
+const (
+	ActionDropUnknownIKESPI = "SupergwIngress.outside_dispatch.drop_unknown_ike_spi"
+)
+
+// SupergwIngress.outside_dispatch.set_esp_gateway
+const (
+	ActionSetESPGateway          = "SupergwIngress.outside_dispatch.set_esp_gateway"
+	ParamSetESPGatewayPort       = "port"
+	ParamSetESPGatewayGatewayMAC = "gateway_mac"
+)
+
+// SupergwIngress.outside_dispatch.drop_unknown_esp_spi
+const (
+	ActionDropUnknownESPSPI = "SupergwIngress.outside_dispatch.drop_unknown_esp_spi"
+)
+
+// SupergwIngress.pool_dispatch.set_pool_gateway
+const (
+	ActionSetPoolGateway          = "SupergwIngress.pool_dispatch.set_pool_gateway"
+	ParamSetPoolGatewayPort       = "port"
+	ParamSetPoolGatewayGatewayMAC = "gateway_mac"
+)
+
+// SupergwIngress.pool_dispatch.dispatch_by_vmac
+const (
+	ActionDispatchByVmac = "SupergwIngress.pool_dispatch.dispatch_by_vmac"
 )
 
 // SupergwIngress.bucket_dispatch.set_gateway
@@ -242,6 +377,26 @@ const (
 // SupergwIngress.drop_counter
 const (
 	CounterDropCounter = "SupergwIngress.drop_counter"
+)
+
+// SupergwIngress.outside_dispatch.pin_counter
+const (
+	DirectCounterPinCounter = "SupergwIngress.outside_dispatch.pin_counter"
+)
+
+// SupergwIngress.outside_dispatch.ike_spi_counter
+const (
+	DirectCounterIKESPICounter = "SupergwIngress.outside_dispatch.ike_spi_counter"
+)
+
+// SupergwIngress.outside_dispatch.esp_spi_counter
+const (
+	DirectCounterESPSPICounter = "SupergwIngress.outside_dispatch.esp_spi_counter"
+)
+
+// SupergwIngress.pool_dispatch.pool_counter
+const (
+	DirectCounterPoolCounter = "SupergwIngress.pool_dispatch.pool_counter"
 )
 
 // SupergwIngress.bucket_dispatch.bucket_counter
@@ -274,22 +429,41 @@ const (
 const (
 	TablePortRolesID             uint32 = 0x02000001
 	TableSettingsID              uint32 = 0x02000002
+	TableRASettingsID            uint32 = 0x02000007
 	TableLearnedSourcesID        uint32 = 0x02000006
 	TableHostIPsID               uint32 = 0x02000003
+	TableClientPinsID            uint32 = 0x02000009
+	TableIKESPILabelsID          uint32 = 0x0200000a
+	TableESPSPIRangesID          uint32 = 0x0200000b
+	TableClientPoolsID           uint32 = 0x02000008
 	TableBucketsID               uint32 = 0x02000004
 	TableMACTableID              uint32 = 0x02000005
 	ActionSetPortRoleID          uint32 = 0x01000001
 	ActionSetDispatchConfigID    uint32 = 0x01000002
 	ActionMarkUnconfiguredID     uint32 = 0x01000003
+	ActionSetRAConfigID          uint32 = 0x0100000c
+	ActionMarkRAUnconfiguredID   uint32 = 0x0100000d
 	ActionMarkKnownID            uint32 = 0x0100000a
 	ActionLearnID                uint32 = 0x0100000b
 	ActionReplyWithHostMACID     uint32 = 0x01000004
 	ActionPuntARPMissID          uint32 = 0x01000005
+	ActionSetPinGatewayID        uint32 = 0x01000010
+	ActionDispatchByClientHashID uint32 = 0x01000011
+	ActionSetIKEGatewayID        uint32 = 0x01000012
+	ActionDropUnknownIKESPIID    uint32 = 0x01000013
+	ActionSetESPGatewayID        uint32 = 0x01000014
+	ActionDropUnknownESPSPIID    uint32 = 0x01000015
+	ActionSetPoolGatewayID       uint32 = 0x0100000e
+	ActionDispatchByVmacID       uint32 = 0x0100000f
 	ActionSetGatewayID           uint32 = 0x01000006
 	ActionDropUnassignedID       uint32 = 0x01000007
 	ActionSetOutputPortID        uint32 = 0x01000008
 	ActionFloodID                uint32 = 0x01000009
 	CounterDropCounterID         uint32 = 0x12000001
+	DirectCounterPinCounterID    uint32 = 0x13000003
+	DirectCounterIKESPICounterID uint32 = 0x13000004
+	DirectCounterESPSPICounterID uint32 = 0x13000005
+	DirectCounterPoolCounterID   uint32 = 0x13000002
 	DirectCounterBucketCounterID uint32 = 0x13000001
 	DigestLearnDigestID          uint32 = 0x17499b7e
 	CtrlHdrPacketInID            uint32 = 0x04000001

@@ -34,6 +34,11 @@ type binding struct {
 	dropCounter, bucketCounter uint32
 	dropCounterSize            int64
 
+	// Remote access: ra_settings, and the tables whose action sends to a gateway
+	// (client_pools, client_pins, ike_spi_labels, esp_spi_ranges) by table id.
+	raSettings, setRA, raUnconfigured, publicIPParam, publicMACParam uint32
+	dispatch                                                         map[uint32]dispatchBinding
+
 	learnDigest uint32
 	// digestMembers lists learn_digest_t member names in P4Info order.
 	digestMembers []string
@@ -126,6 +131,31 @@ func newBinding(s *schema, dp dataplane.Dataplane) (*binding, error) {
 			}
 		}
 	}
+	ra, sra, rau := tbl(c.TableRASettings), act(c.ActionSetRAConfig), act(c.ActionMarkRAUnconfigured)
+	b.raSettings, b.setRA, b.raUnconfigured = id(ra), aid(sra), aid(rau)
+	b.publicIPParam, b.publicMACParam = param(sra, c.ParamSetRAConfigPublicIP), param(sra, c.ParamSetRAConfigPublicMAC)
+	b.dispatch = map[uint32]dispatchBinding{}
+	for _, d := range []struct {
+		dt                   dataplane.DispatchTable
+		table, field, action string
+		portParam, macParam  string
+		directCounter        string
+	}{
+		{dataplane.ClientPools, c.TableClientPools, c.MatchClientPoolsDstIP, c.ActionSetPoolGateway, c.ParamSetPoolGatewayPort, c.ParamSetPoolGatewayGatewayMAC, c.DirectCounterPoolCounter},
+		{dataplane.ClientPins, c.TableClientPins, c.MatchClientPinsClientIP, c.ActionSetPinGateway, c.ParamSetPinGatewayPort, c.ParamSetPinGatewayGatewayMAC, c.DirectCounterPinCounter},
+		{dataplane.IKESPILabels, c.TableIKESPILabels, c.MatchIKESPILabelsIKESPI, c.ActionSetIKEGateway, c.ParamSetIKEGatewayPort, c.ParamSetIKEGatewayGatewayMAC, c.DirectCounterIKESPICounter},
+		{dataplane.ESPSPIRanges, c.TableESPSPIRanges, c.MatchESPSPIRangesESPSPI, c.ActionSetESPGateway, c.ParamSetESPGatewayPort, c.ParamSetESPGatewayGatewayMAC, c.DirectCounterESPSPICounter},
+	} {
+		ti, ai := tbl(d.table), act(d.action)
+		if ti.t == nil {
+			continue
+		}
+		if _, ok := s.directCounterByName(d.directCounter); !ok {
+			errs = append(errs, fmt.Errorf("direct counter %q not in P4Info", d.directCounter))
+		}
+		b.dispatch[id(ti)] = dispatchBinding{table: d.dt, field: field(ti, d.field), action: aid(ai),
+			portParam: param(ai, d.portParam), macParam: param(ai, d.macParam)}
+	}
 	if b.dropCounter == 0 {
 		errs = append(errs, fmt.Errorf("counter %q not in P4Info", c.CounterDropCounter))
 	}
@@ -159,9 +189,25 @@ func newBinding(s *schema, dp dataplane.Dataplane) (*binding, error) {
 	return b, nil
 }
 
-// entryKey is a validated, canonical table entry: match values and action
-// params by ID.
-type entryKey map[uint32][]byte
+// dispatchBinding maps one gateway table (a match field, an action with port and
+// gateway_mac) onto a dataplane.DispatchTable.
+type dispatchBinding struct {
+	table               dataplane.DispatchTable
+	field, action       uint32
+	portParam, macParam uint32
+}
+
+// key turns a canonical entry key into the data plane's: an absent (wildcard) field is
+// value 0 with prefix 0 or mask 0.
+func (d dispatchBinding) key(k entryKey) dataplane.DispatchKey {
+	dk := dataplane.DispatchKey{Priority: k.priority}
+	if f, ok := k.fields[d.field]; ok {
+		dk.Value = toUint(f.value)
+		dk.Mask = toUint(f.mask)
+		dk.PrefixLen = uint8(f.prefixLen)
+	}
+	return dk
+}
 
 func u16(b []byte) uint16 { return uint16(toUint(b)) }
 
@@ -198,19 +244,23 @@ func (b *binding) setEntry(table uint32, match entryKey, a *p4v1.Action) error {
 	switch {
 	case table == b.portRoles && a.GetActionId() == b.setPortRole:
 		role := c.PortRole(toUint(p[b.roleParam]))
-		if role != c.PortRoleHost && role != c.PortRoleGateway {
-			return fmt.Errorf("%w: role %d is not HOST (%d) or GATEWAY (%d)", errBadValue, role, c.PortRoleHost, c.PortRoleGateway)
+		if role != c.PortRoleHost && role != c.PortRoleGateway && role != c.PortRoleUplink && role != c.PortRoleGatewayOutside {
+			return fmt.Errorf("%w: role %d is not HOST (%d), GATEWAY (%d), UPLINK (%d) or GATEWAY_OUTSIDE (%d)", errBadValue, role,
+				c.PortRoleHost, c.PortRoleGateway, c.PortRoleUplink, c.PortRoleGatewayOutside)
 		}
-		return b.dp.SetPortRole(u16(match[b.portRolesPort]), uint8(role))
+		return b.dp.SetPortRole(u16(match.value(b.portRolesPort)), uint8(role))
 	case table == b.hostIPs && a.GetActionId() == b.replyHostMAC:
-		return b.dp.SetHostIP(ipv4(match[b.hostIPsTarget]), mac(p[b.hostMACParam]))
+		return b.dp.SetHostIP(ipv4(match.value(b.hostIPsTarget)), mac(p[b.hostMACParam]))
 	case table == b.buckets && a.GetActionId() == b.setGateway:
-		return b.dp.SetBucket(u16(match[b.bucketsBucket]), u16(p[b.gwPortParam]), mac(p[b.gwMACParam]))
+		return b.dp.SetBucket(u16(match.value(b.bucketsBucket)), u16(p[b.gwPortParam]), mac(p[b.gwMACParam]))
 	case table == b.macTable && a.GetActionId() == b.setOutputPort:
 		// Any role is defined: only HOST lets a gateway's frame out (as in the P4 program).
-		return b.dp.SetL2(mac(match[b.macDst]), u16(p[b.outPortParam]), uint8(toUint(p[b.outRoleParam])))
+		return b.dp.SetL2(mac(match.value(b.macDst)), u16(p[b.outPortParam]), uint8(toUint(p[b.outRoleParam])))
 	case table == b.learned && a.GetActionId() == b.markKnown:
-		return b.dp.SetLearned(mac(match[b.learnedMAC]), u16(match[b.learnedPort]))
+		return b.dp.SetLearned(mac(match.value(b.learnedMAC)), u16(match.value(b.learnedPort)))
+	}
+	if d, ok := b.dispatch[table]; ok && a.GetActionId() == d.action {
+		return b.dp.SetDispatchEntry(d.table, d.key(match), dataplane.Gateway{Port: u16(p[d.portParam]), MAC: mac(p[d.macParam])})
 	}
 	return errUnsupported
 }
@@ -219,22 +269,34 @@ func (b *binding) setEntry(table uint32, match entryKey, a *p4v1.Action) error {
 func (b *binding) deleteEntry(table uint32, match entryKey) error {
 	switch table {
 	case b.portRoles:
-		return b.dp.DeletePortRole(u16(match[b.portRolesPort]))
+		return b.dp.DeletePortRole(u16(match.value(b.portRolesPort)))
 	case b.hostIPs:
-		return b.dp.DeleteHostIP(ipv4(match[b.hostIPsTarget]))
+		return b.dp.DeleteHostIP(ipv4(match.value(b.hostIPsTarget)))
 	case b.buckets:
-		return b.dp.DeleteBucket(u16(match[b.bucketsBucket]))
+		return b.dp.DeleteBucket(u16(match.value(b.bucketsBucket)))
 	case b.macTable:
-		return b.dp.DeleteL2(mac(match[b.macDst]))
+		return b.dp.DeleteL2(mac(match.value(b.macDst)))
 	case b.learned:
-		return b.dp.DeleteLearned(mac(match[b.learnedMAC]), u16(match[b.learnedPort]))
+		return b.dp.DeleteLearned(mac(match.value(b.learnedMAC)), u16(match.value(b.learnedPort)))
+	}
+	if d, ok := b.dispatch[table]; ok {
+		return b.dp.DeleteDispatchEntry(d.table, d.key(match))
 	}
 	return errUnsupported
 }
 
 // setDefault changes a table's default action. The data plane hard-codes the
-// initial default of every table except settings, so only that one may change.
+// initial default of every table except settings and ra_settings, so only those may change.
 func (b *binding) setDefault(table uint32, a *p4v1.Action, isInitial bool) error {
+	if table == b.raSettings {
+		switch a.GetActionId() {
+		case b.raUnconfigured:
+			return b.dp.SetRAConfig(dataplane.RAConfig{})
+		case b.setRA:
+			p := paramsOf(a)
+			return b.dp.SetRAConfig(dataplane.RAConfig{Configured: true, PublicIP: ipv4(p[b.publicIPParam]), PublicMAC: mac(p[b.publicMACParam])})
+		}
+	}
 	if table == b.settings {
 		switch a.GetActionId() {
 		case b.unconfigured:
@@ -267,27 +329,34 @@ func (b *binding) setDefault(table uint32, a *p4v1.Action, isInitial bool) error
 }
 
 // setGroup programs a multicast group. The P4 program only ever replicates to
-// HOST_FLOOD_GROUP, so other groups are kept in the server's store only: the
-// data plane has no use for them and a bounded group map.
+// HOST_FLOOD_GROUP, GATEWAY_OUTSIDE_FLOOD_GROUP and UPLINK_FLOOD_GROUP, so other groups
+// are kept in the server's store only: the data plane has no use for them and a
+// bounded group map.
 func (b *binding) setGroup(id uint32, ports []uint16) error {
-	if id != c.HostFloodGroup {
+	if id != c.HostFloodGroup && id != c.GatewayOutsideFloodGroup && id != c.UplinkFloodGroup {
 		return nil
 	}
 	return b.dp.SetFloodGroup(uint16(id), ports)
 }
 
 func (b *binding) directCounter(table uint32, match entryKey) (dataplane.Counter, error) {
+	if d, ok := b.dispatch[table]; ok {
+		return b.dp.DispatchCounter(d.table, d.key(match))
+	}
 	if table != b.buckets {
 		return dataplane.Counter{}, errUnsupported
 	}
-	return b.dp.BucketCounter(u16(match[b.bucketsBucket]))
+	return b.dp.BucketCounter(u16(match.value(b.bucketsBucket)))
 }
 
 func (b *binding) setDirectCounter(table uint32, match entryKey, v dataplane.Counter) error {
+	if d, ok := b.dispatch[table]; ok {
+		return b.dp.SetDispatchCounter(d.table, d.key(match), v)
+	}
 	if table != b.buckets {
 		return errUnsupported
 	}
-	return b.dp.SetBucketCounter(u16(match[b.bucketsBucket]), v)
+	return b.dp.SetBucketCounter(u16(match.value(b.bucketsBucket)), v)
 }
 
 func (b *binding) counter(id uint32, index int64) (dataplane.Counter, error) {
@@ -308,13 +377,38 @@ func (b *binding) idle(table uint32, match entryKey) (time.Duration, error) {
 	if table != b.learned {
 		return 0, errUnsupported
 	}
-	return b.dp.LearnedIdle(mac(match[b.learnedMAC]), u16(match[b.learnedPort]))
+	return b.dp.LearnedIdle(mac(match.value(b.learnedMAC)), u16(match.value(b.learnedPort)))
+}
+
+// idleAll reads the last hits of a whole idle-timeout table at once; the
+// function it returns answers as idle would for each stored entry of that
+// table (and keeps the entry's data-plane key on it for the next scan).
+func (b *binding) idleAll(table uint32) (func(*storedEntry) (time.Duration, error), error) {
+	if table != b.learned {
+		return nil, errUnsupported
+	}
+	all, err := b.dp.LearnedIdleAll()
+	if err != nil {
+		return nil, err
+	}
+	return func(se *storedEntry) (time.Duration, error) {
+		k, ok := se.dpKey.(dataplane.LearnedKey)
+		if !ok {
+			k = dataplane.LearnedKey{MAC: mac(se.key.value(b.learnedMAC)), Port: u16(se.key.value(b.learnedPort))}
+			se.dpKey = k
+		}
+		d, ok := all[k]
+		if !ok {
+			return 0, fmt.Errorf("learned %v@%d: %w", k.MAC, k.Port, dataplane.ErrNotFound)
+		}
+		return d, nil
+	}, nil
 }
 
 // portRoleKey is the match of the port_roles entry for port, used to check
 // that a packet-out egress port is configured.
 func (b *binding) portRoleKey(port uint16) (uint32, entryKey) {
-	return b.portRoles, entryKey{b.portRolesPort: fromUint(uint64(port))}
+	return b.portRoles, exactKey(map[uint32][]byte{b.portRolesPort: fromUint(uint64(port))})
 }
 
 func bitstring(v []byte) *p4v1.P4Data {

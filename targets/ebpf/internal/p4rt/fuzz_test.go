@@ -51,6 +51,21 @@ func FuzzWrite(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
+	// A valid INSERT into ike_spi_labels, client_pools and esp_spi_ranges (found by a
+	// search over random inputs), each followed by the same update as MODIFY and DELETE
+	// (the first byte picks the update type).
+	for _, insert := range [][]byte{
+		{0x0, 0x0, 0x1, 0x8a, 0x2, 0xe4, 0x1, 0x4e, 0x76, 0x0, 0x0, 0xe2, 0x1, 0x1, 0xd6, 0xa6, 0x2, 0x8b, 0xd, 0x0},
+		{0x0, 0x0, 0x0, 0x55, 0xe2, 0x1, 0x2, 0x0, 0x1, 0x50, 0x58, 0xcc, 0x2, 0x2, 0x2, 0x9e, 0x1, 0x5, 0xf3, 0x44, 0x1, 0x2, 0x70, 0x1, 0x0},
+		{0xc9, 0x0, 0x90, 0x7, 0x2, 0x0, 0x1, 0x43, 0x35, 0x0, 0x92, 0x57, 0x1, 0x26, 0xf, 0x2, 0x9b, 0x1, 0xc0, 0x62, 0x1, 0x8e, 0x1},
+	} {
+		seed := slices.Clone(insert)
+		for _, typ := range []byte{1, 2} {
+			seed = append(seed, typ)
+			seed = append(seed, insert[1:]...)
+		}
+		f.Add(seed)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g := &updateGen{in: data, info: h.info}
 		var updates []*p4v1.Update
@@ -158,8 +173,11 @@ func snapshotState(t *testing.T, h *harness) string {
 		}
 		return int(a.Port) - int(b.Port)
 	})
-	out += fmt.Sprintf("|%v|%+v|%v|%v|%v|%v|%v", h.fake.PortRoles(), h.fake.Dispatch(), h.fake.HostIPs(), h.fake.Buckets(),
-		h.fake.L2(), learned, h.fake.FloodGroups())
+	out += fmt.Sprintf("|%v|%+v|%v|%v|%v|%v|%v|%+v", h.fake.PortRoles(), h.fake.Dispatch(), h.fake.HostIPs(), h.fake.Buckets(),
+		h.fake.L2(), learned, h.fake.FloodGroups(), h.fake.RA())
+	for _, dt := range []dataplane.DispatchTable{dataplane.ClientPools, dataplane.ClientPins, dataplane.IKESPILabels, dataplane.ESPSPIRanges} {
+		out += fmt.Sprintf("|%v", h.fake.DispatchEntries(dt))
+	}
 	return out
 }
 
@@ -277,19 +295,25 @@ func (g *updateGen) tableEntry() *p4v1.TableEntry {
 	}
 	te.IsDefaultAction = g.pick(6) == 0
 	for _, mf := range table.GetMatchFields() {
-		switch g.pick(10) {
+		switch g.pick(12) {
 		case 0: // leave the field out
 			continue
 		case 1:
-			te.Match = append(te.Match, &p4v1.FieldMatch{FieldId: mf.GetId(), FieldMatchType: &p4v1.FieldMatch_Lpm{Lpm: &p4v1.FieldMatch_LPM{Value: g.value(mf.GetBitwidth()), PrefixLen: int32(g.byte())}}})
+			te.Match = append(te.Match, g.lpm(mf))
 			continue
 		case 2:
 			te.Match = append(te.Match, &p4v1.FieldMatch{FieldId: g.u32()})
 			continue
 		case 3: // the same field twice
+			te.Match = append(te.Match, g.fieldMatch(mf))
+		case 4:
+			te.Match = append(te.Match, g.ternary(mf))
+			continue
+		case 5:
 			te.Match = append(te.Match, fieldExact(mf.GetId(), g.value(mf.GetBitwidth())))
+			continue
 		}
-		te.Match = append(te.Match, fieldExact(mf.GetId(), g.value(mf.GetBitwidth())))
+		te.Match = append(te.Match, g.fieldMatch(mf))
 	}
 	if table == nil && g.pick(2) == 0 {
 		te.Match = append(te.Match, fieldExact(g.u32()%4, g.value(16)))
@@ -297,9 +321,15 @@ func (g *updateGen) tableEntry() *p4v1.TableEntry {
 	if g.pick(5) != 0 {
 		te.Action = g.tableAction(table)
 	}
+	// Ternary tables need a priority: mostly a small positive one, so entries collide.
+	if g.pick(4) != 0 && slices.ContainsFunc(table.GetMatchFields(), func(mf *p4configv1.MatchField) bool {
+		return mf.GetMatchType() == p4configv1.MatchField_TERNARY
+	}) {
+		te.Priority = int32(1 + g.pick(3))
+	}
 	switch g.pick(12) {
 	case 0:
-		te.Priority = int32(g.byte())
+		te.Priority = int32(int8(g.byte()))
 	case 1:
 		te.IdleTimeoutNs = int64(int8(g.byte())) * 1_000_000
 	case 2:
@@ -311,6 +341,42 @@ func (g *updateGen) tableEntry() *p4v1.TableEntry {
 		te.MeterConfig = &p4v1.MeterConfig{Cir: 1}
 	}
 	return te
+}
+
+// fieldMatch is a match of the field's own kind, with fuzzed values.
+func (g *updateGen) fieldMatch(mf *p4configv1.MatchField) *p4v1.FieldMatch {
+	switch mf.GetMatchType() {
+	case p4configv1.MatchField_LPM:
+		return g.lpm(mf)
+	case p4configv1.MatchField_TERNARY:
+		return g.ternary(mf)
+	}
+	return fieldExact(mf.GetId(), g.value(mf.GetBitwidth()))
+}
+
+// lpm is mostly a valid prefix (value masked to it), sometimes a bad length or host bits.
+func (g *updateGen) lpm(mf *p4configv1.MatchField) *p4v1.FieldMatch {
+	v := g.value(mf.GetBitwidth())
+	plen := mf.GetBitwidth()
+	switch g.pick(4) {
+	case 0:
+		plen = int32(int8(g.byte()))
+	case 1:
+		plen = mf.GetBitwidth() - int32(g.pick(int(mf.GetBitwidth())))
+	}
+	return &p4v1.FieldMatch{FieldId: mf.GetId(), FieldMatchType: &p4v1.FieldMatch_Lpm{Lpm: &p4v1.FieldMatch_LPM{Value: v, PrefixLen: plen}}}
+}
+
+// ternary is mostly a value under its mask, sometimes a zero mask or bits outside it.
+func (g *updateGen) ternary(mf *p4configv1.MatchField) *p4v1.FieldMatch {
+	m := g.value(mf.GetBitwidth())
+	v := slices.Clone(m)
+	if g.pick(3) == 0 {
+		v = g.value(mf.GetBitwidth())
+	} else if len(v) > 0 && g.pick(2) == 0 {
+		v[len(v)-1] &= g.byte()
+	}
+	return &p4v1.FieldMatch{FieldId: mf.GetId(), FieldMatchType: &p4v1.FieldMatch_Ternary_{Ternary: &p4v1.FieldMatch_Ternary{Value: v, Mask: m}}}
 }
 
 func fieldExact(id uint32, v []byte) *p4v1.FieldMatch {

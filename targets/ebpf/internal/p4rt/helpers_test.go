@@ -167,6 +167,25 @@ func exact(id uint32, v ...byte) *p4v1.FieldMatch {
 	return &p4v1.FieldMatch{FieldId: id, FieldMatchType: &p4v1.FieldMatch_Exact_{Exact: &p4v1.FieldMatch_Exact{Value: v}}}
 }
 
+func ternary(id uint32, value, mask []byte) *p4v1.FieldMatch {
+	return &p4v1.FieldMatch{FieldId: id, FieldMatchType: &p4v1.FieldMatch_Ternary_{Ternary: &p4v1.FieldMatch_Ternary{Value: value, Mask: mask}}}
+}
+
+func lpm(id uint32, prefixLen int32, v ...byte) *p4v1.FieldMatch {
+	return &p4v1.FieldMatch{FieldId: id, FieldMatchType: &p4v1.FieldMatch_Lpm{Lpm: &p4v1.FieldMatch_LPM{Value: v, PrefixLen: prefixLen}}}
+}
+
+// validMatch is a well-formed match of field f for its match kind (value 1, full mask or prefix).
+func validMatch(f *p4configv1.MatchField) *p4v1.FieldMatch {
+	switch f.GetMatchType() {
+	case p4configv1.MatchField_TERNARY:
+		return ternary(f.GetId(), []byte{1}, []byte{0xff})
+	case p4configv1.MatchField_LPM:
+		return lpm(f.GetId(), f.GetBitwidth(), 1)
+	}
+	return exact(f.GetId(), 1)
+}
+
 func param(id uint32, v ...byte) *p4v1.Action_Param {
 	return &p4v1.Action_Param{ParamId: id, Value: v}
 }

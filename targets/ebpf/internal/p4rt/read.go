@@ -99,7 +99,7 @@ func (s *Server) readTableEntries(req *p4v1.TableEntry) ([]*p4v1.Entity, error) 
 		if req.GetTimeSinceLastHit() != nil && !ti.notifyIdle {
 			return nil, errf(codes.InvalidArgument, "table '%s' does not support idle timeout: do not set time_since_last_hit when reading it (wildcard reads included)", ti.name())
 		}
-		found, err := s.matching(tid, ti, req.GetMatch())
+		found, err := s.matching(tid, ti, req.GetMatch(), req.GetPriority())
 		if err != nil {
 			return nil, err
 		}
@@ -125,11 +125,12 @@ func (s *Server) readTableEntries(req *p4v1.TableEntry) ([]*p4v1.Entity, error) 
 
 // matching returns the entries of table tid that match the (possibly partial)
 // match, in the order of their canonical keys.
-func (s *Server) matching(tid uint32, ti *tableInfo, match []*p4v1.FieldMatch) ([]*storedEntry, error) {
+func (s *Server) matching(tid uint32, ti *tableInfo, match []*p4v1.FieldMatch, priority int32) ([]*storedEntry, error) {
 	filter, err := s.canonicalMatch(ti, match, false)
 	if err != nil {
 		return nil, err
 	}
+	filter.priority = priority
 	entries := s.tables[tid]
 	var out []*storedEntry
 	for _, ms := range slices.Sorted(maps.Keys(entries)) {
@@ -146,15 +147,6 @@ func (s *Server) directCounterData(tid uint32, ti *tableInfo, key entryKey) (*p4
 		return nil, dpError("read direct counter of '"+ti.name()+"'", err)
 	}
 	return &p4v1.CounterData{PacketCount: int64(c.Packets), ByteCount: int64(c.Bytes)}, nil
-}
-
-func matches(key, filter entryKey) bool {
-	for id, v := range filter {
-		if string(key[id]) != string(v) {
-			return false
-		}
-	}
-	return true
 }
 
 // defaultEntry is the current default entry of a table.
@@ -223,7 +215,7 @@ func (s *Server) readDirectCounters(req *p4v1.DirectCounterEntry) ([]*p4v1.Entit
 	var out []*p4v1.Entity
 	for _, tid := range tids {
 		ti := s.sch.tables[tid]
-		found, err := s.matching(tid, ti, te.GetMatch())
+		found, err := s.matching(tid, ti, te.GetMatch(), te.GetPriority())
 		if err != nil {
 			return nil, err
 		}
@@ -233,7 +225,7 @@ func (s *Server) readDirectCounters(req *p4v1.DirectCounterEntry) ([]*p4v1.Entit
 				return nil, err
 			}
 			out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{
-				TableEntry: &p4v1.TableEntry{TableId: tid, Match: proto.Clone(se.te).(*p4v1.TableEntry).GetMatch()},
+				TableEntry: &p4v1.TableEntry{TableId: tid, Match: proto.Clone(se.te).(*p4v1.TableEntry).GetMatch(), Priority: se.key.priority},
 				Data:       data,
 			}}})
 		}

@@ -158,6 +158,15 @@ func (s *schema) actionByName(name string) (*actionInfo, error) {
 	return nil, fmt.Errorf("action %q not in P4Info", name)
 }
 
+func (s *schema) directCounterByName(name string) (uint32, bool) {
+	for id, dc := range s.directCounters {
+		if dc.GetPreamble().GetName() == name || dc.GetPreamble().GetAlias() == name {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
 func (t *tableInfo) fieldID(name string) (uint32, error) {
 	for id, f := range t.fields {
 		if f.GetName() == name {

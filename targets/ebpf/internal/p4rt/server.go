@@ -271,9 +271,11 @@ func (s *Server) resetLocked() error {
 		}
 	}
 	s.defaults = map[uint32]*p4v1.TableAction{}
-	if init := s.sch.tables[s.bind.settings].initialDefault; init != nil {
-		if err := s.bind.setDefault(s.bind.settings, init.GetAction(), true); err != nil {
-			return fmt.Errorf("reset settings: %w", err)
+	for _, tid := range []uint32{s.bind.settings, s.bind.raSettings} {
+		if init := s.sch.tables[tid].initialDefault; init != nil {
+			if err := s.bind.setDefault(tid, init.GetAction(), true); err != nil {
+				return fmt.Errorf("reset default of table %#x: %w", tid, err)
+			}
 		}
 	}
 	for id := range s.mcast {

@@ -2,10 +2,8 @@ package p4rt
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
@@ -25,18 +23,7 @@ type storedEntry struct {
 	key      entryKey
 	te       *p4v1.TableEntry
 	notified bool // idle timeout already reported for the current idle period
-}
-
-// matchString serialises a canonical match as a map key.
-func matchString(k entryKey) string {
-	ids := slices.Sorted(maps.Keys(k))
-	var b []byte
-	for _, id := range ids {
-		b = binary.BigEndian.AppendUint32(b, id)
-		b = binary.BigEndian.AppendUint16(b, uint16(len(k[id])))
-		b = append(b, k[id]...)
-	}
-	return string(b)
+	dpKey    any  // the binding's data-plane key of the entry, once it computed it
 }
 
 func errf(c codes.Code, format string, args ...any) error {
@@ -123,44 +110,6 @@ func (s *Server) table(id uint32) (*tableInfo, error) {
 	return ti, nil
 }
 
-// canonicalMatch validates match fields; with full=true every exact field must
-// be present (writes), otherwise a subset is a filter (reads).
-func (s *Server) canonicalMatch(ti *tableInfo, match []*p4v1.FieldMatch, full bool) (entryKey, error) {
-	key := entryKey{}
-	for _, fm := range match {
-		mf, ok := ti.fields[fm.GetFieldId()]
-		if !ok {
-			return nil, errf(codes.InvalidArgument, "table '%s' has no match field id %d", ti.name(), fm.GetFieldId())
-		}
-		if _, dup := key[fm.GetFieldId()]; dup {
-			return nil, errf(codes.InvalidArgument, "match field '%s' given twice", mf.GetName())
-		}
-		if mf.GetMatchType() != p4configv1.MatchField_EXACT {
-			return nil, errf(codes.Unimplemented, "match field '%s': match type %v is not supported", mf.GetName(), mf.GetMatchType())
-		}
-		ex, ok := fm.GetFieldMatchType().(*p4v1.FieldMatch_Exact_)
-		if !ok {
-			return nil, errf(codes.InvalidArgument, "match field '%s' is exact, got %T", mf.GetName(), fm.GetFieldMatchType())
-		}
-		v := ex.Exact.GetValue()
-		if len(v) == 0 {
-			return nil, errf(codes.InvalidArgument, "match field '%s': empty value", mf.GetName())
-		}
-		if !fits(v, mf.GetBitwidth()) {
-			return nil, errf(codes.InvalidArgument, "match field '%s': value 0x%x does not fit in %d bits", mf.GetName(), v, mf.GetBitwidth())
-		}
-		key[fm.GetFieldId()] = canonical(v)
-	}
-	if full {
-		for _, mf := range ti.t.GetMatchFields() {
-			if _, ok := key[mf.GetId()]; !ok {
-				return nil, errf(codes.InvalidArgument, "exact match field '%s' (id %d) of table '%s' is missing", mf.GetName(), mf.GetId(), ti.name())
-			}
-		}
-	}
-	return key, nil
-}
-
 // canonicalAction validates a direct action for a table entry (isDefault
 // selects the default-entry scope rules) and returns it in canonical form.
 func (s *Server) canonicalAction(ti *tableInfo, ta *p4v1.TableAction, isDefault bool) (*p4v1.Action, error) {
@@ -223,7 +172,7 @@ func dpError(what string, err error) error {
 	switch {
 	case errors.Is(err, errUnsupported):
 		return errf(codes.Unimplemented, "%s: %v", what, err)
-	case errors.Is(err, errBadValue):
+	case errors.Is(err, errBadValue), errors.Is(err, dataplane.ErrBadKey):
 		return errf(codes.InvalidArgument, "%s: %v", what, err)
 	case errors.Is(err, dataplane.ErrNotFound):
 		return errf(codes.NotFound, "%s: %v", what, err)
@@ -246,8 +195,11 @@ func (s *Server) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEntry) erro
 	if len(ti.t.GetMatchFields()) == 0 {
 		return errf(codes.InvalidArgument, "table '%s' is keyless: it only has a default entry (MODIFY with is_default_action)", ti.name())
 	}
-	if te.GetPriority() != 0 {
-		return errf(codes.InvalidArgument, "table '%s' has only exact match fields: priority must be 0, got %d", ti.name(), te.GetPriority())
+	if ti.needsPriority() && te.GetPriority() <= 0 {
+		return errf(codes.InvalidArgument, "table '%s' has a ternary match field: priority must be > 0, got %d", ti.name(), te.GetPriority())
+	}
+	if !ti.needsPriority() && te.GetPriority() != 0 {
+		return errf(codes.InvalidArgument, "table '%s' has only exact and lpm match fields: priority must be 0, got %d", ti.name(), te.GetPriority())
 	}
 	if te.GetMeterConfig() != nil || te.GetMeterCounterData() != nil {
 		return errf(codes.InvalidArgument, "table '%s' has no direct meter", ti.name())
@@ -265,6 +217,7 @@ func (s *Server) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEntry) erro
 	if err != nil {
 		return err
 	}
+	key.priority = te.GetPriority()
 	tid := te.GetTableId()
 	ms := matchString(key)
 	existing := s.tables[tid][ms]
@@ -295,13 +248,12 @@ func (s *Server) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEntry) erro
 		}
 		stored := &p4v1.TableEntry{
 			TableId:            tid,
+			Match:              fieldMatches(key),
+			Priority:           key.priority,
 			Action:             &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: action}},
 			ControllerMetadata: te.GetControllerMetadata(),
 			IdleTimeoutNs:      te.GetIdleTimeoutNs(),
 			Metadata:           slices.Clone(te.GetMetadata()),
-		}
-		for _, id := range slices.Sorted(maps.Keys(key)) {
-			stored.Match = append(stored.Match, &p4v1.FieldMatch{FieldId: id, FieldMatchType: &p4v1.FieldMatch_Exact_{Exact: &p4v1.FieldMatch_Exact{Value: key[id]}}})
 		}
 		if s.tables[tid] == nil {
 			s.tables[tid] = map[string]*storedEntry{}
@@ -413,6 +365,7 @@ func (s *Server) writeDirectCounter(typ p4v1.Update_Type, dce *p4v1.DirectCounte
 	if err != nil {
 		return err
 	}
+	key.priority = te.GetPriority()
 	if s.tables[te.GetTableId()][matchString(key)] == nil {
 		return errf(codes.NotFound, "table '%s': no entry with this match", ti.name())
 	}

@@ -110,7 +110,7 @@ func TestWriteErrorCodes(t *testing.T) {
 		{"no entity", &p4v1.Update{Type: p4v1.Update_INSERT}, codes.InvalidArgument, "no entity"},
 		{"unsupported entity", &p4v1.Update{Type: p4v1.Update_INSERT, Entity: &p4v1.Entity{Entity: &p4v1.Entity_RegisterEntry{RegisterEntry: &p4v1.RegisterEntry{}}}}, codes.Unimplemented, "not supported"},
 		{"unspecified type", update(p4v1.Update_UNSPECIFIED, h.portRole(3, 1)), codes.InvalidArgument, "update type"},
-		{"undefined port role", ins(h.portRole(3, 3)), codes.InvalidArgument, "role 3 is not HOST"},
+		{"undefined port role", ins(h.portRole(3, 5)), codes.InvalidArgument, "role 5 is not HOST"},
 		{"unknown port role as entry", ins(h.portRole(3, 0)), codes.InvalidArgument, "role 0 is not HOST"},
 		{"vmac_base with low bits", mod(&p4v1.TableEntry{TableId: b.settings, IsDefaultAction: true, Action: action(b.setDispatch,
 			param(b.gwIPParam, 10, 0, 0, 1), param(b.vmacParam, 2, 0, 0, 0, 0, 1), param(b.maskParam, 0, 255), param(b.hashParam, 0))}), codes.InvalidArgument, "low 16 bits zero"},
@@ -141,7 +141,10 @@ func TestWriteDefaultOnlyAndConstDefault(t *testing.T) {
 			}
 			te := &p4v1.TableEntry{TableId: tid, Action: action(aid)}
 			for _, f := range ti.t.GetMatchFields() {
-				te.Match = append(te.Match, exact(f.GetId(), 1))
+				te.Match = append(te.Match, validMatch(f))
+			}
+			if ti.needsPriority() {
+				te.Priority = 1
 			}
 			code, msg := h.writeCode(ins(te))
 			if code != codes.PermissionDenied || !strings.Contains(msg, "@defaultonly") {

@@ -1,0 +1,95 @@
+"""The Method section of the dataplane report: what each number counts, from which event to which."""
+
+from __future__ import annotations
+
+from bench.dataplane import testbed
+
+
+def method_text(
+    switch_cpu: int, traffic_cpu: int, seconds: float, repeat: int, writes: int, rig_packets: int, rig_repeat: int,
+    hosts: int, buckets: int, no_loss: float,
+) -> str:
+    return f"""\
+**Goals**: `switch_pps_64` >= 1,000,000 frames per second on one core (BMv2's own docs put
+BMv2 near 80 kpps); `move_rtt_ms` <= 5 ms. Frame sizes are Ethernet sizes including the 4-byte
+FCS (60 and 1396 bytes on the veth).
+
+**What is measured: the shipped switch, as deployed.** `targets/ebpf/bin/supergw-switch` with
+its default flags (only device id, P4Runtime address, CPU port, pin directory and `-i` ports
+given) in namespace `{testbed.SWITCH_NS}`, a host on port {testbed.HOST_PORT} and gateways on ports
+{', '.join(map(str, testbed.GATEWAY_PORTS))} (interfaces {', '.join(testbed.SWITCH_IFACES.values())}), configured only over P4Runtime with
+the state the controller writes (`bench/dataplane/lan_state.py`, built with the controller's
+own entity builders, initial bucket assignment and `HostTable`): the pipeline, `settings`,
+`port_roles`, the host flood group, the learn digest, all {buckets} buckets spread over the two
+gateways (smooth weighted round robin), and {hosts} learned hosts (`learned_sources` with the
+default ageing as idle timeout, `mac_table`, `host_ips`). The gateways' MACs are not vmacs, so
+every frame is rewritten.
+
+**Traffic** (`sgw-traffic`, targets/ebpf/cmd/sgw-traffic): an XDP program run with
+`BPF_PROG_RUN` + `BPF_F_TEST_XDP_LIVE_FRAMES` on core {traffic_cpu} transmits frames out of the
+host's (or a gateway's) veth into the switch's port. Frame i gets the headers of plan frame
+i mod {hosts}: host -> gateway, from each of the {hosts} hosts' MACs to its own vmac (all
+{buckets} buckets, both gateways); gateway -> host, from gateway 1's MAC to each host's MAC.
+Unpaced, it offers several times what the switch's core can take, so the switch never waits
+for frames; what does not fit is dropped at the switch port's receive ring (the
+`delivered_share` column), as a NIC drops when its ring is full.
+
+**Counted at the receiving end**: a tc program on each receiving veth (the gateways' and the
+host's eth0) counts every frame and checks the rewrite: host -> gateway frames must arrive
+with dst = that gateway's own MAC, gateway -> host frames with src = a vmac. A frame without
+the rewrite, or a gateway whose share of the frames differs by more than 3 points from what
+the bucket assignment gives it, fails the benchmark. "Delivered" = frames those sinks counted
+from the generator's first frame until 200 ms after its last.
+
+**CPU, attributed honestly.** Two cores, two roles. Every veth receives in a NAPI context run
+by its own kernel thread (threaded NAPI; re-polled on a 50 us timer while frames come, like a
+NIC's interrupt coalescing). The switch's ports' threads and the switch process are pinned to
+core {switch_cpu}: a frame is received, run through the tc program, redirected and transmitted
+into the next veth by the switch port's thread, in its context, and nothing else of the path
+runs on that core (TSO/GSO are off on the switch's ports, so a transmitted frame goes to the
+receiving end's ring instead of being received on the switch's core). The generator and the
+sinks' threads (real-time priority, so counting never loses to generating) run on core
+{traffic_cpu}. **`switch_pps_*` = delivered frames / (run time of the switch's port threads,
+from the scheduler's nanosecond count in `/proc/<pid>/schedstat`, + CPU time of the
+supergw-switch process, `/proc/<pid>/stat`), both read just before sgw-traffic starts and
+after it exits (it attaches its sinks before its first frame and reads them 200 ms after its
+last).** The process's share is its control plane (P4Runtime, the idle-timeout scan of the
+learned hosts every 100 ms), which runs whether frames flow or not. `switch_wall_pps_64` =
+delivered frames / seconds of sending: with the switch's core to itself that is its capacity
+on one core; the rows give the share of the core its threads got (`switch_thread_share`) and
+the core's busy seconds from `/proc/stat` (wall minus idle and iowait: other tasks on that core
+included, so frames per busy second of the core, `pps_per_core_second`, is a lower bound).
+Figures are the median of {repeat} run(s) of {seconds:g} s.
+
+**Where the time goes**: `tc_program_ns_64` comes from one more host -> gateway 64 B run with
+the kernel's eBPF run-time statistics on (`BPF_ENABLE_STATS`, held by sgw-traffic for that run
+only; it adds two clock reads per program run): the kernel's run time / run count of the
+switch's tc program on the host port, i.e. the program and the helpers it calls (map lookups, redirect),
+against the switch's ns per frame in the same run; the difference is the kernel's veth receive
+(skb build, GRO, netif receive) and transmit work.
+
+**`rig_pps_64`** (a rig, not the shipped process, kept for comparison with earlier reports):
+`sgw-dpbench -mode live`, {rig_repeat} run(s) of {rig_packets:,} frames on core {switch_cpu}, median:
+its own namespace and a switch made of the same eBPF programs configured directly (no
+P4Runtime, no switch process), one repeated frame whose bucket's gateway MAC is its vmac (so
+the rewrite writes nothing), generator, switch and sink on one core (softirq, no threaded
+NAPI), frames per wall-clock second counted by the switch's own port tx counter. The
+`progrun` row times the tc program alone (`BPF_PROG_RUN`, no I/O, one cached frame).
+
+**`move_rtt_ms`** - {writes} single-update P4Runtime `Write` RPCs (`bench/dataplane/control.py`),
+each a MODIFY of one bucket entry, alternating between the two gateways, timed from send to
+reply by a client in the switch namespace after 10 warm-up writes; the median.
+
+**`bmv2_pps_*`** - in the same run, when `simple_switch_grpc` and `p4c` exist: p4c compiles
+`p4src/v1model/supergw.p4` (BMv2 JSON + P4Info), and BMv2 replaces supergw-switch on the same
+veths and core {switch_cpu} (device {testbed.BMV2_DEVICE_ID}) with the same P4Runtime state,
+generator and sinks, host -> gateway. The binary is the build without logging macros when one
+is installed (`/opt/p4tools/perf/bin`), else the one on PATH (the rows record which, and
+whether it has packet logging compiled in); it is never started with
+`--log-file`/`--log-console`, since a logging BMv2 measures its logger. An overloaded BMv2
+spends its time dropping, so after one unpaced run the generator is paced (`sgw-traffic
+-rate`: a token bucket in the XDP program spaces the frames evenly) and `bmv2_pps_*` is the
+highest delivered rate among paced runs of {seconds:g} s that lose under {1 - no_loss:.0%} (up by
+1.3x from the unpaced rate while runs pass, then bisecting; a losing rate is run twice).
+`switch_over_bmv2_64` = `switch_pps_64` / BMv2's delivered frames per CPU-second (its process
+and its ports' threads) in its no-loss run. Without BMv2 or p4c: null with the reason."""

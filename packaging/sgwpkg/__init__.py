@@ -1,0 +1,1 @@
+"""Builds supergw's Debian packages and Python wheels (`make package`); see packaging/README.md."""
