@@ -1,4 +1,5 @@
-"""The pure part of bench/scaling: the zero-loss search and the redistribution time.
+"""The pure part of bench/scaling: the zero-loss search, the redistribution time and its
+criterion, and each gateway's share of a probe.
 
 No clock, no I/O: the benchmark hands in a probe (offered rate -> loss ratio) or the
 snapshots it took, so both are unit-tested with made-up numbers.
@@ -11,7 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 ZERO_LOSS = 1e-4  # "zero loss" = at most 0.01 % of the frames sent
-BALANCED = 1.10  # max/mean gateway CPU at which a cluster counts as evenly loaded
 
 
 @dataclass(frozen=True)
@@ -88,30 +88,65 @@ class Snapshot:
     loss: float  # lost / (received + lost) in this second, both directions
     gateway_cpu: Mapping[str, float] = field(default_factory=dict)  # % of a core, per gateway
     sites: Mapping[str, Sequence[str]] = field(default_factory=dict)  # site -> its gateways' names
+    # per gateway: buckets carrying simulated hosts that it owns (the controller's bucket map)
+    loaded_buckets: Mapping[str, int] = field(default_factory=dict)
+
+
+def imbalance(values: Sequence[float]) -> float:
+    """max/mean (1.0 for no values or a mean of 0)."""
+    if not values:
+        return 1.0
+    mean = sum(values) / len(values)
+    return max(values) / mean if mean > 0 else 1.0
+
+
+def best_imbalance(loaded: int, gateways: int) -> float:
+    """The lowest max/mean reachable with `loaded` equally loaded buckets over `gateways`: a
+    bucket moves whole, so the fullest gateway holds ceil(B/N) of them against a mean of B/N
+    (16 buckets over 3 gateways: 6 / 5.33 = 1.125). 1.0 without loaded buckets."""
+    if gateways < 1 or loaded < 0:
+        raise ValueError(f"need gateways >= 1 and loaded >= 0, got {gateways}, {loaded}")
+    if loaded == 0:
+        return 1.0
+    return math.ceil(loaded / gateways) * gateways / loaded
+
+
+def _site_groups(s: Snapshot, per_gateway: Mapping[str, float]) -> list[list[float]]:
+    groups = s.sites.values() if s.sites else [list(per_gateway)]
+    return [[per_gateway[n] for n in names if n in per_gateway] for names in groups]
 
 
 def cpu_spread(s: Snapshot) -> float:
     """The worst site's max/mean gateway CPU (1.0 when a site's gateways are idle)."""
-    worst = 1.0
-    groups = s.sites.values() if s.sites else [list(s.gateway_cpu)]
-    for names in groups:
-        values = [s.gateway_cpu[n] for n in names if n in s.gateway_cpu]
+    return max([imbalance(v) for v in _site_groups(s, s.gateway_cpu) if v], default=1.0)
+
+
+def bucket_spread(s: Snapshot) -> tuple[float, float]:
+    """(max/mean of loaded buckets per gateway, the best reachable) at the site whose spread is
+    furthest above its best; (inf, 1.0) when the snapshot has no controller view."""
+    groups = _site_groups(s, {g: float(v) for g, v in s.loaded_buckets.items()})
+    worst: tuple[float, float] = (math.inf, 1.0)
+    for values in groups:
         if not values:
-            continue
-        mean = sum(values) / len(values)
-        if mean > 0:
-            worst = max(worst, max(values) / mean)
+            return worst
+        pair = (imbalance(values), best_imbalance(round(sum(values)), len(values)))
+        if worst[0] == math.inf or pair[0] - pair[1] > worst[0] - worst[1]:
+            worst = pair
     return worst
 
 
 def settled(s: Snapshot) -> bool:
-    return s.loss <= ZERO_LOSS and cpu_spread(s) <= BALANCED
+    """Redistributed: no loss, and at every site the loaded buckets are spread as evenly as
+    whole buckets allow (max/mean = the best reachable, i.e. no gateway holds more than
+    ceil(B/N) of the B loaded buckets)."""
+    spread, best = bucket_spread(s)
+    return s.loss <= ZERO_LOSS and spread <= best + 1e-9
 
 
 def redistribution_s(snapshots: Sequence[Snapshot], min_tail: int = 3) -> float | None:
-    """Time from the start until loss stays at zero and every site's gateway CPU stays within
-    max/mean <= BALANCED to the end of the run; None if that never holds for the last
-    `min_tail` snapshots (the run ended before it settled)."""
+    """Time from the start (every flow on gateway 1) until the run is `settled` and stays so to
+    its end; None if that never holds for the last `min_tail` snapshots (the run ended before
+    it settled)."""
     ordered = sorted(snapshots, key=lambda s: s.t_s)
     first = len(ordered)
     while first > 0 and settled(ordered[first - 1]):
@@ -120,3 +155,56 @@ def redistribution_s(snapshots: Sequence[Snapshot], min_tail: int = 3) -> float 
         return None
     # the end of the first settled snapshot: an upper bound, never flattering
     return ordered[first].t_s
+
+
+@dataclass(frozen=True)
+class Counters:
+    """One site's cumulative counters at one instant, as its controller's REST API shows them."""
+
+    buckets: Mapping[int, tuple[int, int]]  # bucket -> (packets, bytes) the switch sent to its gateway
+    owners: Mapping[int, str | None]  # bucket -> its gateway now
+    tunnels: Mapping[str, tuple[int, int]]  # gateway -> (ESP packets sent, ESP packets received), its agent's report
+
+
+@dataclass(frozen=True)
+class GatewayShare:
+    """What one gateway carried between two `Counters`, per second."""
+
+    dispatch_pps: float  # frames the switch sent it (the site's outgoing traffic it encrypts)
+    dispatch_mbps: float
+    esp_out_pps: float  # ESP packets it sent (its agent's tunnel counter)
+    esp_in_pps: float  # ESP packets it received and decrypted
+
+
+def gateway_shares(before: Counters, after: Counters, seconds: float) -> dict[str, GatewayShare]:
+    """Each gateway's traffic between `before` and `after`: a bucket's frames count for the
+    gateway that owns it at `after` (buckets stay put while the benchmark searches; a moved
+    one is counted whole for its new owner). ValueError for counters that went backwards (a
+    restarted agent or switch: the window means nothing) or a window of no time."""
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"a window of {seconds!r} s")
+    frames: dict[str, tuple[int, int]] = {}
+    for bucket, (packets, nbytes) in after.buckets.items():
+        p0, b0 = before.buckets.get(bucket, (0, 0))
+        if packets < p0 or nbytes < b0:
+            raise ValueError(f"bucket {bucket}'s counter went back from {p0} to {packets} packets")
+        owner = after.owners.get(bucket)
+        if owner is None or (packets == p0 and nbytes == b0):
+            continue
+        fp, fb = frames.get(owner, (0, 0))
+        frames[owner] = (fp + packets - p0, fb + nbytes - b0)
+    out: dict[str, GatewayShare] = {}
+    for gw in sorted(set(after.tunnels) | set(frames)):
+        out_now, in_now = after.tunnels.get(gw, (0, 0))
+        out_was, in_was = before.tunnels.get(gw, (out_now, in_now))
+        if out_now < out_was or in_now < in_was:
+            raise ValueError(f"{gw}'s tunnel counters went back ({out_was} -> {out_now} sent)")
+        fp, fb = frames.get(gw, (0, 0))
+        out[gw] = GatewayShare(fp / seconds, fb * 8 / seconds / 1e6, (out_now - out_was) / seconds,
+                               (in_now - in_was) / seconds)
+    return out
+
+
+def spread_by_site(values: Mapping[str, float], sites: Mapping[str, Sequence[str]]) -> float:
+    """The worst site's max/mean of `values` over its gateways (a gateway missing counts 0)."""
+    return max((imbalance([values.get(g, 0.0) for g in names]) for names in sites.values() if names), default=1.0)

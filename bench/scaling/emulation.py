@@ -16,13 +16,18 @@ from typing import Any
 
 import yaml
 
+from bench.scaling.analysis import Counters, GatewayShare, best_imbalance, gateway_shares, imbalance
 from supergw_proto.rest import ApiError, ControllerClient
 from topologies.emulation import Emulation, EmulationError
 from topologies.hostsim_client import HostsimClient, HostsimError, run_loss
 from topologies.poll import Timeout
-from topologies.site import Site
+from topologies.shaping import EgressCap, QdiscStats
+from topologies.site import Site, SiteError
 
 CGROUP_CPU = Path("/sys/fs/cgroup/cpu")
+# The controller reads bucket counters every second and agents report every 0.5 s (the shipped
+# defaults): this long after traffic stops, both have counted all of it.
+COUNTERS_SETTLE_S = 1.3
 
 
 class BenchError(RuntimeError):
@@ -120,13 +125,20 @@ class ProbeResult:
     achieved_pps: float  # what the generators managed, per direction (min of the two)
     machine_cpu: float  # % of one core, whole machine, during the probe
     cpu: dict[str, float]  # per gateway and per other component, % of a core
+    # per gateway, when the probe was accounted: what it carried (controller's REST views)
+    shares: dict[str, GatewayShare] | None = None
+    cap_drops: dict[str, int] | None = None  # per capped gateway: packets its WAN cap dropped in the probe
 
 
-def changes(gateways: int, cpu_percent: float, esp: str | None, buckets: int) -> dict[str, Any]:
-    """The two-site file's keys a boot sets: N, the CPU cap, K and the ESP suite."""
+def changes(gateways: int, cpu_percent: float, esp: str | None, buckets: int,
+            simulated_hosts: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The two-site file's keys a boot sets: N, the CPU cap, K, the ESP suite and (when given)
+    the simulated hosts (their MAC step)."""
     out: dict[str, Any] = {"gateways": gateways, "gateway_cpu_percent": cpu_percent, "buckets": buckets}
     if esp is not None:
         out["esp_proposals"] = [esp]
+    if simulated_hosts is not None:
+        out["simulated_hosts"] = simulated_hosts
     return out
 
 
@@ -137,6 +149,9 @@ class LoadedEmulation:
         self.topology = topology
         self.emu = Emulation.from_file(topology, changes=boot)  # refuses bad values before anything is built
         self.sites: list[SiteLoad] = []
+        self.cap: EgressCap | None = None
+        self._quiet_since = 0.0  # monotonic time the last offered load ended
+        self._booted_rebalancer: dict[str, dict[str, Any]] = {}  # per site, before set_policy changed it
 
     def up(self) -> None:
         a = self.emu.spec.sites[0]
@@ -204,14 +219,24 @@ class LoadedEmulation:
                 site.hostsim.stop()
             except HostsimError:
                 pass  # already done
+        self._quiet_since = time.monotonic()
 
-    def probe(self, rate_pps: float, frame_bytes: int, duration_s: float) -> ProbeResult:
-        """Offer `rate_pps` in each direction for `duration_s`; the exact loss of both runs."""
+    def probe(self, rate_pps: float, frame_bytes: int, duration_s: float, account: bool = False) -> ProbeResult:
+        """Offer `rate_pps` in each direction for `duration_s`; the exact loss of both runs.
+        `account`: also what each gateway carried (bucket counters and agents' reports through
+        the controllers, read once they have counted the quiet before and after the probe)."""
         a, b = self.sites
+        before: dict[str, Counters] = {}
+        drops_before: dict[str, QdiscStats] = {}
+        if account:
+            time.sleep(max(0.0, self._quiet_since + COUNTERS_SETTLE_S - time.monotonic()))
+            before, drops_before = self.counters(), self.cap_stats()
         meter = self.meter()
         self.start(rate_pps, frame_bytes, duration_s)
         time.sleep(duration_s)
         runs = [s.hostsim.wait_run_done(timeout=duration_s + 10) for s in self.sites]
+        self._quiet_since = time.monotonic()
+        ended = time.time()
         cpu, machine = meter.read()
         time.sleep(0.3)  # frames in flight land
         sa, sb = a.hostsim.stats(flows=True), b.hostsim.stats(flows=True)
@@ -219,24 +244,92 @@ class LoadedEmulation:
         sent, received = ab.sent + ba.sent, ab.received + ba.received
         lost = ab.lost + ba.lost
         achieved = min(float(r.get("achieved_pps", 0.0)) for r in runs)
-        return ProbeResult(rate_pps, sent, received, lost / sent if sent else 1.0, achieved, machine, cpu)
+        shares: dict[str, GatewayShare] | None = None
+        drops: dict[str, int] | None = None
+        if account:
+            time.sleep(max(0.0, self._quiet_since + COUNTERS_SETTLE_S - time.monotonic()))
+            after = self.counters(reported_after=ended)
+            shares = {}
+            for name, site_before in before.items():
+                try:
+                    shares |= gateway_shares(site_before, after[name], duration_s)
+                except ValueError as exc:
+                    say(f"  site {name}: no per-gateway shares for this probe: {exc}")
+            drops = {g: q.drops - drops_before[g].drops for g, q in self.cap_stats().items() if g in drops_before}
+        return ProbeResult(rate_pps, sent, received, lost / sent if sent else 1.0, achieved, machine, cpu,
+                           shares, drops)
+
+    def counters(self, reported_after: float | None = None, timeout: float = 5.0) -> dict[str, Counters]:
+        """Each site's bucket counters, bucket owners and its agents' tunnel counters (ESP
+        packets sent, received) from its controller; with `reported_after` (UNIX time), waits
+        until every gateway's last report is newer than that."""
+        deadline = time.monotonic() + timeout
+        out: dict[str, Counters] = {}
+        for site in self.sites:
+            while True:
+                views = site.api.gateways()
+                stale = [g.name for g in views if reported_after is not None
+                         and (g.last_report is None or g.last_report.timestamp < reported_after)]
+                if not stale or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            if stale:
+                say(f"  site {site.name}: no report after the probe from {stale}: their tunnel counters may miss its end")
+            buckets = site.api.buckets()
+            out[site.name] = Counters(
+                buckets={b.bucket: (b.packets, b.bytes) for b in buckets},
+                owners={b.bucket: b.gateway for b in buckets},
+                tunnels={g.name: (g.last_report.tunnel_packets_out, g.last_report.tunnel_packets_in)
+                         for g in views if g.last_report is not None})
+        return out
+
+    # ------------------------------------------------------------------ a fixed capacity per gateway
+    def cap_gateways(self, cap: EgressCap) -> None:
+        """`cap` on every gateway's WAN egress at both sites (the ESP it sends: each direction
+        of each pair is capped at the gateway that encrypts it)."""
+        for site in self.sites:
+            for g in site.gateways:
+                site.site.cap_wan_egress(g, cap)
+        self.cap = cap
+        say(f"every gateway capped at {cap.describe()} on its WAN egress")
+
+    def uncap_gateways(self) -> list[str]:
+        """Removes the caps `cap_gateways` installed; the gateways it removed one from."""
+        removed = [g for site in self.sites for g in site.gateways if site.site.uncap_wan_egress(g)]
+        self.cap = None
+        return removed
+
+    def cap_stats(self) -> dict[str, QdiscStats]:
+        """Per gateway, its WAN root qdisc's counters, while the caps are in place."""
+        if self.cap is None:
+            return {}
+        out: dict[str, QdiscStats] = {}
+        for site in self.sites:
+            for g in site.gateways:
+                try:
+                    out[g] = site.site.wan_qdisc(g)
+                except SiteError as exc:
+                    say(f"  {exc}")
+        return out
 
     # ------------------------------------------------------------------ buckets and controllers
-    def flows_to(self, index: int) -> int:
+    def flows_to(self, index: int) -> tuple[int, int]:
         """Every bucket that carries a simulated host (every flow) of both sites onto gateway
-        `index` (1-based) with operator moves; returns how many buckets that is per site (max)."""
-        most = 0
+        `index` (1-based) with operator moves; returns how many buckets that is per site (max)
+        and how many had to be moved (both sites: 0 when they all were there already)."""
+        most = moved = 0
         for site in self.sites:
             target = site.gateways[index - 1]
             hot = set(site.host_buckets)
             for bucket in site.api.buckets():
                 if bucket.bucket in hot and bucket.gateway != target:
                     site.api.move(bucket.bucket, target)
+                    moved += 1
             wrong = [b.bucket for b in site.api.buckets() if b.bucket in hot and b.gateway != target]
             if wrong:
                 raise BenchError(f"site {site.name}: buckets {wrong[:8]} not on {target} after the moves")
             most = max(most, len(hot))
-        return most
+        return most, moved
 
     def host_balance(self) -> dict[str, dict[str, int]]:
         """Simulated hosts per gateway at each site, from the controllers' bucket map now."""
@@ -249,11 +342,23 @@ class LoadedEmulation:
             out[site.name] = counts
         return out
 
-    def balanced(self, limit: float = 1.10) -> bool:
-        """Every site's hosts spread over its gateways within max/mean <= `limit`."""
-        for counts in self.host_balance().values():
-            values = list(counts.values())
-            if max(values) > limit * sum(values) / len(values):
+    def loaded_buckets(self) -> dict[str, dict[str, int]]:
+        """Buckets carrying simulated hosts per gateway at each site, from the controllers' map now."""
+        out: dict[str, dict[str, int]] = {}
+        for site in self.sites:
+            owner = {b.bucket: b.gateway for b in site.api.buckets()}
+            counts = {g: 0 for g in site.gateways}
+            for b in set(site.host_buckets):
+                counts[str(owner.get(b))] = counts.get(str(owner.get(b)), 0) + 1
+            out[site.name] = counts
+        return out
+
+    def balanced(self, slack: float = 0.02) -> bool:
+        """Every site's loaded buckets spread over its gateways as evenly as whole buckets
+        allow, within `slack`: max/mean <= best_imbalance(B, N) x (1 + slack)."""
+        for counts in self.loaded_buckets().values():
+            values = [float(v) for v in counts.values()]
+            if imbalance(values) > best_imbalance(round(sum(values)), len(values)) * (1 + slack):
                 return False
         return True
 
@@ -274,12 +379,14 @@ class LoadedEmulation:
             raise BenchError(str(exc)) from None
 
     def set_policy(self, rebalancer: dict[str, Any]) -> None:
-        """Restart both controllers with `rebalancer:` in their config (the switch keeps its
-        state; the controller reconciles, so buckets stay where they are)."""
+        """Restart both controllers with the `rebalancer:` section they booted with, updated by
+        `rebalancer` ({}: as booted) (the switch keeps its state; the controller reconciles, so
+        buckets stay where they are)."""
         for s in self.sites:
             conf = s.site.controller_config()
             data = yaml.safe_load(conf.read_text())
-            data["rebalancer"] = rebalancer
+            booted = self._booted_rebalancer.setdefault(s.name, dict(data.get("rebalancer") or {}))
+            data["rebalancer"] = booted | rebalancer
             conf.write_text(yaml.safe_dump(data, sort_keys=False))
             try:
                 s.site.restart_controller()

@@ -11,7 +11,8 @@ from typing import Any
 
 def draw(path: Path, fig4: Sequence[Mapping[str, Any]], fig5: Mapping[str, Sequence[Mapping[str, Any]]],
          site_a: Sequence[str], title: str) -> None:
-    """`fig4`: rows with suite, frame_bytes, n, mbps; `fig5`: policy -> per-second rows with
+    """`fig4`: rows with series (capacity | cpu), suite, frame_bytes, n, mbps: one group of bars per
+    (series, suite); `fig5`: policy -> per-second rows with
     t_s, delivered_mbps, loss_percent, cpu (gateway -> % of a core)."""
     import matplotlib
 
@@ -22,13 +23,16 @@ def draw(path: Path, fig4: Sequence[Mapping[str, Any]], fig5: Mapping[str, Seque
     policies = list(fig5) or ["supergw"]
     cols = max(len(frames), len(policies))
     fig, axes = plt.subplots(2, cols, figsize=(6.5 * cols, 9), squeeze=False)
-    suites = sorted({str(r["suite"]) for r in fig4})
+    def group(r: Mapping[str, Any]) -> str:
+        return f"{r.get('series', '')}-capped {r['suite']}"
+
+    suites = sorted({group(r) for r in fig4})
     for col, frame in enumerate(frames):
         ax = axes[0][col]
         ns = sorted({int(r["n"]) for r in fig4 if int(r["frame_bytes"]) == frame})
         width = 0.8 / max(1, len(ns))
         for i, n in enumerate(ns):
-            values = [next((float(r["mbps"]) for r in fig4 if r["suite"] == s and int(r["frame_bytes"]) == frame
+            values = [next((float(r["mbps"]) for r in fig4 if group(r) == s and int(r["frame_bytes"]) == frame
                             and int(r["n"]) == n), 0.0) for s in suites]
             xs = [j + (i - (len(ns) - 1) / 2) * width for j in range(len(suites))]
             bars = ax.bar(xs, values, width, label=f"N = {n}")
