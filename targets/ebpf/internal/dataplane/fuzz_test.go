@@ -43,17 +43,7 @@ import (
 // FuzzDatapath run as a normal test; `go test -fuzz FuzzDatapath` explores.
 // Namespaces are sgw-hd-fuzz-*.
 func FuzzDatapath(f *testing.F) {
-	requireRoot(f)
-	removeStaleNetns(f, "sgw-hd-fuzz-")
-	r := newRigIn(f, newNetnsPrefix(f, "sgw-hd", "fuzz"))
-	// Frames up to fuzzMaxFrame must fit the egress links, or a flood clone
-	// fails in the kernel (the frame is then dropped without a reason: see
-	// TestOversizedFloodIsSilent).
-	for _, name := range rigLinks {
-		r.ns.ip(f, "link", "set", name, "mtu", "9000")
-		r.ns.ip(f, "link", "set", name+"p", "mtu", "9000")
-	}
-	e := r.pipeline(f, true)
+	r, e := newFuzzRig(f, "fuzz")
 	fz := &fuzzRig{
 		r: r, e: e,
 		shot:       tcActShot,
@@ -76,6 +66,21 @@ func FuzzDatapath(f *testing.F) {
 
 // removeStaleNetns deletes namespaces <prefix><pid>-* whose process is gone:
 // `go test -fuzz` stops its workers without running their cleanups.
+// newFuzzRig is the rig of a fuzz target: its own namespaces sgw-hd-<tag>-* (stale
+// ones from a killed run removed first) and the configured pipeline. Frames up to
+// fuzzMaxFrame must fit the egress links, or a flood clone fails in the kernel (the
+// frame is then dropped without a reason: see TestOversizedFloodIsSilent).
+func newFuzzRig(f *testing.F, tag string) (*rig, *EBPF) {
+	requireRoot(f)
+	removeStaleNetns(f, "sgw-hd-"+tag+"-")
+	r := newRigIn(f, newNetnsPrefix(f, "sgw-hd", tag))
+	for _, name := range rigLinks {
+		r.ns.ip(f, "link", "set", name, "mtu", "9000")
+		r.ns.ip(f, "link", "set", name+"p", "mtu", "9000")
+	}
+	return r, r.pipeline(f, true)
+}
+
 func removeStaleNetns(t testing.TB, prefix string) {
 	entries, err := os.ReadDir("/run/netns")
 	if err != nil {

@@ -28,14 +28,7 @@ import (
 // and truncations, so the fuzzer reaches every branch of the classification.
 // Namespaces are sgw-hd-ofuzz-*.
 func FuzzOutside(f *testing.F) {
-	requireRoot(f)
-	removeStaleNetns(f, "sgw-hd-ofuzz-")
-	r := newRigIn(f, newNetnsPrefix(f, "sgw-hd", "ofuzz"))
-	for _, name := range rigLinks {
-		r.ns.ip(f, "link", "set", name, "mtu", "9000")
-		r.ns.ip(f, "link", "set", name+"p", "mtu", "9000")
-	}
-	e := r.pipeline(f, true)
+	r, e := newFuzzRig(f, "ofuzz")
 	must(f, outside(f)(e))
 	m := &outsideModel{
 		buckets: map[uint16]Gateway{bucketOf(f, macH1): {portG1, macGW1}, clientBucket(f, ipClient): {portG2, macGW2}},
