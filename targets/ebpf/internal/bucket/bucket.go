@@ -20,25 +20,20 @@ func CRC32(data []byte) uint32 {
 
 // Hash16 returns the 16 bits of mac that the data plane masks with K-1 under h: the
 // low 16 bits of its CRC-32 (BucketHashCRC32) or of the MAC itself (BucketHashIdentity).
-func Hash16(mac [6]byte, h c.BucketHash) (uint16, error) {
-	switch h {
-	case c.BucketHashCRC32:
-		return uint16(CRC32(mac[:])), nil
-	case c.BucketHashIdentity:
-		return uint16(mac[4])<<8 | uint16(mac[5]), nil
-	}
-	return 0, fmt.Errorf("bucket hash %v: must be CRC32 or IDENTITY", h)
-}
+func Hash16(mac [6]byte, h c.BucketHash) (uint16, error) { return hash16(mac[:], h) }
 
 // ClientHash16 returns the 16 bits of a client's IPv4 address (network order) that the
 // outside switch masks with K-1 under h: the low 16 bits of the CRC-32 of its 4 bytes
 // (BucketHashCRC32) or of the address itself (BucketHashIdentity).
-func ClientHash16(ip [4]byte, h c.BucketHash) (uint16, error) {
+func ClientHash16(ip [4]byte, h c.BucketHash) (uint16, error) { return hash16(ip[:], h) }
+
+// hash16 is the low 16 bits of key's CRC-32 or of key itself (its last two bytes).
+func hash16(key []byte, h c.BucketHash) (uint16, error) {
 	switch h {
 	case c.BucketHashCRC32:
-		return uint16(CRC32(ip[:])), nil
+		return uint16(CRC32(key)), nil
 	case c.BucketHashIdentity:
-		return uint16(ip[2])<<8 | uint16(ip[3]), nil
+		return uint16(key[len(key)-2])<<8 | uint16(key[len(key)-1]), nil
 	}
 	return 0, fmt.Errorf("bucket hash %v: must be CRC32 or IDENTITY", h)
 }
