@@ -152,11 +152,16 @@ def test_leader_kill_one_new_leader_writes_and_the_stale_one_is_refused(setup: S
             revoked = [r.name for r in survivors if "revoking its lease" in r.controller.log_tail(200_000)]
             # The new leader fails a gateway over.
             beats.silenced.add("g1")
+            # The move is written to the switch first and recorded in etcd after (traffic
+            # first), so the event can trail the table by a store round trip: wait for both.
             deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and "g1" in new.controller.bucket_of_gateway().values():
+            while True:
+                after_failover = new.controller.bucket_of_gateway()
+                events = new.controller.client.events(limit=200)
+                recorded = any(e.reason == "failover" and e.src == "g1" for e in events)
+                if time.monotonic() > deadline or ("g1" not in after_failover.values() and recorded):
+                    break
                 time.sleep(0.1)
-            after_failover = new.controller.bucket_of_gateway()
-            events = new.controller.client.events(limit=200)
             others = [r for r in survivors if r is not new]
             other_ha = others[0].ha()
     finally:
