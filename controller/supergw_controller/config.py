@@ -331,7 +331,8 @@ class RebalancerConfig(StrictModel):
     )
     paper: PaperPolicyConfig = Field(default_factory=PaperPolicyConfig)
     threshold: float = Field(default=1.10, gt=1.0, description="rebalance when max/mean load exceeds this")
-    hysteresis: float = Field(default=0.05, ge=0, lt=1.0, description="stop once max/mean < threshold - hysteresis")
+    hysteresis: float = Field(default=0.05, ge=0, lt=1.0, description="stop once max/mean < threshold - hysteresis; a round whose load moves would "
+        "lower max/mean by less than this moves nothing (whole buckets as even as they get)")
     move_budget: int = Field(
         default=64,
         ge=1,
