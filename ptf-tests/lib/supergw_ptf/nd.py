@@ -14,7 +14,7 @@ from supergw_proto import p4constants as c
 from supergw_proto.addresses import mac_to_int
 
 from . import nd_frames as nf
-from .supergw import PuntReason, SupergwTest
+from .supergw import SupergwTest
 
 GATEWAY_LL = "fe80::1"
 GATEWAY_GUA = "2001:db8:1::1"
@@ -78,21 +78,7 @@ class NdTest(SupergwTest):
             fl=ip.fl,
         )
 
-    # ---- punts and digests
-
-    def assert_punted(self, frame: bytes, port: int, reason: PuntReason) -> None:
-        """`frame` on `port` goes to the controller only: packet-in (port, reason) with the
-        frame as received, nothing out of any port, no drop counted."""
-        before = self.all_drop_counts()
-        self.send(port, frame)
-        got = self.get_packet_in()
-        self.assertIsNotNone(got, f"expected a packet-in {reason.name}")
-        assert got is not None
-        self.assertEqual(got.metadata, self.packet_in_meta(port, reason), "packet_in metadata")
-        self.assertEqual(got.payload, frame, "packet-in payload must be the frame as received")
-        self.expect_nothing()
-        self.assert_no_packet_in()
-        self.assert_not_dropped(before)
+    # ---- digests
 
     def enable_ip6_digests(self) -> None:
         self.insert(P4DigestEntry(c.DIGEST_LEARN_IP6_DIGEST, max_list_size=1, ack_timeout_ns=1_000_000_000))
