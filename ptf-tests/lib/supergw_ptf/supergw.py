@@ -305,6 +305,20 @@ class SupergwTest(P4RuntimeTest):
             else:
                 self.assertEqual(delta.packets, 0, f"drop_counter[{r.name}] moved, expected only {DropReason(reason).name}")
 
+    def assert_punted(self, frame: bytes, port: int, reason: PuntReason) -> None:
+        """`frame` on `port` goes to the controller only: packet-in (port, reason) with the
+        frame as received, nothing out of any port, no drop counted."""
+        before = self.all_drop_counts()
+        self.send(port, frame)
+        got = self.get_packet_in()
+        self.assertIsNotNone(got, f"expected a packet-in {reason.name}")
+        assert got is not None
+        self.assertEqual(got.metadata, self.packet_in_meta(port, reason), "packet_in metadata")
+        self.assertEqual(got.payload, frame, "packet-in payload must be the frame as received")
+        self.expect_nothing()
+        self.assert_no_packet_in()
+        self.assert_not_dropped(before)
+
     def assert_not_dropped(self, before: dict[DropReason, CounterValue]) -> None:
         after = self.all_drop_counts()
         moved = {r.name: (after[r] - before[r]).packets for r in DropReason if after[r] != before[r]}
