@@ -37,6 +37,17 @@ struct sgw_md {
 	__u16 arp_op;
 	__be32 arp_spa;
 	__be32 arp_tpa;
+	/* IPv6 (sgw_validate_nd): is_ip6 for any IPv6 frame with a full header, nd_type for a
+	 * valid ND message (0: none); the rest only when nd_type is set. */
+	__u8 is_ip6;
+	__u8 nd_type;
+	__u8 nd_hop_limit;
+	__u8 nd_flags; /* NA: R, S, O */
+	__u16 nd_len; /* IPv6 payload length: the ND message with its options */
+	__u16 nd_lladdr_off; /* offset of the source (NS, RS, RA) or target (NA) link-layer option, 0: none */
+	struct sgw_ip6 ip6_src;
+	struct sgw_ip6 ip6_dst;
+	struct sgw_ip6 nd_target; /* NS, NA */
 	const struct sgw_dispatch_config *cfg;
 	const struct sgw_ra_config *ra; /* outside ports only (sgw_ra_check_configured) */
 };
@@ -332,6 +343,9 @@ static __always_inline int sgw_dispatch(struct sgw_md *md, struct sgw_eth *eth, 
 /* Remote access: the outside switch's stages and the LAN's client pools. */
 #include "supergw_ra.h"
 
+/* IPv6 Neighbor Discovery: parsing, validation, the NA the switch answers with. */
+#include "supergw_nd.h"
+
 /* Stage 5: frames from a host port. */
 static __always_inline int sgw_host(struct __sk_buff *skb, struct sgw_md *md)
 {
@@ -339,12 +353,19 @@ static __always_inline int sgw_host(struct __sk_buff *skb, struct sgw_md *md)
 	struct sgw_l2_entry *l2;
 	struct sgw_eth *eth;
 	__u32 bucket;
+	int v;
 
 	/* As p4src ArpGuard: the spoof check runs before learning, so a host
 	 * claiming IP_G is never reported to the controller. */
 	if (md->is_arp && md->arp_spa == cfg->gateway_ip)
 		return sgw_drop(md, DROP_REASON_ARP_SPOOF_GATEWAY_IP);
+	v = sgw_host_nd_guard(md);
+	if (v != SGW_CONTINUE)
+		return v;
 	sgw_learn(skb, md);
+	v = sgw_host_nd(skb, md);
+	if (v != SGW_CONTINUE)
+		return v;
 	if (md->is_arp) {
 		if (md->arp_op == ARP_OPER_REQUEST && md->arp_tpa == cfg->gateway_ip) {
 			__u8 vmac[6];
@@ -360,7 +381,7 @@ static __always_inline int sgw_host(struct __sk_buff *skb, struct sgw_md *md)
 	if (!eth)
 		return sgw_drop(md, DROP_REASON_MALFORMED_FRAME);
 	if (sgw_is_vmac(cfg, eth->dst, &bucket)) {
-		int v = sgw_pool_dispatch(skb, md, eth->type);
+		v = sgw_pool_dispatch(skb, md, eth->type);
 
 		if (v != SGW_CONTINUE)
 			return v;
@@ -384,6 +405,7 @@ static __always_inline int sgw_gateway(struct __sk_buff *skb, struct sgw_md *md)
 	struct sgw_l2_entry *l2;
 	struct sgw_eth *eth;
 	struct sgw_mac *host;
+	int v;
 
 	if (md->is_arp) {
 		if (md->arp_op != ARP_OPER_REQUEST)
@@ -395,6 +417,9 @@ static __always_inline int sgw_gateway(struct __sk_buff *skb, struct sgw_md *md)
 			return sgw_punt(skb, md, PUNT_REASON_GATEWAY_ARP_MISS);
 		return sgw_arp_reply(skb, md, host->addr, md->arp_tpa);
 	}
+	v = sgw_gateway_nd(skb, md);
+	if (v != SGW_CONTINUE)
+		return v;
 	eth = sgw_eth_hdr(skb);
 	if (!eth)
 		return sgw_drop(md, DROP_REASON_MALFORMED_FRAME);
@@ -426,6 +451,9 @@ static __always_inline int sgw_pipeline(struct __sk_buff *skb, struct sgw_md *md
 	if (v != SGW_CONTINUE)
 		return v;
 	v = sgw_validate_arp(skb, md);
+	if (v != SGW_CONTINUE)
+		return v;
+	v = sgw_validate_nd(skb, md, sgw_eth_type(skb));
 	if (v != SGW_CONTINUE)
 		return v;
 	if (md->role == PORT_ROLE_HOST)

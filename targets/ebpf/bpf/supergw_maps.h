@@ -8,6 +8,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "p4constants.h"
+#include "supergw_pkt.h" /* struct sgw_ip6 */
 
 /* Table sizes come from p4src/common/size.p4 through p4constants.h. */
 #ifndef SGW_MAX_PORTS
@@ -155,6 +156,25 @@ struct {
 	__type(key, __be32);
 	__type(value, struct sgw_mac);
 } sgw_host_ips SEC(".maps");
+
+/* The gateway's IPv6 addresses (link-local and global): answered with the asker's vmac. */
+#ifndef SGW_MAX_GATEWAY_IP6S
+#define SGW_MAX_GATEWAY_IP6S 16
+#endif
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SGW_MAX_GATEWAY_IP6S);
+	__type(key, struct sgw_ip6);
+	__type(value, __u8);
+} sgw_gateway_ip6s SEC(".maps");
+
+/* Host IPv6 addresses -> host MAC: a gateway's NS for one is answered with it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SGW_MAX_HOST_IPS);
+	__type(key, struct sgw_ip6);
+	__type(value, struct sgw_mac);
+} sgw_host_ip6s SEC(".maps");
 
 /* bucket_dispatch.buckets: bucket -> gateway (valid == 0 is drop_unassigned). */
 struct {

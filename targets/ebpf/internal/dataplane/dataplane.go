@@ -17,6 +17,9 @@ type MAC [6]byte
 // IPv4 is an IPv4 address in network byte order.
 type IPv4 [4]byte
 
+// IPv6 is an IPv6 address in network byte order.
+type IPv6 [16]byte
+
 // DispatchConfig mirrors the params of SupergwIngress.dispatch_config.set_dispatch_config.
 // Configured=false is the initial default action mark_unconfigured.
 type DispatchConfig struct {
