@@ -37,17 +37,17 @@ struct sgw_md {
 	__u16 arp_op;
 	__be32 arp_spa;
 	__be32 arp_tpa;
-	/* IPv6 (sgw_validate_nd): is_ip6 for any IPv6 frame with a full header, nd_type for a
-	 * valid ND message (0: none); the rest only when nd_type is set. */
+	/* IPv6 (sgw_classify_ip6, HOST and GATEWAY ports): is_ip6 for a whole version-6 header;
+	 * nd_type for ND directly behind it (0: none); nd_target_is_gateway and ns_answerable
+	 * only for an NS or NA whose target the frame holds. */
 	__u8 is_ip6;
+	__u8 ip6_src_is_gateway;
 	__u8 nd_type;
-	__u8 nd_hop_limit;
-	__u8 nd_flags; /* NA: R, S, O */
-	__u16 nd_len; /* IPv6 payload length: the ND message with its options */
-	__u16 nd_lladdr_off; /* offset of the source (NS, RS, RA) or target (NA) link-layer option, 0: none */
+	__u8 nd_target_is_gateway;
+	__u8 ns_answerable;
+	__be32 ip6_vtf; /* version, traffic class, flow label, as on the wire */
 	struct sgw_ip6 ip6_src;
-	struct sgw_ip6 ip6_dst;
-	struct sgw_ip6 nd_target; /* NS, NA */
+	struct sgw_ip6 nd_target;
 	const struct sgw_dispatch_config *cfg;
 	const struct sgw_ra_config *ra; /* outside ports only (sgw_ra_check_configured) */
 };
@@ -127,6 +127,7 @@ static __always_inline int sgw_punt(struct __sk_buff *skb, struct sgw_md *md, __
 	__builtin_memset(e->src_mac, 0, sizeof(e->src_mac));
 	e->src_ip = 0;
 	e->frame_len = n;
+	__builtin_memset(e->src_ip6, 0, sizeof(e->src_ip6));
 	e->wire_len = md->len;
 	if (bpf_skb_load_bytes(skb, 0, (void *)(e + 1), n)) {
 		bpf_ringbuf_discard(e, 0);
@@ -324,6 +325,7 @@ static __always_inline void sgw_learn(struct __sk_buff *skb, struct sgw_md *md)
 		e->src_ip = 0;
 	e->frame_len = 0;
 	e->wire_len = 0;
+	__builtin_memset(e->src_ip6, 0, sizeof(e->src_ip6));
 	bpf_ringbuf_submit(e, 0);
 	bpf_map_update_elem(&sgw_digest_sent, &key, &now, BPF_ANY);
 }
@@ -343,7 +345,7 @@ static __always_inline int sgw_dispatch(struct sgw_md *md, struct sgw_eth *eth, 
 /* Remote access: the outside switch's stages and the LAN's client pools. */
 #include "supergw_ra.h"
 
-/* IPv6 Neighbor Discovery: parsing, validation, the NA the switch answers with. */
+/* IPv6 Neighbor Discovery on the LAN. */
 #include "supergw_nd.h"
 
 /* Stage 5: frames from a host port. */
@@ -359,13 +361,11 @@ static __always_inline int sgw_host(struct __sk_buff *skb, struct sgw_md *md)
 	 * claiming IP_G is never reported to the controller. */
 	if (md->is_arp && md->arp_spa == cfg->gateway_ip)
 		return sgw_drop(md, DROP_REASON_ARP_SPOOF_GATEWAY_IP);
-	v = sgw_host_nd_guard(md);
+	v = sgw_nd_guard(md);
 	if (v != SGW_CONTINUE)
 		return v;
 	sgw_learn(skb, md);
-	v = sgw_host_nd(skb, md);
-	if (v != SGW_CONTINUE)
-		return v;
+	sgw_learn_ip6(skb, md);
 	if (md->is_arp) {
 		if (md->arp_op == ARP_OPER_REQUEST && md->arp_tpa == cfg->gateway_ip) {
 			__u8 vmac[6];
@@ -376,6 +376,11 @@ static __always_inline int sgw_host(struct __sk_buff *skb, struct sgw_md *md)
 			sgw_vmac_of(cfg, eth->src, vmac);
 			return sgw_arp_reply(skb, md, vmac, cfg->gateway_ip);
 		}
+	}
+	if (md->nd_type) {
+		v = sgw_nd_respond(skb, md);
+		if (v != SGW_CONTINUE)
+			return v;
 	}
 	eth = sgw_eth_hdr(skb);
 	if (!eth)
@@ -407,6 +412,9 @@ static __always_inline int sgw_gateway(struct __sk_buff *skb, struct sgw_md *md)
 	struct sgw_mac *host;
 	int v;
 
+	v = sgw_nd_guard(md);
+	if (v != SGW_CONTINUE)
+		return v;
 	if (md->is_arp) {
 		if (md->arp_op != ARP_OPER_REQUEST)
 			return sgw_punt(skb, md, PUNT_REASON_GATEWAY_ARP_REPLY);
@@ -417,9 +425,11 @@ static __always_inline int sgw_gateway(struct __sk_buff *skb, struct sgw_md *md)
 			return sgw_punt(skb, md, PUNT_REASON_GATEWAY_ARP_MISS);
 		return sgw_arp_reply(skb, md, host->addr, md->arp_tpa);
 	}
-	v = sgw_gateway_nd(skb, md);
-	if (v != SGW_CONTINUE)
-		return v;
+	if (md->nd_type) {
+		v = sgw_nd_respond(skb, md);
+		if (v != SGW_CONTINUE)
+			return v;
+	}
 	eth = sgw_eth_hdr(skb);
 	if (!eth)
 		return sgw_drop(md, DROP_REASON_MALFORMED_FRAME);
@@ -453,9 +463,7 @@ static __always_inline int sgw_pipeline(struct __sk_buff *skb, struct sgw_md *md
 	v = sgw_validate_arp(skb, md);
 	if (v != SGW_CONTINUE)
 		return v;
-	v = sgw_validate_nd(skb, md, sgw_eth_type(skb));
-	if (v != SGW_CONTINUE)
-		return v;
+	sgw_classify_ip6(skb, md, sgw_eth_type(skb));
 	if (md->role == PORT_ROLE_HOST)
 		return sgw_host(skb, md);
 	if (md->role == PORT_ROLE_GATEWAY)

@@ -82,13 +82,13 @@ struct sgw_ipv6 {
 	struct sgw_ip6 daddr;
 } __attribute__((packed));
 
-/* Neighbor Solicitation / Advertisement (RFC 4861 4.3, 4.4): flags[0] holds R, S, O of an
- * NA; the rest is reserved. */
+/* Neighbor Solicitation / Advertisement (RFC 4861 4.3, 4.4): ICMPv6 header, the flags
+ * word (R, S, O of an NA; reserved in an NS), the target. */
 struct sgw_nd_msg {
 	__u8 type;
 	__u8 code;
 	__u16 checksum; /* as on the wire */
-	__u8 flags[4];
+	__be32 flags;
 	struct sgw_ip6 target;
 } __attribute__((packed));
 

@@ -56,8 +56,7 @@ type EBPF struct {
 	ifindexPort   hashMap[uint32, bpfSgwPortInfo]
 	settings      hashMap[uint32, bpfSgwDispatchConfig]
 	hostIPs       hashMap[IPv4, MAC]
-	gatewayIP6s   hashMap[IPv6, uint8]
-	hostIP6s      hashMap[IPv6, MAC]
+	nd            ndMaps
 	buckets       hashMap[uint32, bpfSgwBucket]
 	bucketCounter counterMap
 	macTable      hashMap[MAC, bpfSgwL2Entry]
@@ -179,8 +178,6 @@ func (e *EBPF) load() error {
 	e.ifindexPort = hashMap[uint32, bpfSgwPortInfo]{m.SgwIfindexPort, "ifindex_port"}
 	e.settings = hashMap[uint32, bpfSgwDispatchConfig]{m.SgwSettings, "settings"}
 	e.hostIPs = hashMap[IPv4, MAC]{m.SgwHostIps, "host_ips"}
-	e.gatewayIP6s = hashMap[IPv6, uint8]{m.SgwGatewayIp6s, "gateway_ip6s"}
-	e.hostIP6s = hashMap[IPv6, MAC]{m.SgwHostIp6s, "host_ip6s"}
 	e.buckets = hashMap[uint32, bpfSgwBucket]{m.SgwBuckets, "buckets"}
 	e.macTable = hashMap[MAC, bpfSgwL2Entry]{m.SgwMacTable, "mac_table"}
 	e.learned = hashMap[bpfSgwLearnKey, uint64]{m.SgwLearnedSources, "learned_sources"}
@@ -197,12 +194,14 @@ func (e *EBPF) load() error {
 	if e.portTx, err = newCounterMap(m.SgwPortTx, "port_tx"); err != nil {
 		return err
 	}
+	e.loadND()
 	return e.loadRemoteAccess()
 }
 
 func (e *EBPF) mapsByName() map[string]*ebpf.Map {
 	m := &e.objs.bpfMaps
 	all := e.raMapsByName()
+	maps.Copy(all, e.ndMapsByName())
 	maps.Copy(all, map[string]*ebpf.Map{
 		bpfMapSgwBucketCounter:  m.SgwBucketCounter,
 		bpfMapSgwBuckets:        m.SgwBuckets,
@@ -272,17 +271,6 @@ func (e *EBPF) SetDispatchConfig(cfg DispatchConfig) error {
 func (e *EBPF) SetHostIP(ip IPv4, mac MAC) error { return e.hostIPs.put(ip, mac) }
 
 func (e *EBPF) DeleteHostIP(ip IPv4) error { return e.hostIPs.del(ip) }
-
-// SetGatewayIPv6 adds one of the gateway's IPv6 addresses: a host's NS for it is
-// answered with the host's vmac, and a host's ND from or claiming it is a spoof.
-func (e *EBPF) SetGatewayIPv6(ip IPv6) error { return e.gatewayIP6s.put(ip, 1) }
-
-func (e *EBPF) DeleteGatewayIPv6(ip IPv6) error { return e.gatewayIP6s.del(ip) }
-
-// SetHostIPv6 maps a host's IPv6 address to its MAC: a gateway's NS for it is answered.
-func (e *EBPF) SetHostIPv6(ip IPv6, mac MAC) error { return e.hostIP6s.put(ip, mac) }
-
-func (e *EBPF) DeleteHostIPv6(ip IPv6) error { return e.hostIP6s.del(ip) }
 
 func (e *EBPF) bucketEntry(bucket uint16) (bpfSgwBucket, error) {
 	if uint32(bucket) >= e.objs.SgwBuckets.MaxEntries() {

@@ -32,6 +32,9 @@ type Fake struct {
 	ra          RAConfig
 	dispatchTbl map[DispatchTable]*dispatchIndex
 	dispatchCtr map[DispatchTable]map[uint16]Counter
+	nd          NDConfig
+	hostIP6s    map[IPv6]MAC
+	learnedIP6s map[LearnedIP6Key]time.Time
 }
 
 // BucketEntry is what SetBucket stored for one bucket.
@@ -49,6 +52,7 @@ type Transmitted struct {
 // fakeLimits are the max_entries of the eBPF maps (and the flood group size).
 type fakeLimits struct {
 	portRoles, hostIPs, buckets, l2, learned, groups, replicas, drops int
+	hostIP6s, learnedIP6s                                             int
 	dispatch                                                          map[DispatchTable]int
 }
 
@@ -83,6 +87,9 @@ func specLimits() (fakeLimits, error) {
 			replicas:  len(bpfSgwFloodGroup{}.Members),
 			drops:     size(bpfMapSgwDropCounter),
 			dispatch:  dispatchLimits(size),
+
+			hostIP6s:    size(bpfMapSgwHostIp6s),
+			learnedIP6s: size(bpfMapSgwLearnedIp6s),
 		}
 	})
 	return limits, limitsErr
@@ -110,6 +117,8 @@ func NewFake(ports ...uint16) *Fake {
 		now:         time.Now,
 		dispatchTbl: map[DispatchTable]*dispatchIndex{},
 		dispatchCtr: map[DispatchTable]map[uint16]Counter{},
+		hostIP6s:    map[IPv6]MAC{},
+		learnedIP6s: map[LearnedIP6Key]time.Time{},
 	}
 	for t, n := range l.dispatch {
 		f.dispatchTbl[t] = newDispatchIndex(t, n)
