@@ -79,3 +79,13 @@ func (f *Fake) HostIP6s() map[IPv6]MAC {
 	defer f.mu.Unlock()
 	return cloneMap(f.hostIP6s)
 }
+
+// TouchIP6 marks (ip, mac) as hit at now-idle, so LearnedIP6Idle reports idle.
+func (f *Fake) TouchIP6(ip IPv6, mac MAC, idle time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := LearnedIP6Key{ip, mac}
+	if _, ok := f.learnedIP6s[k]; ok {
+		f.learnedIP6s[k] = f.now().Add(-idle)
+	}
+}
