@@ -287,14 +287,30 @@ static __always_inline __be32 sgw_digest_src_ip(struct __sk_buff *skb, struct sg
 	return 0;
 }
 
+/* A learning table (learned_sources, learned_ip6s): a hit refreshes the entry's last hit
+ * (at most once per SGW_LEARN_REFRESH_NS) and is no miss; a miss whose digest went out
+ * less than SGW_DIGEST_HOLDOFF_NS ago (sent: the key's last digest) is not reported again. */
+static __always_inline bool sgw_learn_miss(void *learned, void *sent, const void *key, __u64 now)
+{
+	__u64 *seen = bpf_map_lookup_elem(learned, key);
+
+	if (seen) {
+		if (now - *seen > SGW_LEARN_REFRESH_NS)
+			*seen = now;
+		return false;
+	}
+	seen = bpf_map_lookup_elem(sent, key);
+	return !seen || now - *seen >= SGW_DIGEST_HOLDOFF_NS;
+}
+
 /* learning.learned_sources: hit refreshes the idle time, miss emits a digest. */
 static __always_inline void sgw_learn(struct __sk_buff *skb, struct sgw_md *md)
 {
 	struct sgw_learn_key key = { .port = md->port };
 	struct sgw_eth *eth = sgw_eth_hdr(skb);
 	struct sgw_event *e;
-	__u64 now, *seen;
 	__be16 type;
+	__u64 now;
 
 	if (!eth)
 		return;
@@ -303,14 +319,7 @@ static __always_inline void sgw_learn(struct __sk_buff *skb, struct sgw_md *md)
 	/* Coarse (tick-resolution) clock: cheaper than bpf_ktime_get_ns, and both
 	 * users (1 s refresh, 10 ms hold-off) are coarser than a tick. */
 	now = bpf_ktime_get_coarse_ns();
-	seen = bpf_map_lookup_elem(&sgw_learned_sources, &key);
-	if (seen) {
-		if (now - *seen > SGW_LEARN_REFRESH_NS)
-			*seen = now;
-		return;
-	}
-	seen = bpf_map_lookup_elem(&sgw_digest_sent, &key);
-	if (seen && now - *seen < SGW_DIGEST_HOLDOFF_NS)
+	if (!sgw_learn_miss(&sgw_learned_sources, &sgw_digest_sent, &key, now))
 		return;
 	e = bpf_ringbuf_reserve(&sgw_events, sizeof(*e), 0);
 	if (!e)

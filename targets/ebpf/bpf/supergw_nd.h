@@ -202,21 +202,14 @@ static __always_inline void sgw_learn_ip6(struct __sk_buff *skb, struct sgw_md *
 	struct sgw_learn_ip6_key key = { .ip6 = md->ip6_src };
 	struct sgw_eth *eth = sgw_eth_hdr(skb);
 	struct sgw_event *e;
-	__u64 now, *seen;
+	__u64 now;
 
 	if (!eth || !md->is_ip6 || sgw_ip6_is_unspecified(&md->ip6_src) ||
 	    sgw_ip6_is_multicast(&md->ip6_src) || md->ip6_src_is_gateway)
 		return;
 	sgw_mac_copy(key.mac, eth->src);
 	now = bpf_ktime_get_coarse_ns();
-	seen = bpf_map_lookup_elem(&sgw_learned_ip6s, &key);
-	if (seen) {
-		if (now - *seen > SGW_LEARN_REFRESH_NS)
-			*seen = now;
-		return;
-	}
-	seen = bpf_map_lookup_elem(&sgw_digest_ip6_sent, &key);
-	if (seen && now - *seen < SGW_DIGEST_HOLDOFF_NS)
+	if (!sgw_learn_miss(&sgw_learned_ip6s, &sgw_digest_ip6_sent, &key, now))
 		return;
 	e = bpf_ringbuf_reserve(&sgw_events, sizeof(*e), 0);
 	if (!e)

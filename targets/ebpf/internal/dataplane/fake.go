@@ -287,22 +287,30 @@ func (f *Fake) DeleteLearned(mac MAC, port uint16) error {
 func (f *Fake) LearnedIdle(mac MAC, port uint16) (time.Duration, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	last, ok := f.learned[LearnedKey{mac, port}]
-	if !ok {
-		return 0, fmt.Errorf("learned %v@%d: %w", mac, port, ErrNotFound)
-	}
-	return f.now().Sub(last), nil
+	return idleOf(f.learned, LearnedKey{mac, port}, f.now())
 }
 
 func (f *Fake) LearnedIdleAll() (map[LearnedKey]time.Duration, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := f.now()
-	out := make(map[LearnedKey]time.Duration, len(f.learned))
-	for k, last := range f.learned {
+	return idleOfAll(f.learned, f.now()), nil
+}
+
+// idleOf is how long ago the entry k of a learned table was last hit.
+func idleOf[K comparable](m map[K]time.Time, k K, now time.Time) (time.Duration, error) {
+	last, ok := m[k]
+	if !ok {
+		return 0, fmt.Errorf("learned %+v: %w", k, ErrNotFound)
+	}
+	return now.Sub(last), nil
+}
+
+func idleOfAll[K comparable](m map[K]time.Time, now time.Time) map[K]time.Duration {
+	out := make(map[K]time.Duration, len(m))
+	for k, last := range m {
 		out[k] = now.Sub(last)
 	}
-	return out, nil
+	return out
 }
 
 func (f *Fake) SetFloodGroup(id uint16, ports []uint16) error {

@@ -48,22 +48,13 @@ func (f *Fake) DeleteLearnedIP6(ip IPv6, mac MAC) error {
 func (f *Fake) LearnedIP6Idle(ip IPv6, mac MAC) (time.Duration, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	last, ok := f.learnedIP6s[LearnedIP6Key{ip, mac}]
-	if !ok {
-		return 0, fmt.Errorf("learned ip6 %x %v: %w", ip, mac, ErrNotFound)
-	}
-	return f.now().Sub(last), nil
+	return idleOf(f.learnedIP6s, LearnedIP6Key{ip, mac}, f.now())
 }
 
 func (f *Fake) LearnedIP6IdleAll() (map[LearnedIP6Key]time.Duration, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := f.now()
-	out := make(map[LearnedIP6Key]time.Duration, len(f.learnedIP6s))
-	for k, last := range f.learnedIP6s {
-		out[k] = now.Sub(last)
-	}
-	return out, nil
+	return idleOfAll(f.learnedIP6s, f.now()), nil
 }
 
 // ND returns the nd_settings configuration.

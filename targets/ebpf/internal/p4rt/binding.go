@@ -441,45 +441,36 @@ func (b *binding) idle(table uint32, match entryKey) (time.Duration, error) {
 // function it returns answers as idle would for each stored entry of that
 // table (and keeps the entry's data-plane key on it for the next scan).
 func (b *binding) idleAll(table uint32) (func(*storedEntry) (time.Duration, error), error) {
-	if table == b.learnedIP6s {
-		return b.idleAllIP6()
+	switch table {
+	case b.learned:
+		all, err := b.dp.LearnedIdleAll()
+		return idleLookup(all, err, func(se *storedEntry) dataplane.LearnedKey {
+			return dataplane.LearnedKey{MAC: mac(se.key.value(b.learnedMAC)), Port: u16(se.key.value(b.learnedPort))}
+		})
+	case b.learnedIP6s:
+		all, err := b.dp.LearnedIP6IdleAll()
+		return idleLookup(all, err, func(se *storedEntry) dataplane.LearnedIP6Key {
+			return dataplane.LearnedIP6Key{IP: ipv6(se.key.value(b.learnedIP6sIP)), MAC: mac(se.key.value(b.learnedIP6sMAC))}
+		})
 	}
-	if table != b.learned {
-		return nil, errUnsupported
-	}
-	all, err := b.dp.LearnedIdleAll()
-	if err != nil {
-		return nil, err
-	}
-	return func(se *storedEntry) (time.Duration, error) {
-		k, ok := se.dpKey.(dataplane.LearnedKey)
-		if !ok {
-			k = dataplane.LearnedKey{MAC: mac(se.key.value(b.learnedMAC)), Port: u16(se.key.value(b.learnedPort))}
-			se.dpKey = k
-		}
-		d, ok := all[k]
-		if !ok {
-			return 0, fmt.Errorf("learned %v@%d: %w", k.MAC, k.Port, dataplane.ErrNotFound)
-		}
-		return d, nil
-	}, nil
+	return nil, errUnsupported
 }
 
-// idleAllIP6 is idleAll for learned_ip6s.
-func (b *binding) idleAllIP6() (func(*storedEntry) (time.Duration, error), error) {
-	all, err := b.dp.LearnedIP6IdleAll()
+// idleLookup answers idleAll from one read of a table's last hits, all; keyOf turns a
+// stored entry into the data plane's key, kept on the entry for the next scan.
+func idleLookup[K comparable](all map[K]time.Duration, err error, keyOf func(*storedEntry) K) (func(*storedEntry) (time.Duration, error), error) {
 	if err != nil {
 		return nil, err
 	}
 	return func(se *storedEntry) (time.Duration, error) {
-		k, ok := se.dpKey.(dataplane.LearnedIP6Key)
+		k, ok := se.dpKey.(K)
 		if !ok {
-			k = dataplane.LearnedIP6Key{IP: ipv6(se.key.value(b.learnedIP6sIP)), MAC: mac(se.key.value(b.learnedIP6sMAC))}
+			k = keyOf(se)
 			se.dpKey = k
 		}
 		d, ok := all[k]
 		if !ok {
-			return 0, fmt.Errorf("learned ip6 %x %v: %w", k.IP, k.MAC, dataplane.ErrNotFound)
+			return 0, fmt.Errorf("%+v: %w", k, dataplane.ErrNotFound)
 		}
 		return d, nil
 	}, nil
@@ -499,35 +490,26 @@ func bitstring(v []byte) *p4v1.P4Data {
 // learn_ip6_digest_t) struct, members in P4Info order.
 func (b *binding) digestData(ev dataplane.Event) (uint32, *p4v1.P4Data) {
 	if ev.Kind == dataplane.EventDigestIP6 {
-		return b.digestIP6Data(ev)
+		return b.learnIP6Digest, digestStruct(b.digestIP6Members, map[string][]byte{
+			c.DigestLearnIP6DigestSrcMAC: ev.SrcMAC[:],
+			c.DigestLearnIP6DigestPort:   fromUint(uint64(ev.Port)),
+			c.DigestLearnIP6DigestSrcIP6: ev.SrcIP6[:],
+		})
 	}
-	members := make([]*p4v1.P4Data, 0, len(b.digestMembers))
-	for _, m := range b.digestMembers {
-		switch m {
-		case c.DigestLearnDigestSrcMAC:
-			members = append(members, bitstring(ev.SrcMAC[:]))
-		case c.DigestLearnDigestPort:
-			members = append(members, bitstring(fromUint(uint64(ev.Port))))
-		case c.DigestLearnDigestSrcIP:
-			members = append(members, bitstring(ev.SrcIP[:]))
-		}
-	}
-	return b.learnDigest, &p4v1.P4Data{Data: &p4v1.P4Data_Struct{Struct: &p4v1.P4StructLike{Members: members}}}
+	return b.learnDigest, digestStruct(b.digestMembers, map[string][]byte{
+		c.DigestLearnDigestSrcMAC: ev.SrcMAC[:],
+		c.DigestLearnDigestPort:   fromUint(uint64(ev.Port)),
+		c.DigestLearnDigestSrcIP:  ev.SrcIP[:],
+	})
 }
 
-func (b *binding) digestIP6Data(ev dataplane.Event) (uint32, *p4v1.P4Data) {
-	members := make([]*p4v1.P4Data, 0, len(b.digestIP6Members))
-	for _, m := range b.digestIP6Members {
-		switch m {
-		case c.DigestLearnIP6DigestSrcMAC:
-			members = append(members, bitstring(ev.SrcMAC[:]))
-		case c.DigestLearnIP6DigestPort:
-			members = append(members, bitstring(fromUint(uint64(ev.Port))))
-		case c.DigestLearnIP6DigestSrcIP6:
-			members = append(members, bitstring(ev.SrcIP6[:]))
-		}
+// digestStruct is a digest's struct: the value of each member, in the P4Info's order.
+func digestStruct(members []string, values map[string][]byte) *p4v1.P4Data {
+	out := make([]*p4v1.P4Data, 0, len(members))
+	for _, m := range members {
+		out = append(out, bitstring(values[m]))
 	}
-	return b.learnIP6Digest, &p4v1.P4Data{Data: &p4v1.P4Data_Struct{Struct: &p4v1.P4StructLike{Members: members}}}
+	return &p4v1.P4Data{Data: &p4v1.P4Data_Struct{Struct: &p4v1.P4StructLike{Members: out}}}
 }
 
 func (b *binding) packetIn(ev dataplane.Event) *p4v1.PacketIn {
