@@ -135,9 +135,10 @@ static __always_inline bool sgw_pull(struct __sk_buff *skb, __u32 n)
 /* Returns the Ethernet header if it is in the linear area, else NULL. */
 static __always_inline struct sgw_eth *sgw_eth_hdr(struct __sk_buff *skb)
 {
-	sgw_ctx_barrier(skb);
-	struct sgw_eth *eth = (void *)(long)skb->data;
+	struct sgw_eth *eth;
 
+	sgw_ctx_barrier(skb);
+	eth = (void *)(long)skb->data;
 	if ((void *)(eth + 1) > (void *)(long)skb->data_end)
 		return NULL;
 	return eth;
@@ -146,9 +147,10 @@ static __always_inline struct sgw_eth *sgw_eth_hdr(struct __sk_buff *skb)
 /* Returns the ARP body if it is in the linear area, else NULL. */
 static __always_inline struct sgw_arp *sgw_arp_hdr(struct __sk_buff *skb)
 {
-	sgw_ctx_barrier(skb);
-	struct sgw_arp *arp = (void *)(long)skb->data + sizeof(struct sgw_eth);
+	struct sgw_arp *arp;
 
+	sgw_ctx_barrier(skb);
+	arp = (void *)(long)skb->data + sizeof(struct sgw_eth);
 	if ((void *)(arp + 1) > (void *)(long)skb->data_end)
 		return NULL;
 	return arp;
