@@ -118,6 +118,7 @@ class DpbenchResult:
     ns_per_packet: float
     mpps: float
     cpu: int
+    family: str = "ipv4"  # sgw-dpbench -ipv6: IPv6/UDP frames
     cpu_seconds: float = 0.0  # whole sgw-dpbench process (setup included), one mode per call
     ksoftirqd_seconds: float = 0.0
     core_softirq_seconds: float = 0.0

@@ -37,6 +37,17 @@ struct sgw_md {
 	__u16 arp_op;
 	__be32 arp_spa;
 	__be32 arp_tpa;
+	/* IPv6 (sgw_classify_ip6, HOST and GATEWAY ports): is_ip6 for a whole version-6 header;
+	 * nd_type for ND directly behind it (0: none); nd_target_is_gateway and ns_answerable
+	 * only for an NS or NA whose target the frame holds. */
+	__u8 is_ip6;
+	__u8 ip6_src_is_gateway;
+	__u8 nd_type;
+	__u8 nd_target_is_gateway;
+	__u8 ns_answerable;
+	__be32 ip6_vtf; /* version, traffic class, flow label, as on the wire */
+	struct sgw_ip6 ip6_src;
+	struct sgw_ip6 nd_target;
 	const struct sgw_dispatch_config *cfg;
 	const struct sgw_ra_config *ra; /* outside ports only (sgw_ra_check_configured) */
 };
@@ -116,6 +127,7 @@ static __always_inline int sgw_punt(struct __sk_buff *skb, struct sgw_md *md, __
 	__builtin_memset(e->src_mac, 0, sizeof(e->src_mac));
 	e->src_ip = 0;
 	e->frame_len = n;
+	__builtin_memset(e->src_ip6, 0, sizeof(e->src_ip6));
 	e->wire_len = md->len;
 	if (bpf_skb_load_bytes(skb, 0, (void *)(e + 1), n)) {
 		bpf_ringbuf_discard(e, 0);
@@ -275,14 +287,30 @@ static __always_inline __be32 sgw_digest_src_ip(struct __sk_buff *skb, struct sg
 	return 0;
 }
 
+/* A learning table (learned_sources, learned_ip6s): a hit refreshes the entry's last hit
+ * (at most once per SGW_LEARN_REFRESH_NS) and is no miss; a miss whose digest went out
+ * less than SGW_DIGEST_HOLDOFF_NS ago (sent: the key's last digest) is not reported again. */
+static __always_inline bool sgw_learn_miss(void *learned, void *sent, const void *key, __u64 now)
+{
+	__u64 *seen = bpf_map_lookup_elem(learned, key);
+
+	if (seen) {
+		if (now - *seen > SGW_LEARN_REFRESH_NS)
+			*seen = now;
+		return false;
+	}
+	seen = bpf_map_lookup_elem(sent, key);
+	return !seen || now - *seen >= SGW_DIGEST_HOLDOFF_NS;
+}
+
 /* learning.learned_sources: hit refreshes the idle time, miss emits a digest. */
 static __always_inline void sgw_learn(struct __sk_buff *skb, struct sgw_md *md)
 {
 	struct sgw_learn_key key = { .port = md->port };
 	struct sgw_eth *eth = sgw_eth_hdr(skb);
 	struct sgw_event *e;
-	__u64 now, *seen;
 	__be16 type;
+	__u64 now;
 
 	if (!eth)
 		return;
@@ -291,14 +319,7 @@ static __always_inline void sgw_learn(struct __sk_buff *skb, struct sgw_md *md)
 	/* Coarse (tick-resolution) clock: cheaper than bpf_ktime_get_ns, and both
 	 * users (1 s refresh, 10 ms hold-off) are coarser than a tick. */
 	now = bpf_ktime_get_coarse_ns();
-	seen = bpf_map_lookup_elem(&sgw_learned_sources, &key);
-	if (seen) {
-		if (now - *seen > SGW_LEARN_REFRESH_NS)
-			*seen = now;
-		return;
-	}
-	seen = bpf_map_lookup_elem(&sgw_digest_sent, &key);
-	if (seen && now - *seen < SGW_DIGEST_HOLDOFF_NS)
+	if (!sgw_learn_miss(&sgw_learned_sources, &sgw_digest_sent, &key, now))
 		return;
 	e = bpf_ringbuf_reserve(&sgw_events, sizeof(*e), 0);
 	if (!e)
@@ -313,6 +334,7 @@ static __always_inline void sgw_learn(struct __sk_buff *skb, struct sgw_md *md)
 		e->src_ip = 0;
 	e->frame_len = 0;
 	e->wire_len = 0;
+	__builtin_memset(e->src_ip6, 0, sizeof(e->src_ip6));
 	bpf_ringbuf_submit(e, 0);
 	bpf_map_update_elem(&sgw_digest_sent, &key, &now, BPF_ANY);
 }
@@ -332,6 +354,9 @@ static __always_inline int sgw_dispatch(struct sgw_md *md, struct sgw_eth *eth, 
 /* Remote access: the outside switch's stages and the LAN's client pools. */
 #include "supergw_ra.h"
 
+/* IPv6 Neighbor Discovery on the LAN. */
+#include "supergw_nd.h"
+
 /* Stage 5: frames from a host port. */
 static __always_inline int sgw_host(struct __sk_buff *skb, struct sgw_md *md)
 {
@@ -339,12 +364,17 @@ static __always_inline int sgw_host(struct __sk_buff *skb, struct sgw_md *md)
 	struct sgw_l2_entry *l2;
 	struct sgw_eth *eth;
 	__u32 bucket;
+	int v;
 
 	/* As p4src ArpGuard: the spoof check runs before learning, so a host
 	 * claiming IP_G is never reported to the controller. */
 	if (md->is_arp && md->arp_spa == cfg->gateway_ip)
 		return sgw_drop(md, DROP_REASON_ARP_SPOOF_GATEWAY_IP);
+	v = sgw_nd_guard(md);
+	if (v != SGW_CONTINUE)
+		return v;
 	sgw_learn(skb, md);
+	sgw_learn_ip6(skb, md);
 	if (md->is_arp) {
 		if (md->arp_op == ARP_OPER_REQUEST && md->arp_tpa == cfg->gateway_ip) {
 			__u8 vmac[6];
@@ -356,11 +386,16 @@ static __always_inline int sgw_host(struct __sk_buff *skb, struct sgw_md *md)
 			return sgw_arp_reply(skb, md, vmac, cfg->gateway_ip);
 		}
 	}
+	if (md->nd_type) {
+		v = sgw_nd_respond(skb, md);
+		if (v != SGW_CONTINUE)
+			return v;
+	}
 	eth = sgw_eth_hdr(skb);
 	if (!eth)
 		return sgw_drop(md, DROP_REASON_MALFORMED_FRAME);
 	if (sgw_is_vmac(cfg, eth->dst, &bucket)) {
-		int v = sgw_pool_dispatch(skb, md, eth->type);
+		v = sgw_pool_dispatch(skb, md, eth->type);
 
 		if (v != SGW_CONTINUE)
 			return v;
@@ -384,7 +419,11 @@ static __always_inline int sgw_gateway(struct __sk_buff *skb, struct sgw_md *md)
 	struct sgw_l2_entry *l2;
 	struct sgw_eth *eth;
 	struct sgw_mac *host;
+	int v;
 
+	v = sgw_nd_guard(md);
+	if (v != SGW_CONTINUE)
+		return v;
 	if (md->is_arp) {
 		if (md->arp_op != ARP_OPER_REQUEST)
 			return sgw_punt(skb, md, PUNT_REASON_GATEWAY_ARP_REPLY);
@@ -394,6 +433,11 @@ static __always_inline int sgw_gateway(struct __sk_buff *skb, struct sgw_md *md)
 		if (!host)
 			return sgw_punt(skb, md, PUNT_REASON_GATEWAY_ARP_MISS);
 		return sgw_arp_reply(skb, md, host->addr, md->arp_tpa);
+	}
+	if (md->nd_type) {
+		v = sgw_nd_respond(skb, md);
+		if (v != SGW_CONTINUE)
+			return v;
 	}
 	eth = sgw_eth_hdr(skb);
 	if (!eth)
@@ -428,6 +472,7 @@ static __always_inline int sgw_pipeline(struct __sk_buff *skb, struct sgw_md *md
 	v = sgw_validate_arp(skb, md);
 	if (v != SGW_CONTINUE)
 		return v;
+	sgw_classify_ip6(skb, md, sgw_eth_type(skb));
 	if (md->role == PORT_ROLE_HOST)
 		return sgw_host(skb, md);
 	if (md->role == PORT_ROLE_GATEWAY)

@@ -8,6 +8,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "p4constants.h"
+#include "supergw_pkt.h" /* struct sgw_ip6 */
 
 /* Table sizes come from p4src/common/size.p4 through p4constants.h. */
 #ifndef SGW_MAX_PORTS
@@ -98,6 +99,7 @@ struct sgw_flood_group {
 enum sgw_event_kind {
 	SGW_EVENT_DIGEST = 1,
 	SGW_EVENT_PACKET_IN = 2,
+	SGW_EVENT_DIGEST_IP6 = 3, /* learn_ip6_digest_t */
 };
 
 /* Record in sgw_events; a packet-in is followed by frame_len bytes of the frame. */
@@ -109,6 +111,7 @@ struct sgw_event {
 	__be32 src_ip; /* digest */
 	__u32 frame_len; /* packet-in: bytes that follow */
 	__u32 wire_len; /* packet-in: length of the frame on the wire */
+	__u8 src_ip6[16]; /* IPv6 digest */
 };
 
 /* Only referenced through pointers: keeps struct sgw_event in BTF for bpf2go. */
@@ -155,6 +158,54 @@ struct {
 	__type(key, __be32);
 	__type(value, struct sgw_mac);
 } sgw_host_ips SEC(".maps");
+
+/* Value of sgw_nd_settings[0] (params of set_nd_config); configured == 0 is the default
+ * action mark_nd_unconfigured (no gateway address). :: is an unset address. */
+struct sgw_nd_config {
+	struct sgw_ip6 link_local_ip6;
+	struct sgw_ip6 global_ip6;
+	__u8 configured;
+	__u8 pad[3];
+};
+
+/* nd_config.nd_settings: the single default action. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sgw_nd_config);
+} sgw_nd_settings SEC(".maps");
+
+/* nd_responder.host_ip6s: host IPv6 -> host MAC (a gateway's NS for it is answered). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, HOST_IP6S_TABLE_SIZE);
+	__type(key, struct sgw_ip6);
+	__type(value, struct sgw_mac);
+} sgw_host_ip6s SEC(".maps");
+
+/* Key of sgw_learned_ip6s. */
+struct sgw_learn_ip6_key {
+	struct sgw_ip6 ip6;
+	__u8 mac[6];
+	__u16 pad;
+};
+
+/* learning.learned_ip6s: (src IPv6, src MAC) -> last hit, bpf_ktime_get_coarse_ns(). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LEARNED_IP6S_TABLE_SIZE);
+	__type(key, struct sgw_learn_ip6_key);
+	__type(value, __u64);
+} sgw_learned_ip6s SEC(".maps");
+
+/* (src IPv6, src MAC) -> time of the last learn_ip6_digest_t, for the hold-off. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SGW_MAX_DIGEST_HOLDOFF);
+	__type(key, struct sgw_learn_ip6_key);
+	__type(value, __u64);
+} sgw_digest_ip6_sent SEC(".maps");
 
 /* bucket_dispatch.buckets: bucket -> gateway (valid == 0 is drop_unassigned). */
 struct {

@@ -67,6 +67,44 @@ struct sgw_ike {
 	__u8 flags;
 } __attribute__((packed));
 
+/* An IPv6 address in network order, as four words (map keys, comparisons). */
+struct sgw_ip6 {
+	__be32 w[4];
+};
+
+/* IPv6 fixed header (RFC 8200 3); loaded with sgw_load, never accessed in place. */
+struct sgw_ipv6 {
+	__u8 ver_tc_flow[4]; /* version (4 bits), traffic class, flow label */
+	__be16 payload_len;
+	__u8 nexthdr;
+	__u8 hop_limit;
+	struct sgw_ip6 saddr;
+	struct sgw_ip6 daddr;
+} __attribute__((packed));
+
+/* Neighbor Solicitation / Advertisement (RFC 4861 4.3, 4.4): ICMPv6 header, the flags
+ * word (R, S, O of an NA; reserved in an NS), the target. */
+struct sgw_nd_msg {
+	__u8 type;
+	__u8 code;
+	__u16 checksum; /* as on the wire */
+	__be32 flags;
+	struct sgw_ip6 target;
+} __attribute__((packed));
+
+/* ND option header (RFC 4861 4.6): length in units of 8 bytes. */
+struct sgw_nd_opt {
+	__u8 type;
+	__u8 len;
+} __attribute__((packed));
+
+/* Source/target link-layer address option on Ethernet (RFC 4861 4.6.1). */
+struct sgw_nd_lladdr_opt {
+	__u8 type;
+	__u8 len; /* 1 */
+	__u8 addr[6];
+} __attribute__((packed));
+
 #define SGW_IPV4_OFF sizeof(struct sgw_eth)
 #define SGW_L4_OFF (SGW_IPV4_OFF + IPV4_HEADER_LEN) /* behind an IPv4 header without options */
 #define SGW_UDP_PAYLOAD_OFF (SGW_L4_OFF + UDP_HEADER_LEN)
@@ -79,22 +117,28 @@ static __always_inline bool sgw_load(struct __sk_buff *skb, __u32 off, void *dst
 	return off + len <= skb->len && bpf_skb_load_bytes(skb, off, dst, len) == 0;
 }
 
+/* Verifier: the context may only be read at a constant offset from skb itself; this
+ * keeps clang from computing &skb->data_end once and dereferencing that address later. */
+#define sgw_ctx_barrier(skb) asm volatile("" : "+r"(skb))
+
 /* Makes the first n bytes linear; false if the frame is shorter than n. */
 static __always_inline bool sgw_pull(struct __sk_buff *skb, __u32 n)
 {
 	if ((void *)(long)skb->data + n <= (void *)(long)skb->data_end)
 		return true;
-	if (skb->len < n)
+	if (skb->len < n || bpf_skb_pull_data(skb, n))
 		return false;
-	return bpf_skb_pull_data(skb, n) == 0 &&
-	       (void *)(long)skb->data + n <= (void *)(long)skb->data_end;
+	sgw_ctx_barrier(skb);
+	return (void *)(long)skb->data + n <= (void *)(long)skb->data_end;
 }
 
 /* Returns the Ethernet header if it is in the linear area, else NULL. */
 static __always_inline struct sgw_eth *sgw_eth_hdr(struct __sk_buff *skb)
 {
-	struct sgw_eth *eth = (void *)(long)skb->data;
+	struct sgw_eth *eth;
 
+	sgw_ctx_barrier(skb);
+	eth = (void *)(long)skb->data;
 	if ((void *)(eth + 1) > (void *)(long)skb->data_end)
 		return NULL;
 	return eth;
@@ -103,11 +147,21 @@ static __always_inline struct sgw_eth *sgw_eth_hdr(struct __sk_buff *skb)
 /* Returns the ARP body if it is in the linear area, else NULL. */
 static __always_inline struct sgw_arp *sgw_arp_hdr(struct __sk_buff *skb)
 {
-	struct sgw_arp *arp = (void *)(long)skb->data + sizeof(struct sgw_eth);
+	struct sgw_arp *arp;
 
+	sgw_ctx_barrier(skb);
+	arp = (void *)(long)skb->data + sizeof(struct sgw_eth);
 	if ((void *)(arp + 1) > (void *)(long)skb->data_end)
 		return NULL;
 	return arp;
+}
+
+/* The ethertype, or 0 when the Ethernet header is not in the linear area. */
+static __always_inline __be16 sgw_eth_type(struct __sk_buff *skb)
+{
+	struct sgw_eth *eth = sgw_eth_hdr(skb);
+
+	return eth ? eth->type : 0;
 }
 
 static __always_inline bool sgw_mac_is_group(const __u8 mac[6])

@@ -126,12 +126,33 @@ func (e *benchEnv) configure() error {
 		dp.SetDispatchConfig(dataplane.DispatchConfig{Configured: true, GatewayIP: gwIP, VMACBase: vmacBase, BucketMask: kBuckets - 1,
 			BucketHash: p4constants.BucketHashCRC32}),
 		dp.SetLearned(hostMAC, hostPort),
+		dp.SetNDConfig(dataplane.NDConfig{Configured: true, LinkLocal: gwLL, Global: gwGUA}),
+		dp.SetLearnedIP6(hostIP6, hostMAC),
 		dp.SetFloodGroup(p4constants.HostFloodGroup, []uint16{hostPort}),
 	)
 }
 
-// frame is a host → vmac IPv4/UDP frame of o.size bytes.
+// minIPv6Frame is Ethernet, IPv6 and UDP headers.
+const minIPv6Frame = 14 + 40 + 8
+
+var (
+	hostIP6 = dataplane.IPv6{0x20, 0x01, 0x0d, 0xb8, 15: 0x0b}
+	gwLL    = dataplane.IPv6{0xfe, 0x80, 15: 0x01}
+	gwGUA   = dataplane.IPv6{0x20, 0x01, 0x0d, 0xb8, 15: 0x01}
+)
+
+func family(o options) string {
+	if o.ipv6 {
+		return "ipv6"
+	}
+	return "ipv4"
+}
+
+// frame is a host → vmac IPv4/UDP (or, with -ipv6, IPv6/UDP) frame of o.size bytes.
 func (e *benchEnv) frame() []byte {
+	if e.o.ipv6 {
+		return e.frame6()
+	}
 	f := make([]byte, e.o.size)
 	copy(f[0:6], e.vmac[:])
 	copy(f[6:12], hostMAC[:])
@@ -145,6 +166,24 @@ func (e *benchEnv) frame() []byte {
 	binary.BigEndian.PutUint16(f[34:], 12345)
 	binary.BigEndian.PutUint16(f[36:], 9)
 	binary.BigEndian.PutUint16(f[38:], uint16(e.o.size-34))
+	return f
+}
+
+// frame6 is a host → vmac IPv6/UDP frame from hostIP6 (learned) to 2001:db8:ffff::1.
+func (e *benchEnv) frame6() []byte {
+	f := make([]byte, e.o.size)
+	copy(f[0:6], e.vmac[:])
+	copy(f[6:12], hostMAC[:])
+	binary.BigEndian.PutUint16(f[12:], 0x86dd)
+	ip := f[14:54]
+	ip[0] = 0x60
+	binary.BigEndian.PutUint16(ip[4:], uint16(e.o.size-54))
+	ip[6], ip[7] = 17, 64
+	copy(ip[8:], hostIP6[:])
+	copy(ip[24:], []byte{0x20, 0x01, 0x0d, 0xb8, 0xff, 0xff, 15: 0x01})
+	binary.BigEndian.PutUint16(f[54:], 12345)
+	binary.BigEndian.PutUint16(f[56:], 9)
+	binary.BigEndian.PutUint16(f[58:], uint16(e.o.size-54))
 	return f
 }
 

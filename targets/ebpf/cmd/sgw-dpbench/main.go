@@ -36,11 +36,13 @@ type options struct {
 	cpu      int
 	jsonOut  bool
 	verbose  bool
+	ipv6     bool
 }
 
 // Result is one measurement.
 type Result struct {
 	Mode        string  `json:"mode"`
+	Family      string  `json:"family"`
 	FrameBytes  int     `json:"frame_bytes"`
 	Packets     uint64  `json:"packets"`
 	Forwarded   uint64  `json:"forwarded"`
@@ -59,6 +61,7 @@ func main() {
 	flag.IntVar(&o.cpu, "cpu", 0, "CPU to run on")
 	flag.BoolVar(&o.jsonOut, "json", false, "print results as JSON lines")
 	flag.BoolVar(&o.verbose, "v", false, "print link and drop statistics after the live run")
+	flag.BoolVar(&o.ipv6, "ipv6", false, "IPv6/UDP frames from a learned address, nd_settings configured (needs -size >= 62)")
 	flag.Parse()
 	results, err := runBench(o)
 	if err != nil {
@@ -70,8 +73,8 @@ func main() {
 			fmt.Println(string(b))
 			continue
 		}
-		fmt.Printf("%-8s %d-byte frames: %d sent, %d forwarded in %.3f s: %.1f ns/packet, %.2f Mpps (cpu %d)\n",
-			r.Mode, r.FrameBytes, r.Packets, r.Forwarded, r.Seconds, r.NsPerPacket, r.Mpps, r.CPU)
+		fmt.Printf("%-8s %s %d-byte frames: %d sent, %d forwarded in %.3f s: %.1f ns/packet, %.2f Mpps (cpu %d)\n",
+			r.Mode, r.Family, r.FrameBytes, r.Packets, r.Forwarded, r.Seconds, r.NsPerPacket, r.Mpps, r.CPU)
 	}
 }
 
@@ -81,6 +84,9 @@ func runBench(o options) ([]Result, error) {
 	}
 	if o.size < 60 || o.size > 1514 {
 		return nil, fmt.Errorf("-size %d: want 60..1514", o.size)
+	}
+	if o.ipv6 && o.size < minIPv6Frame {
+		return nil, fmt.Errorf("-ipv6 -size %d: an IPv6/UDP frame needs at least %d bytes", o.size, minIPv6Frame)
 	}
 	if o.packets == 0 || o.packets > 1<<32-1 {
 		return nil, fmt.Errorf("-n %d: want 1..%d", o.packets, uint32(1<<32-1))
@@ -117,7 +123,7 @@ func runBench(o options) ([]Result, error) {
 }
 
 func rate(mode string, o options, sent, forwarded uint64, elapsed time.Duration) Result {
-	r := Result{Mode: mode, FrameBytes: o.size, Packets: sent, Forwarded: forwarded, Seconds: elapsed.Seconds(), CPU: o.cpu}
+	r := Result{Mode: mode, Family: family(o), FrameBytes: o.size, Packets: sent, Forwarded: forwarded, Seconds: elapsed.Seconds(), CPU: o.cpu}
 	if forwarded > 0 {
 		r.NsPerPacket = float64(elapsed.Nanoseconds()) / float64(forwarded)
 		r.Mpps = float64(forwarded) / elapsed.Seconds() / 1e6

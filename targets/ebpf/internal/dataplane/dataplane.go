@@ -17,6 +17,9 @@ type MAC [6]byte
 // IPv4 is an IPv4 address in network byte order.
 type IPv4 [4]byte
 
+// IPv6 is an IPv6 address in network byte order.
+type IPv6 [16]byte
+
 // DispatchConfig mirrors the params of SupergwIngress.dispatch_config.set_dispatch_config.
 // Configured=false is the initial default action mark_unconfigured.
 type DispatchConfig struct {
@@ -26,6 +29,21 @@ type DispatchConfig struct {
 	BucketMask uint16
 	// BucketHash picks bucket(mac): CRC-32 (the zero value) or the MAC's low bits.
 	BucketHash p4constants.BucketHash
+}
+
+// NDConfig mirrors the params of SupergwIngress.nd_config.set_nd_config: the gateway's
+// shared IPv6 addresses, :: for unset. Configured=false is the initial default action
+// mark_nd_unconfigured (no gateway address).
+type NDConfig struct {
+	Configured bool
+	LinkLocal  IPv6
+	Global     IPv6
+}
+
+// LearnedIP6Key identifies a learned_ip6s entry.
+type LearnedIP6Key struct {
+	IP  IPv6
+	MAC MAC
 }
 
 // LearnedKey identifies a learned_sources entry.
@@ -95,6 +113,8 @@ const (
 	EventDigest EventKind = iota + 1
 	// EventPacketIn is a frame punted to the CPU port.
 	EventPacketIn
+	// EventDigestIP6 is a learn_ip6_digest_t emitted by the learn_ip6 action.
+	EventDigestIP6
 )
 
 // Event is a digest or a packet-in coming up from the data plane.
@@ -104,6 +124,8 @@ type Event struct {
 	SrcMAC MAC
 	Port   uint16
 	SrcIP  IPv4
+	// SrcIP6 is the source of an EventDigestIP6 (with SrcMAC and Port).
+	SrcIP6 IPv6
 	// Packet-in fields.
 	IngressPort uint16
 	Reason      uint16
@@ -123,6 +145,16 @@ type Dataplane interface {
 
 	SetHostIP(ip IPv4, mac MAC) error
 	DeleteHostIP(ip IPv4) error
+
+	// SetNDConfig sets nd_settings' default action (set_nd_config or, with
+	// Configured=false, mark_nd_unconfigured).
+	SetNDConfig(cfg NDConfig) error
+	SetHostIPv6(ip IPv6, mac MAC) error
+	DeleteHostIPv6(ip IPv6) error
+	SetLearnedIP6(ip IPv6, mac MAC) error
+	DeleteLearnedIP6(ip IPv6, mac MAC) error
+	LearnedIP6Idle(ip IPv6, mac MAC) (time.Duration, error)
+	LearnedIP6IdleAll() (map[LearnedIP6Key]time.Duration, error)
 
 	SetBucket(bucket uint16, port uint16, gatewayMAC MAC) error
 	DeleteBucket(bucket uint16) error

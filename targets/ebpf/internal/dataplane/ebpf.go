@@ -56,6 +56,7 @@ type EBPF struct {
 	ifindexPort   hashMap[uint32, bpfSgwPortInfo]
 	settings      hashMap[uint32, bpfSgwDispatchConfig]
 	hostIPs       hashMap[IPv4, MAC]
+	nd            ndMaps
 	buckets       hashMap[uint32, bpfSgwBucket]
 	bucketCounter counterMap
 	macTable      hashMap[MAC, bpfSgwL2Entry]
@@ -193,12 +194,14 @@ func (e *EBPF) load() error {
 	if e.portTx, err = newCounterMap(m.SgwPortTx, "port_tx"); err != nil {
 		return err
 	}
+	e.loadND()
 	return e.loadRemoteAccess()
 }
 
 func (e *EBPF) mapsByName() map[string]*ebpf.Map {
 	m := &e.objs.bpfMaps
 	all := e.raMapsByName()
+	maps.Copy(all, e.ndMapsByName())
 	maps.Copy(all, map[string]*ebpf.Map{
 		bpfMapSgwBucketCounter:  m.SgwBucketCounter,
 		bpfMapSgwBuckets:        m.SgwBuckets,

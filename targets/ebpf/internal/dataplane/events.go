@@ -11,11 +11,15 @@ import (
 
 // Values of struct sgw_event.kind (bpf/supergw_maps.h).
 const (
-	sgwEventDigest   = 1
-	sgwEventPacketIn = 2
+	sgwEventDigest    = 1
+	sgwEventPacketIn  = 2
+	sgwEventDigestIP6 = 3
 )
 
-var eventHeaderLen = int(unsafe.Sizeof(bpfSgwEvent{}))
+var (
+	eventHeaderLen = int(unsafe.Sizeof(bpfSgwEvent{}))
+	eventSrcIP6Off = int(unsafe.Offsetof(bpfSgwEvent{}.SrcIp6))
+)
 
 func (e *EBPF) readEvents() {
 	defer e.readerWG.Done()
@@ -55,6 +59,11 @@ func decodeEvent(raw []byte) (Event, error) {
 		ev := Event{Kind: EventDigest, Port: port}
 		copy(ev.SrcMAC[:], raw[6:12])
 		copy(ev.SrcIP[:], raw[12:16])
+		return ev, nil
+	case sgwEventDigestIP6:
+		ev := Event{Kind: EventDigestIP6, Port: port}
+		copy(ev.SrcMAC[:], raw[6:12])
+		copy(ev.SrcIP6[:], raw[eventSrcIP6Off:eventSrcIP6Off+16])
 		return ev, nil
 	case sgwEventPacketIn:
 		n := int(le.Uint32(raw[16:]))

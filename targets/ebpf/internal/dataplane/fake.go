@@ -32,6 +32,9 @@ type Fake struct {
 	ra          RAConfig
 	dispatchTbl map[DispatchTable]*dispatchIndex
 	dispatchCtr map[DispatchTable]map[uint16]Counter
+	nd          NDConfig
+	hostIP6s    map[IPv6]MAC
+	learnedIP6s map[LearnedIP6Key]time.Time
 }
 
 // BucketEntry is what SetBucket stored for one bucket.
@@ -49,6 +52,7 @@ type Transmitted struct {
 // fakeLimits are the max_entries of the eBPF maps (and the flood group size).
 type fakeLimits struct {
 	portRoles, hostIPs, buckets, l2, learned, groups, replicas, drops int
+	hostIP6s, learnedIP6s                                             int
 	dispatch                                                          map[DispatchTable]int
 }
 
@@ -83,6 +87,9 @@ func specLimits() (fakeLimits, error) {
 			replicas:  len(bpfSgwFloodGroup{}.Members),
 			drops:     size(bpfMapSgwDropCounter),
 			dispatch:  dispatchLimits(size),
+
+			hostIP6s:    size(bpfMapSgwHostIp6s),
+			learnedIP6s: size(bpfMapSgwLearnedIp6s),
 		}
 	})
 	return limits, limitsErr
@@ -110,6 +117,8 @@ func NewFake(ports ...uint16) *Fake {
 		now:         time.Now,
 		dispatchTbl: map[DispatchTable]*dispatchIndex{},
 		dispatchCtr: map[DispatchTable]map[uint16]Counter{},
+		hostIP6s:    map[IPv6]MAC{},
+		learnedIP6s: map[LearnedIP6Key]time.Time{},
 	}
 	for t, n := range l.dispatch {
 		f.dispatchTbl[t] = newDispatchIndex(t, n)
@@ -278,22 +287,30 @@ func (f *Fake) DeleteLearned(mac MAC, port uint16) error {
 func (f *Fake) LearnedIdle(mac MAC, port uint16) (time.Duration, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	last, ok := f.learned[LearnedKey{mac, port}]
-	if !ok {
-		return 0, fmt.Errorf("learned %v@%d: %w", mac, port, ErrNotFound)
-	}
-	return f.now().Sub(last), nil
+	return idleOf(f.learned, LearnedKey{mac, port}, f.now())
 }
 
 func (f *Fake) LearnedIdleAll() (map[LearnedKey]time.Duration, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := f.now()
-	out := make(map[LearnedKey]time.Duration, len(f.learned))
-	for k, last := range f.learned {
+	return idleOfAll(f.learned, f.now()), nil
+}
+
+// idleOf is how long ago the entry k of a learned table was last hit.
+func idleOf[K comparable](m map[K]time.Time, k K, now time.Time) (time.Duration, error) {
+	last, ok := m[k]
+	if !ok {
+		return 0, fmt.Errorf("learned %+v: %w", k, ErrNotFound)
+	}
+	return now.Sub(last), nil
+}
+
+func idleOfAll[K comparable](m map[K]time.Time, now time.Time) map[K]time.Duration {
+	out := make(map[K]time.Duration, len(m))
+	for k, last := range m {
 		out[k] = now.Sub(last)
 	}
-	return out, nil
+	return out
 }
 
 func (f *Fake) SetFloodGroup(id uint16, ports []uint16) error {

@@ -32,7 +32,10 @@ import (
 //     or, from a gateway, a packet-in;
 //   - a frame from a gateway port never leaves by another gateway port, and a
 //     gateway's ARP never reaches a host port;
-//   - only an ARP reply leaves by the ingress port;
+//   - only an ARP reply or an NA the switch built leaves by the ingress port; such an
+//     NA is the only frame whose length changes, and it is 86 bytes with hop limit 255
+//     and an ICMPv6 checksum golang.org/x/net/icmp agrees with;
+//   - a packet-in from a host port is a Router Solicitation;
 //   - frames from ports without a role are UNKNOWN_PORT, the packet-out
 //     ethertype from a front port is PACKET_OUT_FROM_FRONT_PORT.
 //
@@ -78,7 +81,9 @@ func newFuzzRig(f *testing.F, tag string) (*rig, *EBPF) {
 		r.ns.ip(f, "link", "set", name, "mtu", "9000")
 		r.ns.ip(f, "link", "set", name+"p", "mtu", "9000")
 	}
-	return r, r.pipeline(f, true)
+	e := r.pipeline(f, true)
+	must(f, ndBase(e))
+	return r, e
 }
 
 func removeStaleNetns(t testing.TB, prefix string) {
@@ -135,6 +140,11 @@ const (
 //	bits 10-11 ARP sender IP: raw, IP_G, h1, h3
 //	bits 12-13 ARP target IP: raw, IP_G, h1, h3
 //	bits 14-15 length: as built, truncated into the headers, padded to 60, as built
+//	bit  16    IPv6 ND (applied before the length bits): ethertype 0x86DD, version 6,
+//	           next header 58, IPv6 source from bits 17-18 (raw, ::, h1, GUA_G), ICMPv6
+//	           type from bits 19-21 (raw, RS, RA, NS, NA, redirect, raw, raw), target
+//	           from bits 22-23 (raw, LL_G, GUA_G, h1's GUA), payload length from bits
+//	           24-25 (raw, 24, 32, 32 with a length-1 option), hop limit 255 unless bit 26
 func shapeFrame(shape uint32, data []byte) []byte {
 	f := slices.Clone(data)
 	if len(f) > fuzzMaxFrame {
@@ -200,6 +210,9 @@ func shapeFrame(shape uint32, data []byte) []byte {
 			copy(f[38:42], ips[s][:])
 		}
 	}
+	if shape&(1<<16) != 0 {
+		f = shapeND(f, shape)
+	}
 	switch (shape >> 14) & 3 {
 	case 1:
 		n := ethHdrLen
@@ -213,6 +226,52 @@ func shapeFrame(shape uint32, data []byte) []byte {
 		ensure(60)
 	}
 	return f
+}
+
+// shapeND writes the IPv6 and ICMPv6 ND fields of shapeFrame's bits 16-26.
+func shapeND(f []byte, shape uint32) []byte {
+	for len(f) < ndShapeLen {
+		f = append(f, 0)
+	}
+	binary.BigEndian.PutUint16(f[12:], 0x86dd)
+	f[14] = 0x60 | f[14]&0x0f
+	f[20] = 58
+	if shape&(1<<26) == 0 {
+		f[21] = 255
+	}
+	srcs := []IPv6{{}, {}, llH1, guaG}
+	if s := (shape >> 17) & 3; s != 0 {
+		copy(f[22:38], srcs[s][:])
+	}
+	if t := (shape >> 19) & 7; t >= 1 && t <= 5 {
+		f[54] = byte(ndRS + t - 1)
+	}
+	targets := []IPv6{{}, llG, guaG, guaH1}
+	if s := (shape >> 22) & 3; s != 0 {
+		copy(f[62:78], targets[s][:])
+	}
+	switch (shape >> 24) & 3 {
+	case 1:
+		binary.BigEndian.PutUint16(f[18:], 24)
+	case 2:
+		binary.BigEndian.PutUint16(f[18:], 32)
+	case 3:
+		binary.BigEndian.PutUint16(f[18:], 32)
+		f[79] = 1
+	}
+	return f
+}
+
+// ndShapeLen is an NS or NA with one option: Ethernet, IPv6, 32 bytes of ICMPv6.
+const ndShapeLen = 14 + 40 + 32
+
+// isSwitchNA reports whether out is an NA as the switch builds it: 86 bytes, hop
+// limit 255, ICMPv6 type 136, a correct checksum.
+func isSwitchNA(out []byte) error {
+	if len(out) != ndShapeLen || binary.BigEndian.Uint16(out[12:]) != 0x86dd || out[21] != 255 || out[54] != ndNA {
+		return fmt.Errorf("not an 86-byte NA with hop limit 255: %x", out)
+	}
+	return checkICMPv6Checksum(out)
 }
 
 // vmacFor is vmacOf without a testing.TB, for building seeds and shapes.
@@ -266,6 +325,19 @@ func fuzzSeeds() []fuzzSeed {
 			fuzzSeed{port, 1 | 1<<3 | 1<<5 | 1<<7 | 1<<8 | 1<<14, []byte{20}},
 			fuzzSeed{port, 7 | 3<<3 | 2<<5 | 2<<14, nil},
 			fuzzSeed{port, 6 | 2<<3 | 2<<5 | 2<<14, nil},
+			// IPv6 ND: every type, target and length, spoofed sources, DAD, bad hop limit
+			fuzzSeed{port, 1<<16 | 2<<17 | 3<<19 | 1<<22 | 3<<24, nil},
+			fuzzSeed{port, 1<<16 | 1<<17 | 3<<19 | 2<<22 | 1<<24, nil},
+			fuzzSeed{port, 1<<16 | 2<<17 | 3<<19 | 3<<22 | 2<<24, []byte{1, 2, 3}},
+			fuzzSeed{port, 1<<16 | 3<<17 | 3<<19 | 3<<22 | 1<<24, nil},
+			fuzzSeed{port, 1<<16 | 2<<17 | 4<<19 | 1<<22 | 3<<24, nil},
+			fuzzSeed{port, 1<<16 | 2<<17 | 1<<19, nil},
+			fuzzSeed{port, 1<<16 | 2<<17 | 2<<19, nil},
+			fuzzSeed{port, 1<<16 | 2<<17 | 5<<19, nil},
+			fuzzSeed{port, 1<<16 | 1<<26 | 2<<17 | 3<<19 | 1<<22 | 1<<24, nil},
+			fuzzSeed{port, 1<<16 | 2<<17 | 3<<19 | 1<<22 | 2<<24, nil},
+			fuzzSeed{port, 1<<16 | 2<<17 | 3<<19 | 1<<22 | 1<<24 | 1<<14, []byte{60}},
+			fuzzSeed{port, 2 | 1<<3 | 1<<16 | 2<<17 | 3<<19 | 1<<22 | 1<<24, nil},
 		)
 	}
 	return seeds
@@ -314,8 +386,9 @@ func (fz *fuzzRig) check(t *testing.T, portSel uint8, shape uint32, data []byte)
 	for _, p := range sent {
 		if p == port {
 			isReply := len(out) >= arpFrameLen && binary.BigEndian.Uint16(out[12:]) == 0x0806 && binary.BigEndian.Uint16(out[20:]) == 2
-			if !isReply || res.verdict != fz.redirect {
-				t.Errorf("%s: sent back out of the ingress port, and not as an ARP reply: %x", desc, out)
+			naErr := isSwitchNA(out)
+			if !isReply && naErr != nil || res.verdict != fz.redirect {
+				t.Errorf("%s: sent back out of the ingress port, and not as an ARP reply or NA (%v): %x", desc, naErr, out)
 			}
 			continue
 		}
@@ -334,8 +407,9 @@ func (fz *fuzzRig) check(t *testing.T, portSel uint8, shape uint32, data []byte)
 			t.Errorf("%s: flood reached %v, want %v", desc, sent, want)
 		}
 	default:
-		// Neither dropped nor sent: a packet-in, from a gateway port only.
-		if role != fz.gwRole {
+		// Neither dropped nor sent: a packet-in, from a gateway port or a host's RS.
+		isRS := etherType == 0x86dd && len(in) > 54 && in[20] == 58 && in[54] == ndRS
+		if role != fz.gwRole && !isRS {
 			t.Fatalf("%s: host frame neither dropped, sent nor flooded", desc)
 		}
 		ev, ok := fz.waitPacketIn(port)
@@ -350,7 +424,7 @@ func (fz *fuzzRig) check(t *testing.T, portSel uint8, shape uint32, data []byte)
 		if ev.Kind == EventPacketIn {
 			t.Errorf("%s: unexpected packet-in %s", desc, eventString(ev))
 		}
-		if ev.Kind == EventDigest && fz.roles[ev.Port] != fz.hostRole {
+		if (ev.Kind == EventDigest || ev.Kind == EventDigestIP6) && fz.roles[ev.Port] != fz.hostRole {
 			t.Errorf("%s: digest from non-host port: %s", desc, eventString(ev))
 		}
 	}
@@ -385,6 +459,14 @@ func (fz *fuzzRig) observe(t *testing.T, ifindex int, in []byte, desc string) (o
 	after := fz.snapshot(t)
 	o.res = res
 	one := Counter{Packets: 1, Bytes: uint64(len(in))}
+	// The NA the switch builds from an NS is the one frame whose length may change.
+	oneOut := one
+	if len(res.out) != len(in) {
+		if err := isSwitchNA(res.out); err != nil {
+			t.Fatalf("%s: output length %d, want %d (%v)", desc, len(res.out), len(in), err)
+		}
+		oneOut.Bytes = uint64(len(res.out))
+	}
 	for i := uint16(0); i < fz.nDrops; i++ {
 		if d := sub(after.drops[i], before.drops[i]); d != (Counter{}) {
 			if d != one {
@@ -395,8 +477,8 @@ func (fz *fuzzRig) observe(t *testing.T, ifindex int, in []byte, desc string) (o
 	}
 	for p := range rigLinks {
 		if d := sub(after.tx[p], before.tx[p]); d != (Counter{}) {
-			if d != one {
-				t.Errorf("%s: port %d tx moved by %+v, want one frame of %d bytes", desc, p, d, len(in))
+			if d != oneOut {
+				t.Errorf("%s: port %d tx moved by %+v, want one frame of %d bytes", desc, p, d, oneOut.Bytes)
 			}
 			o.sent = append(o.sent, p)
 		}
@@ -404,9 +486,6 @@ func (fz *fuzzRig) observe(t *testing.T, ifindex int, in []byte, desc string) (o
 	slices.Sort(o.sent)
 	if res.verdict != fz.shot && res.verdict != fz.redirect {
 		t.Fatalf("%s: verdict %d, want TC_ACT_SHOT or TC_ACT_REDIRECT", desc, res.verdict)
-	}
-	if len(res.out) != len(in) {
-		t.Fatalf("%s: output length %d, want %d", desc, len(res.out), len(in))
 	}
 	if len(o.drops) > 1 {
 		t.Fatalf("%s: %d drop reasons counted (%v), want at most one", desc, len(o.drops), o.drops)

@@ -43,6 +43,13 @@ type binding struct {
 	// digestMembers lists learn_digest_t member names in P4Info order.
 	digestMembers []string
 
+	// IPv6 Neighbor Discovery: nd_settings, host_ip6s, learned_ip6s, learn_ip6_digest_t.
+	ndSettings, setND, ndUnconfigured, llParam, guaParam        uint32
+	hostIP6s, hostIP6sTarget, advertiseHostMAC, hostIP6MACParam uint32
+	learnedIP6s, learnedIP6sIP, learnedIP6sMAC, markIP6Known    uint32
+	learnIP6Digest                                              uint32
+	digestIP6Members                                            []string
+
 	pktInIngressPort, pktInReason, pktOutEgressPort   uint32
 	pktInPortWidth, pktInReasonWidth, pktOutPortWidth int32
 	// pktOutHeaderBytes is the size of the packet_out header on the CPU port: the
@@ -123,14 +130,29 @@ func newBinding(s *schema, dp dataplane.Dataplane) (*binding, error) {
 		}
 	}
 	for did, d := range s.digests {
-		if d.GetPreamble().GetName() == c.DigestLearnDigest {
+		st := s.info.GetTypeInfo().GetStructs()[d.GetTypeSpec().GetStruct().GetName()]
+		switch d.GetPreamble().GetName() {
+		case c.DigestLearnDigest:
 			b.learnDigest = did
-			st := s.info.GetTypeInfo().GetStructs()[d.GetTypeSpec().GetStruct().GetName()]
 			for _, m := range st.GetMembers() {
 				b.digestMembers = append(b.digestMembers, m.GetName())
 			}
+		case c.DigestLearnIP6Digest:
+			b.learnIP6Digest = did
+			for _, m := range st.GetMembers() {
+				b.digestIP6Members = append(b.digestIP6Members, m.GetName())
+			}
 		}
 	}
+	nds, snd, ndu := tbl(c.TableNDSettings), act(c.ActionSetNDConfig), act(c.ActionMarkNDUnconfigured)
+	b.ndSettings, b.setND, b.ndUnconfigured = id(nds), aid(snd), aid(ndu)
+	b.llParam, b.guaParam = param(snd, c.ParamSetNDConfigLinkLocalIP6), param(snd, c.ParamSetNDConfigGlobalIP6)
+	hi6, ahm := tbl(c.TableHostIP6s), act(c.ActionAdvertiseHostMAC)
+	b.hostIP6s, b.hostIP6sTarget, b.advertiseHostMAC = id(hi6), field(hi6, c.MatchHostIP6sTargetIP6), aid(ahm)
+	b.hostIP6MACParam = param(ahm, c.ParamAdvertiseHostMACHostMAC)
+	li6, mk6 := tbl(c.TableLearnedIP6s), act(c.ActionMarkIP6Known)
+	b.learnedIP6s, b.markIP6Known = id(li6), aid(mk6)
+	b.learnedIP6sIP, b.learnedIP6sMAC = field(li6, c.MatchLearnedIP6sSrcIP6), field(li6, c.MatchLearnedIP6sSrcMAC)
 	ra, sra, rau := tbl(c.TableRASettings), act(c.ActionSetRAConfig), act(c.ActionMarkRAUnconfigured)
 	b.raSettings, b.setRA, b.raUnconfigured = id(ra), aid(sra), aid(rau)
 	b.publicIPParam, b.publicMACParam = param(sra, c.ParamSetRAConfigPublicIP), param(sra, c.ParamSetRAConfigPublicMAC)
@@ -168,6 +190,14 @@ func newBinding(s *schema, dp dataplane.Dataplane) (*binding, error) {
 	for _, m := range b.digestMembers {
 		if m != c.DigestLearnDigestSrcMAC && m != c.DigestLearnDigestPort && m != c.DigestLearnDigestSrcIP {
 			errs = append(errs, fmt.Errorf("digest %q has unexpected member %q", c.DigestLearnDigest, m))
+		}
+	}
+	if b.learnIP6Digest == 0 {
+		errs = append(errs, fmt.Errorf("digest %q not in P4Info", c.DigestLearnIP6Digest))
+	}
+	for _, m := range b.digestIP6Members {
+		if m != c.DigestLearnIP6DigestSrcMAC && m != c.DigestLearnIP6DigestPort && m != c.DigestLearnIP6DigestSrcIP6 {
+			errs = append(errs, fmt.Errorf("digest %q has unexpected member %q", c.DigestLearnIP6Digest, m))
 		}
 	}
 	var err error
@@ -217,6 +247,12 @@ func mac(b []byte) dataplane.MAC {
 	return m
 }
 
+func ipv6(b []byte) dataplane.IPv6 {
+	var ip dataplane.IPv6
+	rightAlign(b, ip[:])
+	return ip
+}
+
 func ipv4(b []byte) dataplane.IPv4 {
 	var ip dataplane.IPv4
 	rightAlign(b, ip[:])
@@ -258,6 +294,10 @@ func (b *binding) setEntry(table uint32, match entryKey, a *p4v1.Action) error {
 		return b.dp.SetL2(mac(match.value(b.macDst)), u16(p[b.outPortParam]), uint8(toUint(p[b.outRoleParam])))
 	case table == b.learned && a.GetActionId() == b.markKnown:
 		return b.dp.SetLearned(mac(match.value(b.learnedMAC)), u16(match.value(b.learnedPort)))
+	case table == b.hostIP6s && a.GetActionId() == b.advertiseHostMAC:
+		return b.dp.SetHostIPv6(ipv6(match.value(b.hostIP6sTarget)), mac(p[b.hostIP6MACParam]))
+	case table == b.learnedIP6s && a.GetActionId() == b.markIP6Known:
+		return b.dp.SetLearnedIP6(ipv6(match.value(b.learnedIP6sIP)), mac(match.value(b.learnedIP6sMAC)))
 	}
 	if d, ok := b.dispatch[table]; ok && a.GetActionId() == d.action {
 		return b.dp.SetDispatchEntry(d.table, d.key(match), dataplane.Gateway{Port: u16(p[d.portParam]), MAC: mac(p[d.macParam])})
@@ -278,6 +318,10 @@ func (b *binding) deleteEntry(table uint32, match entryKey) error {
 		return b.dp.DeleteL2(mac(match.value(b.macDst)))
 	case b.learned:
 		return b.dp.DeleteLearned(mac(match.value(b.learnedMAC)), u16(match.value(b.learnedPort)))
+	case b.hostIP6s:
+		return b.dp.DeleteHostIPv6(ipv6(match.value(b.hostIP6sTarget)))
+	case b.learnedIP6s:
+		return b.dp.DeleteLearnedIP6(ipv6(match.value(b.learnedIP6sIP)), mac(match.value(b.learnedIP6sMAC)))
 	}
 	if d, ok := b.dispatch[table]; ok {
 		return b.dp.DeleteDispatchEntry(d.table, d.key(match))
@@ -286,8 +330,18 @@ func (b *binding) deleteEntry(table uint32, match entryKey) error {
 }
 
 // setDefault changes a table's default action. The data plane hard-codes the
-// initial default of every table except settings and ra_settings, so only those may change.
+// initial default of every table except settings, ra_settings and nd_settings, so only those
+// may change.
 func (b *binding) setDefault(table uint32, a *p4v1.Action, isInitial bool) error {
+	if table == b.ndSettings {
+		switch a.GetActionId() {
+		case b.ndUnconfigured:
+			return b.dp.SetNDConfig(dataplane.NDConfig{})
+		case b.setND:
+			p := paramsOf(a)
+			return b.dp.SetNDConfig(dataplane.NDConfig{Configured: true, LinkLocal: ipv6(p[b.llParam]), Global: ipv6(p[b.guaParam])})
+		}
+	}
 	if table == b.raSettings {
 		switch a.GetActionId() {
 		case b.raUnconfigured:
@@ -374,6 +428,9 @@ func (b *binding) setCounter(id uint32, index int64, v dataplane.Counter) error 
 }
 
 func (b *binding) idle(table uint32, match entryKey) (time.Duration, error) {
+	if table == b.learnedIP6s {
+		return b.dp.LearnedIP6Idle(ipv6(match.value(b.learnedIP6sIP)), mac(match.value(b.learnedIP6sMAC)))
+	}
 	if table != b.learned {
 		return 0, errUnsupported
 	}
@@ -384,22 +441,36 @@ func (b *binding) idle(table uint32, match entryKey) (time.Duration, error) {
 // function it returns answers as idle would for each stored entry of that
 // table (and keeps the entry's data-plane key on it for the next scan).
 func (b *binding) idleAll(table uint32) (func(*storedEntry) (time.Duration, error), error) {
-	if table != b.learned {
-		return nil, errUnsupported
+	switch table {
+	case b.learned:
+		all, err := b.dp.LearnedIdleAll()
+		return idleLookup(all, err, func(se *storedEntry) dataplane.LearnedKey {
+			return dataplane.LearnedKey{MAC: mac(se.key.value(b.learnedMAC)), Port: u16(se.key.value(b.learnedPort))}
+		})
+	case b.learnedIP6s:
+		all, err := b.dp.LearnedIP6IdleAll()
+		return idleLookup(all, err, func(se *storedEntry) dataplane.LearnedIP6Key {
+			return dataplane.LearnedIP6Key{IP: ipv6(se.key.value(b.learnedIP6sIP)), MAC: mac(se.key.value(b.learnedIP6sMAC))}
+		})
 	}
-	all, err := b.dp.LearnedIdleAll()
+	return nil, errUnsupported
+}
+
+// idleLookup answers idleAll from one read of a table's last hits, all; keyOf turns a
+// stored entry into the data plane's key, kept on the entry for the next scan.
+func idleLookup[K comparable](all map[K]time.Duration, err error, keyOf func(*storedEntry) K) (func(*storedEntry) (time.Duration, error), error) {
 	if err != nil {
 		return nil, err
 	}
 	return func(se *storedEntry) (time.Duration, error) {
-		k, ok := se.dpKey.(dataplane.LearnedKey)
+		k, ok := se.dpKey.(K)
 		if !ok {
-			k = dataplane.LearnedKey{MAC: mac(se.key.value(b.learnedMAC)), Port: u16(se.key.value(b.learnedPort))}
+			k = keyOf(se)
 			se.dpKey = k
 		}
 		d, ok := all[k]
 		if !ok {
-			return 0, fmt.Errorf("learned %v@%d: %w", k.MAC, k.Port, dataplane.ErrNotFound)
+			return 0, fmt.Errorf("%+v: %w", k, dataplane.ErrNotFound)
 		}
 		return d, nil
 	}, nil
@@ -415,21 +486,30 @@ func bitstring(v []byte) *p4v1.P4Data {
 	return &p4v1.P4Data{Data: &p4v1.P4Data_Bitstring{Bitstring: canonical(v)}}
 }
 
-// digestData turns a learn event into the learn_digest_t struct, members in
-// P4Info order.
+// digestData turns a learn event into the learn_digest_t (or, for EventDigestIP6,
+// learn_ip6_digest_t) struct, members in P4Info order.
 func (b *binding) digestData(ev dataplane.Event) (uint32, *p4v1.P4Data) {
-	members := make([]*p4v1.P4Data, 0, len(b.digestMembers))
-	for _, m := range b.digestMembers {
-		switch m {
-		case c.DigestLearnDigestSrcMAC:
-			members = append(members, bitstring(ev.SrcMAC[:]))
-		case c.DigestLearnDigestPort:
-			members = append(members, bitstring(fromUint(uint64(ev.Port))))
-		case c.DigestLearnDigestSrcIP:
-			members = append(members, bitstring(ev.SrcIP[:]))
-		}
+	if ev.Kind == dataplane.EventDigestIP6 {
+		return b.learnIP6Digest, digestStruct(b.digestIP6Members, map[string][]byte{
+			c.DigestLearnIP6DigestSrcMAC: ev.SrcMAC[:],
+			c.DigestLearnIP6DigestPort:   fromUint(uint64(ev.Port)),
+			c.DigestLearnIP6DigestSrcIP6: ev.SrcIP6[:],
+		})
 	}
-	return b.learnDigest, &p4v1.P4Data{Data: &p4v1.P4Data_Struct{Struct: &p4v1.P4StructLike{Members: members}}}
+	return b.learnDigest, digestStruct(b.digestMembers, map[string][]byte{
+		c.DigestLearnDigestSrcMAC: ev.SrcMAC[:],
+		c.DigestLearnDigestPort:   fromUint(uint64(ev.Port)),
+		c.DigestLearnDigestSrcIP:  ev.SrcIP[:],
+	})
+}
+
+// digestStruct is a digest's struct: the value of each member, in the P4Info's order.
+func digestStruct(members []string, values map[string][]byte) *p4v1.P4Data {
+	out := make([]*p4v1.P4Data, 0, len(members))
+	for _, m := range members {
+		out = append(out, bitstring(values[m]))
+	}
+	return &p4v1.P4Data{Data: &p4v1.P4Data_Struct{Struct: &p4v1.P4StructLike{Members: out}}}
 }
 
 func (b *binding) packetIn(ev dataplane.Event) *p4v1.PacketIn {

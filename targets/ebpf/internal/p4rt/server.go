@@ -131,7 +131,7 @@ func (s *Server) handleEvent(ev dataplane.Event) {
 		if !s.arb.sendPrimary(&p4v1.StreamMessageResponse{Update: &p4v1.StreamMessageResponse_Packet{Packet: pi}}) {
 			s.log.Debug("packet-in dropped: no primary controller", "port", ev.IngressPort, "reason", ev.Reason)
 		}
-	case dataplane.EventDigest:
+	case dataplane.EventDigest, dataplane.EventDigestIP6:
 		id, data := s.bind.digestData(ev)
 		s.digests.add(id, data, time.Now())
 	default:
