@@ -264,7 +264,7 @@ def test_config_etcd(tmp_path: Path) -> None:
         ({"backend": "etcd", "etcd": {"endpoints": []}}, "store.etcd.endpoints: List should have at least 1 item"),
         ({"backend": "etcd", "etcd": {"endpoints": ["localhost"]}}, "'localhost': expected host:port"),
         ({"backend": "etcd", "etcd": {"endpoints": ["h:99999"]}}, "'h:99999': expected host:port"),
-        ({"backend": "etcd", "etcd": {"endpoints": ["https://h:2379"]}}, "TLS to etcd is not supported"),
+        ({"backend": "etcd", "etcd": {"endpoints": ["https://h:2379"]}}, "is an https endpoint: add store.etcd.tls"),
         ({"backend": "etcd", "etcd": {"endpoints": ["a:1", "b:2"]}}, "several etcd endpoints must be IP addresses"),
         ({"backend": "etcd", "etcd": {"endpoints": ["h:1"], "prefix": "supergw"}}, "store.etcd.prefix: 'supergw': must start with '/'"),
         ({"backend": "etcd", "etcd": {"endpoints": ["h:1"], "prefix": "/supergw/"}}, "no trailing or doubled '/'"),

@@ -22,6 +22,7 @@ import pytest
 
 from topologies import ha, processes
 from topologies.emulation import Emulation
+from topologies.etcd_auth import USER, EtcdPki, client_ssl_context
 from topologies.schema import TWO_SITE_TOPOLOGY
 from topologies.poll import Timeout
 from topologies.site import Site
@@ -36,7 +37,9 @@ TOPO = EMU.spec.single
 def etcd_leader_key() -> dict[str, object]:
     """The leader key read over etcd's JSON gateway (any member)."""
     key = base64.b64encode(f"{ha.etcd_prefix(TOPO)}/leader".encode()).decode()
-    resp = httpx.post(f"{ha.etcd_client_url(TOPO, 'c1')}/v3/kv/range", json={"key": key}, timeout=3)
+    pki = EtcdPki(Emulation.attach().site().paths.pki)  # type: ignore[union-attr]
+    resp = httpx.post(f"{ha.etcd_client_url(TOPO, 'c1')}/v3/kv/range", json={"key": key}, timeout=3,
+                      verify=client_ssl_context(pki, USER))
     kvs = resp.json().get("kvs", [])
     assert len(kvs) == 1, f"etcd holds {len(kvs)} leader keys"
     value: dict[str, object] = json.loads(base64.b64decode(kvs[0]["value"]))
