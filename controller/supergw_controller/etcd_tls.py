@@ -115,7 +115,9 @@ def explain_denied(details: str, tls: EtcdTls | None, key: bytes) -> str:
             f"etcd has auth enabled and does not know {who}: add the user and grant it the controller's role "
             "(etcdctl user add NAME --no-password; etcdctl user grant-role NAME supergw)"
         )
+    # etcd answers "permission denied" for a user it does not know, too: say both.
     return (
         f"{who} may not access {key.decode(errors='replace')!r}: grant its role readwrite on the store prefix "
-        "(etcdctl role grant-permission supergw --prefix=true readwrite PREFIX; store.etcd.prefix)"
+        "(etcdctl role grant-permission supergw --prefix=true readwrite PREFIX/; store.etcd.prefix), "
+        "and check that etcd knows the user (etcdctl user get NAME; user add NAME --no-password)"
     )
