@@ -210,12 +210,13 @@ class EtcdKV:
         where = ", ".join(self.endpoints)
         details = str(exc.details())
         if exc.code() in _UNREACHABLE:
-            hint = explain(details, self.tls) or (
-                "check that etcd runs and is reachable there (store.etcd.endpoints), and that a majority of its"
-                " members is up"
-            )
+            hint = explain(details, self.tls)
+            if hint and self.tls is not None:  # it answered, with a TLS refusal
+                return EtcdUnavailable(f"etcd at {where} refused the TLS connection for {what} ({exc.code().name}: {details}): {hint}")
             return EtcdUnavailable(
-                f"etcd at {where} did not answer {what} within {self.timeout_s:g} s ({exc.code().name}: {details}): {hint}"
+                f"etcd at {where} did not answer {what} within {self.timeout_s:g} s ({exc.code().name}: {details}):"
+                " check that etcd runs and is reachable there (store.etcd.endpoints), and that a majority of its"
+                " members is up" + (f"; {hint}" if hint else "")
             )
         if exc.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INVALID_ARGUMENT) and (
             "permission denied" in details or "user name" in details or "auth token" in details
@@ -235,7 +236,7 @@ class EtcdKV:
         try:
             resp = await self._kv.Range(req, timeout=self.timeout_s)
         except grpc.aio.AioRpcError as exc:
-            raise self.error(exc, f"a read of {key!r}", key) from None
+            raise self.error(exc, f"a read of {key.decode(errors='replace')}", key) from None
         return [_kv(m) for m in resp.kvs]
 
     async def get(self, key: bytes) -> KV | None:

@@ -81,7 +81,7 @@ def explain(details: str, tls: EtcdTls | None) -> str:
     d = details.lower()
     if tls is None:
         if any(s in d for s in ("socket closed", "connection reset", "eof", "handshake", "ssl", "tls")):
-            return "etcd closed the plaintext connection: if its client URLs are https, set store.etcd.tls"
+            return "etcd closed the plaintext connection: if its client URLs are https, set store.etcd.tls"  # or it stopped
         return ""
     if "certificate_verify_failed" in d or "verify" in d and "cert" in d:
         return (
