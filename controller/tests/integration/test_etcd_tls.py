@@ -13,6 +13,8 @@ prefix only, auth enabled).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -225,7 +227,10 @@ def test_config_unusable_files_are_clear(secured: tuple[EtcdServer, EtcdPki, Etc
         ({"cacert": str(pki.ca), "cert": str(cert), "key": str(wrong_key)}, "check that the key belongs to it"),
     ]
     for tls, says in cases:
-        cfg = load_config(_config(tmp_path, {"endpoints": ["127.0.0.1:2379"], "tls": tls}))
+        path = _config(tmp_path, {"endpoints": ["127.0.0.1:2379"], "tls": tls})
         with pytest.raises(ConfigError) as ei:
-            build_intent_store(cfg)
+            build_intent_store(load_config(path))
         assert says in str(ei.value), ei.value
+        checked = subprocess.run([sys.executable, "-m", "supergw_controller.cli", "--config", str(path), "--check"],
+                                 capture_output=True, text=True, timeout=60)
+        assert checked.returncode == 2 and says in checked.stderr, checked.stderr  # the unit's ExecStartPre
