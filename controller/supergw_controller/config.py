@@ -62,6 +62,11 @@ class ElectionId(StrictModel):
         return (self.high << 64) | self.low
 
 
+def both_or_neither(cert: Path | None, key: Path | None) -> None:
+    if (cert is None) != (key is None):
+        raise ValueError("give both 'cert' and 'key' (a client certificate and its key), or neither")
+
+
 class SwitchTlsConfig(StrictModel):
     """P4Runtime over TLS; with `cert`/`key` also mutual TLS (the switch's
     --grpc-server-with-client-auth)."""
@@ -75,8 +80,7 @@ class SwitchTlsConfig(StrictModel):
 
     @model_validator(mode="after")
     def _pair(self) -> SwitchTlsConfig:
-        if (self.cert is None) != (self.key is None):
-            raise ValueError("give both 'cert' and 'key' (a client certificate and its key), or neither")
+        both_or_neither(self.cert, self.key)
         return self
 
 
@@ -466,8 +470,7 @@ class EtcdTlsConfig(StrictModel):
 
     @model_validator(mode="after")
     def _pair(self) -> EtcdTlsConfig:
-        if (self.cert is None) != (self.key is None):
-            raise ValueError("give both 'cert' and 'key' (a client certificate and its key), or neither")
+        both_or_neither(self.cert, self.key)
         return self
 
 
