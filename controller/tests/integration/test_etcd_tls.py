@@ -7,8 +7,9 @@ prefix only, auth enabled).
 - refused, each with an error saying what to fix: no client certificate, a certificate
   from another CA, a CA that did not sign etcd's certificate, a user whose role lacks the
   prefix (reads and writes), a user etcd does not know, plaintext to the TLS port;
-- config: https endpoints without store.etcd.tls, a missing file, a key that is not the
-  certificate's, each a ConfigError naming the key.
+- config: a CA file that is no certificate, a key that is not the certificate's, each a
+  ConfigError naming the key, at start and in `--check` (the pure config mistakes, such as
+  https endpoints without store.etcd.tls, are unit tests in tests/test_etcd_store.py).
 """
 
 from __future__ import annotations
@@ -199,22 +200,6 @@ def test_config_builds_a_tls_store(secured: tuple[EtcdServer, EtcdPki, EtcdPki],
     tls = {"cacert": str(pki.ca), "cert": str(cert), "key": str(key)}
     store = build_intent_store(load_config(_config(tmp_path, {"endpoints": ["https://127.0.0.1:2379"], "tls": tls})))
     assert isinstance(store, EtcdIntentStore)
-
-
-@pytest.mark.parametrize(
-    ("etcd", "says"),
-    [
-        ({"endpoints": ["https://127.0.0.1:2379"]}, "is an https endpoint: add store.etcd.tls"),
-        ({"endpoints": ["http://127.0.0.1:2379"], "tls": {"cacert": "ca.crt"}}, "plain-text endpoint but store.etcd.tls is set"),
-        ({"endpoints": ["127.0.0.1:2379"], "tls": {"cacert": "nope.crt"}}, "store.etcd.tls.cacert: file not found"),
-        ({"endpoints": ["127.0.0.1:2379"], "tls": {"cacert": "ca.crt", "cert": "c.crt"}}, "give both 'cert' and 'key'"),
-    ],
-)
-def test_config_tls_mistakes_are_clear(tmp_path: Path, etcd: dict[str, Any], says: str) -> None:
-    (tmp_path / "ca.crt").write_text("x")
-    with pytest.raises(ConfigError) as ei:
-        load_config(_config(tmp_path, etcd))
-    assert says in str(ei.value)
 
 
 def test_config_unusable_files_are_clear(secured: tuple[EtcdServer, EtcdPki, EtcdPki], tmp_path: Path) -> None:
