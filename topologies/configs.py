@@ -24,6 +24,7 @@ import yaml
 from supergw_controller.config import TimingConfig
 
 from topologies import ha
+from topologies.etcd_auth import SERVER_NAME as ETCD_SERVER_NAME
 from topologies.etcd_auth import USER as ETCD_USER
 from topologies.etcd_auth import EtcdPki, make_etcd_pki
 from topologies.model import ControllerSlot, GatewaySpec, Topology
@@ -146,7 +147,7 @@ def controller_config(topo: Topology, paths: SitePaths, slot: ControllerSlot | N
             "endpoints": [f"https://{topo.replica_ips()[n]}:{ha.CLIENT_PORT}" for n in own_first],
             "prefix": ha.etcd_prefix(topo),
             "timeout_s": ha.STORE_TIMEOUT_S,
-            "tls": {"cacert": str(pki.ca), "cert": str(cert), "key": str(key)},
+            "tls": {"cacert": str(pki.ca), "cert": str(cert), "key": str(key), "server_name": ETCD_SERVER_NAME},
         },
     }
     cfg["ha"] = {"replica": slot.replica, "lease_ttl_s": ha.LEASE_TTL_S, "api_url": slot.api_url}

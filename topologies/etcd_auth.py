@@ -22,6 +22,7 @@ ETCDCTL = "etcdctl"
 ROOT = "root"
 USER = "supergw"  # the controllers' etcd user: the CN of their client certificate
 ROLE = "supergw"
+SERVER_NAME = "etcd.supergw"  # in every member's certificate: the name clients of several members check
 
 
 class EtcdAuthError(RuntimeError):
@@ -47,7 +48,7 @@ class EtcdPki:
 
 def make_etcd_pki(d: Path, members: Mapping[str, object], users: Sequence[str] = (ROOT, USER)) -> EtcdPki:
     """A CA, one peer certificate per member (name -> IP) and one client certificate per user."""
-    leaves = [Leaf("peer", f"etcd-{n}", f"etcd-{n}", (str(ip), "localhost")) for n, ip in members.items()]
+    leaves = [Leaf("peer", f"etcd-{n}", f"etcd-{n}", (str(ip), SERVER_NAME, "localhost")) for n, ip in members.items()]
     leaves += [Leaf("client", u, u) for u in users]
     make_pki(d, leaves, ca_cn="supergw etcd CA")
     return EtcdPki(d)

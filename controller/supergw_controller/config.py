@@ -487,6 +487,13 @@ class EtcdStoreConfig(StrictModel):
         from supergw_controller.etcd_kv import check_schemes
 
         check_schemes(self.endpoints, self.tls is not None)
+        if self.tls is not None and len(self.endpoints) > 1 and self.tls.server_name is None:
+            # One channel balances over every member and checks each member's certificate
+            # against one name (the target's), so each certificate must carry that name.
+            raise ValueError(
+                "several etcd endpoints over TLS: set tls.server_name to a name every member's certificate "
+                "carries (e.g. etcd.supergw: supergw-gateway pki --peer etcd-c1=10.0.0.11,etcd.supergw)"
+            )
         return self
 
     @field_validator("endpoints")

@@ -83,6 +83,11 @@ def explain(details: str, tls: EtcdTls | None) -> str:
         if any(s in d for s in ("socket closed", "connection reset", "eof", "handshake", "ssl", "tls")):
             return "etcd closed the plaintext connection: if its client URLs are https, set store.etcd.tls"  # or it stopped
         return ""
+    if "custom verification check failed" in d:
+        return (
+            "etcd's certificate does not carry the name checked: the endpoint's host, or store.etcd.tls.server_name "
+            "when set (with several endpoints it must be a name every member's certificate carries)"
+        )
     if "certificate_verify_failed" in d or "verify" in d and "cert" in d:
         return (
             "etcd's certificate does not verify against store.etcd.tls.cacert (a certificate from another CA, "

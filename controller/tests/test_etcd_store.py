@@ -269,6 +269,7 @@ def test_config_etcd(tmp_path: Path) -> None:
         ({"backend": "etcd", "etcd": {"endpoints": ["h:1"], "tls": {"cacert": "nope.pem"}}}, "store.etcd.tls.cacert: file not found"),
         ({"backend": "etcd", "etcd": {"endpoints": ["h:1"], "tls": {"cacert": "c.pem", "cert": "c.pem"}}}, "give both 'cert' and 'key'"),
         ({"backend": "etcd", "etcd": {"endpoints": ["h:1"], "tls": {}}}, "store.etcd.tls.cacert: required key is missing"),
+        ({"backend": "etcd", "etcd": {"endpoints": ["10.0.0.1:1", "10.0.0.2:1"], "tls": {"cacert": "c.pem"}}}, "set tls.server_name"),
         ({"backend": "etcd", "etcd": {"endpoints": ["a:1", "b:2"]}}, "several etcd endpoints must be IP addresses"),
         ({"backend": "etcd", "etcd": {"endpoints": ["h:1"], "prefix": "supergw"}}, "store.etcd.prefix: 'supergw': must start with '/'"),
         ({"backend": "etcd", "etcd": {"endpoints": ["h:1"], "prefix": "/supergw/"}}, "no trailing or doubled '/'"),

@@ -31,7 +31,7 @@ from supergw_controller.etcd_tls import EtcdTls, load_etcd_tls
 from supergw_controller.ha.leadership import Leadership
 from supergw_controller.intent_store import IntentStoreError
 from supergw_controller.stores import build_intent_store
-from topologies.etcd_auth import ETCDCTL, USER, EtcdPki, enable_auth, etcdctl, make_etcd_pki
+from topologies.etcd_auth import ETCDCTL, SERVER_NAME, USER, EtcdPki, enable_auth, etcdctl, make_etcd_pki
 
 pytestmark = pytest.mark.integration
 
@@ -99,6 +99,22 @@ async def test_the_right_certificate_reads_and_writes(store: EtcdIntentStore) ->
     await store.pin(7, "gw2")
     intent = await store.load()
     assert intent.weights == {"gw1": 3} and intent.pins == {7: "gw2"}
+
+
+async def test_several_endpoints_check_one_server_name(secured: tuple[EtcdServer, EtcdPki, EtcdPki]) -> None:
+    """One channel balances over the members and checks every certificate against one name:
+    server_name (which make_etcd_pki puts in each member's certificate). Without it, an IP
+    list fails verification, which the error says."""
+    server, pki, _ = secured
+    cert, key = pki.client(USER)
+    endpoints = [f"https://127.0.0.2:{server.port}", server.url]  # nothing on .2: the member on .1 answers
+    good = EtcdIntentStore(endpoints, PREFIX, timeout_s=TIMEOUT_S, tls=load_etcd_tls(pki.ca, cert, key, SERVER_NAME))
+    await good.open()
+    assert (await good.load()).weights is not None
+    await good.close()
+    bad = EtcdIntentStore(endpoints, PREFIX, timeout_s=TIMEOUT_S, tls=load_etcd_tls(pki.ca, cert, key))
+    with pytest.raises(IntentStoreError, match="does not carry the name checked"):
+        await bad.open()
 
 
 async def test_the_leader_campaign_works_over_tls(secured: tuple[EtcdServer, EtcdPki, EtcdPki]) -> None:
