@@ -24,6 +24,9 @@ import yaml
 from supergw_controller.config import TimingConfig
 
 from topologies import ha
+from topologies.etcd_auth import SERVER_NAME as ETCD_SERVER_NAME
+from topologies.etcd_auth import USER as ETCD_USER
+from topologies.etcd_auth import EtcdPki, make_etcd_pki
 from topologies.model import ControllerSlot, GatewaySpec, Topology
 from topologies.network import switch_interfaces
 from topologies.paths import BMV2_JSON, P4INFO, SitePaths
@@ -136,12 +139,15 @@ def controller_config(topo: Topology, paths: SitePaths, slot: ControllerSlot | N
         return cfg
     names = topo.controller.replica_names()
     own_first = [slot.replica] + [n for n in names if n != slot.replica]
-    cfg["store"] = {  # intent and events live in etcd
+    pki = EtcdPki(paths.pki)
+    cert, key = pki.client(ETCD_USER)
+    cfg["store"] = {  # intent and events live in etcd, over TLS as the etcd user supergw (its cert's CN)
         "backend": "etcd",
         "etcd": {
-            "endpoints": [f"{topo.replica_ips()[n]}:{ha.CLIENT_PORT}" for n in own_first],
+            "endpoints": [f"https://{topo.replica_ips()[n]}:{ha.CLIENT_PORT}" for n in own_first],
             "prefix": ha.etcd_prefix(topo),
             "timeout_s": ha.STORE_TIMEOUT_S,
+            "tls": {"cacert": str(pki.ca), "cert": str(cert), "key": str(key), "server_name": ETCD_SERVER_NAME},
         },
     }
     cfg["ha"] = {"replica": slot.replica, "lease_ttl_s": ha.LEASE_TTL_S, "api_url": slot.api_url}
@@ -222,6 +228,8 @@ def write_all(topo: Topology, paths: SitePaths, sec: Secrets) -> GeneratedConfig
             if not sec.pair_seed:
                 raise ValueError("Secrets.pair_seed is empty: both sites need the same pair seed")
             _write_secret(pair_secret_file(conf_dir, g.name), sec.pair_secret(g.name, g.peer.name))
+    if topo.replicated:
+        make_etcd_pki(paths.pki, topo.replica_ips())
     controllers: dict[str, Path] = {}
     for slot in topo.controllers():
         path = paths.controller_config(slot.replica)

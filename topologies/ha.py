@@ -5,8 +5,12 @@ Layout: replica cK gets its own namespace `<prefix>-cK` on the management bridge
 (mgmt0, 10.255.60.3K with the default topology) and runs two processes there, as a
 controller machine would:
 
-- an etcd member: clients on http://10.255.60.3K:2379, peers on :2380, data in
+- an etcd member: clients on https://10.255.60.3K:2379, peers on :2380, data in
   `.run/etcd/cK/` (`.run/<prefix>/etcd/cK/` when there are several sites); the members form one cluster (`--initial-cluster c1=...,c2=...,c3=...`);
+  secured as docs/deploy-linux.md says (topologies/etcd_auth.py): TLS with client
+  certificates towards clients and peers (certificates in `.run/config/pki/`, made by
+  `supergw-gateway pki`), auth enabled, the controllers' user `supergw` (their client
+  certificate's CN) confined by its role to the site's prefix;
 - `supergw-controller --config .run/config/controller-cK.yaml`: `store.backend: etcd`
   (its own member listed first, then the others), `ha: {replica: cK}`, its REST API on
   http://10.255.60.3K:8080, P4Runtime to the switch over the management network (the
@@ -41,6 +45,7 @@ import httpx
 from supergw_proto.api import ReplicaHealth
 from supergw_proto.rest import ApiError, ControllerClient
 from topologies import processes
+from topologies.etcd_auth import EtcdAuthError, EtcdPki, client_ssl_context, enable_auth, member_tls_flags
 from topologies.iproute import run
 from topologies.model import Topology
 from topologies.paths import SitePaths
@@ -64,7 +69,7 @@ class HaError(RuntimeError):
 
 
 def etcd_client_url(topo: Topology, name: str) -> str:
-    return f"http://{topo.replica_ips()[name]}:{CLIENT_PORT}"
+    return f"https://{topo.replica_ips()[name]}:{CLIENT_PORT}"
 
 
 def etcd_prefix(topo: Topology) -> str:
@@ -72,23 +77,24 @@ def etcd_prefix(topo: Topology) -> str:
 
 
 def etcd_endpoints(topo: Topology) -> str:
-    """Every member's client address, comma-separated (etcdctl --endpoints)."""
-    return ",".join(f"{ip}:{CLIENT_PORT}" for ip in topo.replica_ips().values())
+    """Every member's client URL, comma-separated (etcdctl --endpoints)."""
+    return ",".join(etcd_client_url(topo, n) for n in topo.replica_ips())
 
 
 # --- etcd -----------------------------------------------------------------------------
 
-def etcd_argv(topo: Topology, name: str, data_dir: Path) -> list[str]:
+def etcd_argv(topo: Topology, name: str, data_dir: Path, pki: EtcdPki) -> list[str]:
     ip = topo.replica_ips()[name]
-    cluster = ",".join(f"{n}=http://{a}:{PEER_PORT}" for n, a in topo.replica_ips().items())
+    cluster = ",".join(f"{n}=https://{a}:{PEER_PORT}" for n, a in topo.replica_ips().items())
     argv = [
         ETCD,
         "--name", name,
         "--data-dir", str(data_dir),
-        "--listen-client-urls", f"http://{ip}:{CLIENT_PORT}",
-        "--advertise-client-urls", f"http://{ip}:{CLIENT_PORT}",
-        "--listen-peer-urls", f"http://{ip}:{PEER_PORT}",
-        "--initial-advertise-peer-urls", f"http://{ip}:{PEER_PORT}",
+        "--listen-client-urls", f"https://{ip}:{CLIENT_PORT}",
+        "--advertise-client-urls", f"https://{ip}:{CLIENT_PORT}",
+        "--listen-peer-urls", f"https://{ip}:{PEER_PORT}",
+        "--initial-advertise-peer-urls", f"https://{ip}:{PEER_PORT}",
+        *member_tls_flags(pki, name),
         "--initial-cluster", cluster,
         "--initial-cluster-token", topo.prefix,
         "--initial-cluster-state", "new",
@@ -104,9 +110,9 @@ def etcd_argv(topo: Topology, name: str, data_dir: Path) -> list[str]:
     return argv
 
 
-def etcd_health(url: str) -> tuple[bool, str]:
+def etcd_health(url: str, pki: EtcdPki) -> tuple[bool, str]:
     try:
-        resp = httpx.get(f"{url}/health", timeout=2)
+        resp = httpx.get(f"{url}/health", timeout=2, verify=client_ssl_context(pki))
         body = resp.json()  # 503 with a body while there is no quorum yet
     except (httpx.HTTPError, ValueError) as exc:
         return False, str(exc) or type(exc).__name__
@@ -116,20 +122,27 @@ def etcd_health(url: str) -> tuple[bool, str]:
 
 
 def start_etcd_cluster(topo: Topology, paths: SitePaths, track: Track) -> str:
-    """One member per replica, each in the replica's namespace; waits until each is healthy."""
+    """One member per replica, each in the replica's namespace; waits until each is healthy,
+    then enables auth with the controllers' user confined to the site's prefix."""
     if shutil.which(ETCD) is None:
         raise HaError("etcd is not installed (Debian package etcd-server; `make deps` installs it)")
     shutil.rmtree(paths.etcd, ignore_errors=True)  # a fresh cluster per `up`, as the SQLite file is
+    pki = EtcdPki(paths.pki)  # configs.write_all made it
     recs = []
     for name in topo.controller.replica_names():
-        rec = processes.start(f"etcd-{name}", etcd_argv(topo, name, paths.etcd / name),
+        rec = processes.start(f"etcd-{name}", etcd_argv(topo, name, paths.etcd / name, pki),
                               paths.logs / f"etcd-{name}.log", netns=topo.ns(name), site=topo.prefix)
         track(rec)
         recs.append((name, rec))
     # Members wait for each other (quorum) before any answers healthy: start all, then wait.
     for name, rec in recs:
-        wait_until(lambda n=name: etcd_health(etcd_client_url(topo, n)), 30, f"etcd member {name}", rec)  # type: ignore[misc]
-    return f"{len(recs)} members ({', '.join(f'{n} {etcd_client_url(topo, n)}' for n, _ in recs)})"
+        wait_until(lambda n=name: etcd_health(etcd_client_url(topo, n), pki), 30, f"etcd member {name}", rec)  # type: ignore[misc]
+    first = recs[0][0]
+    try:
+        enable_auth(pki, etcd_endpoints(topo), etcd_prefix(topo), netns=topo.ns(first))
+    except EtcdAuthError as exc:
+        raise HaError(f"etcd auth setup: {exc}") from None
+    return f"TLS, auth on, {len(recs)} members ({', '.join(f'{n} {etcd_client_url(topo, n)}' for n, _ in recs)})"
 
 
 # --- who leads ------------------------------------------------------------------------

@@ -48,6 +48,11 @@ class SitePaths:
         return self.root / "etcd"
 
     @property
+    def pki(self) -> Path:
+        """The site's certificates (`supergw-gateway pki`): etcd members and clients under HA."""
+        return self.config / "pki"
+
+    @property
     def hostsim_socket(self) -> Path:
         return self.root / "hostsim.sock"
 

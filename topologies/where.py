@@ -7,6 +7,8 @@ import time
 
 from topologies import bmv2, ha, network, processes, simhosts
 from topologies.emulation import Emulation
+from topologies.etcd_auth import USER as ETCD_USER
+from topologies.etcd_auth import EtcdPki
 from topologies.paths import BMV2_JSON, REPO
 from topologies.site import Site
 
@@ -27,12 +29,14 @@ def replica_lines(site: Site) -> list[str]:
     topo, logs = site.topo, site.paths.logs
     names = topo.controller.replica_names()
     roles = ha.roles(topo)
+    pki = EtcdPki(site.paths.pki)
     return [
         "  replicas     " + ", ".join(f"{n} {topo.api_url(n)} ({roles[n]})" for n in names),
         f"               namespaces {', '.join(topo.ns(n) for n in names)}; logs {logs}/controller-cK.log",
         f"  etcd         members {', '.join(f'{n} {ha.etcd_client_url(topo, n)}' for n in names)}; logs {logs}/etcd-cK.log",
         f"  who leads    curl -s {topo.api_url(names[0])}/healthz     (ha.role, ha.leader; any replica answers)",
-        f"               ETCDCTL_API=3 etcdctl --endpoints {ha.etcd_endpoints(topo)} get {ha.etcd_prefix(topo)}/leader",
+        f"               ETCDCTL_API=3 etcdctl --endpoints {ha.etcd_endpoints(topo)} --cacert {pki.ca} \\",
+        f"                 --cert {pki.client(ETCD_USER)[0]} --key {pki.client(ETCD_USER)[1]} get {ha.etcd_prefix(topo)}/leader",
         "  takeover     kill -9 the leader's controller (`python -m topologies.run status` lists pids),",
         "               then ask /healthz again: a backup leads (README.md, 'Watching a takeover')",
     ]

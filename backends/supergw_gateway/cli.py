@@ -97,9 +97,14 @@ def _cmd_agent(cfg: GatewayConfig, a: argparse.Namespace) -> int:
 
 
 def _cmd_pki(a: argparse.Namespace) -> int:
-    from supergw_gateway.pki import make_demo_pki
+    from supergw_gateway.pki import Leaf, make_pki, parse_leaf
 
-    files = make_demo_pki(Path(a.out), a.ids)
+    leaves = [Leaf("gateway", i, i, (i,)) for i in a.ids]
+    for role in ("server", "client", "peer"):
+        leaves += [parse_leaf(role, spec) for spec in getattr(a, role) or ()]
+    if not leaves:
+        raise GatewayError("nothing to issue: give gateway ids, or --server/--client/--peer (see --help)")
+    files = make_pki(Path(a.out), leaves, a.ca_cn)
     print(json.dumps({k: str(v) for k, v in files.items()}, indent=2))
     return 0
 
@@ -137,9 +142,19 @@ def build_parser() -> argparse.ArgumentParser:
     ag.add_argument("--health", default="127.0.0.1:0", type=listen_address,
                     help="ADDRESS:PORT of the health endpoint")
     ag.set_defaults(fn=_cmd_agent)
-    pk = sub.add_parser("pki", help="make a demo CA and gateway certificates with strongSwan's pki")
-    pk.add_argument("--out", required=True)
-    pk.add_argument("ids", nargs="+", help="gateway identities (used as CN and subjectAltName)")
+    pk = sub.add_parser(
+        "pki", help="a CA and the deployment's certificates (IKE, etcd, REST, P4Runtime) with strongSwan's pki",
+        description="Issues into DIR, signed by DIR/ca.crt (made if missing); existing files are kept. "
+        "See docs/deploy-linux.md for the certificates a deployment needs.")
+    pk.add_argument("--out", required=True, metavar="DIR")
+    pk.add_argument("--ca-cn", default="supergw CA", help="the CA's CN when it is made (default: %(default)s)")
+    pk.add_argument("--server", action="append", metavar="NAME=SAN[,SAN]",
+                    help="TLS server certificate (REST API, switch P4Runtime) for these addresses/names")
+    pk.add_argument("--client", action="append", metavar="NAME",
+                    help="TLS client certificate with CN NAME (the controller's etcd user; P4Runtime client)")
+    pk.add_argument("--peer", action="append", metavar="NAME=SAN[,SAN]",
+                    help="etcd member certificate: server and client (peers) for these addresses/names")
+    pk.add_argument("ids", nargs="*", help="gateway IKE identities (used as CN and subjectAltName)")
     pk.set_defaults(fn=None, pki=True)
     return ap
 

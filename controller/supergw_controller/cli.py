@@ -23,6 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_level)
     try:
         config = load_config(args.config)
+        if config.store.etcd is not None:
+            from supergw_controller.stores import etcd_tls
+
+            etcd_tls(config.store.etcd)  # the TLS files read and checked now: a bad one fails --check
     except ConfigError as exc:
         print(f"supergw-controller: {exc}", file=sys.stderr)
         return 2

@@ -48,7 +48,7 @@ from supergw_controller.readmodel import ReadModel
 from supergw_controller.southbound.domain import HostIdle, HostSeen, PacketIn
 from supergw_controller.southbound.session import Role
 from supergw_controller.southbound.switch import SessionLike, Southbound
-from supergw_controller.stores import build_intent_store
+from supergw_controller.stores import build_intent_store, etcd_tls
 from supergw_controller.views import OperatorAction
 
 log = logging.getLogger(__name__)
@@ -331,7 +331,9 @@ class ReplicaCore(ControllerCore):
         api = ha.api_url or f"{config.api.scheme}://{config.api.listen}"
         self.replica = Replica(
             replica=ha.replica,
-            leadership=Leadership(etcd.endpoints, etcd.prefix, ha.replica, api, ha.lease_ttl_s, etcd.timeout_s),
+            leadership=Leadership(
+                etcd.endpoints, etcd.prefix, ha.replica, api, ha.lease_ttl_s, etcd.timeout_s, etcd_tls(etcd)
+            ),
             fence=fence,
             switch=self.switch,
             core=self,

@@ -63,6 +63,11 @@ class ElectionId(StrictModel):
         return (self.high << 64) | self.low
 
 
+def both_or_neither(cert: Path | None, key: Path | None) -> None:
+    if (cert is None) != (key is None):
+        raise ValueError("give both 'cert' and 'key' (a client certificate and its key), or neither")
+
+
 class SwitchTlsConfig(StrictModel):
     """P4Runtime over TLS; with `cert`/`key` also mutual TLS (the switch's
     --grpc-server-with-client-auth)."""
@@ -76,8 +81,7 @@ class SwitchTlsConfig(StrictModel):
 
     @model_validator(mode="after")
     def _pair(self) -> SwitchTlsConfig:
-        if (self.cert is None) != (self.key is None):
-            raise ValueError("give both 'cert' and 'key' (a client certificate and its key), or neither")
+        both_or_neither(self.cert, self.key)
         return self
 
 
@@ -482,10 +486,44 @@ class StoreBackend(StrEnum):
     ETCD = "etcd"
 
 
+class EtcdTlsConfig(StrictModel):
+    """etcd over TLS; with `cert`/`key` a client certificate (etcd's --client-cert-auth), whose
+    CN is the etcd user when etcd auth is enabled."""
+
+    cacert: Path = Field(description="PEM CA that signed the etcd members' certificates (--trusted-ca-file)")
+    cert: Path | None = Field(default=None, description="PEM client certificate; its CN is the etcd user")
+    key: Path | None = Field(default=None, description="PEM private key of `cert`")
+    server_name: str | None = Field(
+        default=None, min_length=1, description="name to check the members' certificates against, if not the endpoint's host"
+    )
+
+    @model_validator(mode="after")
+    def _pair(self) -> EtcdTlsConfig:
+        both_or_neither(self.cert, self.key)
+        return self
+
+
 class EtcdStoreConfig(StrictModel):
-    endpoints: list[str] = Field(min_length=1, description="etcd client addresses, host:port (any member will do)")
+    endpoints: list[str] = Field(
+        min_length=1, description="etcd client addresses, host:port or https://host:port (any member will do)"
+    )
     prefix: str = Field(default="/supergw/default", description="key prefix of this super gateway's intent")
     timeout_s: float = Field(default=1.0, gt=0, le=30, description="deadline of every etcd call")
+    tls: EtcdTlsConfig | None = Field(default=None, description="etcd over TLS (default: plaintext)")
+
+    @model_validator(mode="after")
+    def _schemes(self) -> EtcdStoreConfig:
+        from supergw_controller.etcd_kv import check_schemes
+
+        check_schemes(self.endpoints, self.tls is not None)
+        if self.tls is not None and len(self.endpoints) > 1 and self.tls.server_name is None:
+            # One channel balances over every member and checks each member's certificate
+            # against one name (the target's), so each certificate must carry that name.
+            raise ValueError(
+                "several etcd endpoints over TLS: set tls.server_name to a name every member's certificate "
+                "carries (e.g. etcd.supergw: supergw-gateway pki --peer etcd-c1=10.0.0.11,etcd.supergw)"
+            )
+        return self
 
     @field_validator("endpoints")
     @classmethod
@@ -747,12 +785,19 @@ def parse_config(data: Any, base_dir: Path, source: str = "<config>") -> Config:
     if switch.tls is not None:
         paths = {k: _resolve(base_dir, getattr(switch.tls, k)) for k in ("cacert", "cert", "key")}
         switch = switch.model_copy(update={"tls": switch.tls.model_copy(update=paths)})
+    store = cfg.store
+    if store.etcd is not None and store.etcd.tls is not None:
+        etcd_tls = store.etcd.tls
+        paths = {k: _resolve(base_dir, getattr(etcd_tls, k)) for k in ("cacert", "cert", "key")}
+        etcd = store.etcd.model_copy(update={"tls": etcd_tls.model_copy(update=paths)})
+        store = store.model_copy(update={"etcd": etcd})
     cfg = cfg.model_copy(
         update={
             "pipeline": pipeline,
             "api": api,
             "gateways": gateways,
             "switch": switch,
+            "store": store,
             "state_db": _resolve(base_dir, cfg.state_db),
         }
     )
@@ -776,6 +821,11 @@ def parse_config(data: Any, base_dir: Path, source: str = "<config>") -> Config:
             p = getattr(cfg.switch.tls, key)
             if p is not None and not p.is_file():
                 missing.append(f"switch.tls.{key}: file not found: {p}")
+    if cfg.store.etcd is not None and cfg.store.etcd.tls is not None:
+        for key in ("cacert", "cert", "key"):
+            p = getattr(cfg.store.etcd.tls, key)
+            if p is not None and not p.is_file():
+                missing.append(f"store.etcd.tls.{key}: file not found: {p}")
     cfg, problems = _read_secrets(cfg)
     missing += problems
     if missing:

@@ -10,6 +10,9 @@ Every call carries a deadline of `timeout_s`; an unreachable or silent etcd beco
 `EtcdUnavailable` naming the endpoints within that time, never a gRPC default hang. The
 channel reconnects with a short backoff (0.1-1 s, not gRPC's default up to 120 s), so a
 restarted member is used again at once.
+
+With `tls` (etcd_tls.EtcdTls) the channel is TLS, with a client certificate when given;
+handshake failures and PERMISSION_DENIED become errors that say what to fix.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from typing import Any, Literal
 import grpc
 import grpc.aio
 from aetcd import rpc as _rpc
+
+from supergw_controller.etcd_tls import EtcdTls, explain, explain_denied
 
 CHANNEL_OPTIONS = (
     ("grpc.initial_reconnect_backoff_ms", 100),
@@ -103,12 +108,25 @@ def prefix_end(prefix: bytes) -> bytes:
     return b"\0"
 
 
-def split_endpoint(endpoint: str) -> tuple[str, int]:
-    """"host:port" (an http:// in front is accepted) -> (host, port); ValueError says what is wrong."""
+def endpoint_scheme(endpoint: str) -> Literal["http", "https"] | None:
+    """The scheme written in front of an endpoint, if any."""
     e = endpoint.strip()
-    if e.startswith("https://"):
-        raise ValueError(f"{endpoint!r}: TLS to etcd is not supported; give host:port of a plain-text client URL")
-    e = e.removeprefix("http://").rstrip("/")
+    return "https" if e.startswith("https://") else "http" if e.startswith("http://") else None
+
+
+def check_schemes(endpoints: Sequence[str], tls: bool) -> None:
+    """https:// endpoints need TLS settings and http:// ones refuse them; ValueError says which."""
+    for e in endpoints:
+        scheme = endpoint_scheme(e)
+        if scheme == "https" and not tls:
+            raise ValueError(f"{e!r} is an https endpoint: add store.etcd.tls (cacert, and cert/key for a client certificate)")
+        if scheme == "http" and tls:
+            raise ValueError(f"{e!r} is a plain-text endpoint but store.etcd.tls is set: write https:// or host:port")
+
+
+def split_endpoint(endpoint: str) -> tuple[str, int]:
+    """"host:port" (an http:// or https:// in front is accepted) -> (host, port); ValueError says what is wrong."""
+    e = endpoint.strip().removeprefix("https://").removeprefix("http://").rstrip("/")
     host, sep, port_s = e.rpartition(":")
     host = host.strip("[]")
     if not sep or not host or not port_s.isdigit() or not 0 < int(port_s) < 65536:
@@ -163,26 +181,48 @@ def _op(op: Op) -> Any:
     return _rpc.RequestOp(request_range=req)
 
 
+def _first_key(ops: Sequence[Op]) -> bytes:
+    return ops[0].key if ops else b""
+
+
 class EtcdKV:
-    def __init__(self, endpoints: Sequence[str], timeout_s: float) -> None:
+    def __init__(self, endpoints: Sequence[str], timeout_s: float, tls: EtcdTls | None = None) -> None:
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        check_schemes(endpoints, tls is not None)
         self.endpoints = list(endpoints)
         self.timeout_s = timeout_s
-        self._channel = grpc.aio.insecure_channel(grpc_target(self.endpoints), options=CHANNEL_OPTIONS)
-        self._kv = _rpc.KVStub(self._channel)
+        self.tls = tls
+        target = grpc_target(self.endpoints)
+        if tls is None:
+            self.channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+        else:
+            opts = CHANNEL_OPTIONS + tls.channel_options()
+            self.channel = grpc.aio.secure_channel(target, tls.credentials(), options=opts)
+        self._kv = _rpc.KVStub(self.channel)
 
     async def close(self) -> None:
-        await self._channel.close()
+        await self.channel.close()
 
-    def _error(self, exc: grpc.aio.AioRpcError, what: str) -> EtcdError:
+    def error(self, exc: grpc.aio.AioRpcError, what: str, key: bytes = b"") -> EtcdError:
+        """The EtcdError for a failed call: unreachable, a TLS handshake refused, or denied, each
+        with what to do (calls on other stubs of `channel` use it too)."""
+        where = ", ".join(self.endpoints)
+        details = str(exc.details())
         if exc.code() in _UNREACHABLE:
+            hint = explain(details, self.tls)
+            if hint and self.tls is not None:  # it answered, with a TLS refusal
+                return EtcdUnavailable(f"etcd at {where} refused the TLS connection for {what} ({exc.code().name}: {details}): {hint}")
             return EtcdUnavailable(
-                f"etcd at {', '.join(self.endpoints)} did not answer {what} within {self.timeout_s:g} s"
-                f" ({exc.code().name}: {exc.details()}): check that etcd runs and is reachable there"
-                " (store.etcd.endpoints), and that a majority of its members is up"
+                f"etcd at {where} did not answer {what} within {self.timeout_s:g} s ({exc.code().name}: {details}):"
+                " check that etcd runs and is reachable there (store.etcd.endpoints), and that a majority of its"
+                " members is up" + (f"; {hint}" if hint else "")
             )
-        return EtcdError(f"etcd at {', '.join(self.endpoints)} refused {what}: {exc.code().name}: {exc.details()}")
+        if exc.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INVALID_ARGUMENT) and (
+            "permission denied" in details or "user name" in details or "auth token" in details
+        ):
+            return EtcdError(f"etcd at {where} refused {what}: {details}: {explain_denied(details, self.tls, key)}")
+        return EtcdError(f"etcd at {where} refused {what}: {exc.code().name}: {details}")
 
     async def range(
         self, key: bytes, range_end: bytes | None = None, *, limit: int = 0, descending: bool = False
@@ -196,7 +236,7 @@ class EtcdKV:
         try:
             resp = await self._kv.Range(req, timeout=self.timeout_s)
         except grpc.aio.AioRpcError as exc:
-            raise self._error(exc, f"a read of {key!r}") from None
+            raise self.error(exc, f"a read of {key.decode(errors='replace')}", key) from None
         return [_kv(m) for m in resp.kvs]
 
     async def get(self, key: bytes) -> KV | None:
@@ -212,7 +252,7 @@ class EtcdKV:
         try:
             resp = await self._kv.Txn(req, timeout=self.timeout_s)
         except grpc.aio.AioRpcError as exc:
-            raise self._error(exc, "a transaction") from None
+            raise self.error(exc, "a transaction", _first_key(success)) from None
         gets = [
             [_kv(m) for m in r.response_range.kvs]
             for r in resp.responses

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from supergw_controller.etcd_kv import KV, Compare, Delete, EtcdError, EtcdKV, Get, Op, Put, prefix_end
+from supergw_controller.etcd_tls import EtcdTls
 from supergw_controller.intent_store import EventRecord, EventShortcuts, FencedError, Intent, IntentStoreError
 
 _ID_WIDTH = 20
@@ -77,7 +78,14 @@ def _event(event_id: int, raw: bytes) -> EventRecord:
 
 
 class EtcdIntentStore(EventShortcuts):
-    def __init__(self, endpoints: Sequence[str], prefix: str, timeout_s: float = 1.0, max_events: int = 10_000) -> None:
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        prefix: str,
+        timeout_s: float = 1.0,
+        max_events: int = 10_000,
+        tls: EtcdTls | None = None,
+    ) -> None:
         if max_events < 1:
             raise ValueError(f"max_events must be >= 1, got {max_events}")
         if not timeout_s > 0:
@@ -87,6 +95,7 @@ class EtcdIntentStore(EventShortcuts):
         self._endpoints = list(endpoints)
         self._prefix = validate_prefix(prefix)
         self._timeout_s = timeout_s
+        self._tls = tls
         self._max_events = max_events
         self._kv: EtcdKV | None = None
         self._fence: Fence | None = None
@@ -127,9 +136,15 @@ class EtcdIntentStore(EventShortcuts):
     async def open(self) -> None:
         if self._kv is not None:
             return
-        kv = EtcdKV(self._endpoints, self._timeout_s)
+        kv = EtcdKV(self._endpoints, self._timeout_s, self._tls)
+        seq = self._key("event-seq")
         try:
-            await kv.range(self._key("event-seq"))  # fails now, not at the first write, if etcd is away
+            # Fails now, not at the first write, if etcd is away, refuses our certificate, or
+            # our user may not write the prefix: etcd checks the permissions of both branches
+            # of a transaction, so a put behind a compare that never holds (no key has
+            # version -1) is checked and never applied.
+            await kv.range(seq)
+            await kv.txn([Compare(seq, "version", -1)], [Put(seq, b"")])
         except EtcdError as exc:
             await kv.close()
             raise IntentStoreError(f"cannot open intent store {self.path}: {exc}") from None

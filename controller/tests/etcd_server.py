@@ -50,6 +50,8 @@ from pathlib import Path
 
 import pytest
 
+from topologies.etcd_auth import EtcdPki, client_ssl_context, member_tls_flags
+
 ETCD = "etcd"
 HEARTBEAT_MS = 50
 ELECTION_MS = 500
@@ -71,7 +73,12 @@ def _free_port() -> int:
 
 
 class EtcdServer:
-    def __init__(self, workdir: Path, *, start_timeout_s: float = 15.0, name: str = "test") -> None:
+    """`pki` (topologies.etcd_auth): serve clients over TLS with client certificates
+    (`--client-cert-auth`); the health check then presents root's certificate."""
+
+    def __init__(
+        self, workdir: Path, *, start_timeout_s: float = 15.0, name: str = "test", pki: EtcdPki | None = None
+    ) -> None:
         binary = etcd_binary()
         if binary is None:
             raise EtcdStartError(MISSING)
@@ -84,6 +91,8 @@ class EtcdServer:
         self.host = "127.0.0.1"
         self.port = _free_port()
         self.start_timeout_s = start_timeout_s
+        self.pki = pki
+        self._ssl = None if pki is None else client_ssl_context(pki)
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -92,7 +101,7 @@ class EtcdServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.endpoint}"
+        return f"{'https' if self.pki else 'http'}://{self.endpoint}"
 
     @property
     def running(self) -> bool:
@@ -117,6 +126,7 @@ class EtcdServer:
             "--election-timeout", str(ELECTION_MS),
             "--logger", "zap",
             "--log-outputs", "stderr",
+            *([] if self.pki is None else member_tls_flags(self.pki, "server", peers=False)),
         ]  # fmt: skip
 
     def start(self) -> None:
@@ -158,11 +168,11 @@ class EtcdServer:
 
     def _healthy_and_ours(self) -> bool:
         """/health says true, and the member answering is this one (the port may be another's)."""
-        with urllib.request.urlopen(f"{self.url}/health", timeout=1.0) as resp:
+        with urllib.request.urlopen(f"{self.url}/health", timeout=1.0, context=self._ssl) as resp:
             if json.loads(resp.read()).get("health") != "true":
                 return False
         req = urllib.request.Request(f"{self.url}/v3/cluster/member/list", data=b"{}", method="POST")
-        with urllib.request.urlopen(req, timeout=1.0) as resp:
+        with urllib.request.urlopen(req, timeout=1.0, context=self._ssl) as resp:
             members = json.loads(resp.read()).get("members", [])
         return any(m.get("name") == self.name for m in members)
 
@@ -211,15 +221,15 @@ class EtcdServer:
         self.cleanup()
 
 
-def start_etcd(workdir: Path, *, start_timeout_s: float = 15.0) -> EtcdServer:
+def start_etcd(workdir: Path, *, start_timeout_s: float = 15.0, pki: EtcdPki | None = None) -> EtcdServer:
     """A started, healthy etcd; one retry on fresh ports if the chosen ones were taken meanwhile."""
-    server = EtcdServer(workdir, start_timeout_s=start_timeout_s)
+    server = EtcdServer(workdir, start_timeout_s=start_timeout_s, pki=pki)
     try:
         server.start()
     except EtcdStartError as exc:
         if "address already in use" not in str(exc):
             raise
-        server = EtcdServer(workdir, start_timeout_s=start_timeout_s)
+        server = EtcdServer(workdir, start_timeout_s=start_timeout_s, pki=pki)
         server.start()
     return server
 

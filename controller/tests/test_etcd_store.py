@@ -264,7 +264,12 @@ def test_config_etcd(tmp_path: Path) -> None:
         ({"backend": "etcd", "etcd": {"endpoints": []}}, "store.etcd.endpoints: List should have at least 1 item"),
         ({"backend": "etcd", "etcd": {"endpoints": ["localhost"]}}, "'localhost': expected host:port"),
         ({"backend": "etcd", "etcd": {"endpoints": ["h:99999"]}}, "'h:99999': expected host:port"),
-        ({"backend": "etcd", "etcd": {"endpoints": ["https://h:2379"]}}, "TLS to etcd is not supported"),
+        ({"backend": "etcd", "etcd": {"endpoints": ["https://h:2379"]}}, "is an https endpoint: add store.etcd.tls"),
+        ({"backend": "etcd", "etcd": {"endpoints": ["http://h:2379"], "tls": {"cacert": "c.pem"}}}, "plain-text endpoint but store.etcd.tls is set"),
+        ({"backend": "etcd", "etcd": {"endpoints": ["h:1"], "tls": {"cacert": "nope.pem"}}}, "store.etcd.tls.cacert: file not found"),
+        ({"backend": "etcd", "etcd": {"endpoints": ["h:1"], "tls": {"cacert": "c.pem", "cert": "c.pem"}}}, "give both 'cert' and 'key'"),
+        ({"backend": "etcd", "etcd": {"endpoints": ["h:1"], "tls": {}}}, "store.etcd.tls.cacert: required key is missing"),
+        ({"backend": "etcd", "etcd": {"endpoints": ["10.0.0.1:1", "10.0.0.2:1"], "tls": {"cacert": "c.pem"}}}, "set tls.server_name"),
         ({"backend": "etcd", "etcd": {"endpoints": ["a:1", "b:2"]}}, "several etcd endpoints must be IP addresses"),
         ({"backend": "etcd", "etcd": {"endpoints": ["h:1"], "prefix": "supergw"}}, "store.etcd.prefix: 'supergw': must start with '/'"),
         ({"backend": "etcd", "etcd": {"endpoints": ["h:1"], "prefix": "/supergw/"}}, "no trailing or doubled '/'"),
@@ -274,6 +279,7 @@ def test_config_etcd(tmp_path: Path) -> None:
     ],
 )
 def test_config_bad_store_is_a_clear_error(tmp_path: Path, store: Any, says: str) -> None:
+    (tmp_path / "c.pem").write_text("-----BEGIN CERTIFICATE-----\n")
     with pytest.raises(ConfigError) as ei:
         load_config(_config(tmp_path, store))
     assert says in str(ei.value)

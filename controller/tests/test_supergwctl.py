@@ -329,6 +329,7 @@ def test_https_with_the_ca_file(served_tls: Served) -> None:
     assert ran.json() == served_tls.api("/gateways")
     flag = {k: v for k, v in served_tls.env().items() if k != "SUPERGW_CA_FILE"}
     assert ctl(served_tls, "--ca-file", str(served_tls.ca), "status", env=flag).code == EXIT_OK
+    assert ctl(served_tls, "--cacert", str(served_tls.ca), "status", env=flag).code == EXIT_OK  # curl's name
     untrusted = ctl(served_tls, "status", env=flag)
     assert untrusted.code == EXIT_UNREACHABLE
     assert "CERTIFICATE_VERIFY_FAILED" in untrusted.err and "--ca-file" in untrusted.err

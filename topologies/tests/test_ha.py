@@ -10,6 +10,7 @@ import yaml
 
 from topologies import ha
 from topologies.configs import Secrets, validate_with_owners, write_all
+from topologies.etcd_auth import EtcdPki
 from topologies.model import Topology, TopologyError
 from topologies.paths import SitePaths
 from topologies.schema import TWO_SITE_TOPOLOGY, load
@@ -56,7 +57,11 @@ def test_replica_configs_validate_and_point_at_the_cluster(tmp_path: Path) -> No
     assert not (tmp_path / "config" / "controller.yaml").exists()
     c2 = yaml.safe_load(gen.controllers["controller-c2"].read_text())
     assert c2["store"]["backend"] == "etcd"
-    assert c2["store"]["etcd"]["endpoints"] == ["10.255.60.32:2379", "10.255.60.31:2379", "10.255.60.33:2379"]
+    assert c2["store"]["etcd"]["endpoints"] == [
+        "https://10.255.60.32:2379", "https://10.255.60.31:2379", "https://10.255.60.33:2379"
+    ]
+    tls = c2["store"]["etcd"]["tls"]  # the controllers' etcd user: the CN of this certificate
+    assert tls["cert"] == str(tmp_path / "config" / "pki" / "supergw.crt") and Path(tls["key"]).stat().st_mode & 0o077 == 0
     assert c2["store"]["etcd"]["prefix"] == "/supergw/sgw-emu"
     assert c2["ha"]["replica"] == "c2" and c2["ha"]["api_url"] == "http://10.255.60.32:8080"
     assert c2["port_monitor"] == {"enabled": True, "netns": "sgw-emu-sw"}
@@ -96,13 +101,17 @@ def test_two_sites_with_replicas_at_site_a_only(tmp_path: Path) -> None:
 
 def test_etcd_members_form_one_cluster(tmp_path: Path) -> None:
     topo = ha_site()
-    argv = ha.etcd_argv(topo, "c3", tmp_path)
+    argv = ha.etcd_argv(topo, "c3", tmp_path, EtcdPki(tmp_path / "pki"))
     switches = {a for a in argv[1:] if a.startswith("--") and "=" in a}  # boolean flags: --flag=value
     pairs = [a for a in argv[1:] if a not in switches]
     flags = dict(zip(pairs[0::2], pairs[1::2], strict=True)) | dict(a.split("=", 1) for a in switches)
     assert argv[0] == "etcd" and flags["--name"] == "c3"
     assert flags["--pre-vote"] == "true"
-    assert flags["--listen-client-urls"] == "http://10.255.60.33:2379"
+    assert flags["--listen-client-urls"] == "https://10.255.60.33:2379"
     assert flags["--initial-cluster"] == (
-        "c1=http://10.255.60.31:2380,c2=http://10.255.60.32:2380,c3=http://10.255.60.33:2380"
+        "c1=https://10.255.60.31:2380,c2=https://10.255.60.32:2380,c3=https://10.255.60.33:2380"
     )
+    # TLS with client certificates towards clients and peers (docs/deploy-linux.md)
+    assert flags["--client-cert-auth"] == "true" and flags["--peer-client-cert-auth"] == "true"
+    assert flags["--cert-file"] == str(tmp_path / "pki" / "etcd-c3.crt")
+    assert flags["--trusted-ca-file"] == flags["--peer-trusted-ca-file"] == str(tmp_path / "pki" / "ca.crt")

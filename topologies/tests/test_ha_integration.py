@@ -10,18 +10,17 @@ switch, strongSwan and etcd; about a minute and a half.
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import shutil
 import subprocess
 import time
 
-import httpx
 import pytest
 
 from topologies import ha, processes
 from topologies.emulation import Emulation
+from topologies.etcd_auth import USER, EtcdPki, etcdctl
 from topologies.schema import TWO_SITE_TOPOLOGY
 from topologies.poll import Timeout
 from topologies.site import Site
@@ -34,12 +33,13 @@ TOPO = EMU.spec.single
 
 
 def etcd_leader_key() -> dict[str, object]:
-    """The leader key read over etcd's JSON gateway (any member)."""
-    key = base64.b64encode(f"{ha.etcd_prefix(TOPO)}/leader".encode()).decode()
-    resp = httpx.post(f"{ha.etcd_client_url(TOPO, 'c1')}/v3/kv/range", json={"key": key}, timeout=3)
-    kvs = resp.json().get("kvs", [])
-    assert len(kvs) == 1, f"etcd holds {len(kvs)} leader keys"
-    value: dict[str, object] = json.loads(base64.b64decode(kvs[0]["value"]))
+    """The leader key read with etcdctl as the controllers' etcd user (TLS, its client
+    certificate): what "where to look" tells the operator to run."""
+    pki = EtcdPki(Emulation.attach().site().paths.pki)  # type: ignore[union-attr]
+    out = etcdctl(pki, ha.etcd_endpoints(TOPO), "get", f"{ha.etcd_prefix(TOPO)}/leader", "--print-value-only", user=USER)
+    values = out.splitlines()
+    assert len(values) == 1, f"etcd holds {len(values)} leader keys: {out!r}"
+    value: dict[str, object] = json.loads(values[0])
     return value
 
 

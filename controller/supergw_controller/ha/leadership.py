@@ -21,17 +21,8 @@ import grpc
 import grpc.aio
 from aetcd import rpc as _rpc
 
-from supergw_controller.etcd_kv import (
-    CHANNEL_OPTIONS,
-    Compare,
-    Delete,
-    EtcdError,
-    EtcdKV,
-    EtcdUnavailable,
-    Get,
-    Put,
-    grpc_target,
-)
+from supergw_controller.etcd_kv import Compare, Delete, EtcdError, EtcdKV, EtcdUnavailable, Get, Put
+from supergw_controller.etcd_tls import EtcdTls
 
 __all__ = ["Campaign", "EtcdError", "EtcdUnavailable", "LeaderInfo", "Leadership"]
 
@@ -63,7 +54,14 @@ class Campaign:
 
 class Leadership:
     def __init__(
-        self, endpoints: Sequence[str], prefix: str, replica: str, api: str, ttl_s: int, timeout_s: float
+        self,
+        endpoints: Sequence[str],
+        prefix: str,
+        replica: str,
+        api: str,
+        ttl_s: int,
+        timeout_s: float,
+        tls: EtcdTls | None = None,
     ) -> None:
         self.key = (prefix.rstrip("/") + "/leader").encode()
         self.replica = replica
@@ -71,21 +69,15 @@ class Leadership:
         self.ttl_s = ttl_s
         self.timeout_s = timeout_s
         self._where = ", ".join(endpoints)
-        self._kv = EtcdKV(endpoints, timeout_s)
-        self._channel = grpc.aio.insecure_channel(grpc_target(list(endpoints)), options=CHANNEL_OPTIONS)
-        self._lease = _rpc.LeaseStub(self._channel)
-        self._watch = _rpc.WatchStub(self._channel)
+        self._kv = EtcdKV(endpoints, timeout_s, tls)  # one channel for KV, leases and the watch
+        self._lease = _rpc.LeaseStub(self._kv.channel)
+        self._watch = _rpc.WatchStub(self._kv.channel)
 
     async def close(self) -> None:
         await self._kv.close()
-        await self._channel.close()
 
     def _error(self, exc: grpc.aio.AioRpcError, what: str) -> EtcdError:
-        if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-            return EtcdUnavailable(
-                f"etcd at {self._where} did not answer {what} within {self.timeout_s:g} s ({exc.code().name})"
-            )
-        return EtcdError(f"etcd at {self._where} refused {what}: {exc.code().name}: {exc.details()}")
+        return self._kv.error(exc, what, self.key)
 
     async def leader(self) -> LeaderInfo | None:
         kv = await self._kv.get(self.key)

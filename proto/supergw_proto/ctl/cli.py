@@ -79,8 +79,9 @@ def connection_options() -> argparse.ArgumentParser:
     g.add_argument("--url", default=argparse.SUPPRESS, help=f"controller base URL (${ENV_URL}; default {DEFAULT_URL})")
     g.add_argument("--token-file", type=Path, default=argparse.SUPPRESS, metavar="FILE",
                    help=f"file holding the operator token (${ENV_TOKEN_FILE}, or the token in ${ENV_TOKEN})")
-    g.add_argument("--ca-file", type=Path, default=argparse.SUPPRESS, metavar="FILE",
-                   help=f"PEM CA certificate that signed the controller's https certificate (${ENV_CA_FILE})")
+    g.add_argument("--ca-file", "--cacert", dest="ca_file", type=Path, default=argparse.SUPPRESS, metavar="FILE",
+                   help=f"PEM CA certificate that signed the controller's https certificate (${ENV_CA_FILE}; "
+                        "--cacert as in curl and etcdctl)")
     g.add_argument("--timeout", type=positive_seconds, default=argparse.SUPPRESS, metavar="S",
                    help=f"seconds to wait for each answer (default {DEFAULT_TIMEOUT_S:g}; "
                         f"for the connection at most {CONNECT_TIMEOUT_S:g})")
