@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,6 +55,13 @@ class AgentTiming(BaseModel):
                 f"reports every {self.report_interval_ms} ms")
 
 
+# What an agent sends is validated strictly (`strict=True` below): JSON `true` is no number
+# and `1` no boolean, so a broken agent is refused, not misread. An address or an enum is
+# still taken from its string, the only form JSON has.
+IPv4 = Annotated[ipaddress.IPv4Address, Field(strict=False)]
+SENT = ConfigDict(extra="forbid", strict=True)
+
+
 class IpsecBackend(StrEnum):
     """How the gateway does ESP."""
 
@@ -66,7 +73,7 @@ class IpsecBackend(StrEnum):
 class SaState(BaseModel):
     """One IKE/CHILD SA as strongSwan reports it over VICI."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SENT
 
     name: str = Field(min_length=1, max_length=128)
     kind: Literal["ike", "child"] | None = Field(
@@ -84,7 +91,7 @@ class PartnerState(BaseModel):
     """What a gateway's agent knows of its partner (gateway i of the partner site) from the
     authenticated pair beacons the two agents exchange through their tunnel."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SENT
 
     name: str = Field(min_length=1, max_length=64, description="the partner gateway's name")
     up: bool | None = Field(
@@ -103,7 +110,7 @@ class TuningState(BaseModel):
     """What the gateway's tuning profile (the tuning paper's knobs) did at its last `up`;
     the agent's /health lists each knob, its previous value and every refusal's reason."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SENT
 
     enabled: bool = Field(description="the gateway's config asks for the profile")
     groups: list[str] = Field(default_factory=list, max_length=16, description="knob groups applied")
@@ -117,15 +124,15 @@ class ClientSession(BaseModel):
     """One remote-access client's IKE SA at a gateway, as the gateway's agent knows it (VICI
     events and polls). The controller pins `remote_host` to the gateway while it is listed."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SENT
 
     ike_id: int = Field(ge=0, description="charon's unique id of the IKE SA now (a rekey gives a new one)")
     identity: str = Field(max_length=255, description="the client's authenticated identity (its certificate's)")
-    remote_host: ipaddress.IPv4Address = Field(description="the client's outer address now (MOBIKE may change it)")
+    remote_host: IPv4 = Field(description="the client's outer address now (MOBIKE may change it)")
     remote_port: int = Field(ge=0, le=65535)
     initiator_spi: str = Field(pattern=IKE_SPI_PATTERN, description="IKE SPIs now, hex as charon prints them")
     responder_spi: str = Field(pattern=IKE_SPI_PATTERN)
-    vips: list[ipaddress.IPv4Address] = Field(default_factory=list, max_length=8, description="inner addresses")
+    vips: list[IPv4] = Field(default_factory=list, max_length=8, description="inner addresses")
     established_at: float = Field(ge=0, description="UNIX time of the IKE_AUTH that made the session")
     bytes_in: int = Field(ge=0, description="ESP payload bytes from the client since then, all CHILD SAs")
     bytes_out: int = Field(ge=0)
@@ -137,10 +144,10 @@ class ClientSession(BaseModel):
 class RemoteAccessInfo(BaseModel):
     """What the outside switch needs from a gateway with remote access (static, from its config)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SENT
 
-    public_address: ipaddress.IPv4Address
-    pool: ipaddress.IPv4Network
+    public_address: IPv4
+    pool: ipaddress.IPv4Network = Field(strict=False)
     esp_spi_min: int = Field(ge=0x100, le=0xFFFFFFFF)
     esp_spi_max: int = Field(ge=0x100, le=0xFFFFFFFF)
     ike_spi_label: int = Field(ge=0, lt=1 << 64, description="responder IKE SPI bits under the mask (host order)")
@@ -151,11 +158,11 @@ class RemoteAccessInfo(BaseModel):
 class GatewayReport(BaseModel):
     """Load report of one gateway; counters are cumulative (the controller takes deltas)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SENT
 
     gateway: str = Field(min_length=1, max_length=64, description="gateway name as in the controller config")
     timestamp: float = Field(ge=0, description="UNIX time on the gateway when the report was taken")
-    backend: IpsecBackend
+    backend: IpsecBackend = Field(strict=False)
     cpu_percent: float = Field(ge=0, description="the gateway's own CPU busy, 0..100 x cpu_cores")
     cpu_cores: float = Field(
         default=1.0, gt=0, le=4096, description="the CPU capacity the gateway may use (its cgroup quota, or the CPUs)"
@@ -193,7 +200,7 @@ class GatewayReport(BaseModel):
 class Heartbeat(BaseModel):
     """Liveness beacon of one gateway."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SENT
 
     gateway: str = Field(min_length=1, max_length=64)
     timestamp: float = Field(ge=0)

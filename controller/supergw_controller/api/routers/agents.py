@@ -12,11 +12,12 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Response
 
 from supergw_controller.api.deps import ApiState, CoreDep, GatewayName, State
+from supergw_controller.api.responses import BODY, errors
 from supergw_proto.reports import TIMING_HEADER, GatewayReport, Heartbeat
 
 router = APIRouter(prefix="/gateways", tags=["agents"])
 
-_TIMING_DOC: dict[int | str, dict[str, Any]] = {
+_TIMING_DOC: dict[int | str, dict[str, Any]] = errors(404) | BODY | {
     204: {
         "description": "Successful Response",
         "headers": {
