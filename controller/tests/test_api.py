@@ -460,10 +460,13 @@ def test_pin_gateway_must_be_a_string(client: TestClient, body: Any) -> None:
     assert r.status_code == 422 and r.json()["errors"][0]["field"] == "body.gateway", r.json()
 
 
-def test_report_for_another_gateway_is_422(client: TestClient, core: FakeCore) -> None:
-    r = client.post(API_PREFIX + "/gateways/gw1/report", json=report_body("gw2"), headers=agent("gw1"))
-    assert r.status_code == 422 and "does not match" in r.json()["detail"]
-    assert core.reports == []
+@pytest.mark.parametrize("route", ["report", "heartbeat"])
+def test_report_for_another_gateway_is_403(client: TestClient, core: FakeCore, route: str) -> None:
+    """Schema-valid, so not 422: the agent of gw1 may not speak for gw2."""
+    body = report_body("gw2") if route == "report" else {"gateway": "gw2", "timestamp": time.time()}
+    r = client.post(API_PREFIX + f"/gateways/gw1/{route}", json=body, headers=agent("gw1"))
+    assert r.status_code == 403 and r.json()["detail"].startswith("body.gateway: 'gw2' is not the gateway in the path 'gw1'")
+    assert core.reports == [] and core.heartbeats == []
 
 
 def test_report_with_bad_fields_is_422_naming_them(client: TestClient) -> None:

@@ -88,6 +88,22 @@ class StateGuard:
             self.violations.append(f"{scope['method']} {scope['path']} -> {code} changed the core's state")
 
 
+# Known and waived: `remote_access.ike_spi_label`/`ike_spi_mask` are 64-bit integers, beyond the
+# 2**53 a JSON number holds exactly in f64; schemathesis judges 2**64 + 382 below the documented
+# exclusive maximum 2**64 (both round to 2.0**64) and calls its refusal a rejected valid input.
+# The server compares exactly and is right. (A hex string would be the portable wire form.)
+SPI_FIELDS = frozenset({"body.remote_access.ike_spi_label", "body.remote_access.ike_spi_mask"})
+
+
+def beyond_f64(response: Any) -> bool:
+    """A 422 whose only complaints are 64-bit SPI fields past 2**64."""
+    try:
+        errors = response.json()["errors"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    return bool(errors) and all(e["field"] in SPI_FIELDS and e["type"] == "less_than" for e in errors)
+
+
 def failures(event: events.ScenarioFinished) -> list[str]:
     out = []
     for case_id, checks in event.recorder.checks.items():
@@ -95,7 +111,10 @@ def failures(event: events.ScenarioFinished) -> list[str]:
             if check.status is Status.FAILURE and check.failure_info is not None:
                 interaction = event.recorder.interactions.get(case_id)
                 request = f"{interaction.request.method} {interaction.request.uri}" if interaction else "?"
-                out.append(f"{event.label} [{check.name}] {request}: {check.failure_info.failure.title}")
+                response = interaction.response if interaction else None
+                answer = f" -> {response.status_code} {(response.content or b'')[:300]!r}" if response else ""
+                sent = f" {(interaction.request.body or b'')[:300]!r}" if interaction else ""
+                out.append(f"{event.label} [{check.name}] {request}{sent}{answer}: {check.failure_info.failure.title}")
     return out
 
 
@@ -113,7 +132,28 @@ def test_openapi_surface_survives_schemathesis(kind: str, tmp_path: Path) -> Non
         "generation": {"max-examples": int(os.environ.get("SUPERGW_FUZZ_EXAMPLES", MAX_EXAMPLES))},
         "headers": {"Authorization": f"Bearer {token}"} if token else {},
     }
+    if kind == "agent":  # its own gateway in every path, so its report and heartbeat get through too
+        settings["parameters"] = {"path.name": "g1"}
     schema = schemathesis.openapi.from_asgi("/openapi.json", guard, config=SchemathesisConfig.from_dict(settings))
+    waived: list[int] = []
+
+    @schema.hook
+    def filter_failure(context: Any, failure: Any, case: Any, response: Any) -> bool:
+        if failure.title == "Schema-valid request rejected" and response.status_code == 422 and beyond_f64(response):
+            waived.append(1)
+            return False
+        return True
+
+    if kind == "agent":
+
+        @schema.hook
+        def map_body(context: Any, body: Any) -> Any:
+            """Most bodies name its own gateway, so reports and heartbeats are also taken (204);
+            only a gateway that is valid anyway is replaced, so an invalid body stays invalid."""
+            if isinstance(body, dict) and isinstance(body.get("gateway"), str) and 1 <= len(body["gateway"]) <= 64:
+                if len(body["gateway"]) % 4:  # and a quarter keep theirs: 403
+                    body["gateway"] = "g1"
+            return body
 
     found: list[str] = []
     errors: list[str] = []
@@ -135,7 +175,8 @@ def test_openapi_surface_survives_schemathesis(kind: str, tmp_path: Path) -> Non
         crashes=len(errors),
         server_errors=server_errors,
         state_changes_on_refusal=len(guard.violations),
-        detail={"cases_by_phase": dict(cases), "phases": phases, "check_failures": len(found), "seed": SEED},
+        detail={"cases_by_phase": dict(cases), "phases": phases, "check_failures": len(found), "seed": SEED,
+                "waived_f64_spi": len(waived)},
     )
     for code, n in sorted(guard.statuses.items()):
         tally.count(str(code), n)
