@@ -123,6 +123,9 @@ class StatusView(_View):
     heartbeats_rejected: dict[str, int] = {}
     # gateway ARP misses (GATEWAY_ARP_MISS) for an IP no learned host has: unanswered
     arp_misses_unknown_total: int = 0
+    # switch stream items dropped as malformed (a misbehaving switch), by stream: digest (items),
+    # packet-in, idle timeout
+    switch_stream_rejected: dict[str, int] = {}
 
 
 # -- history (GET /history): one sample per second of what the core knew
