@@ -212,6 +212,8 @@ def test_openapi_is_a_valid_document_and_documents_every_error(app_and_core: tup
     schemas = doc["components"]["schemas"]
     assert "HTTPValidationError" not in schemas  # FastAPI's default, which our 422s never matched
     assert set(schemas["ValidationErrorBody"]["properties"]) == {"detail", "errors"}
+    ids = [op["operationId"] for item in doc["paths"].values() for op in item.values()]
+    assert len(ids) == len(set(ids)) and "set_weight" in ids, ids  # the handlers' names, unique
     for path, item in doc["paths"].items():
         for method, op in item.items():
             codes = set(op["responses"])
@@ -267,3 +269,59 @@ def test_state_guard_sees_a_refusal_that_changed_state(app_and_core: tuple[Any, 
     guard = StateGuard(changes_then_refuses, core, session)
     asyncio.run(guard({"type": "http", "method": "PUT", "path": "/x"}, nothing, sink))
     assert guard.violations == ["PUT /x -> 409 changed the core's state"] and guard.statuses == Counter({409: 1})
+
+
+def test_a_client_generated_from_the_openapi_works(
+    app_and_core: tuple[Any, ControllerCore, corekit.RecordingSession], tmp_path: Path
+) -> None:
+    """openapi-python-client (pinned) generates a client from /openapi.json as a user would;
+    its typed calls read and write, and its error models parse our 404 and 422 bodies."""
+    import importlib
+    import json
+    import subprocess
+    import sys
+
+    from fastapi.testclient import TestClient
+
+    app, core, _ = app_and_core
+    spec = tmp_path / "openapi.json"
+    spec.write_text(json.dumps(TestClient(app).get("/openapi.json").json()))
+    (tmp_path / "gen.yaml").write_text("post_hooks: []\n")  # no formatter run: nothing outside the venv
+    done = subprocess.run(
+        [sys.executable, "-m", "openapi_python_client", "generate", "--path", str(spec), "--meta", "none",
+         "--output-path", str(tmp_path / "sgw_generated"), "--config", str(tmp_path / "gen.yaml")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and "Warning" not in done.stdout, done.stdout + done.stderr
+    sys.path.insert(0, str(tmp_path))
+    try:
+        gen = importlib.import_module("sgw_generated")
+        models = importlib.import_module("sgw_generated.models")
+
+        def op(tag: str, name: str) -> Any:
+            return importlib.import_module(f"sgw_generated.api.{tag}.{name}")
+
+        def client(token: str) -> Any:
+            c = gen.AuthenticatedClient(base_url="http://testserver", token=token)
+            c.set_httpx_client(TestClient(app, headers={"Authorization": f"Bearer {token}"}))
+            return c
+
+        admin = client(ADMIN)
+        assert [g.name for g in op("gateways", "list_gateways").sync(client=admin)] == ["g1", "g2", "g3"]
+        assert op("gateways", "set_weight").sync(name="g1", client=admin, body=models.WeightBody(weight=2.5)).weight == 2.5
+        moved = op("buckets", "move").sync(b=0, client=admin, body=models.GatewayRef(gateway="g2"))
+        assert (moved.bucket, moved.gateway) == (0, "g2")
+        unknown = op("buckets", "move").sync_detailed(b=0, client=admin, body=models.GatewayRef(gateway="nope"))
+        assert unknown.status_code == 404 and unknown.parsed.detail.startswith("body.gateway: no gateway named 'nope'")
+        bad = op("gateways", "set_weight").sync_detailed(name="g1", client=admin, body=models.WeightBody(weight=-1.0))
+        assert bad.status_code == 422 and [e.field for e in bad.parsed.errors] == ["body.weight"]
+        beat = op("agents", "post_heartbeat").sync_detailed(
+            name="g1", client=client("unit-agent-g1-token"), body=models.Heartbeat(gateway="g1", timestamp=1.0)
+        )
+        assert beat.status_code == 204
+        assert op("status", "get_status").sync(client=client(READER)).heartbeats_total == 1
+        assert asyncio.run(core.gateway("g1")).weight == 2.5
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m == "sgw_generated" or m.startswith("sgw_generated.")]:
+            del sys.modules[name]

@@ -149,6 +149,9 @@ def create_app(core: Core, config: ConfigLike, *, auth: Authenticator | None = N
         docs_url="/docs",
         openapi_url="/openapi.json",
         redoc_url=None,
+        # operationId = the handler's name (`move`, `set_weight`, ...), unique across the API:
+        # what a generated client names its functions (FastAPI's default is `move_api_v1_buckets__b__move_post`)
+        generate_unique_id_function=lambda route: route.name,
     )
     app.state.api = ApiState(
         core=core,
