@@ -29,6 +29,7 @@ from schemathesis.engine import Status, events, from_schema
 from supergw_controller.api import create_app
 from supergw_controller.compose import ControllerCore
 from supergw_controller.config import parse_config
+from supergw_controller.intent_store import IntentStore
 from supergw_proto.badinput import Tally
 
 import corekit
@@ -325,3 +326,69 @@ def test_a_client_generated_from_the_openapi_works(
         sys.path.remove(str(tmp_path))
         for name in [m for m in sys.modules if m == "sgw_generated" or m.startswith("sgw_generated.")]:
             del sys.modules[name]
+
+
+class FailingStore(IntentStore):
+    """The intent store on disk, until `broken`: then every intent write fails (a disk error)."""
+
+    broken = False
+
+    async def _fail(self) -> None:
+        if self.broken:
+            raise OSError("disk I/O error")
+
+    async def set_weight(self, gateway: str, weight: float) -> None:
+        await self._fail()
+        await super().set_weight(gateway, weight)
+
+    async def set_drained(self, gateway: str, drained: bool) -> None:
+        await self._fail()
+        await super().set_drained(gateway, drained)
+
+    async def pin(self, bucket: int, gateway: str) -> None:
+        await self._fail()
+        await super().pin(bucket, gateway)
+
+    async def unpin(self, bucket: int) -> None:
+        await self._fail()
+        await super().unpin(bucket)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/api/v1/gateways/g1/drain", None),
+        ("POST", "/api/v1/gateways/g3/undrain", None),
+        ("PUT", "/api/v1/gateways/g1/weight", {"weight": 4.0}),
+        ("POST", "/api/v1/buckets/0/pin", {"gateway": "g2"}),  # bucket 0 is on g1: a switch write too
+        ("DELETE", "/api/v1/buckets/4/pin", None),
+    ],
+)
+def test_a_write_refused_by_the_intent_store_changes_nothing(
+    tmp_path: Path, method: str, path: str, body: dict[str, Any] | None
+) -> None:
+    """Found while checking state around refused calls: the intent was saved after the change,
+    so a failing store answered 503 with the drain, weight or pin already in force."""
+    from fastapi.testclient import TestClient
+
+    config = parse_config(corekit.config_data(api={"token": ADMIN}), tmp_path)
+    store = FailingStore(tmp_path / "intent.sqlite3")
+    session = corekit.RecordingSession()
+    core = ControllerCore(config, store, clock=corekit.Clock(), session=session)
+
+    async def start() -> None:
+        await core.placement.load_intent()
+        await core.switch.set_buckets(corekit.ROUND_ROBIN)
+        await core.placement.serve()
+        await core.drain("g3")
+        await core.pin(4, "g1")
+
+    asyncio.run(start())
+    client = TestClient(create_app(core, config))
+    store.broken = True
+    before = asyncio.run(snapshot(core, session))
+    r = client.request(method, path, json=body, headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.status_code == 503 and "intent store write failed: disk I/O error" in r.json()["detail"], r.text
+    assert asyncio.run(snapshot(core, session)) == before
+    store.broken = False
+    assert client.request(method, path, json=body, headers={"Authorization": f"Bearer {ADMIN}"}).status_code == 200
