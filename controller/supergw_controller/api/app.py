@@ -173,7 +173,7 @@ def create_app(core: Core, config: ConfigLike, *, auth: Authenticator | None = N
         # In a middleware, not only a dependency: FastAPI parses a JSON body before it
         # runs dependencies, and a caller without the right must learn nothing but 401/403.
         state: ApiState = app.state.api
-        url_path = request.url.path
+        url_path = request.scope["path"]  # not request.url: a bad Host header (`Host: [`) makes that raise
         try:
             if url_path == API_PREFIX or url_path.startswith(API_PREFIX + "/"):
                 principal = state.auth.authenticate(request.headers.get("authorization"))
