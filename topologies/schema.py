@@ -192,6 +192,8 @@ def parse(data: Mapping[str, Any], source: str) -> EmulationSpec:
     """The plan a topology file's mapping describes; TopologyError naming the bad key."""
     body = dict(data)
     kind = body.get("kind", "site")
+    if "kind" not in body and "sites" in body:  # else a wall of "unknown key" that never says why
+        raise TopologyError(f"{source}: kind: missing, and the file has `sites`: a two-site topology needs `kind: two-site`")
     if kind == "two-site":
         two = validate(TwoSiteFile, body, source, "two-site topology", TopologyError)
         try:

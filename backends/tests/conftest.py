@@ -5,7 +5,15 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import os
+
 import pytest
+from hypothesis import settings
+
+# As controller/tests: hypothesis derandomized under CI (CI=true), so a landing run is reproducible.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI") == "true":
+    settings.load_profile("ci")
 
 
 @pytest.fixture

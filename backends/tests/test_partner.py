@@ -11,7 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from collections.abc import Iterator
+
+from supergw_proto.badinput import Tally
 from supergw_proto.beats import FLAG_CHARON_DOWN, FLAG_LAN_DOWN, MAGIC, PAIR_MAGIC, encode
 from supergw_controller.heartbeat import HeartbeatReceiver
 
@@ -284,3 +289,46 @@ def test_uml_backend_turns_pair_beacons_off_and_says_why(gw_dict: dict[str, Any]
     gw_dict["backend"] = "uml"
     agent = Agent(parse_config(gw_dict))
     assert agent.partner is None and "UML backend" in agent.partner_line()
+
+
+# -- arbitrary bytes, mutated beacons and oversized datagrams (issue 21: bad input at every interface)
+
+BEACON_EXAMPLES = 500
+
+
+@pytest.fixture(scope="module")
+def beacon_tally() -> Iterator[Tally]:
+    t = Tally(interface="pair-beacon", detail={"examples": f"hypothesis, {BEACON_EXAMPLES} per run"})
+    yield t
+    t.write()
+
+
+def _flip(data: bytes, at: int, xor: int) -> bytes:
+    at %= len(data)
+    return data[:at] + bytes([data[at] ^ xor]) + data[at + 1:]
+
+
+BEACONS = st.one_of(
+    st.binary(max_size=4096),  # arbitrary, truncated and oversized
+    st.builds(_flip, st.just(_beacon(1)), st.integers(0, 10**6), st.integers(1, 255)),  # one byte changed
+    st.builds(lambda n: _beacon(1) + bytes(n), st.integers(1, 65_000)),  # a valid beacon with a tail
+    st.builds(lambda n: _beacon(1)[:n], st.integers(0, len(_beacon(1)) - 1)),  # truncated
+)
+
+
+@settings(max_examples=BEACON_EXAMPLES, deadline=None)
+@given(data=BEACONS)
+def test_no_bad_beacon_is_accepted_or_crashes(beacon_tally: Tally, data: bytes) -> None:
+    """No datagram but the partner's signed beacon is taken; every refusal counted by reason,
+    and the partner stays judged down."""
+    clock = Clock()
+    m = _monitor(clock, startup_grace_s=0.0)
+    clock.t += 0.01
+    try:
+        taken = m.receive(data, SRC)
+    except Exception:
+        beacon_tally.crashes += 1
+        raise
+    assert not taken and m.received == 0 and sum(m.rejected.values()) == 1, m.rejected
+    assert m.verdict()[0] is False
+    beacon_tally.count(f"refused:{next(iter(m.rejected))}")

@@ -109,6 +109,12 @@ def _status_families(s: StatusView) -> Iterator[Metric]:
     for reason, n in sorted(s.heartbeats_rejected.items()):
         rejected.add_metric([reason], float(n))
     yield rejected
+    dropped = CounterMetricFamily(
+        "supergw_switch_stream_rejected", "switch stream items dropped as malformed, by stream", labels=["stream"]
+    )
+    for stream, n in sorted(s.switch_stream_rejected.items()):
+        dropped.add_metric([stream], float(n))
+    yield dropped
     counters = {
         "supergw_failovers": ("gateway failovers (all buckets of a dead gateway moved)", s.failovers_total),
         "supergw_p4runtime_errors": ("failed P4Runtime writes/reads", s.p4rt_errors_total),

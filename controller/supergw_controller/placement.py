@@ -185,13 +185,16 @@ class Placement:
         self._may_write("drain gateways")
         async with self.lock:
             if not g.drained:
+                # The intent is stored first: a refused call (503) must leave nothing changed,
+                # and a store that fails after the switch write would leave the drain in force.
+                await self._durable.save("set_drained", name, True)
                 g.drained = True
                 try:
                     await self._round(dry_run=False, mandatory_only=True)
                 except SwitchUnavailable:
                     g.drained = False
+                    await self._undo("set_drained", name, False)
                     raise
-                await self._durable.save("set_drained", name, True)
 
     async def undrain(self, name: str) -> None:
         """Eligible again; the next rounds refill it gradually."""
@@ -199,16 +202,21 @@ class Placement:
         self._may_write("undrain gateways")
         async with self.lock:
             if g.drained:
+                await self._durable.save("set_drained", name, False)
                 g.drained = False
                 g.recovering = not g.dead
-                await self._durable.save("set_drained", name, False)
 
     async def set_weight(self, name: str, weight: float) -> None:
         self.registry.get(name)
         self._may_write("set weights", switch=False)
         async with self.lock:
-            self.registry.set_weight(name, weight)
-            await self._durable.save("set_weight", name, weight)
+            before = self.registry.get(name).weight
+            self.registry.set_weight(name, weight)  # refuses a bad weight before anything is stored
+            try:
+                await self._durable.save("set_weight", name, weight)
+            except SwitchUnavailable:
+                self.registry.set_weight(name, before)
+                raise
 
     async def pin(self, bucket: int, gateway: str) -> None:
         self.check_bucket(bucket)
@@ -217,19 +225,33 @@ class Placement:
         if g.state not in ELIGIBLE_STATES:
             raise Conflict(f"gateway {gateway!r} is {g.state.value}: cannot pin a bucket to it")
         async with self.lock:
+            before = self.pins.get(bucket)
+            await self._durable.save("pin", bucket, gateway)  # first: a refused call changes nothing
             src = self.assignment.get(bucket)
             if src != gateway:
-                await self._apply([Move(bucket, src, gateway, MoveReason.PIN)], "operator pin")
+                try:
+                    await self._apply([Move(bucket, src, gateway, MoveReason.PIN)], "operator pin")
+                except SwitchUnavailable:
+                    await (self._undo("unpin", bucket) if before is None else self._undo("pin", bucket, before))
+                    raise
             self.pins[bucket] = gateway
-            await self._durable.save("pin", bucket, gateway)
 
     async def unpin(self, bucket: int) -> None:
         """Unpinning an unpinned bucket is a no-op."""
         self.check_bucket(bucket)
         self._may_write("unpin buckets", switch=False)
         async with self.lock:
-            if self.pins.pop(bucket, None) is not None:
+            if bucket in self.pins:
                 await self._durable.save("unpin", bucket)
+                del self.pins[bucket]
+
+    async def _undo(self, method: str, *args: object) -> None:
+        """Put the stored intent back after the switch refused what it describes; if the store
+        fails now too, the log says so (the next start loads the newer intent)."""
+        try:
+            await self._durable.save(method, *args)
+        except SwitchUnavailable as exc:
+            log.error("operator intent %s%s could not be undone in the store: %s", method, args, exc)
 
     async def move(self, bucket: int, gateway: str, reason: str = "operator") -> None:
         self.check_bucket(bucket)

@@ -82,6 +82,7 @@ class ReadModel:
             heartbeats_total=live.heartbeats_total,
             heartbeats_rejected=dict(live.receiver.rejected),
             arp_misses_unknown_total=hosts.arp_misses_unknown_total,
+            switch_stream_rejected=dict(sw.stream_rejected),
         )
 
     async def gateways(self) -> list[GatewayView]:

@@ -427,6 +427,9 @@ def test_missing_body_is_422(client: TestClient, method: str, path: str, body: A
         ({}, "body.weight"),
         ({"weight": 1, "extra": True}, "body.extra"),
         ([1, 2], "body"),
+        # strict: no number from a boolean or a string (issue 21: `true` was taken as 1.0)
+        ({"weight": True}, "body.weight"),
+        ({"weight": "2"}, "body.weight"),
     ],
 )
 def test_bad_weight_is_422_naming_the_field(client: TestClient, body: Any, field: str) -> None:
@@ -442,16 +445,28 @@ def test_nan_weight_is_422(client: TestClient) -> None:
 
 
 @pytest.mark.parametrize("path", ["/buckets/3/pin", "/buckets/3/move"])
-def test_pin_or_move_to_unknown_gateway_is_422(client: TestClient, path: str) -> None:
+def test_pin_or_move_to_unknown_gateway_is_404(client: TestClient, core: FakeCore, path: str) -> None:
+    """A schema-valid body naming no gateway refers to nothing: 404 as in a path, not 422."""
+    before = (dict(core.assign), dict(core.pins))
     r = client.post(API_PREFIX + path, json={"gateway": "gw9"}, headers=AUTH)
-    assert r.status_code == 422
+    assert r.status_code == 404
     assert r.json()["detail"] == "body.gateway: no gateway named 'gw9'; known: gw1, gw2, gw3"
+    assert (core.assign, core.pins) == before
 
 
-def test_report_for_another_gateway_is_422(client: TestClient, core: FakeCore) -> None:
-    r = client.post(API_PREFIX + "/gateways/gw1/report", json=report_body("gw2"), headers=agent("gw1"))
-    assert r.status_code == 422 and "does not match" in r.json()["detail"]
-    assert core.reports == []
+@pytest.mark.parametrize("body", [{"gateway": 1}, {"gateway": True}, {"gateway": ["gw1"]}])
+def test_pin_gateway_must_be_a_string(client: TestClient, body: Any) -> None:
+    r = client.post(API_PREFIX + "/buckets/3/pin", json=body, headers=AUTH)
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "body.gateway", r.json()
+
+
+@pytest.mark.parametrize("route", ["report", "heartbeat"])
+def test_report_for_another_gateway_is_403(client: TestClient, core: FakeCore, route: str) -> None:
+    """Schema-valid, so not 422: the agent of gw1 may not speak for gw2."""
+    body = report_body("gw2") if route == "report" else {"gateway": "gw2", "timestamp": time.time()}
+    r = client.post(API_PREFIX + f"/gateways/gw1/{route}", json=body, headers=agent("gw1"))
+    assert r.status_code == 403 and r.json()["detail"].startswith("body.gateway: 'gw2' is not the gateway in the path 'gw1'")
+    assert core.reports == [] and core.heartbeats == []
 
 
 def test_report_with_bad_fields_is_422_naming_them(client: TestClient) -> None:

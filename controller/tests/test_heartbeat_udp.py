@@ -11,11 +11,14 @@ from ipaddress import IPv4Network
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 from supergw_controller.compose import ControllerCore
 from supergw_controller.config import HeartbeatsConfig
+from supergw_proto.badinput import Tally
 from supergw_proto.beats import FLAG_CHARON_DOWN, MAX_DATAGRAM, decode, encode
 from supergw_controller.heartbeat import HeartbeatReceiver
 from supergw_proto.reports import GatewayReport, SaState, tunnel_up
@@ -320,3 +323,46 @@ def test_the_socket_asks_for_a_large_receive_buffer() -> None:
                                         int(Path("/proc/sys/net/core/rmem_max").read_text()))
     finally:
         rx.close()
+
+
+# -- arbitrary bytes, mutated beats and oversized datagrams (issue 21: bad input at every interface)
+
+FUZZ_EXAMPLES = 500
+
+
+@pytest.fixture(scope="module")
+def heartbeat_tally() -> Iterator[Tally]:
+    t = Tally(interface="heartbeat-udp", detail={"examples": f"hypothesis, {FUZZ_EXAMPLES} per run"})
+    yield t
+    t.write()
+
+
+def _flip(data: bytes, at: int, xor: int) -> bytes:
+    at %= len(data)
+    return data[:at] + bytes([data[at] ^ xor]) + data[at + 1:]
+
+
+DATAGRAMS = st.one_of(
+    st.binary(max_size=2 * MAX_DATAGRAM),  # arbitrary, truncated and oversized
+    st.builds(_flip, st.just(_beat()), st.integers(0, 10**6), st.integers(1, 255)),  # one byte changed
+    st.builds(lambda n: _beat() + bytes(n), st.integers(1, 65_000)),  # a valid beat with a tail
+    st.builds(lambda n: _beat()[:n], st.integers(0, len(_beat()) - 1)),  # truncated
+)
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None)
+@given(data=DATAGRAMS)
+def test_no_bad_datagram_is_accepted_or_crashes(heartbeat_tally: Tally, data: bytes) -> None:
+    """Nothing but a beat the key signed is accepted; every refusal is counted by reason."""
+    rx = _rx()
+    try:
+        beat = rx.accept(data, "192.0.2.9:4000")
+    except Exception:
+        heartbeat_tally.crashes += 1
+        raise
+    if beat is None:
+        assert rx.accepted == 0 and sum(rx.rejected.values()) == 1, rx.rejected
+        heartbeat_tally.count(f"refused:{next(iter(rx.rejected))}")
+    else:  # only the untouched beat (a changed byte can hit nothing signed: none here is unsigned)
+        assert data == _beat() and rx.accepted == 1
+        heartbeat_tally.count("accepted")

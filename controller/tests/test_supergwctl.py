@@ -271,8 +271,8 @@ def test_unknown_gateway_gets_the_api_message(served: Served) -> None:
         (("drain", "gw9"), 404, "no gateway named 'gw9'; known: g1, g2, g3"),
         (("gateways", "gw9"), 404, "no gateway named 'gw9'; known: g1, g2, g3"),
         (("weight", "gw9", "2"), 404, "no gateway named 'gw9'; known: g1, g2, g3"),
-        (("move", "3", "gw9"), 422, "body.gateway: no gateway named 'gw9'; known: g1, g2, g3"),
-        (("pin", "3", "gw9"), 422, "body.gateway: no gateway named 'gw9'; known: g1, g2, g3"),
+        (("move", "3", "gw9"), 404, "body.gateway: no gateway named 'gw9'; known: g1, g2, g3"),
+        (("pin", "3", "gw9"), 404, "body.gateway: no gateway named 'gw9'; known: g1, g2, g3"),
     ]:
         ran = ctl(served, *argv)
         assert ran.code == EXIT_API, (argv, ran)

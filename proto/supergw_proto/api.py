@@ -123,6 +123,9 @@ class StatusView(_View):
     heartbeats_rejected: dict[str, int] = {}
     # gateway ARP misses (GATEWAY_ARP_MISS) for an IP no learned host has: unanswered
     arp_misses_unknown_total: int = 0
+    # switch stream items dropped as malformed (a misbehaving switch), by stream: digest (items),
+    # packet-in, idle timeout
+    switch_stream_rejected: dict[str, int] = {}
 
 
 # -- history (GET /history): one sample per second of what the core knew
@@ -170,7 +173,8 @@ class HistoryView(_View):
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: JSON `true` is no weight, `1` no gateway name (lax pydantic would take both)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class WeightBody(_Body):
@@ -179,6 +183,30 @@ class WeightBody(_Body):
 
 class GatewayRef(_Body):
     gateway: str = Field(min_length=1, max_length=64, description="gateway name from the config")
+
+
+# -- error bodies (every 4xx/5xx the API answers; the OpenAPI documents them per operation)
+
+
+class ErrorBody(_View):
+    """A refused request: 401, 403, 404, 409, 503 (and 422 from the core)."""
+
+    detail: str = Field(description="what was wrong and, where it helps, what to do instead")
+
+
+class FieldError(_View):
+    field: str = Field(description="where: `body.weight`, `path.b`, `query.limit`, `body` (the whole body)")
+    message: str
+    type: str = Field(description="pydantic's error type, e.g. `greater_than`, `float_type`, `json_invalid`, `missing`")
+
+
+class ValidationErrorBody(_View):
+    """422: the request does not match the schema (or a value the core refuses)."""
+
+    detail: str = Field(description="`<field>: <message>` for each error, joined by `; `")
+    errors: list[FieldError] = Field(
+        default_factory=list, description="one entry per error (empty when the core refused a value)"
+    )
 
 
 class Health(BaseModel):

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import ipaddress
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 
 # The controller's defaults (`timing:` in its config), and what an agent uses until its
@@ -55,6 +56,39 @@ class AgentTiming(BaseModel):
                 f"reports every {self.report_interval_ms} ms")
 
 
+# What an agent sends is validated strictly (`strict=True` below): JSON `true` is no number
+# and `1` no boolean, so a broken agent is refused, not misread. An address or an enum is
+# still taken from its string, the only form JSON has.
+IPv4 = Annotated[ipaddress.IPv4Address, Field(strict=False)]
+SENT = ConfigDict(extra="forbid", strict=True)
+
+
+def _json_integer(value: object) -> object:
+    if isinstance(value, (bool, str)):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+# A JSON integer: `3` or `3.0` (JSON Schema counts both as integers), never `true` or `"3"`.
+Int = Annotated[int, Field(strict=False), BeforeValidator(_json_integer)]
+# `pool` in remote_access: a network; host bits set are cleared as `ip route` does. The pattern
+# tells a client (and a schema-driven fuzzer) what a network looks like.
+CIDR_PATTERN = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])/(3[0-2]|[12]?[0-9])$"
+
+
+def _network(value: object) -> object:
+    if isinstance(value, str):
+        return ipaddress.IPv4Network(value, strict=False)
+    if not isinstance(value, ipaddress.IPv4Network):
+        raise PydanticCustomError("ip_v4_network", "Input is not a valid IPv4 network")
+    return value
+
+
+IPv4Net = Annotated[
+    ipaddress.IPv4Network, Field(strict=False, json_schema_extra={"pattern": CIDR_PATTERN}), BeforeValidator(_network)
+]
+
+
 class IpsecBackend(StrEnum):
     """How the gateway does ESP."""
 
@@ -66,7 +100,7 @@ class IpsecBackend(StrEnum):
 class SaState(BaseModel):
     """One IKE/CHILD SA as strongSwan reports it over VICI."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SENT
 
     name: str = Field(min_length=1, max_length=128)
     kind: Literal["ike", "child"] | None = Field(
@@ -74,17 +108,17 @@ class SaState(BaseModel):
     )
     state: str = Field(min_length=1, max_length=64, description="e.g. ESTABLISHED, INSTALLED, CONNECTING")
     established_s: float = Field(ge=0, description="seconds since the SA was established")
-    bytes_in: int = Field(ge=0)
-    bytes_out: int = Field(ge=0)
-    packets_in: int = Field(ge=0)
-    packets_out: int = Field(ge=0)
+    bytes_in: Int = Field(ge=0)
+    bytes_out: Int = Field(ge=0)
+    packets_in: Int = Field(ge=0)
+    packets_out: Int = Field(ge=0)
 
 
 class PartnerState(BaseModel):
     """What a gateway's agent knows of its partner (gateway i of the partner site) from the
     authenticated pair beacons the two agents exchange through their tunnel."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SENT
 
     name: str = Field(min_length=1, max_length=64, description="the partner gateway's name")
     up: bool | None = Field(
@@ -93,9 +127,9 @@ class PartnerState(BaseModel):
     )
     why: str | None = Field(default=None, max_length=256, description="why the partner counts as down")
     last_beacon_age_s: float | None = Field(default=None, ge=0, description="None: never heard from")
-    beacons_sent: int = Field(default=0, ge=0)
-    beacons_received: int = Field(default=0, ge=0)
-    beacons_rejected: dict[str, int] = Field(default_factory=dict, max_length=16,
+    beacons_sent: Int = Field(default=0, ge=0)
+    beacons_received: Int = Field(default=0, ge=0)
+    beacons_rejected: dict[str, Int] = Field(default_factory=dict, max_length=16,
                                              description="rejected datagrams by reason (bad_mac, replayed, stale, ...)")
 
 
@@ -103,13 +137,13 @@ class TuningState(BaseModel):
     """What the gateway's tuning profile (the tuning paper's knobs) did at its last `up`;
     the agent's /health lists each knob, its previous value and every refusal's reason."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SENT
 
     enabled: bool = Field(description="the gateway's config asks for the profile")
     groups: list[str] = Field(default_factory=list, max_length=16, description="knob groups applied")
-    applied: int = Field(ge=0, description="knobs this gateway changed (restored by its `down`)")
-    refused: int = Field(ge=0, description="knobs its devices, namespace or kernel cannot take")
-    failed: int = Field(ge=0, description="knobs whose write failed")
+    applied: Int = Field(ge=0, description="knobs this gateway changed (restored by its `down`)")
+    refused: Int = Field(ge=0, description="knobs its devices, namespace or kernel cannot take")
+    failed: Int = Field(ge=0, description="knobs whose write failed")
 IKE_SPI_PATTERN = r"^[0-9a-f]{16}$"
 
 
@@ -117,45 +151,45 @@ class ClientSession(BaseModel):
     """One remote-access client's IKE SA at a gateway, as the gateway's agent knows it (VICI
     events and polls). The controller pins `remote_host` to the gateway while it is listed."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SENT
 
-    ike_id: int = Field(ge=0, description="charon's unique id of the IKE SA now (a rekey gives a new one)")
+    ike_id: Int = Field(ge=0, description="charon's unique id of the IKE SA now (a rekey gives a new one)")
     identity: str = Field(max_length=255, description="the client's authenticated identity (its certificate's)")
-    remote_host: ipaddress.IPv4Address = Field(description="the client's outer address now (MOBIKE may change it)")
-    remote_port: int = Field(ge=0, le=65535)
+    remote_host: IPv4 = Field(description="the client's outer address now (MOBIKE may change it)")
+    remote_port: Int = Field(ge=0, le=65535)
     initiator_spi: str = Field(pattern=IKE_SPI_PATTERN, description="IKE SPIs now, hex as charon prints them")
     responder_spi: str = Field(pattern=IKE_SPI_PATTERN)
-    vips: list[ipaddress.IPv4Address] = Field(default_factory=list, max_length=8, description="inner addresses")
+    vips: list[IPv4] = Field(default_factory=list, max_length=8, description="inner addresses")
     established_at: float = Field(ge=0, description="UNIX time of the IKE_AUTH that made the session")
-    bytes_in: int = Field(ge=0, description="ESP payload bytes from the client since then, all CHILD SAs")
-    bytes_out: int = Field(ge=0)
+    bytes_in: Int = Field(ge=0, description="ESP payload bytes from the client since then, all CHILD SAs")
+    bytes_out: Int = Field(ge=0)
     present: bool = Field(description="inbound ESP within the gateway's idle time (else: absent, its SA cached)")
     present_s: float = Field(ge=0, description="seconds the client was present since the IKE_AUTH")
-    ike_rekeys: int = Field(default=0, ge=0)
+    ike_rekeys: Int = Field(default=0, ge=0)
 
 
 class RemoteAccessInfo(BaseModel):
     """What the outside switch needs from a gateway with remote access (static, from its config)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SENT
 
-    public_address: ipaddress.IPv4Address
-    pool: ipaddress.IPv4Network
-    esp_spi_min: int = Field(ge=0x100, le=0xFFFFFFFF)
-    esp_spi_max: int = Field(ge=0x100, le=0xFFFFFFFF)
-    ike_spi_label: int = Field(ge=0, lt=1 << 64, description="responder IKE SPI bits under the mask (host order)")
-    ike_spi_mask: int = Field(ge=0, lt=1 << 64)
+    public_address: IPv4
+    pool: IPv4Net
+    esp_spi_min: Int = Field(ge=0x100, le=0xFFFFFFFF)
+    esp_spi_max: Int = Field(ge=0x100, le=0xFFFFFFFF)
+    ike_spi_label: Int = Field(ge=0, lt=1 << 64, description="responder IKE SPI bits under the mask (host order)")
+    ike_spi_mask: Int = Field(ge=0, lt=1 << 64)
     caching: Literal["none", "clocked", "established", "data"]
 
 
 class GatewayReport(BaseModel):
     """Load report of one gateway; counters are cumulative (the controller takes deltas)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SENT
 
     gateway: str = Field(min_length=1, max_length=64, description="gateway name as in the controller config")
     timestamp: float = Field(ge=0, description="UNIX time on the gateway when the report was taken")
-    backend: IpsecBackend
+    backend: IpsecBackend = Field(strict=False)
     cpu_percent: float = Field(ge=0, description="the gateway's own CPU busy, 0..100 x cpu_cores")
     cpu_cores: float = Field(
         default=1.0, gt=0, le=4096, description="the CPU capacity the gateway may use (its cgroup quota, or the CPUs)"
@@ -169,10 +203,10 @@ class GatewayReport(BaseModel):
     )
     softirq_percent: float = Field(ge=0)
     charon_cpu_percent: float = Field(ge=0)
-    tunnel_bytes_in: int = Field(ge=0)
-    tunnel_bytes_out: int = Field(ge=0)
-    tunnel_packets_in: int = Field(ge=0)
-    tunnel_packets_out: int = Field(ge=0)
+    tunnel_bytes_in: Int = Field(ge=0)
+    tunnel_bytes_out: Int = Field(ge=0)
+    tunnel_packets_in: Int = Field(ge=0)
+    tunnel_packets_out: Int = Field(ge=0)
     sas: list[SaState] = Field(default_factory=list, max_length=4096)
     sa_error: str | None = Field(
         default=None, max_length=512, description="set when the agent could not read its SAs: `sas` means nothing"
@@ -193,7 +227,7 @@ class GatewayReport(BaseModel):
 class Heartbeat(BaseModel):
     """Liveness beacon of one gateway."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SENT
 
     gateway: str = Field(min_length=1, max_length=64)
     timestamp: float = Field(ge=0)

@@ -12,16 +12,19 @@ from typing import Any, Protocol
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from supergw_controller.api.auth import Access, Authenticator, authorize
 from supergw_controller.api.core import Core
 from supergw_controller.api.deps import ApiState, require_access
+from supergw_controller.api.responses import AUTH
 from supergw_controller.api.routers import agents, buckets, events, gateways, hosts, ops, rebalance, status
 from supergw_controller.api.routers import history as history_routes
 from supergw_controller.errors import (
@@ -116,6 +119,17 @@ async def _core_error(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=code, content={"detail": str(exc) or type(exc).__name__}, headers=headers)
 
 
+async def _method_not_allowed(request: Request, exc: Exception) -> Response:
+    """405 whose `Allow` lists every method the path has: Starlette lists only those of the
+    first route with the path (`/buckets/{b}/pin` has a POST route and a DELETE route)."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code != 405:
+        return await http_exception_handler(request, exc)
+    methods = sorted({m for r in request.app.router.routes if isinstance(r, APIRoute)
+                      and r.matches(request.scope)[0] is not Match.NONE for m in r.methods})
+    return JSONResponse(status_code=405, content={"detail": exc.detail}, headers={"Allow": ", ".join(methods)})
+
+
 def _match(app: FastAPI, scope: MutableMapping[str, Any]) -> tuple[str | None, str | None]:
     """(route path, gateway name in the path) of the route that will serve `scope`."""
     for route in app.router.routes:
@@ -135,6 +149,9 @@ def create_app(core: Core, config: ConfigLike, *, auth: Authenticator | None = N
         docs_url="/docs",
         openapi_url="/openapi.json",
         redoc_url=None,
+        # operationId = the handler's name (`move`, `set_weight`, ...), unique across the API:
+        # what a generated client names its functions (FastAPI's default is `move_api_v1_buckets__b__move_post`)
+        generate_unique_id_function=lambda route: route.name,
     )
     app.state.api = ApiState(
         core=core,
@@ -147,6 +164,7 @@ def create_app(core: Core, config: ConfigLike, *, auth: Authenticator | None = N
     )
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(CoreError, _core_error)
+    app.add_exception_handler(StarletteHTTPException, _method_not_allowed)
 
     ops_paths = OPS_PATHS if config.api.ops_token_required else frozenset()
 
@@ -155,7 +173,7 @@ def create_app(core: Core, config: ConfigLike, *, auth: Authenticator | None = N
         # In a middleware, not only a dependency: FastAPI parses a JSON body before it
         # runs dependencies, and a caller without the right must learn nothing but 401/403.
         state: ApiState = app.state.api
-        url_path = request.url.path
+        url_path = request.scope["path"]  # not request.url: a bad Host header (`Host: [`) makes that raise
         try:
             if url_path == API_PREFIX or url_path.startswith(API_PREFIX + "/"):
                 principal = state.auth.authenticate(request.headers.get("authorization"))
@@ -175,8 +193,8 @@ def create_app(core: Core, config: ConfigLike, *, auth: Authenticator | None = N
 
     secured = [Depends(require_access)]
     for module in (status, gateways, agents, buckets, hosts, events, rebalance):
-        app.include_router(module.router, prefix=API_PREFIX, dependencies=secured)
-    app.include_router(history_routes.router, prefix=API_PREFIX, dependencies=secured)
+        app.include_router(module.router, prefix=API_PREFIX, dependencies=secured, responses=AUTH)
+    app.include_router(history_routes.router, prefix=API_PREFIX, dependencies=secured, responses=AUTH)
     app.include_router(ops.router)
 
     app.mount("/dashboard", StaticFiles(directory=STATIC_DIR, html=True), name="dashboard")

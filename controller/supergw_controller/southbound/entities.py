@@ -278,20 +278,35 @@ def held_hosts(learned: Iterable[P4TableEntry], macs: Iterable[P4TableEntry], ip
     return HeldHosts(learned=sources, l2=l2, ips=owners)
 
 
-def seen_hosts(digest_list: Iterable[Any]) -> list[HostSeen]:
-    """The hosts of one learn digest list (each item maps the digest's field names to ints)."""
-    out = []
+class MalformedStreamItem(ValueError):
+    """A digest item or packet-in the P4Info does not allow (a misbehaving switch)."""
+
+
+def _field(data: Any, name: str, bits: int) -> int:
+    """`data[name]` as an int of at most `bits` bits, or MalformedStreamItem saying why."""
+    try:
+        value = data[name]
+    except (KeyError, TypeError):
+        raise MalformedStreamItem(f"no {name}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << bits:
+        raise MalformedStreamItem(f"{name} = {value!r:.40} is not a {bits}-bit unsigned integer")
+    return int(value)
+
+
+def seen_hosts(digest_list: Iterable[Any]) -> tuple[list[HostSeen], list[str]]:
+    """The hosts of one learn digest list (each item maps the digest's field names to ints),
+    and why each item that is not a host was dropped."""
+    out, dropped = [], []
     for item in digest_list:
-        data = dict(item)
-        ip = int(data[pc.DIGEST_LEARN_DIGEST_SRC_IP])
-        out.append(
-            HostSeen(
-                mac_str(int(data[pc.DIGEST_LEARN_DIGEST_SRC_MAC])),
-                int(data[pc.DIGEST_LEARN_DIGEST_PORT]),
-                ip_str(ip) if ip else None,
-            )
-        )
-    return out
+        try:
+            ip = _field(item, pc.DIGEST_LEARN_DIGEST_SRC_IP, 32)
+            mac = _field(item, pc.DIGEST_LEARN_DIGEST_SRC_MAC, 48)
+            port = _field(item, pc.DIGEST_LEARN_DIGEST_PORT, 32)
+        except MalformedStreamItem as exc:
+            dropped.append(str(exc))
+            continue
+        out.append(HostSeen(mac_str(mac), port, ip_str(ip) if ip else None))
+    return out, dropped
 
 
 def idle_hosts(schema: P4Schema, entries: Iterable[P4TableEntry]) -> list[HostIdle]:
@@ -306,9 +321,12 @@ def idle_hosts(schema: P4Schema, entries: Iterable[P4TableEntry]) -> list[HostId
 
 
 def packet_in(metadata: dict[str, Any], payload: bytes) -> PacketIn:
+    """MalformedStreamItem when the metadata lacks a field or holds a value no port or reason is."""
+    if not isinstance(payload, bytes):
+        raise MalformedStreamItem(f"payload is {type(payload).__name__}, not bytes")
     return PacketIn(
-        reason=int(metadata.get(pc.CTRL_HDR_PACKET_IN_REASON, 0)),
-        port=int(metadata.get(pc.CTRL_HDR_PACKET_IN_INGRESS_PORT, -1)),
+        reason=_field(metadata, pc.CTRL_HDR_PACKET_IN_REASON, 8),
+        port=_field(metadata, pc.CTRL_HDR_PACKET_IN_INGRESS_PORT, 32),
         payload=payload,
     )
 

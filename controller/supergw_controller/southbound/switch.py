@@ -91,6 +91,8 @@ class Southbound:
         self._assignment: dict[int, str] = {}
         self._listener: SwitchListener | None = None
         self._finsy: SwitchSession | None = None
+        # stream items dropped as not understood (digest items, packet-ins, idle notes), by stream
+        self.stream_rejected: dict[str, int] = {}
         if session is None:
             self._finsy = SwitchSession(config, self._on_primary, self._on_role, name=name, on_backup=self._on_backup)
             session = self._finsy
@@ -286,9 +288,9 @@ class Southbound:
         listener = self._need_listener()
         await listener.primary()
         digests = sw.read_digests(pc.DIGEST_LEARN_DIGEST)
-        sw.create_task(self._pump(digests, self.on_digest, "digest"), name="digests")
-        sw.create_task(self._pump(sw.read_packets(), self.on_packet_in, "packet-in"), name="packet-ins")
-        sw.create_task(self._pump(sw.read_idle_timeouts(), self.on_idle_timeout, "idle timeout"), name="idle-timeouts")
+        sw.create_task(self.pump(digests, self.on_digest, "digest"), name="digests")
+        sw.create_task(self.pump(sw.read_packets(), self.on_packet_in, "packet-in"), name="packet-ins")
+        sw.create_task(self.pump(sw.read_idle_timeouts(), self.on_idle_timeout, "idle timeout"), name="idle-timeouts")
         await listener.serving()
 
     async def _on_backup(self, _session: SwitchSession, _sw: Switch) -> None:
@@ -301,19 +303,33 @@ class Southbound:
 
     # -- one item of each switch stream (finsy's digest list, packet-in, idle-timeout notification)
     async def on_digest(self, dl: Any) -> None:
-        """The listener learns the digest's hosts; then the digest is acknowledged."""
-        await self._need_listener().hosts_seen(ent.seen_hosts(dl))
-        await self.session.send([dl.ack()])
+        """The listener learns the digest's hosts; then the digest is acknowledged, also when
+        some or all of its items were malformed (else the switch would send it again and again)."""
+        try:
+            hosts, dropped = ent.seen_hosts(dl)
+            for why in dropped:
+                self._rejected("digest", f"digest item dropped: {why}")
+            if hosts:
+                await self._need_listener().hosts_seen(hosts)
+        finally:
+            await self.session.send([dl.ack()])
 
     async def on_packet_in(self, pkt: Any) -> None:
         await self._need_listener().packet_in(ent.packet_in(dict(pkt.metadata), pkt.payload))
 
+    def _rejected(self, stream: str, why: str) -> None:
+        """Count a dropped stream item; log the first ten of a stream, then every thousandth
+        (a misbehaving switch must not flood the log)."""
+        n = self.stream_rejected[stream] = self.stream_rejected.get(stream, 0) + 1
+        if n <= 10 or n % 1000 == 0:
+            log.warning("switch %s not understood, dropped (%d so far): %s", stream, n, why)
+
     async def on_idle_timeout(self, note: Any) -> None:
         await self._need_listener().hosts_idle(ent.idle_hosts(self.session.schema, note.table_entry))
 
-    @staticmethod
-    async def _pump(stream: AsyncIterator[T], handle: Callable[[T], Awaitable[None]], what: str) -> None:
-        """Hand each item of a switch stream to `handle`; a failure is logged, never the end."""
+    async def pump(self, stream: AsyncIterator[T], handle: Callable[[T], Awaitable[None]], what: str) -> None:
+        """Hand each item of a switch stream to `handle`; a failure is counted and logged
+        (without a traceback: it is the switch's input, not our bug), never the end."""
         async for item in stream:
             try:
                 await handle(item)
@@ -321,5 +337,5 @@ class Southbound:
                 log.warning("%s handling failed: %s", what, exc)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("%s %r not understood", what, item)
+            except Exception as exc:
+                self._rejected(what, f"{type(exc).__name__}: {exc} ({item!r:.200})")

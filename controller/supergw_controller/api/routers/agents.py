@@ -12,11 +12,12 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Response
 
 from supergw_controller.api.deps import ApiState, CoreDep, GatewayName, State
+from supergw_controller.api.responses import BODY, errors
 from supergw_proto.reports import TIMING_HEADER, GatewayReport, Heartbeat
 
 router = APIRouter(prefix="/gateways", tags=["agents"])
 
-_TIMING_DOC: dict[int | str, dict[str, Any]] = {
+_TIMING_DOC: dict[int | str, dict[str, Any]] = errors(404) | BODY | {
     204: {
         "description": "Successful Response",
         "headers": {
@@ -37,10 +38,13 @@ def _told(state: ApiState) -> Response:
 
 
 def _same_gateway(path_name: str, body_name: str) -> None:
+    """403, not 422: the body is schema-valid, but the caller (the agent of the gateway in the
+    path) may not speak for another gateway."""
     if path_name != body_name:
         raise HTTPException(
-            422,
-            f"body.gateway: {body_name!r} does not match the gateway in the path {path_name!r}",
+            403,
+            f"body.gateway: {body_name!r} is not the gateway in the path {path_name!r}; "
+            f"the agent of {path_name!r} may report and heartbeat only for {path_name!r}",
         )
 
 

@@ -5,6 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from supergw_controller.api.deps import CoreDep
+from supergw_controller.api.responses import errors
 from supergw_controller.history import DEFAULT_CAPACITY
 from supergw_proto.api import HistoryView
 
@@ -14,6 +15,7 @@ router = APIRouter(tags=["history"])
 @router.get(
     "/history",
     response_model=HistoryView,
+    responses=errors(422),
     summary="Time series for the dashboard's plots (per-gateway throughput, CPU, buckets; failover and move markers)",
     description="One sample per `interval_s` (default 1 s) kept in memory, the last `capacity` of them "
     "(default 3600: one hour); lost on restart. Poll with `since` = the `ts` of the newest sample you have.",

@@ -8,12 +8,13 @@ import dataclasses
 from fastapi import APIRouter, Response
 
 from supergw_controller.api.deps import State
+from supergw_controller.api.responses import errors
 from supergw_proto.api import HaHealth, Health, ReplicaHealth
 from supergw_controller.errors import CoreError
 from supergw_controller.ha.view import HaAware
 from supergw_controller.metrics import CONTENT_TYPE, Snapshot
 
-router = APIRouter(tags=["operations"])
+router = APIRouter(tags=["operations"], responses=errors(401, 403, when=" (only with `api.ops_token_required: true`)"))
 
 
 @router.get(

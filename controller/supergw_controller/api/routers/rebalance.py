@@ -6,12 +6,14 @@ from fastapi import APIRouter, Query
 
 from supergw_controller.api.audit import audited
 from supergw_controller.api.deps import Caller, CoreDep
+from supergw_controller.api.responses import WRITE
 from supergw_proto.api import RebalanceView
 
 router = APIRouter(tags=["rebalance"])
 
 
-@router.post("/rebalance", response_model=RebalanceView, summary="Run one rebalance round now (dry_run: plan only)")
+@router.post("/rebalance", response_model=RebalanceView, summary="Run one rebalance round now (dry_run: plan only)",
+             responses=WRITE)
 async def rebalance(
     core: CoreDep,
     caller: Caller,
