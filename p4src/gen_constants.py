@@ -46,7 +46,7 @@ ENUMS: dict[str, str] = {
 _CONST_RE = re.compile(r"^\s*const\s+(bit<\d+>|\w+)\s+([A-Z][A-Z0-9_]*)\s*=\s*(0[xX][0-9a-fA-F]+|\d+)\s*;")
 _DEFINE_RE = re.compile(r"^\s*#define\s+([A-Z][A-Z0-9_]*)\s+(0[xX][0-9a-fA-F]+|\d+)\s*(?://.*)?$")
 _TYPEDEF_RE = re.compile(r"^\s*typedef\s+bit<(\d+)>\s+(\w+)\s*;")
-_GO_INITIALISMS = {"CPU": "CPU", "ARP": "ARP", "IKE": "IKE", "ESP": "ESP", "SPI": "SPI", "RA": "RA", "UDP": "UDP", "NAT": "NAT", "IHL": "IHL", "CRC32": "CRC32", "IP": "IP", "IPS": "IPs", "IPV4": "IPv4", "MAC": "MAC", "ID": "ID"}
+_GO_INITIALISMS = {"CPU": "CPU", "ARP": "ARP", "IKE": "IKE", "ESP": "ESP", "SPI": "SPI", "RA": "RA", "UDP": "UDP", "NAT": "NAT", "IHL": "IHL", "CRC32": "CRC32", "IP": "IP", "IPS": "IPs", "IPV4": "IPv4", "IPV6": "IPv6", "IP6": "IP6", "IP6S": "IP6s", "ICMPV6": "ICMPv6", "ND": "ND", "NA": "NA", "NS": "NS", "RS": "RS", "LL": "LL", "MAC": "MAC", "ID": "ID"}
 
 
 class GenError(Exception):

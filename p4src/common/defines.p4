@@ -9,6 +9,7 @@
 
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
+typedef bit<128> ipv6_addr_t;
 // P4Runtime port number: v1model's bit<9> widened so all targets share one P4Info.
 typedef bit<16> port_num_t;
 typedef bit<8>  port_role_t;
@@ -30,6 +31,7 @@ const mcast_group_t UPLINK_FLOOD_GROUP = 3;
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_ARP = 0x0806;
+const bit<16> ETHERTYPE_IPV6 = 0x86DD;
 // A front-port frame with this ethertype is dropped: it could be mistaken for a
 // controller packet-out by whatever sits behind the CPU port.
 const bit<16> ETHERTYPE_PACKET_OUT = 0xBF01;
@@ -53,6 +55,30 @@ const bit<16> IKE_HEADER_LEN = 28;
 const bit<8> IKE_FLAG_INITIATOR = 0x08;
 // ESP header: SPI and sequence number.
 const bit<16> ESP_HEADER_LEN = 8;
+
+// IPv6 Neighbor Discovery (RFC 4861; docs/pipeline-contract.md, "IPv6 Neighbor Discovery").
+// ND is only recognised as ICMPv6 directly behind the IPv6 header.
+const bit<4> IPV6_VERSION = 6;
+const bit<8> IP_PROTO_ICMPV6 = 58;
+const bit<8> ICMPV6_TYPE_RS = 133;
+const bit<8> ICMPV6_TYPE_RA = 134;
+const bit<8> ICMPV6_TYPE_NS = 135;
+const bit<8> ICMPV6_TYPE_NA = 136;
+const bit<8> ICMPV6_TYPE_REDIRECT = 137;
+const bit<8> ND_HOP_LIMIT = 255;
+// The ICMPv6 part (IPv6 payload length) of an NS or NA without options, and with one
+// 8-byte option (source/target link-layer address, or the DAD nonce of RFC 7527).
+const bit<16> ND_LEN_NO_OPTION = 24;
+const bit<16> ND_LEN_ONE_OPTION = 32;
+const bit<8> ND_OPTION_TARGET_LL_ADDR = 2;
+// Option length in units of 8 bytes: one option of 8 bytes.
+const bit<8> ND_OPTION_LEN_8 = 1;
+// NA flags, the first 32 bits of the message after the checksum.
+const bit<32> ND_FLAG_ROUTER = 0x80000000;
+const bit<32> ND_FLAG_SOLICITED = 0x40000000;
+const bit<32> ND_FLAG_OVERRIDE = 0x20000000;
+// A DAD NA goes to all-nodes ff02::1 (RFC 4861 7.2.4); its Ethernet group address (RFC 2464).
+const bit<48> ALL_NODES_MAC = 0x333300000001;
 
 const bit<16> ARP_HTYPE_ETHERNET = 1;
 const bit<16> ARP_PTYPE_IPV4 = 0x0800;
@@ -102,10 +128,18 @@ const drop_reason_t DROP_REASON_MALFORMED_ESP = 15;
 const drop_reason_t DROP_REASON_IKE_SPI_UNKNOWN = 16;
 const drop_reason_t DROP_REASON_ESP_SPI_UNKNOWN = 17;
 const drop_reason_t DROP_REASON_UPLINK_TO_UPLINK = 18;
+// IPv6 ND (docs/pipeline-contract.md, "IPv6 Neighbor Discovery on the LAN").
+const drop_reason_t DROP_REASON_ND_SPOOF_GATEWAY_IP = 19;
+const drop_reason_t DROP_REASON_ND_UNSUPPORTED = 20;
+const drop_reason_t DROP_REASON_GATEWAY_ND_GATEWAY_IP = 21;
+const drop_reason_t DROP_REASON_GATEWAY_ROUTER_ND = 22;
 
 // PuntReason: field `reason` of the packet_in controller header.
 const punt_reason_t PUNT_REASON_NONE = 0;
 const punt_reason_t PUNT_REASON_GATEWAY_ARP_MISS = 1;
 const punt_reason_t PUNT_REASON_GATEWAY_ARP_REPLY = 2;
+const punt_reason_t PUNT_REASON_GATEWAY_ND_MISS = 3;
+const punt_reason_t PUNT_REASON_GATEWAY_NA = 4;
+const punt_reason_t PUNT_REASON_ROUTER_SOLICITATION = 5;
 
 #endif  // SUPERGW_DEFINES_P4

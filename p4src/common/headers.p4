@@ -57,6 +57,40 @@ header ipv4_t {
     ipv4_addr_t dst_addr;
 }
 
+// IPv6 is parsed for Neighbor Discovery and learning; only an NS the switch answers is
+// modified (turned into an NA in place, common/nd_reply.p4).
+header ipv6_t {
+    bit<4>      version;
+    bit<8>      traffic_class;
+    bit<20>     flow_label;
+    bit<16>     payload_len;
+    bit<8>      next_hdr;
+    bit<8>      hop_limit;
+    ipv6_addr_t src_addr;
+    ipv6_addr_t dst_addr;
+}
+
+// ICMPv6 directly behind the IPv6 header.
+header icmpv6_t {
+    bit<8>  type;
+    bit<8>  code;
+    bit<16> checksum;
+}
+
+// The body of an NS or NA (RFC 4861 4.3, 4.4): reserved / R S O flags, target address.
+header nd_t {
+    bit<32>     flags;
+    ipv6_addr_t target;
+}
+
+// One 8-byte ND option behind an NS or NA of 32 bytes: a link-layer address option
+// (type 1 source, 2 target) or, in a DAD probe, the nonce (type 14).
+header nd_option_t {
+    bit<8>     type;
+    bit<8>     length;
+    mac_addr_t ll_addr;
+}
+
 // Parsed (IPv4 without options, first fragment) only to dispatch IKE and ESP on the
 // outside switch; never modified.
 header udp_t {
@@ -99,6 +133,10 @@ struct headers_t {
     ethernet_t        ethernet;
     arp_t             arp;
     ipv4_t            ipv4;
+    ipv6_t            ipv6;
+    icmpv6_t          icmpv6;
+    nd_t              nd;
+    nd_option_t       nd_option;
     udp_t             udp;
     non_esp_marker_t  non_esp_marker;
     nat_t_keepalive_t nat_t_keepalive;
@@ -113,6 +151,15 @@ struct learn_digest_t {
     mac_addr_t  src_mac;
     port_num_t  port;
     ipv4_addr_t src_ip;
+}
+
+// Digest of an IPv6 source address not yet seen with this source MAC on a host port
+// (docs/pipeline-contract.md, "IPv6 Neighbor Discovery on the LAN"); its ID, like
+// learn_digest_t's, is p4c's hash of this name.
+struct learn_ip6_digest_t {
+    mac_addr_t  src_mac;
+    port_num_t  port;
+    ipv6_addr_t src_ip6;
 }
 
 // Header fields normalised once (zeros when a header is invalid), so later controls
@@ -131,6 +178,15 @@ struct lookup_metadata_t {
     bool        ipv4_valid;        // a complete IPv4 header was parsed
     ipv4_addr_t ipv4_src;
     ipv4_addr_t ipv4_dst;
+    bool        ipv6_valid;        // a complete IPv6 header (version 6) was parsed
+    ipv6_addr_t ipv6_src;
+    // ICMPv6 type of an ND message (RS, RA, NS, NA, Redirect directly behind IPv6), else 0.
+    bit<8>      nd_type;
+    bool        nd_has_target;     // an NS or NA whose target was parsed
+    ipv6_addr_t nd_target;
+    // An NS the switch can answer exactly: hop limit 255, code 0, 24 bytes, or 32 with
+    // one option of length 1, all in the frame.
+    bool        ns_answerable;
 }
 
 struct local_metadata_t {
@@ -174,6 +230,14 @@ struct local_metadata_t {
     bool              by_client_hash;
     // The IKE SPI the gateway allocated (OutsideDispatch); a key of ike_spi_labels.
     bit<64>           ike_spi;
+    // From SupergwIngress.nd_config.nd_settings: the gateway's shared IPv6 addresses
+    // (0 = unset), and what NdConfig makes of this frame's addresses with them.
+    ipv6_addr_t       gateway_ip6_link_local;
+    ipv6_addr_t       gateway_ip6_global;
+    bool              ip6_src_is_gateway;
+    bool              nd_target_is_gateway;
+    // The switch turned an NS into an NA: the ICMPv6 checksum is recomputed.
+    bool              nd_reply;
 }
 
 #endif  // SUPERGW_HEADERS_P4

@@ -24,6 +24,11 @@
 // Outside switch: one IKE SPI label and one ESP SPI range per gateway (ternary).
 #define IKE_SPI_LABELS_TABLE_SIZE 64
 #define ESP_SPI_RANGES_TABLE_SIZE 64
+// IPv6 ND. Keyless, like settings.
+#define ND_SETTINGS_TABLE_SIZE 1
+// A host has a link-local and one or more global addresses: two per learned host.
+#define HOST_IP6S_TABLE_SIZE 8192
+#define LEARNED_IP6S_TABLE_SIZE 8192
 
 // Indexed by drop_reason_t; room for reasons added later without resizing the counter.
 #define DROP_COUNTER_SIZE 32

@@ -22,9 +22,12 @@
 #include "include/control/packet_io.p4"
 #include "include/control/dispatch_config.p4"
 #include "include/control/ra_config.p4"
+#include "include/control/nd_config.p4"
 #include "include/control/arp_guard.p4"
+#include "../common/nd_guard.p4"
 #include "include/control/learning.p4"
 #include "include/control/arp_responder.p4"
+#include "include/control/nd_responder.p4"
 #include "include/control/outside_dispatch.p4"
 #include "include/control/pool_dispatch.p4"
 #include "include/control/bucket_dispatch.p4"
@@ -45,9 +48,12 @@ control SupergwIngress(inout headers_t hdr,
     PacketIoIngress() packet_io;
     DispatchConfig() dispatch_config;
     RaConfig() ra_config;
+    NdConfig() nd_config;
     ArpGuard() arp_guard;
+    NdGuard() nd_guard;
     Learning() learning;
     ArpResponder() arp_responder;
+    NdResponder() nd_responder;
     OutsideDispatch() outside_dispatch;
     PoolDispatch() pool_dispatch;
     BucketDispatch() bucket_dispatch;
@@ -71,13 +77,22 @@ control SupergwIngress(inout headers_t hdr,
             ra_config.apply(meta);
         }
         if (!meta.decided) {
+            nd_config.apply(meta);
+        }
+        if (!meta.decided) {
             arp_guard.apply(meta);
+        }
+        if (!meta.decided) {
+            nd_guard.apply(meta);
         }
         if (!meta.decided) {
             learning.apply(meta, ig_dprsr_md);
         }
         if (!meta.decided) {
             arp_responder.apply(hdr, meta, ig_intr_md, ig_tm_md);
+        }
+        if (!meta.decided) {
+            nd_responder.apply(hdr, meta, ig_intr_md, ig_tm_md);
         }
         if (!meta.decided) {
             outside_dispatch.apply(hdr, meta, ig_intr_md, ig_tm_md);

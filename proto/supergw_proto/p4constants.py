@@ -38,12 +38,19 @@ class DropReason(IntEnum):
     IKE_SPI_UNKNOWN = 16
     ESP_SPI_UNKNOWN = 17
     UPLINK_TO_UPLINK = 18
+    ND_SPOOF_GATEWAY_IP = 19
+    ND_UNSUPPORTED = 20
+    GATEWAY_ND_GATEWAY_IP = 21
+    GATEWAY_ROUTER_ND = 22
 
 
 class PuntReason(IntEnum):
     NONE = 0
     GATEWAY_ARP_MISS = 1
     GATEWAY_ARP_REPLY = 2
+    GATEWAY_ND_MISS = 3
+    GATEWAY_NA = 4
+    ROUTER_SOLICITATION = 5
 
 
 class BucketHash(IntEnum):
@@ -62,6 +69,9 @@ CLIENT_POOLS_TABLE_SIZE: Final = 256
 CLIENT_PINS_TABLE_SIZE: Final = 8192
 IKE_SPI_LABELS_TABLE_SIZE: Final = 64
 ESP_SPI_RANGES_TABLE_SIZE: Final = 64
+ND_SETTINGS_TABLE_SIZE: Final = 1
+HOST_IP6S_TABLE_SIZE: Final = 8192
+LEARNED_IP6S_TABLE_SIZE: Final = 8192
 DROP_COUNTER_SIZE: Final = 32
 CPU_PORT: Final = 255
 HOST_FLOOD_GROUP: Final = 1
@@ -69,6 +79,7 @@ GATEWAY_OUTSIDE_FLOOD_GROUP: Final = 2
 UPLINK_FLOOD_GROUP: Final = 3
 ETHERTYPE_IPV4: Final = 0x0800
 ETHERTYPE_ARP: Final = 0x0806
+ETHERTYPE_IPV6: Final = 0x86DD
 ETHERTYPE_PACKET_OUT: Final = 0xBF01
 IPV4_IHL_NO_OPTIONS: Final = 5
 IPV4_HEADER_LEN: Final = 20
@@ -82,6 +93,22 @@ NAT_T_KEEPALIVE: Final = 0xFF
 IKE_HEADER_LEN: Final = 28
 IKE_FLAG_INITIATOR: Final = 0x08
 ESP_HEADER_LEN: Final = 8
+IPV6_VERSION: Final = 6
+IP_PROTO_ICMPV6: Final = 58
+ICMPV6_TYPE_RS: Final = 133
+ICMPV6_TYPE_RA: Final = 134
+ICMPV6_TYPE_NS: Final = 135
+ICMPV6_TYPE_NA: Final = 136
+ICMPV6_TYPE_REDIRECT: Final = 137
+ND_HOP_LIMIT: Final = 255
+ND_LEN_NO_OPTION: Final = 24
+ND_LEN_ONE_OPTION: Final = 32
+ND_OPTION_TARGET_LL_ADDR: Final = 2
+ND_OPTION_LEN_8: Final = 1
+ND_FLAG_ROUTER: Final = 0x80000000
+ND_FLAG_SOLICITED: Final = 0x40000000
+ND_FLAG_OVERRIDE: Final = 0x20000000
+ALL_NODES_MAC: Final = 0x333300000001
 ARP_HTYPE_ETHERNET: Final = 1
 ARP_PTYPE_IPV4: Final = 0x0800
 ARP_HLEN_ETHERNET: Final = 6
@@ -97,12 +124,21 @@ TABLE_SETTINGS: Final = "SupergwIngress.dispatch_config.settings"
 
 TABLE_RA_SETTINGS: Final = "SupergwIngress.ra_config.ra_settings"
 
+TABLE_ND_SETTINGS: Final = "SupergwIngress.nd_config.nd_settings"
+
 TABLE_LEARNED_SOURCES: Final = "SupergwIngress.learning.learned_sources"
 MATCH_LEARNED_SOURCES_SRC_MAC: Final = "src_mac"
 MATCH_LEARNED_SOURCES_PORT: Final = "port"
 
+TABLE_LEARNED_IP6S: Final = "SupergwIngress.learning.learned_ip6s"
+MATCH_LEARNED_IP6S_SRC_IP6: Final = "src_ip6"
+MATCH_LEARNED_IP6S_SRC_MAC: Final = "src_mac"
+
 TABLE_HOST_IPS: Final = "SupergwIngress.arp_responder.host_ips"
 MATCH_HOST_IPS_TARGET_IP: Final = "target_ip"
+
+TABLE_HOST_IP6S: Final = "SupergwIngress.nd_responder.host_ip6s"
+MATCH_HOST_IP6S_TARGET_IP6: Final = "target_ip6"
 
 TABLE_CLIENT_PINS: Final = "SupergwIngress.outside_dispatch.client_pins"
 MATCH_CLIENT_PINS_CLIENT_IP: Final = "client_ip"
@@ -139,14 +175,29 @@ PARAM_SET_RA_CONFIG_PUBLIC_MAC: Final = "public_mac"
 
 ACTION_MARK_RA_UNCONFIGURED: Final = "SupergwIngress.ra_config.mark_ra_unconfigured"
 
+ACTION_SET_ND_CONFIG: Final = "SupergwIngress.nd_config.set_nd_config"
+PARAM_SET_ND_CONFIG_LINK_LOCAL_IP6: Final = "link_local_ip6"
+PARAM_SET_ND_CONFIG_GLOBAL_IP6: Final = "global_ip6"
+
+ACTION_MARK_ND_UNCONFIGURED: Final = "SupergwIngress.nd_config.mark_nd_unconfigured"
+
 ACTION_MARK_KNOWN: Final = "SupergwIngress.learning.mark_known"
 
 ACTION_LEARN: Final = "SupergwIngress.learning.learn"
+
+ACTION_MARK_IP6_KNOWN: Final = "SupergwIngress.learning.mark_ip6_known"
+
+ACTION_LEARN_IP6: Final = "SupergwIngress.learning.learn_ip6"
 
 ACTION_REPLY_WITH_HOST_MAC: Final = "SupergwIngress.arp_responder.reply_with_host_mac"
 PARAM_REPLY_WITH_HOST_MAC_HOST_MAC: Final = "host_mac"
 
 ACTION_PUNT_ARP_MISS: Final = "SupergwIngress.arp_responder.punt_arp_miss"
+
+ACTION_ADVERTISE_HOST_MAC: Final = "SupergwIngress.nd_responder.advertise_host_mac"
+PARAM_ADVERTISE_HOST_MAC_HOST_MAC: Final = "host_mac"
+
+ACTION_PUNT_ND_MISS: Final = "SupergwIngress.nd_responder.punt_nd_miss"
 
 ACTION_SET_PIN_GATEWAY: Final = "SupergwIngress.outside_dispatch.set_pin_gateway"
 PARAM_SET_PIN_GATEWAY_PORT: Final = "port"
@@ -200,6 +251,11 @@ DIGEST_LEARN_DIGEST: Final = "learn_digest_t"
 DIGEST_LEARN_DIGEST_SRC_MAC: Final = "src_mac"
 DIGEST_LEARN_DIGEST_PORT: Final = "port"
 DIGEST_LEARN_DIGEST_SRC_IP: Final = "src_ip"
+
+DIGEST_LEARN_IP6_DIGEST: Final = "learn_ip6_digest_t"
+DIGEST_LEARN_IP6_DIGEST_SRC_MAC: Final = "src_mac"
+DIGEST_LEARN_IP6_DIGEST_PORT: Final = "port"
+DIGEST_LEARN_IP6_DIGEST_SRC_IP6: Final = "src_ip6"
 
 CTRL_HDR_PACKET_IN: Final = "packet_in"
 CTRL_HDR_PACKET_IN_INGRESS_PORT: Final = "ingress_port"

@@ -19,6 +19,8 @@ const PortId_t TNA_CPU_PORT = SUPERGW_TNA_CPU_PORT;
 
 // ig_dprsr_md.digest_type that makes the ingress deparser pack learn_digest_t.
 const DigestType_t LEARN_DIGEST_TYPE = 1;
+// ... and learn_ip6_digest_t (one digest per packet: learn_digest_t wins).
+const DigestType_t LEARN_IP6_DIGEST_TYPE = 2;
 
 // ig_dprsr_md.drop_ctl bit 0: no unicast, multicast or resubmit copy.
 const bit<3> TNA_DROP = 1;

@@ -6,7 +6,8 @@
 //   egress and egress is bypassed: flood pruning is the PRE's (FloodPruning).
 // - The learning digest is packed here, in the ingress deparser, when ingress set
 //   ig_dprsr_md.digest_type (Learning.learn); its fields must not change after learn().
-// - No checksum extern: IPv4 is never modified (as on v1model).
+// - IPv4 is never modified (as on v1model); the ICMPv6 checksum of an NA the switch built
+//   is computed with Checksum() in the ingress deparser (v1model: update_checksum).
 // - Parser errors: LookupMdInit reads parser_err, as v1model reads parser_error. Whether
 //   the Tofino parser already drops such a frame is not checked here (no bf-p4c); either
 //   way it never leaves the switch, and a front port cannot deliver a truncated ARP (the
@@ -48,6 +49,7 @@ parser SupergwIngressParser(packet_in packet,
         transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_ARP: parse_arp;
             ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_IPV6: parse_ipv6;
             default: accept;
         }
     }
@@ -65,6 +67,38 @@ parser SupergwIngressParser(packet_in packet,
             (IPV4_IHL_NO_OPTIONS, 0, IP_PROTO_ESP): parse_esp;
             default: accept;
         }
+    }
+
+    state parse_ipv6 {
+        packet.extract(hdr.ipv6);
+        // ND only directly behind the IPv6 header (docs/pipeline-contract.md).
+        transition select(hdr.ipv6.version, hdr.ipv6.next_hdr) {
+            (IPV6_VERSION, IP_PROTO_ICMPV6): parse_icmpv6;
+            default: accept;
+        }
+    }
+
+    state parse_icmpv6 {
+        packet.extract(hdr.icmpv6);
+        transition select(hdr.icmpv6.type) {
+            ICMPV6_TYPE_NS: parse_nd;
+            ICMPV6_TYPE_NA: parse_nd;
+            default: accept;
+        }
+    }
+
+    state parse_nd {
+        packet.extract(hdr.nd);
+        // The one option of a 32-byte NS or NA; longer ones are never rewritten.
+        transition select(hdr.ipv6.payload_len) {
+            ND_LEN_ONE_OPTION: parse_nd_option;
+            default: accept;
+        }
+    }
+
+    state parse_nd_option {
+        packet.extract(hdr.nd_option);
+        transition accept;
     }
 
     state parse_udp {
@@ -121,15 +155,34 @@ control SupergwIngressDeparser(packet_out packet,
     // its type): the leading dot makes the name absolute, so no control prefix is added.
     @name(".learn_digest_t")
     Digest<learn_digest_t>(LEARN_DIGEST_TYPE) learn_digest;
+    @name(".learn_ip6_digest_t")
+    Digest<learn_ip6_digest_t>(LEARN_IP6_DIGEST_TYPE) learn_ip6_digest;
+    // The NA the switch built from an NS (common/nd_reply.p4): all 32 bytes are parsed
+    // headers, so no residual of the payload enters the sum.
+    Checksum() icmpv6_checksum;
 
     apply {
         if (ig_dprsr_md.digest_type == LEARN_DIGEST_TYPE) {
             learn_digest.pack({ meta.lookup.eth_src, meta.ingress_port, meta.learn_src_ip });
+        } else if (ig_dprsr_md.digest_type == LEARN_IP6_DIGEST_TYPE) {
+            learn_ip6_digest.pack({ meta.lookup.eth_src, meta.ingress_port, meta.lookup.ipv6_src });
+        }
+        if (meta.nd_reply) {
+            hdr.icmpv6.checksum = icmpv6_checksum.update({
+                hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.payload_len,
+                8w0, hdr.ipv6.next_hdr,
+                hdr.icmpv6.type, hdr.icmpv6.code,
+                hdr.nd.flags, hdr.nd.target,
+                hdr.nd_option.type, hdr.nd_option.length, hdr.nd_option.ll_addr });
         }
         packet.emit(hdr.packet_in);
         packet.emit(hdr.ethernet);
         packet.emit(hdr.arp);
         packet.emit(hdr.ipv4);
+        packet.emit(hdr.ipv6);
+        packet.emit(hdr.icmpv6);
+        packet.emit(hdr.nd);
+        packet.emit(hdr.nd_option);
         packet.emit(hdr.udp);
         packet.emit(hdr.non_esp_marker);
         packet.emit(hdr.nat_t_keepalive);

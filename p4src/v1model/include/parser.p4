@@ -35,6 +35,7 @@ parser SupergwParser(packet_in packet,
         transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_ARP: parse_arp;
             ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_IPV6: parse_ipv6;
             default: accept;
         }
     }
@@ -52,6 +53,38 @@ parser SupergwParser(packet_in packet,
             (IPV4_IHL_NO_OPTIONS, 0, IP_PROTO_ESP): parse_esp;
             default: accept;
         }
+    }
+
+    state parse_ipv6 {
+        packet.extract(hdr.ipv6);
+        // ND only directly behind the IPv6 header (docs/pipeline-contract.md).
+        transition select(hdr.ipv6.version, hdr.ipv6.next_hdr) {
+            (IPV6_VERSION, IP_PROTO_ICMPV6): parse_icmpv6;
+            default: accept;
+        }
+    }
+
+    state parse_icmpv6 {
+        packet.extract(hdr.icmpv6);
+        transition select(hdr.icmpv6.type) {
+            ICMPV6_TYPE_NS: parse_nd;
+            ICMPV6_TYPE_NA: parse_nd;
+            default: accept;
+        }
+    }
+
+    state parse_nd {
+        packet.extract(hdr.nd);
+        // The one option of a 32-byte NS or NA; longer ones are never rewritten.
+        transition select(hdr.ipv6.payload_len) {
+            ND_LEN_ONE_OPTION: parse_nd_option;
+            default: accept;
+        }
+    }
+
+    state parse_nd_option {
+        packet.extract(hdr.nd_option);
+        transition accept;
     }
 
     state parse_udp {
@@ -101,12 +134,24 @@ parser SupergwParser(packet_in packet,
 }
 
 control SupergwVerifyChecksum(inout headers_t hdr, inout local_metadata_t meta) {
-    // IPv4 is never modified, so its checksum is neither verified nor updated.
+    // IPv4 is never modified, so its checksum is neither verified nor updated; an NS the
+    // switch answers is not verified either (docs/pipeline-contract.md).
     apply { }
 }
 
 control SupergwComputeChecksum(inout headers_t hdr, inout local_metadata_t meta) {
-    apply { }
+    apply {
+        // The NA built from an NS (common/nd_reply.p4): all 32 bytes are parsed headers,
+        // so the sum needs no payload. Pseudo-header: the 16-bit payload length and a zero
+        // byte before next header give the same 16-bit words as RFC 8200's 32-bit forms.
+        update_checksum(meta.nd_reply,
+                        { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.payload_len,
+                          8w0, hdr.ipv6.next_hdr,
+                          hdr.icmpv6.type, hdr.icmpv6.code,
+                          hdr.nd.flags, hdr.nd.target,
+                          hdr.nd_option.type, hdr.nd_option.length, hdr.nd_option.ll_addr },
+                        hdr.icmpv6.checksum, HashAlgorithm.csum16);
+    }
 }
 
 control SupergwDeparser(packet_out packet, in headers_t hdr) {
@@ -115,6 +160,10 @@ control SupergwDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.ethernet);
         packet.emit(hdr.arp);
         packet.emit(hdr.ipv4);
+        packet.emit(hdr.ipv6);
+        packet.emit(hdr.icmpv6);
+        packet.emit(hdr.nd);
+        packet.emit(hdr.nd_option);
         packet.emit(hdr.udp);
         packet.emit(hdr.non_esp_marker);
         packet.emit(hdr.nat_t_keepalive);

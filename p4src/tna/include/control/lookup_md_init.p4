@@ -38,6 +38,11 @@ control LookupMdInit(in headers_t hdr,
         meta.public_mac = 0;
         meta.by_client_hash = false;
         meta.ike_spi = 0;
+        meta.gateway_ip6_link_local = 0;
+        meta.gateway_ip6_global = 0;
+        meta.ip6_src_is_gateway = false;
+        meta.nd_target_is_gateway = false;
+        meta.nd_reply = false;
 
         meta.lookup.eth_dst = 0;
         meta.lookup.eth_src = 0;
@@ -63,6 +68,32 @@ control LookupMdInit(in headers_t hdr,
         if (hdr.ipv4.isValid()) {
             meta.lookup.ipv4_src = hdr.ipv4.src_addr;
             meta.lookup.ipv4_dst = hdr.ipv4.dst_addr;
+        }
+        meta.lookup.ipv6_valid = hdr.ipv6.isValid() && hdr.ipv6.version == IPV6_VERSION;
+        meta.lookup.ipv6_src = 0;
+        meta.lookup.nd_type = 0;
+        meta.lookup.nd_has_target = false;
+        meta.lookup.nd_target = 0;
+        meta.lookup.ns_answerable = false;
+        if (meta.lookup.ipv6_valid) {
+            meta.lookup.ipv6_src = hdr.ipv6.src_addr;
+            // The parser reads ICMPv6 only behind a version-6 header.
+            if (hdr.icmpv6.isValid()
+                    && hdr.icmpv6.type >= ICMPV6_TYPE_RS && hdr.icmpv6.type <= ICMPV6_TYPE_REDIRECT) {
+                meta.lookup.nd_type = hdr.icmpv6.type;
+            }
+            if (hdr.nd.isValid()) {
+                meta.lookup.nd_has_target = true;
+                meta.lookup.nd_target = hdr.nd.target;
+                // A failed extract of the option leaves it invalid (parser_error set).
+                meta.lookup.ns_answerable = hdr.icmpv6.type == ICMPV6_TYPE_NS
+                                            && hdr.ipv6.hop_limit == ND_HOP_LIMIT
+                                            && hdr.icmpv6.code == 0
+                                            && (hdr.ipv6.payload_len == ND_LEN_NO_OPTION
+                                                || (hdr.ipv6.payload_len == ND_LEN_ONE_OPTION
+                                                    && hdr.nd_option.isValid()
+                                                    && hdr.nd_option.length == ND_OPTION_LEN_8));
+            }
         }
         if (hdr.arp.isValid()) {
             // Tofino's MAC pads every frame to 64 bytes, so a truncated ARP does not reach

@@ -1,6 +1,8 @@
 // Source learning on host and uplink ports: an unknown (source MAC, ingress port) pair is
 // reported with a learn_digest_t; the controller installs learned_sources (with an idle
-// timeout), mac_table and host_ips. The frame itself is forwarded as usual.
+// timeout), mac_table and host_ips. On host ports an unknown (IPv6 source, source MAC)
+// pair is reported with a learn_ip6_digest_t; the controller installs learned_ip6s (idle
+// timeout) and host_ip6s. The frame itself is forwarded as usual.
 
 #ifndef SUPERGW_LEARNING_P4
 #define SUPERGW_LEARNING_P4
@@ -33,6 +35,33 @@ control Learning(inout local_metadata_t meta) {
         support_timeout = true;
     }
 
+    @id(0x0100001a)
+    action mark_ip6_known() {
+    }
+
+    @id(0x0100001b)
+    action learn_ip6() {
+        digest<learn_ip6_digest_t>(LEARN_DIGEST_RECEIVER,
+                                   { meta.lookup.eth_src, meta.ingress_port, meta.lookup.ipv6_src });
+    }
+
+    // Every IPv6 address a host uses, each with its MAC (a host has a link-local and one or
+    // more global addresses, so learned_sources' one digest per MAC cannot carry them).
+    @id(0x0200000e)
+    table learned_ip6s {
+        key = {
+            meta.lookup.ipv6_src : exact @name("src_ip6");
+            meta.lookup.eth_src  : exact @name("src_mac");
+        }
+        actions = {
+            mark_ip6_known;
+            @defaultonly learn_ip6;
+        }
+        default_action = learn_ip6();
+        size = LEARNED_IP6S_TABLE_SIZE;
+        support_timeout = true;
+    }
+
     apply {
         if (meta.port_role == PORT_ROLE_HOST || meta.port_role == PORT_ROLE_UPLINK) {
             meta.learn_src_ip = meta.lookup.src_ip;
@@ -45,6 +74,11 @@ control Learning(inout local_metadata_t meta) {
                 meta.learn_src_ip = 0;
             }
             learned_sources.apply();
+        }
+        // :: (DAD) and multicast are no host's address; a gateway address is no host's.
+        if (meta.port_role == PORT_ROLE_HOST && meta.lookup.ipv6_valid && meta.lookup.ipv6_src != 0
+                && meta.lookup.ipv6_src[127:120] != 0xff && !meta.ip6_src_is_gateway) {
+            learned_ip6s.apply();
         }
     }
 }

@@ -57,6 +57,10 @@ const (
 	DropReasonIKESPIUnknown          DropReason = 16
 	DropReasonESPSPIUnknown          DropReason = 17
 	DropReasonUplinkToUplink         DropReason = 18
+	DropReasonNDSpoofGatewayIP       DropReason = 19
+	DropReasonNDUnsupported          DropReason = 20
+	DropReasonGatewayNDGatewayIP     DropReason = 21
+	DropReasonGatewayRouterND        DropReason = 22
 )
 
 func (v DropReason) String() string {
@@ -99,6 +103,14 @@ func (v DropReason) String() string {
 		return "ESP_SPI_UNKNOWN"
 	case DropReasonUplinkToUplink:
 		return "UPLINK_TO_UPLINK"
+	case DropReasonNDSpoofGatewayIP:
+		return "ND_SPOOF_GATEWAY_IP"
+	case DropReasonNDUnsupported:
+		return "ND_UNSUPPORTED"
+	case DropReasonGatewayNDGatewayIP:
+		return "GATEWAY_ND_GATEWAY_IP"
+	case DropReasonGatewayRouterND:
+		return "GATEWAY_ROUTER_ND"
 	}
 	return fmt.Sprintf("DropReason(%d)", uint8(v))
 }
@@ -107,9 +119,12 @@ func (v DropReason) String() string {
 type PuntReason uint16
 
 const (
-	PuntReasonNone            PuntReason = 0
-	PuntReasonGatewayARPMiss  PuntReason = 1
-	PuntReasonGatewayARPReply PuntReason = 2
+	PuntReasonNone               PuntReason = 0
+	PuntReasonGatewayARPMiss     PuntReason = 1
+	PuntReasonGatewayARPReply    PuntReason = 2
+	PuntReasonGatewayNDMiss      PuntReason = 3
+	PuntReasonGatewayNA          PuntReason = 4
+	PuntReasonRouterSolicitation PuntReason = 5
 )
 
 func (v PuntReason) String() string {
@@ -120,6 +135,12 @@ func (v PuntReason) String() string {
 		return "GATEWAY_ARP_MISS"
 	case PuntReasonGatewayARPReply:
 		return "GATEWAY_ARP_REPLY"
+	case PuntReasonGatewayNDMiss:
+		return "GATEWAY_ND_MISS"
+	case PuntReasonGatewayNA:
+		return "GATEWAY_NA"
+	case PuntReasonRouterSolicitation:
+		return "ROUTER_SOLICITATION"
 	}
 	return fmt.Sprintf("PuntReason(%d)", uint16(v))
 }
@@ -155,6 +176,9 @@ const (
 	ClientPinsTableSize      = 8192
 	IKESPILabelsTableSize    = 64
 	ESPSPIRangesTableSize    = 64
+	NDSettingsTableSize      = 1
+	HostIP6sTableSize        = 8192
+	LearnedIP6sTableSize     = 8192
 	DropCounterSize          = 32
 	CPUPort                  = 255
 	HostFloodGroup           = 1
@@ -162,6 +186,7 @@ const (
 	UplinkFloodGroup         = 3
 	EthertypeIPv4            = 0x0800
 	EthertypeARP             = 0x0806
+	EthertypeIPv6            = 0x86DD
 	EthertypePacketOut       = 0xBF01
 	IPv4IHLNoOptions         = 5
 	IPv4HeaderLen            = 20
@@ -175,6 +200,22 @@ const (
 	IKEHeaderLen             = 28
 	IKEFlagInitiator         = 0x08
 	ESPHeaderLen             = 8
+	IPv6Version              = 6
+	IPProtoICMPv6            = 58
+	ICMPv6TypeRS             = 133
+	ICMPv6TypeRA             = 134
+	ICMPv6TypeNS             = 135
+	ICMPv6TypeNA             = 136
+	ICMPv6TypeRedirect       = 137
+	NDHopLimit               = 255
+	NDLenNoOption            = 24
+	NDLenOneOption           = 32
+	NDOptionTargetLLAddr     = 2
+	NDOptionLen8             = 1
+	NDFlagRouter             = 0x80000000
+	NDFlagSolicited          = 0x40000000
+	NDFlagOverride           = 0x20000000
+	AllNodesMAC              = 0x333300000001
 	ARPHtypeEthernet         = 1
 	ARPPtypeIPv4             = 0x0800
 	ARPHlenEthernet          = 6
@@ -200,6 +241,11 @@ const (
 	TableRASettings = "SupergwIngress.ra_config.ra_settings"
 )
 
+// SupergwIngress.nd_config.nd_settings
+const (
+	TableNDSettings = "SupergwIngress.nd_config.nd_settings"
+)
+
 // SupergwIngress.learning.learned_sources
 const (
 	TableLearnedSources       = "SupergwIngress.learning.learned_sources"
@@ -207,10 +253,23 @@ const (
 	MatchLearnedSourcesPort   = "port"
 )
 
+// SupergwIngress.learning.learned_ip6s
+const (
+	TableLearnedIP6s       = "SupergwIngress.learning.learned_ip6s"
+	MatchLearnedIP6sSrcIP6 = "src_ip6"
+	MatchLearnedIP6sSrcMAC = "src_mac"
+)
+
 // SupergwIngress.arp_responder.host_ips
 const (
 	TableHostIPs         = "SupergwIngress.arp_responder.host_ips"
 	MatchHostIPsTargetIP = "target_ip"
+)
+
+// SupergwIngress.nd_responder.host_ip6s
+const (
+	TableHostIP6s          = "SupergwIngress.nd_responder.host_ip6s"
+	MatchHostIP6sTargetIP6 = "target_ip6"
 )
 
 // SupergwIngress.outside_dispatch.client_pins
@@ -281,6 +340,18 @@ const (
 	ActionMarkRAUnconfigured = "SupergwIngress.ra_config.mark_ra_unconfigured"
 )
 
+// SupergwIngress.nd_config.set_nd_config
+const (
+	ActionSetNDConfig            = "SupergwIngress.nd_config.set_nd_config"
+	ParamSetNDConfigLinkLocalIP6 = "link_local_ip6"
+	ParamSetNDConfigGlobalIP6    = "global_ip6"
+)
+
+// SupergwIngress.nd_config.mark_nd_unconfigured
+const (
+	ActionMarkNDUnconfigured = "SupergwIngress.nd_config.mark_nd_unconfigured"
+)
+
 // SupergwIngress.learning.mark_known
 const (
 	ActionMarkKnown = "SupergwIngress.learning.mark_known"
@@ -289,6 +360,16 @@ const (
 // SupergwIngress.learning.learn
 const (
 	ActionLearn = "SupergwIngress.learning.learn"
+)
+
+// SupergwIngress.learning.mark_ip6_known
+const (
+	ActionMarkIP6Known = "SupergwIngress.learning.mark_ip6_known"
+)
+
+// SupergwIngress.learning.learn_ip6
+const (
+	ActionLearnIP6 = "SupergwIngress.learning.learn_ip6"
 )
 
 // SupergwIngress.arp_responder.reply_with_host_mac
@@ -300,6 +381,17 @@ const (
 // SupergwIngress.arp_responder.punt_arp_miss
 const (
 	ActionPuntARPMiss = "SupergwIngress.arp_responder.punt_arp_miss"
+)
+
+// SupergwIngress.nd_responder.advertise_host_mac
+const (
+	ActionAdvertiseHostMAC       = "SupergwIngress.nd_responder.advertise_host_mac"
+	ParamAdvertiseHostMACHostMAC = "host_mac"
+)
+
+// SupergwIngress.nd_responder.punt_nd_miss
+const (
+	ActionPuntNDMiss = "SupergwIngress.nd_responder.punt_nd_miss"
 )
 
 // SupergwIngress.outside_dispatch.set_pin_gateway
@@ -412,6 +504,14 @@ const (
 	DigestLearnDigestSrcIP  = "src_ip"
 )
 
+// learn_ip6_digest_t
+const (
+	DigestLearnIP6Digest       = "learn_ip6_digest_t"
+	DigestLearnIP6DigestSrcMAC = "src_mac"
+	DigestLearnIP6DigestPort   = "port"
+	DigestLearnIP6DigestSrcIP6 = "src_ip6"
+)
+
 // packet_in
 const (
 	CtrlHdrPacketIn            = "packet_in"
@@ -430,8 +530,11 @@ const (
 	TablePortRolesID             uint32 = 0x02000001
 	TableSettingsID              uint32 = 0x02000002
 	TableRASettingsID            uint32 = 0x02000007
+	TableNDSettingsID            uint32 = 0x0200000c
 	TableLearnedSourcesID        uint32 = 0x02000006
+	TableLearnedIP6sID           uint32 = 0x0200000e
 	TableHostIPsID               uint32 = 0x02000003
+	TableHostIP6sID              uint32 = 0x0200000d
 	TableClientPinsID            uint32 = 0x02000009
 	TableIKESPILabelsID          uint32 = 0x0200000a
 	TableESPSPIRangesID          uint32 = 0x0200000b
@@ -443,10 +546,16 @@ const (
 	ActionMarkUnconfiguredID     uint32 = 0x01000003
 	ActionSetRAConfigID          uint32 = 0x0100000c
 	ActionMarkRAUnconfiguredID   uint32 = 0x0100000d
+	ActionSetNDConfigID          uint32 = 0x01000016
+	ActionMarkNDUnconfiguredID   uint32 = 0x01000017
 	ActionMarkKnownID            uint32 = 0x0100000a
 	ActionLearnID                uint32 = 0x0100000b
+	ActionMarkIP6KnownID         uint32 = 0x0100001a
+	ActionLearnIP6ID             uint32 = 0x0100001b
 	ActionReplyWithHostMACID     uint32 = 0x01000004
 	ActionPuntARPMissID          uint32 = 0x01000005
+	ActionAdvertiseHostMACID     uint32 = 0x01000018
+	ActionPuntNDMissID           uint32 = 0x01000019
 	ActionSetPinGatewayID        uint32 = 0x01000010
 	ActionDispatchByClientHashID uint32 = 0x01000011
 	ActionSetIKEGatewayID        uint32 = 0x01000012
@@ -466,6 +575,7 @@ const (
 	DirectCounterPoolCounterID   uint32 = 0x13000002
 	DirectCounterBucketCounterID uint32 = 0x13000001
 	DigestLearnDigestID          uint32 = 0x17499b7e
+	DigestLearnIP6DigestID       uint32 = 0x173af8d1
 	CtrlHdrPacketInID            uint32 = 0x04000001
 	CtrlHdrPacketOutID           uint32 = 0x04000002
 )
