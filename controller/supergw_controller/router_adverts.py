@@ -27,8 +27,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from supergw_controller.config import Config, PortRoleName, RouterAdvertConfig
 from supergw_controller.errors import SwitchUnavailable
-from supergw_controller.ndp import RouterAdvert, RouterSolicitation, router_advert_frame
+from supergw_controller.ndp import PrefixInfo, RouterAdvert, RouterSolicitation, router_advert_frame
 
 log = logging.getLogger(__name__)
 
@@ -177,3 +178,41 @@ class RouterAdvertiser:
                 # The next periodic RA retries; hosts hold the route for router_lifetime.
                 self.send_failures_total += 1
                 log.warning("router advertisement to port %d not sent: %s", port, exc)
+
+
+def router_advert(cfg: RouterAdvertConfig) -> RouterAdvert:
+    """The RA `cfg` describes."""
+    return RouterAdvert(
+        router_lifetime_s=cfg.router_lifetime,
+        prefixes=tuple(
+            PrefixInfo(p.prefix, p.on_link, p.autonomous, p.valid_lifetime_s, p.preferred_lifetime_s)
+            for p in cfg.prefixes
+        ),
+        cur_hop_limit=cfg.cur_hop_limit,
+        managed=cfg.managed,
+        other_config=cfg.other_config,
+        reachable_time_ms=cfg.reachable_time_ms,
+        retrans_timer_ms=cfg.retrans_timer_ms,
+        mtu=cfg.mtu,
+    )
+
+
+def build_advertiser(
+    config: Config, switch: RaSwitch, *, clock: Callable[[], float] = time.monotonic
+) -> RouterAdvertiser | None:
+    """The advertiser `config.ipv6.router_advertisements` asks for (None: no RAs). The frames'
+    Ethernet source is `vmac_base` (bucket 0's vmac): a MAC of the switch's own block that
+    no gateway or host holds; hosts take nothing from it (no SLLA option)."""
+    v6 = config.ipv6
+    if v6 is None or v6.router_advertisements is None or not v6.router_advertisements.enabled:
+        return None
+    ra = v6.router_advertisements
+    return RouterAdvertiser(
+        router_advert(ra),
+        v6.link_local,
+        config.vmac_base,
+        config.ports_with_role(PortRoleName.HOST),
+        RaTiming(ra.min_interval, ra.max_interval_s),
+        switch,
+        clock=clock,
+    )

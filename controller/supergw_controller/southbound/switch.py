@@ -15,6 +15,7 @@ reconcile rewrites or deletes it.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
@@ -268,7 +269,23 @@ class Southbound:
         )
         if not settings_ok:
             await s.write([Update(Op.MODIFY, want_settings)], idempotent=False)
-        log.info("reconciled: %d updates, settings %s", len(batch), "unchanged" if settings_ok else "written")
+        nd_ok = await self._default_action_held(ent.nd_settings(*self._nd_addresses()), self._config.ipv6 is None)
+        log.info("reconciled: %d updates, settings %s, nd_settings %s", len(batch),
+                 "unchanged" if settings_ok else "written", "unchanged" if nd_ok else "written")
+
+    def _nd_addresses(self) -> tuple[ipaddress.IPv6Address | None, ipaddress.IPv6Address | None]:
+        v6 = self._config.ipv6
+        return (None, None) if v6 is None else (v6.link_local, v6.global_ip)
+
+    async def _default_action_held(self, want: P4TableEntry, unread_is_fine: bool) -> bool:
+        """Whether the switch holds `want` as its table's default action; MODIFY it if not
+        (`unread_is_fine`: `want` is the initial default, so a switch that answers nothing holds it)."""
+        have = await self.session.read_or_none(P4TableEntry(want.table_id, is_default_action=True))
+        schema = self.session.schema
+        if (not have and unread_is_fine) or (have and ent.action_sig(schema, have[0]) == ent.action_sig(schema, want)):
+            return True
+        await self.session.write([Update(Op.MODIFY, want)], idempotent=False)
+        return False
 
     # ------------------------------------------------------------------ finsy's callbacks
     def _on_role(self, role: Role) -> None:
