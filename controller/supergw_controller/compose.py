@@ -48,7 +48,7 @@ from supergw_controller.placement import Placement
 from supergw_controller.ndp import parse_router_solicitation
 from supergw_controller.readmodel import ReadModel
 from supergw_controller.router_adverts import RouterAdvertiser, build_advertiser
-from supergw_controller.southbound.domain import HostIdle, HostSeen, PacketIn
+from supergw_controller.southbound.domain import HostIdle, HostSeen, Ip6Idle, Ip6Seen, PacketIn
 from supergw_controller.southbound.session import Role
 from supergw_controller.southbound.switch import SessionLike, Southbound
 from supergw_controller.stores import build_intent_store
@@ -218,6 +218,12 @@ class ControllerCore:
 
     async def hosts_idle(self, hosts: list[HostIdle]) -> None:
         await self.hosts_learning.idle(hosts)
+
+    async def ip6s_seen(self, seen: list[Ip6Seen]) -> None:
+        await self.hosts_learning.ip6s_seen(seen)
+
+    async def ip6s_idle(self, idle: list[Ip6Idle]) -> None:
+        await self.hosts_learning.ip6s_idle(idle)
 
     async def packet_in(self, packet: PacketIn) -> None:
         if packet.reason == pc.PuntReason.ROUTER_SOLICITATION:

@@ -1,5 +1,6 @@
 """Neighbor Discovery on the wire: the Router Advertisements the controller sends and the
-Router Solicitations it answers (RFC 4861 §4.1, §4.2, §4.6.2, §4.6.4, §6.1.1).
+Router Solicitations it answers (RFC 4861 §4.1, §4.2, §4.6.2, §4.6.4, §6.1.1), and the
+Neighbor Advertisement answering a gateway's solicitation the switch punts (§4.3, §4.4).
 
 Packet-outs and packet-ins carry plain Ethernet frames; this module builds and parses
 them with `struct` and `ipaddress` only (the controller does not depend on scapy; the
@@ -23,11 +24,17 @@ ETH_IPV6 = 0x86DD
 IPPROTO_ICMPV6 = 58
 ICMPV6_ROUTER_SOLICITATION = 133
 ICMPV6_ROUTER_ADVERTISEMENT = 134
+ICMPV6_NEIGHBOR_SOLICITATION = 135
+ICMPV6_NEIGHBOR_ADVERTISEMENT = 136
 ND_HOP_LIMIT = 255  # every ND message is sent and must arrive with hop limit 255 (§6.1)
 
 OPT_SOURCE_LL = 1
 OPT_PREFIX_INFO = 3
+OPT_TARGET_LL = 2
 OPT_MTU = 5
+NA_FLAG_ROUTER = 0x80000000
+NA_FLAG_SOLICITED = 0x40000000
+NA_FLAG_OVERRIDE = 0x20000000
 
 ALL_NODES = ipaddress.IPv6Address("ff02::1")
 ALL_ROUTERS = ipaddress.IPv6Address("ff02::2")
@@ -176,34 +183,77 @@ def parse_router_solicitation(frame: bytes) -> RouterSolicitation | None:
     checksum, ICMP length >= 8, every option's length > 0 and inside the message, and no
     source link-layer option when the source is the unspecified address.
     """
-    if len(frame) < _ETH.size + _IPV6.size + 8:
+    icmp = _icmpv6(frame, ICMPV6_ROUTER_SOLICITATION, 8)
+    if icmp is None or not _options_ok(icmp, 8):
         return None
-    _, eth_src, ethertype = _ETH.unpack_from(frame)
-    if ethertype != ETH_IPV6:
-        return None
-    vtc, plen, nxt, hlim, src_b, dst_b = _IPV6.unpack_from(frame, _ETH.size)
-    if vtc >> 28 != 6 or nxt != IPPROTO_ICMPV6 or hlim != ND_HOP_LIMIT:
-        return None
-    start = _ETH.size + _IPV6.size
-    if plen < 8 or start + plen > len(frame):
-        return None
-    icmp = frame[start : start + plen]
-    if icmp[0] != ICMPV6_ROUTER_SOLICITATION or icmp[1] != 0:
-        return None
-    src, dst = ipaddress.IPv6Address(src_b), ipaddress.IPv6Address(dst_b)
-    if not icmpv6_checksum_ok(src, dst, icmp):
-        return None
+    src, dst = ipaddress.IPv6Address(frame[22:38]), ipaddress.IPv6Address(frame[38:54])
     source_ll: str | None = None
     at = 8
     while at < len(icmp):
-        if at + 2 > len(icmp):
-            return None
         kind, units = icmp[at], icmp[at + 1]
-        if units == 0 or at + 8 * units > len(icmp):
-            return None
         if kind == OPT_SOURCE_LL and units == 1:
             source_ll = mac_to_str(icmp[at + 2 : at + 8])
         at += 8 * units
     if src == UNSPECIFIED and source_ll is not None:
         return None
-    return RouterSolicitation(eth_src=mac_to_str(eth_src), src=src, dst=dst, source_ll=source_ll)
+    return RouterSolicitation(eth_src=mac_to_str(frame[6:12]), src=src, dst=dst, source_ll=source_ll)
+
+
+
+@dataclass(frozen=True)
+class NeighborSolicitation:
+    eth_src: str
+    src: ipaddress.IPv6Address
+    target: ipaddress.IPv6Address
+
+
+def parse_neighbor_solicitation(frame: bytes) -> NeighborSolicitation | None:
+    """A valid Neighbor Solicitation (§7.1.1: hop limit 255, code 0, checksum, ICMP length
+    >= 24, target not multicast, options of nonzero length) in an Ethernet frame, or None."""
+    icmp = _icmpv6(frame, ICMPV6_NEIGHBOR_SOLICITATION, 24)
+    if icmp is None:
+        return None
+    src, target = ipaddress.IPv6Address(frame[22:38]), ipaddress.IPv6Address(icmp[8:24])
+    if target.is_multicast or not _options_ok(icmp, 24):
+        return None
+    return NeighborSolicitation(eth_src=mac_to_str(frame[6:12]), src=src, target=target)
+
+
+def neighbor_advert_frame(ns: NeighborSolicitation, answer_mac: str, *, router: bool = False) -> bytes:
+    """The Neighbor Advertisement answering `ns` for its target at `answer_mac` (§7.2.4):
+    Solicited and Override, with a target link-layer option; to the solicitor, or to all-nodes
+    when it solicited from `::` (DAD, then not Solicited)."""
+    dad = ns.src == UNSPECIFIED
+    flags = NA_FLAG_OVERRIDE | (0 if dad else NA_FLAG_SOLICITED) | (NA_FLAG_ROUTER if router else 0)
+    icmp = struct.pack("!BBHI16s", ICMPV6_NEIGHBOR_ADVERTISEMENT, 0, 0, flags, ns.target.packed)
+    icmp += struct.pack("!BB6s", OPT_TARGET_LL, 1, mac_to_bytes(answer_mac))
+    dst, eth_dst = (ALL_NODES, multicast_mac(ALL_NODES)) if dad else (ns.src, ns.eth_src)
+    return ipv6_frame(eth_dst, answer_mac, ns.target, dst, icmp)
+
+
+def _icmpv6(frame: bytes, kind: int, min_len: int) -> bytes | None:
+    """The ICMPv6 message of type `kind` (code 0, hop limit 255, checksum right, at least
+    `min_len` bytes) directly behind the IPv6 header of an Ethernet frame, or None."""
+    if len(frame) < _ETH.size + _IPV6.size + min_len:
+        return None
+    _, _, ethertype = _ETH.unpack_from(frame)
+    vtc, plen, nxt, hlim, src_b, dst_b = _IPV6.unpack_from(frame, _ETH.size)
+    if ethertype != ETH_IPV6 or vtc >> 28 != 6 or nxt != IPPROTO_ICMPV6 or hlim != ND_HOP_LIMIT:
+        return None
+    start = _ETH.size + _IPV6.size
+    if plen < min_len or start + plen > len(frame):
+        return None
+    icmp = frame[start : start + plen]
+    if icmp[0] != kind or icmp[1] != 0:
+        return None
+    if not icmpv6_checksum_ok(ipaddress.IPv6Address(src_b), ipaddress.IPv6Address(dst_b), icmp):
+        return None
+    return icmp
+
+
+def _options_ok(icmp: bytes, at: int) -> bool:
+    while at < len(icmp):
+        if at + 2 > len(icmp) or icmp[at + 1] == 0 or at + 8 * icmp[at + 1] > len(icmp):
+            return False
+        at += 8 * icmp[at + 1]
+    return True

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from finsy import P4PacketOut
+from finsy import P4PacketOut, P4TableAction
 from scapy.layers.inet6 import IPv6, ICMPv6ND_RA, ICMPv6ND_RS, ICMPv6NDOptPrefixInfo, ICMPv6NDOptSrcLLAddr
 from scapy.layers.l2 import Ether
 
@@ -70,10 +70,10 @@ def test_bad_ipv6_config_is_a_clear_error(tmp_path: Path, ipv6: dict[str, Any], 
 
 def test_nd_settings_entry() -> None:
     e = nd_settings(ipaddress.IPv6Address("fe80::1"), None)
-    assert e.action is not None and dict(e.action.args) == {"link_local_ip6": int(ipaddress.IPv6Address("fe80::1")),
+    assert isinstance(e.action, P4TableAction) and dict(e.action.args) == {"link_local_ip6": int(ipaddress.IPv6Address("fe80::1")),
                                                              "global_ip6": 0}
     off = nd_settings(None, None)
-    assert off.action is not None and off.action.name == pc.ACTION_MARK_ND_UNCONFIGURED
+    assert isinstance(off.action, P4TableAction) and off.action.name == pc.ACTION_MARK_ND_UNCONFIGURED
 
 
 def _rs(**ip: Any) -> bytes:

@@ -28,7 +28,7 @@ from supergw_controller.config import Config, PortRoleName
 from supergw_controller.errors import SwitchUnavailable
 from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.arbitration import ReplicaStream
-from supergw_controller.southbound.domain import HeldHosts, HostIdle, HostSeen, HostWrite, Op, PacketIn
+from supergw_controller.southbound.domain import HeldHosts, HostIdle, HostSeen, HostWrite, Ip6Idle, Ip6Seen, Op, PacketIn
 from supergw_controller.southbound.entities import BucketEntry, Update
 from supergw_controller.southbound.reconcile import diff_entries
 from supergw_controller.southbound.session import Role, SwitchSession
@@ -58,6 +58,12 @@ class SwitchListener(Protocol):
         ...
 
     async def hosts_idle(self, hosts: list[HostIdle]) -> None: ...
+
+    async def ip6s_seen(self, seen: list[Ip6Seen]) -> None:
+        """One IPv6 learn digest (acknowledged once this returns)."""
+        ...
+
+    async def ip6s_idle(self, idle: list[Ip6Idle]) -> None: ...
 
     async def packet_in(self, packet: PacketIn) -> None: ...
 
@@ -184,7 +190,14 @@ class Southbound:
         learned = await self.session.read(P4TableEntry(pc.TABLE_LEARNED_SOURCES))
         macs = await self.session.read(P4TableEntry(pc.TABLE_MAC_TABLE))
         ips = await self.session.read(P4TableEntry(pc.TABLE_HOST_IPS))
-        return ent.held_hosts(learned, macs, ips)
+        held = ent.held_hosts(learned, macs, ips)
+        if self._config.ipv6 is not None:
+            held.learned_ip6s[:], ip6s = ent.held_ip6s(
+                await self.session.read(P4TableEntry(pc.TABLE_LEARNED_IP6S)),
+                await self.session.read(P4TableEntry(pc.TABLE_HOST_IP6S)),
+            )
+            held.ip6s.update(ip6s)
+        return held
 
     async def refresh_buckets(self) -> None:
         """Read the bucket table into the mirror (a backup shows what the primary wrote)."""
@@ -234,17 +247,17 @@ class Southbound:
         elif sorted(ent.replica_ports(groups[0])) != host_ports:
             batch.append(Update(Op.MODIFY, want_group))
 
-        # Learn digest config.
-        want_digest = ent.learn_digest()
-        digests = await s.read_or_none(P4DigestEntry(pc.DIGEST_LEARN_DIGEST))
-        if not digests:
-            batch.append(Update(Op.INSERT, want_digest))
-        elif (digests[0].max_list_size, digests[0].max_timeout_ns, digests[0].ack_timeout_ns) != (
-            want_digest.max_list_size,
-            want_digest.max_timeout_ns,
-            want_digest.ack_timeout_ns,
-        ):
-            batch.append(Update(Op.MODIFY, want_digest))
+        # Learn digest config (IPv6 addresses only when the LAN is dual-stack).
+        for want_digest in [ent.learn_digest()] + ([ent.learn_ip6_digest()] if cfg.ipv6 is not None else []):
+            digests = await s.read_or_none(P4DigestEntry(want_digest.digest_id))
+            if not digests:
+                batch.append(Update(Op.INSERT, want_digest))
+            elif (digests[0].max_list_size, digests[0].max_timeout_ns, digests[0].ack_timeout_ns) != (
+                want_digest.max_list_size,
+                want_digest.max_timeout_ns,
+                want_digest.ack_timeout_ns,
+            ):
+                batch.append(Update(Op.MODIFY, want_digest))
 
         # Hosts: what the core makes of the switch's host tables.
         batch.extend(ent.host_update(w, self._idle_ns) for w in hosts(await self.read_hosts()))
@@ -297,6 +310,9 @@ class Southbound:
         await listener.primary()
         digests = sw.read_digests(pc.DIGEST_LEARN_DIGEST)
         sw.create_task(self._pump(digests, self.on_digest, "digest"), name="digests")
+        if self._config.ipv6 is not None:
+            ip6_digests = sw.read_digests(pc.DIGEST_LEARN_IP6_DIGEST)
+            sw.create_task(self._pump(ip6_digests, self.on_ip6_digest, "IPv6 digest"), name="ip6-digests")
         sw.create_task(self._pump(sw.read_packets(), self.on_packet_in, "packet-in"), name="packet-ins")
         sw.create_task(self._pump(sw.read_idle_timeouts(), self.on_idle_timeout, "idle timeout"), name="idle-timeouts")
         await listener.serving()
@@ -318,8 +334,17 @@ class Southbound:
     async def on_packet_in(self, pkt: Any) -> None:
         await self._need_listener().packet_in(ent.packet_in(dict(pkt.metadata), pkt.payload))
 
+    async def on_ip6_digest(self, dl: Any) -> None:
+        """The listener learns the digest's host addresses; then the digest is acknowledged."""
+        await self._need_listener().ip6s_seen(ent.seen_ip6s(dl))
+        await self.session.send([dl.ack()])
+
     async def on_idle_timeout(self, note: Any) -> None:
-        await self._need_listener().hosts_idle(ent.idle_hosts(self.session.schema, note.table_entry))
+        listener = self._need_listener()
+        if hosts := ent.idle_hosts(self.session.schema, note.table_entry):
+            await listener.hosts_idle(hosts)
+        if ip6s := ent.idle_ip6s(self.session.schema, note.table_entry):
+            await listener.ip6s_idle(ip6s)
 
     @staticmethod
     async def _pump(stream: AsyncIterator[T], handle: Callable[[T], Awaitable[None]], what: str) -> None:
