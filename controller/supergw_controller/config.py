@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from pydantic import (
+    ConfigDict,
     Field,
     SecretStr,
     ValidationInfo,
@@ -98,6 +99,33 @@ class SwitchConfig(StrictModel):
 class PipelineConfig(StrictModel):
     p4info: Path = Field(description="P4Info text or binary file")
     device_config: Path | None = Field(default=None, description="target device config, e.g. BMv2 JSON")
+
+
+class GatewayIp6Config(StrictModel):
+    """The gateway's shared IPv6 addresses (docs/pipeline-contract.md, "IPv6 Neighbor
+    Discovery on the LAN"): the switch answers Neighbor Solicitations for them with each
+    host's vmac, as it answers ARP for `gateway_ip`. Owned by no box."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    link_local: ipaddress.IPv6Address = Field(description="LL_G, in fe80::/10: the source of the Router Advertisements")
+    global_: ipaddress.IPv6Address | None = Field(
+        default=None, alias="global", description="GUA_G, a global unicast address on the LAN's prefix (optional)"
+    )
+
+    @field_validator("link_local")
+    @classmethod
+    def _link_local(cls, v: ipaddress.IPv6Address) -> ipaddress.IPv6Address:
+        if not v.is_link_local or v.is_multicast:
+            raise ValueError(f"{v} is not a link-local unicast address (fe80::/10)")
+        return v
+
+    @field_validator("global_")
+    @classmethod
+    def _global(cls, v: ipaddress.IPv6Address | None) -> ipaddress.IPv6Address | None:
+        if v is not None and (v.is_link_local or v.is_multicast or v.is_unspecified or v.is_loopback or v.ipv4_mapped):
+            raise ValueError(f"{v} is not a global (or unique local) unicast address")
+        return v
 
 
 class DispatchConfig(StrictModel):
@@ -640,6 +668,9 @@ class Config(StrictModel):
     switch: SwitchConfig
     pipeline: PipelineConfig
     gateway_ip: ipaddress.IPv4Address
+    gateway_ip6: GatewayIp6Config | None = Field(
+        default=None, description="the gateway's IPv6 addresses; without it the switch answers no Neighbor Discovery"
+    )
     buckets: int = Field(description="K, a power of two <= MAX_BUCKETS")
     vmac_base: str
     dispatch: DispatchConfig = Field(default_factory=DispatchConfig)

@@ -4,6 +4,7 @@ difference, and the switch's streams reach the listener as plain events."""
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,7 @@ def held_switch(session: RecordingSession) -> None:
         pc.TABLE_LEARNED_SOURCES: [ent.learned("02:00:00:00:00:01", 1, 1)],
         pc.TABLE_MAC_TABLE: [ent.mac_entry("02:00:00:00:00:01", 1)],
         pc.TABLE_HOST_IPS: [ent.host_ip("10.0.0.11", "02:00:00:00:00:01")],
+        pc.TABLE_ND_SETTINGS: [ent.nd_settings(None, None)],
         pc.TABLE_BUCKETS: [ent.bucket(0, 11, MAC1), ent.bucket(1, 12, MAC1),  # 1: wrong MAC for port 12
                            ent.bucket(3, 13, MAC3), ent.bucket(20, 11, MAC1)],  # 20: beyond K = 16
     })  # fmt: skip
@@ -187,10 +189,41 @@ async def test_reconcile_of_a_switch_in_line_writes_nothing(sb: tuple[Southbound
         "P4DigestEntry": [ent.learn_digest()],
         pc.TABLE_BUCKETS: [ent.bucket(b, 11, MAC1) for b in range(16)],
         pc.TABLE_SETTINGS: [ent.settings(str(cfg.gateway_ip), cfg.vmac_base, cfg.bucket_mask, cfg.dispatch.hash)],
+        pc.TABLE_ND_SETTINGS: [ent.nd_settings(None, None)],
     })  # fmt: skip
     await s.reconcile(lambda held: [], lambda held, before: dict(held))
     assert session.batches == []
     assert set(s.assignment.values()) == {"g1"} and len(s.assignment) == 16
+
+
+async def test_reconcile_writes_the_gateway_ipv6_addresses(tmp_path: Path) -> None:
+    """gateway_ip6 -> nd_settings' default action set_nd_config(LL_G, GUA_G), in the batch
+    before the dispatch settings; an absent global address is ::; a held equal one is
+    not rewritten; dropping gateway_ip6 from the config restores mark_nd_unconfigured."""
+    ll, gua = ipaddress.IPv6Address("fe80::1"), ipaddress.IPv6Address("2001:db8:1::1")
+    schema = P4Schema(P4INFO)
+    for ip6, want in [
+        ({"link_local": "fe80::1", "global": "2001:db8:1::1"}, ent.nd_settings(ll, gua)),
+        ({"link_local": "fe80::1"}, ent.nd_settings(ll, None)),
+        (None, ent.nd_settings(None, None)),
+    ]:
+        session = RecordingSession()
+        over = {} if ip6 is None else {"gateway_ip6": ip6}
+        s = Southbound(make_config(tmp_path, **over), session=session)
+        s.listen(Listener())
+        held = ent.nd_settings(ll, None) if ip6 is None else ent.nd_settings(None, None)
+        session.tables[pc.TABLE_ND_SETTINGS] = [held]
+        await s.reconcile(lambda held: [], lambda held, before: dict(held))
+        nd = [u for u in session.batches[0] if getattr(u.entity, "table_id", None) == pc.TABLE_ND_SETTINGS]
+        assert [(u.op, u.entity) for u in nd] == [(Op.MODIFY, want)]
+        nd[0].entity.encode(schema)  # fits the P4Info (128-bit params)
+
+        session.batches.clear()
+        session.tables[pc.TABLE_ND_SETTINGS] = [want]
+        await s.reconcile(lambda held: [], lambda held, before: dict(held))
+        assert not any(getattr(u.entity, "table_id", None) == pc.TABLE_ND_SETTINGS for b in session.batches for u in b)
+    args = ent.nd_settings(ll, None).action
+    assert args is not None and args.args[pc.PARAM_SET_ND_CONFIG_GLOBAL_IP6] == 0
 
 
 async def test_a_backup_mirrors_the_bucket_table(sb: tuple[Southbound, RecordingSession]) -> None:

@@ -107,6 +107,20 @@ def settings(
     )
 
 
+def nd_settings(link_local: ipaddress.IPv6Address | None, global_: ipaddress.IPv6Address | None) -> P4TableEntry:
+    """The gateway's IPv6 addresses, or none at all (`mark_nd_unconfigured`): ND is then not
+    answered. An absent global address is `::`, which the pipeline matches to nothing."""
+    if link_local is None:
+        action = P4TableAction(pc.ACTION_MARK_ND_UNCONFIGURED)
+    else:
+        params = {
+            pc.PARAM_SET_ND_CONFIG_LINK_LOCAL_IP6: int(link_local),
+            pc.PARAM_SET_ND_CONFIG_GLOBAL_IP6: int(global_) if global_ is not None else 0,
+        }
+        action = P4TableAction(pc.ACTION_SET_ND_CONFIG, **params)
+    return P4TableEntry(pc.TABLE_ND_SETTINGS, is_default_action=True, action=action)
+
+
 def bucket(index: int, port: int, gateway_mac: str | int) -> P4TableEntry:
     return P4TableEntry(
         pc.TABLE_BUCKETS,

@@ -270,6 +270,13 @@ class Southbound:
                 op = Op.MODIFY if b in held or b in foreign else Op.INSERT
                 batch.append(Update(op, BucketEntry(b, *self._targets[name])))
         batch.extend(Update(Op.DELETE, ent.bucket_key(b)) for b in sorted(foreign) if b >= self._k)
+
+        # The gateway's IPv6 addresses (ND answers); none configured -> the initial default.
+        ip6 = cfg.gateway_ip6
+        want_nd = ent.nd_settings(ip6.link_local if ip6 else None, ip6.global_ if ip6 else None)
+        have_nd = await s.read_or_none(P4TableEntry(pc.TABLE_ND_SETTINGS, is_default_action=True))
+        if not have_nd or ent.action_sig(schema, have_nd[0]) != ent.action_sig(schema, want_nd):
+            batch.append(Update(Op.MODIFY, want_nd))
         await s.write(batch)
         self._assignment = dict(target)
 
