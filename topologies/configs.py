@@ -132,13 +132,10 @@ def controller_config(topo: Topology, paths: SitePaths, slot: ControllerSlot | N
         "port_monitor": {"enabled": True} | ({"netns": topo.switch_ns} if slot.replica else {}),
     }
     if topo.lan.subnet6 is not None:
-        cfg["ipv6"] = {
-            "link_local": str(topo.lan.gateway_ll),
-            "global_ip": str(topo.lan.gateway_ip6),
-            "router_advertisements": {
-                "max_interval_s": topo.lan.ra_interval_s,
-                "prefixes": [{"prefix": str(topo.lan.subnet6)}],
-            },
+        cfg["gateway_ip6"] = {"link_local": str(topo.lan.gateway_ll), "global": str(topo.lan.gateway_ip6)}
+        cfg["router_advertisements"] = {
+            "max_interval_s": topo.lan.ra_interval_s,
+            "prefixes": [{"prefix": str(topo.lan.subnet6)}],
         }
     if slot.replica is None:
         cfg["state_db"] = str(paths.state_db)

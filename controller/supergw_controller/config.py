@@ -426,31 +426,6 @@ class RouterAdvertConfig(StrictModel):
         return self
 
 
-class Ipv6Config(StrictModel):
-    """The gateway's IPv6 addresses, answered by the switch (Neighbor Discovery) and held by
-    no gateway (docs/pipeline-contract.md, "IPv6 Neighbor Discovery on the LAN")."""
-
-    link_local: ipaddress.IPv6Address = Field(description="LL_G, fe80::/10: the router's address and the RAs' source")
-    global_ip: ipaddress.IPv6Address | None = Field(default=None, description="GUA_G, optional")
-    router_advertisements: RouterAdvertConfig | None = Field(
-        default=None, description="Router Advertisements by packet-out (none when unset)"
-    )
-
-    @field_validator("link_local")
-    @classmethod
-    def _link_local(cls, v: ipaddress.IPv6Address) -> ipaddress.IPv6Address:
-        if not v.is_link_local:
-            raise ValueError(f"{v} is not a link-local address (fe80::/10)")
-        return v
-
-    @field_validator("global_ip")
-    @classmethod
-    def _global(cls, v: ipaddress.IPv6Address | None) -> ipaddress.IPv6Address | None:
-        if v is not None and (v.is_link_local or v.is_multicast or v.is_unspecified or v.is_loopback):
-            raise ValueError(f"{v} cannot be the gateway's global address")
-        return v
-
-
 class RebalancePolicy(StrEnum):
     SUPERGW = "supergw"
     PAPER = "paper"
@@ -679,7 +654,9 @@ class Config(StrictModel):
     timing: TimingConfig = Field(default_factory=TimingConfig)
     heartbeats: HeartbeatsConfig = Field(default_factory=HeartbeatsConfig)
     learning: LearningConfig = Field(default_factory=LearningConfig)
-    ipv6: Ipv6Config | None = Field(default=None, description="the gateway's IPv6 addresses (unset: IPv4 only)")
+    router_advertisements: RouterAdvertConfig | None = Field(
+        default=None, description="Router Advertisements by packet-out from gateway_ip6.link_local (none when unset)"
+    )
     rebalancer: RebalancerConfig = Field(default_factory=RebalancerConfig)
     api: ApiConfig
     port_monitor: PortMonitorConfig = Field(default_factory=PortMonitorConfig)
@@ -745,6 +722,11 @@ class Config(StrictModel):
     @model_validator(mode="after")
     def _cross_checks(self) -> Config:
         errors: list[str] = []
+        if self.router_advertisements is not None and self.gateway_ip6 is None:
+            errors.append(
+                "router_advertisements: the RAs are sent from the gateway's link-local address: set "
+                "gateway_ip6.link_local (and its global address, optional)"
+            )
         if self.ha is not None and self.store.backend is not StoreBackend.ETCD:
             errors.append(
                 "ha: replicas need the shared etcd store: set store.backend: etcd and store.etcd.endpoints"

@@ -33,12 +33,12 @@ class HostSwitch(Protocol):
 
 class HostLearning:
     def __init__(self, config: Config, switch: HostSwitch, *, clock: Callable[[], float] = time.monotonic) -> None:
-        v6 = config.ipv6
+        v6 = config.gateway_ip6
         self.table = HostTable(
             set(config.ports_with_role(PortRoleName.HOST)),
             str(config.gateway_ip),
             ip_wait_s=config.learning.ip_wait_s,
-            gateway_ip6s=frozenset() if v6 is None else frozenset(str(a) for a in (v6.link_local, v6.global_ip) if a),
+            gateway_ip6s=frozenset() if v6 is None else frozenset(str(a) for a in (v6.link_local, v6.global_) if a),
         )
         self._switch = switch
         self._clock = clock

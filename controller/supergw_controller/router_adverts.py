@@ -200,16 +200,16 @@ def router_advert(cfg: RouterAdvertConfig) -> RouterAdvert:
 def build_advertiser(
     config: Config, switch: RaSwitch, *, clock: Callable[[], float] = time.monotonic
 ) -> RouterAdvertiser | None:
-    """The advertiser `config.ipv6.router_advertisements` asks for (None: no RAs). The frames'
-    Ethernet source is `vmac_base` (bucket 0's vmac): a MAC of the switch's own block that
-    no gateway or host holds; hosts take nothing from it (no SLLA option)."""
-    v6 = config.ipv6
-    if v6 is None or v6.router_advertisements is None or not v6.router_advertisements.enabled:
+    """The advertiser `config.router_advertisements` asks for (None: no RAs), from
+    `gateway_ip6.link_local`. The frames' Ethernet source is `vmac_base` (bucket 0's vmac): a
+    MAC of the switch's own block that no gateway or host holds; hosts take nothing from it
+    (no SLLA option)."""
+    ra, ip6 = config.router_advertisements, config.gateway_ip6
+    if ra is None or ip6 is None or not ra.enabled:
         return None
-    ra = v6.router_advertisements
     return RouterAdvertiser(
         router_advert(ra),
-        v6.link_local,
+        ip6.link_local,
         config.vmac_base,
         config.ports_with_role(PortRoleName.HOST),
         RaTiming(ra.min_interval, ra.max_interval_s),

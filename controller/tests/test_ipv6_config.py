@@ -1,79 +1,70 @@
-"""The `ipv6:` section (the gateway's IPv6 addresses, Router Advertisements): defaults per
-RFC 4861 §6.2.1, bad values refused with the key named, and what the core does with it
-(nd_settings at reconcile, a solicitation answered with an RA packet-out)."""
+"""The `router_advertisements:` section: defaults per RFC 4861 §6.2.1, bad values refused
+with the key named, and what the core does with it (RAs out of every host port, a
+solicitation answered with an RA packet-out out of its port)."""
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import re
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from finsy import P4PacketOut, P4TableAction
+from finsy import P4PacketOut
 from scapy.layers.inet6 import IPv6, ICMPv6ND_RA, ICMPv6ND_RS, ICMPv6NDOptPrefixInfo, ICMPv6NDOptSrcLLAddr
 from scapy.layers.l2 import Ether
 
 from supergw_proto import p4constants as pc
-from supergw_controller.config import ConfigError
-from supergw_controller.southbound.domain import Op, PacketIn
-from supergw_controller.southbound.entities import nd_settings
+from supergw_controller.config import Config, ConfigError
+from supergw_controller.southbound.domain import PacketIn
 
-from corekit import Clock, make_config, running_core
+from corekit import make_config, running_core
 
-V6: dict[str, Any] = {
-    "link_local": "fe80::1",
-    "global_ip": "fd00:60::1",
-    "router_advertisements": {"prefixes": [{"prefix": "fd00:60::/64"}]},
-}
+IP6: dict[str, Any] = {"link_local": "fe80::1", "global": "fd00:60::1"}
+RA: dict[str, Any] = {"prefixes": [{"prefix": "fd00:60::/64"}]}
+
+
+def config(tmp_path: Path, ra: dict[str, Any] | None = None, **over: Any) -> Config:
+    return make_config(tmp_path, gateway_ip6=IP6, router_advertisements=RA if ra is None else ra, **over)
 
 
 def test_defaults_follow_rfc_4861(tmp_path: Path) -> None:
-    cfg = make_config(tmp_path, ipv6=V6)
-    assert cfg.ipv6 is not None and cfg.ipv6.router_advertisements is not None
-    ra = cfg.ipv6.router_advertisements
+    ra = config(tmp_path).router_advertisements
+    assert ra is not None
     assert (ra.max_interval_s, ra.min_interval, ra.router_lifetime) == (600.0, 198.0, 1800)
     p = ra.prefixes[0]
     assert (p.on_link, p.autonomous, p.valid_lifetime_s, p.preferred_lifetime_s) == (True, True, 2_592_000, 604_800)
-    short = make_config(tmp_path, ipv6={**V6, "router_advertisements": {"max_interval_s": 4}}).ipv6
-    assert short is not None and short.router_advertisements is not None
-    assert (short.router_advertisements.min_interval, short.router_advertisements.router_lifetime) == (4.0, 12)
-    assert make_config(tmp_path).ipv6 is None  # IPv4 only unless configured
+    short = config(tmp_path, {"max_interval_s": 4}).router_advertisements
+    assert short is not None and (short.min_interval, short.router_lifetime) == (4.0, 12)
+    assert make_config(tmp_path).router_advertisements is None  # none unless configured
 
 
 @pytest.mark.parametrize(
-    ("ipv6", "needle"),
+    ("ra", "needle"),
     [
-        ({"link_local": "fd00::1"}, "ipv6.link_local"),
-        ({"link_local": "fe80::1", "global_ip": "ff02::1"}, "ipv6.global_ip"),
-        ({**V6, "router_advertisements": {"max_interval_s": 2}}, "max_interval_s"),
-        ({**V6, "router_advertisements": {"max_interval_s": 100, "min_interval_s": 90}}, "exceeds 0.75 x max_interval_s"),
-        ({**V6, "router_advertisements": {"max_interval_s": 100, "router_lifetime_s": 50}}, "below max_interval_s"),
-        ({**V6, "router_advertisements": {"router_lifetime_s": 9001}}, "router_lifetime_s"),
-        ({**V6, "router_advertisements": {"prefixes": [{"prefix": "fd00:60::/48"}]}}, "autonomous (SLAAC) needs a /64"),
-        ({**V6, "router_advertisements": {"prefixes": [{"prefix": "fe80::/64"}]}}, "cannot be advertised"),
-        ({**V6, "router_advertisements": {"prefixes": [{"prefix": "fd00:60::1/64"}]}}, "host bits set"),
-        ({**V6, "router_advertisements": {"prefixes": [{"prefix": "fd00:60::/64", "valid_lifetime_s": 10,
-                                                         "preferred_lifetime_s": 20}]}}, "exceeds valid_lifetime_s"),
-        ({**V6, "router_advertisements": {"prefixes": [{"prefix": "fd00:60::/64"}, {"prefix": "fd00:60::/64"}]}},
-         "is also prefixes[0]"),
-        ({**V6, "router_advertisements": {"mtu": 1000}}, "mtu"),
-        ({**V6, "router_advertisements": {"interval": 5}}, "interval"),
+        ({"max_interval_s": 2}, "router_advertisements.max_interval_s"),
+        ({"max_interval_s": 100, "min_interval_s": 90}, "exceeds 0.75 x max_interval_s"),
+        ({"max_interval_s": 100, "router_lifetime_s": 50}, "below max_interval_s"),
+        ({"router_lifetime_s": 9001}, "router_lifetime_s"),
+        ({"prefixes": [{"prefix": "fd00:60::/48"}]}, "autonomous (SLAAC) needs a /64"),
+        ({"prefixes": [{"prefix": "fe80::/64"}]}, "cannot be advertised"),
+        ({"prefixes": [{"prefix": "fd00:60::1/64"}]}, "host bits set"),
+        ({"prefixes": [{"prefix": "fd00:60::/64", "valid_lifetime_s": 10, "preferred_lifetime_s": 20}]},
+         "exceeds valid_lifetime_s"),
+        ({"prefixes": [{"prefix": "fd00:60::/64"}, {"prefix": "fd00:60::/64"}]}, "is also prefixes[0]"),
+        ({"mtu": 1000}, "mtu"),
+        ({"interval": 5}, "interval"),
     ],
 )
-def test_bad_ipv6_config_is_a_clear_error(tmp_path: Path, ipv6: dict[str, Any], needle: str) -> None:
+def test_bad_router_advertisements_are_a_clear_error(tmp_path: Path, ra: dict[str, Any], needle: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(needle)):
-        make_config(tmp_path, ipv6=ipv6)
+        config(tmp_path, ra)
 
 
-def test_nd_settings_entry() -> None:
-    e = nd_settings(ipaddress.IPv6Address("fe80::1"), None)
-    assert isinstance(e.action, P4TableAction) and dict(e.action.args) == {"link_local_ip6": int(ipaddress.IPv6Address("fe80::1")),
-                                                             "global_ip6": 0}
-    off = nd_settings(None, None)
-    assert isinstance(off.action, P4TableAction) and off.action.name == pc.ACTION_MARK_ND_UNCONFIGURED
+def test_router_advertisements_need_the_link_local_address(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="set gateway_ip6.link_local"):
+        make_config(tmp_path, router_advertisements=RA)
 
 
 def _rs(**ip: Any) -> bytes:
@@ -84,8 +75,7 @@ def _rs(**ip: Any) -> bytes:
 
 def test_solicitation_is_answered_with_an_ra_out_of_its_port(tmp_path: Path) -> None:
     async def body() -> None:
-        cfg = make_config(tmp_path, ipv6={**V6, "router_advertisements": {
-            "max_interval_s": 1800, "prefixes": [{"prefix": "fd00:60::/64"}]}})
+        cfg = config(tmp_path, {"max_interval_s": 1800, "prefixes": [{"prefix": "fd00:60::/64"}]})
         core, session = await running_core(cfg, time.monotonic)  # the advertiser sleeps in real time
         assert core.advertiser is not None
         task = asyncio.create_task(core.advertiser.run())
@@ -108,19 +98,5 @@ def test_solicitation_is_answered_with_an_ra_out_of_its_port(tmp_path: Path) -> 
         answers = [m for m in session.sent if isinstance(m, P4PacketOut)]
         assert [m.metadata[pc.CTRL_HDR_PACKET_OUT_EGRESS_PORT] for m in answers] == [2]
         task.cancel()
-
-    asyncio.run(body())
-
-
-def test_reconcile_writes_nd_settings(tmp_path: Path) -> None:
-    async def body() -> None:
-        cfg = make_config(tmp_path, ipv6=V6)
-        core, session = await running_core(cfg, Clock())
-        await core.switch.reconcile(core.hosts_learning.reconcile, core.placement.wanted)
-        nd = [u for b in session.batches for u in b if getattr(u.entity, "table_id", None) == pc.TABLE_ND_SETTINGS]
-        assert len(nd) == 1 and nd[0].op is Op.MODIFY
-        args = dict(nd[0].entity.action.args)
-        assert args == {"link_local_ip6": int(ipaddress.IPv6Address("fe80::1")),
-                        "global_ip6": int(ipaddress.IPv6Address("fd00:60::1"))}
 
     asyncio.run(body())

@@ -32,7 +32,7 @@ from corekit import Clock, make_config, ops, running_core
 
 MAC, MAC2 = "02:00:00:00:00:01", "02:00:00:00:00:02"
 LL, GUA = "fe80::1ff:fe00:1", "fd00:60::1ff:fe00:1"
-V6 = {"link_local": "fe80::1", "global_ip": "fd00:60::1"}
+IP6 = {"link_local": "fe80::1", "global": "fd00:60::1"}
 
 
 def table() -> HostTable:
@@ -131,7 +131,7 @@ def _gateway_ns(target: str, src: str = "fd00:60::251") -> bytes:
 
 def test_core_learns_ages_answers_and_shows_ipv6(tmp_path: Path) -> None:
     async def body() -> None:
-        core, session = await running_core(make_config(tmp_path, ipv6=V6), Clock())
+        core, session = await running_core(make_config(tmp_path, gateway_ip6=IP6), Clock())
         await core.ip6s_seen([Ip6Seen(MAC, 1, GUA)])
         written = [(u.op, u.entity.table_id) for b in session.batches for u in b]
         assert (Op.INSERT, pc.TABLE_HOST_IP6S) in written and (Op.INSERT, pc.TABLE_LEARNED_IP6S) in written
@@ -165,7 +165,7 @@ def test_core_learns_ages_answers_and_shows_ipv6(tmp_path: Path) -> None:
 
 def test_dad_solicitation_is_answered_to_all_nodes(tmp_path: Path) -> None:
     async def body() -> None:
-        core, session = await running_core(make_config(tmp_path, ipv6=V6), Clock())
+        core, session = await running_core(make_config(tmp_path, gateway_ip6=IP6), Clock())
         await core.ip6s_seen([Ip6Seen(MAC, 1, GUA)])
         frame = bytes(Ether(src="52:54:00:00:01:01") / IPv6(src="::", dst="ff02::1:ff00:1", hlim=255) / ICMPv6ND_NS(tgt=GUA))
         await core.packet_in(PacketIn(pc.PuntReason.GATEWAY_ND_MISS, 11, frame))

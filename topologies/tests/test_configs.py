@@ -51,8 +51,8 @@ def test_dual_stack_configs(tmp_path: Path) -> None:
     gen = write_all(topo, SitePaths(tmp_path, tmp_path / "logs"), Secrets.fresh(16))
     assert validate_with_owners(gen) == []
     ctl = yaml.safe_load(gen.controllers["controller"].read_text())
-    assert ctl["ipv6"]["link_local"] == "fe80::1" and ctl["ipv6"]["global_ip"] == "fd00:60::1"
-    assert ctl["ipv6"]["router_advertisements"]["prefixes"] == [{"prefix": "fd00:60::/64"}]
+    assert ctl["gateway_ip6"] == {"link_local": "fe80::1", "global": "fd00:60::1"}
+    assert ctl["router_advertisements"]["prefixes"] == [{"prefix": "fd00:60::/64"}]
     member = yaml.safe_load(gen.gateways["gw1"].read_text())
     peer = yaml.safe_load(gen.gateways["peer1"].read_text())
     assert member["interfaces"][0]["addresses6"] == ["fd00:60::fb/64"]  # 10.60.0.251's twin

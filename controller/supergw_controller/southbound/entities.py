@@ -424,22 +424,6 @@ def entry_key(schema: P4Schema, e: P4TableEntry) -> tuple[int, tuple[tuple[str, 
     return table_id(schema, e.table_id), tuple(sorted((k, _as_int(v)) for k, v in match.items()))
 
 
-def nd_settings(link_local: ipaddress.IPv6Address | None, global_ip: ipaddress.IPv6Address | None) -> P4TableEntry:
-    """`nd_settings`' default action: the gateway's IPv6 addresses (`::` = unset), or
-    unconfigured when the controller has none (an IPv4-only LAN)."""
-    if link_local is None and global_ip is None:
-        return P4TableEntry(pc.TABLE_ND_SETTINGS, is_default_action=True, action=P4TableAction(pc.ACTION_MARK_ND_UNCONFIGURED))
-    return P4TableEntry(
-        pc.TABLE_ND_SETTINGS,
-        is_default_action=True,
-        action=P4TableAction(
-            pc.ACTION_SET_ND_CONFIG,
-            link_local_ip6=int(link_local or 0),
-            global_ip6=int(global_ip or 0),
-        ),
-    )
-
-
 def action_sig(schema: P4Schema, e: P4TableEntry) -> tuple[int, tuple[tuple[str, int], ...]] | None:
     """Action id and argument values as ints, for deciding whether a MODIFY is needed."""
     a = e.action

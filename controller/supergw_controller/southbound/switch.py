@@ -15,7 +15,6 @@ reconcile rewrites or deletes it.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
@@ -191,7 +190,7 @@ class Southbound:
         macs = await self.session.read(P4TableEntry(pc.TABLE_MAC_TABLE))
         ips = await self.session.read(P4TableEntry(pc.TABLE_HOST_IPS))
         held = ent.held_hosts(learned, macs, ips)
-        if self._config.ipv6 is not None:
+        if self._config.gateway_ip6 is not None:
             held.learned_ip6s[:], ip6s = ent.held_ip6s(
                 await self.session.read(P4TableEntry(pc.TABLE_LEARNED_IP6S)),
                 await self.session.read(P4TableEntry(pc.TABLE_HOST_IP6S)),
@@ -248,7 +247,7 @@ class Southbound:
             batch.append(Update(Op.MODIFY, want_group))
 
         # Learn digest config (IPv6 addresses only when the LAN is dual-stack).
-        for want_digest in [ent.learn_digest()] + ([ent.learn_ip6_digest()] if cfg.ipv6 is not None else []):
+        for want_digest in [ent.learn_digest()] + ([ent.learn_ip6_digest()] if cfg.gateway_ip6 is not None else []):
             digests = await s.read_or_none(P4DigestEntry(want_digest.digest_id))
             if not digests:
                 batch.append(Update(Op.INSERT, want_digest))
@@ -289,23 +288,7 @@ class Southbound:
         )
         if not settings_ok:
             await s.write([Update(Op.MODIFY, want_settings)], idempotent=False)
-        nd_ok = await self._default_action_held(ent.nd_settings(*self._nd_addresses()), self._config.ipv6 is None)
-        log.info("reconciled: %d updates, settings %s, nd_settings %s", len(batch),
-                 "unchanged" if settings_ok else "written", "unchanged" if nd_ok else "written")
-
-    def _nd_addresses(self) -> tuple[ipaddress.IPv6Address | None, ipaddress.IPv6Address | None]:
-        v6 = self._config.ipv6
-        return (None, None) if v6 is None else (v6.link_local, v6.global_ip)
-
-    async def _default_action_held(self, want: P4TableEntry, unread_is_fine: bool) -> bool:
-        """Whether the switch holds `want` as its table's default action; MODIFY it if not
-        (`unread_is_fine`: `want` is the initial default, so a switch that answers nothing holds it)."""
-        have = await self.session.read_or_none(P4TableEntry(want.table_id, is_default_action=True))
-        schema = self.session.schema
-        if (not have and unread_is_fine) or (have and ent.action_sig(schema, have[0]) == ent.action_sig(schema, want)):
-            return True
-        await self.session.write([Update(Op.MODIFY, want)], idempotent=False)
-        return False
+        log.info("reconciled: %d updates, settings %s", len(batch), "unchanged" if settings_ok else "written")
 
     # ------------------------------------------------------------------ finsy's callbacks
     def _on_role(self, role: Role) -> None:
@@ -317,7 +300,7 @@ class Southbound:
         await listener.primary()
         digests = sw.read_digests(pc.DIGEST_LEARN_DIGEST)
         sw.create_task(self._pump(digests, self.on_digest, "digest"), name="digests")
-        if self._config.ipv6 is not None:
+        if self._config.gateway_ip6 is not None:
             ip6_digests = sw.read_digests(pc.DIGEST_LEARN_IP6_DIGEST)
             sw.create_task(self._pump(ip6_digests, self.on_ip6_digest, "IPv6 digest"), name="ip6-digests")
         sw.create_task(self._pump(sw.read_packets(), self.on_packet_in, "packet-in"), name="packet-ins")
