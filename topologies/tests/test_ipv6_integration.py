@@ -59,7 +59,7 @@ def test_slaac_host_pings_a_remote_ipv6_host_through_the_tunnel(switch: SwitchKi
         _in(ns, "ip", "-6", "addr", "del", f"{topo.lan6(h.ip)}/64", "dev", "eth0", check=True)
         _in(ns, "sysctl", "-qw", "net.ipv6.conf.eth0.disable_ipv6=1", check=True)
         _in(ns, "sysctl", "-qw", "net.ipv6.conf.eth0.disable_ipv6=0", check=True)
-        route, addrs = "", []
+        route, addrs = "", list[str]()
         deadline = time.monotonic() + RA_WAIT_S
         while time.monotonic() < deadline and not (route and addrs):
             time.sleep(0.25)
