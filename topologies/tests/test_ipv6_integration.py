@@ -35,10 +35,12 @@ def _in(ns: str, *argv: str, check: bool = False) -> subprocess.CompletedProcess
 
 
 def _ra_state(ns: str, prefix: ipaddress.IPv6Network) -> tuple[str, list[str]]:
-    """(h's IPv6 default route, its global addresses in `prefix`)."""
+    """(h's IPv6 default route, its usable global addresses in `prefix`: DAD done, else the
+    host would send from its link-local address, which a router must not forward)."""
     route = _in(ns, "ip", "-6", "route", "show", "default").stdout.strip()
     addrs = []
-    for line in _in(ns, "ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "global").stdout.splitlines():
+    out = _in(ns, "ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "global", "-tentative").stdout
+    for line in out.splitlines():
         a = ipaddress.IPv6Interface(line.split()[3])
         if a.ip in prefix:
             addrs.append(str(a.ip))
