@@ -134,6 +134,12 @@ def controller_config(topo: Topology, paths: SitePaths, slot: ControllerSlot | N
         # a replica in its own namespace watches them through the switch namespace by name.
         "port_monitor": {"enabled": True} | ({"netns": topo.switch_ns} if slot.replica else {}),
     }
+    if topo.lan.subnet6 is not None:
+        cfg["gateway_ip6"] = {"link_local": str(topo.lan.gateway_ll), "global": str(topo.lan.gateway_ip6)}
+        cfg["router_advertisements"] = {
+            "max_interval_s": topo.lan.ra_interval_s,
+            "prefixes": [{"prefix": str(topo.lan.subnet6)}],
+        }
     if slot.replica is None:
         cfg["state_db"] = str(paths.state_db)
         return cfg
@@ -185,6 +191,15 @@ def gateway_config(
         "dpd": {"delay_s": 5, "timeout_s": 15, "action": "restart"},
         "state_dir": str(state_dir),
     }
+    if topo.dual_stack:
+        # the tunnel carries IPv6 inside (its traffic selectors); the outer stays IPv4
+        lan6 = topo.lan6(g.lan_ip) if side == "lan" else topo.remote6(g.peer.lan_ip)
+        cfg["interfaces"][0]["addresses6"] = [f"{lan6}/64"]
+        local6, remote6 = topo.lan.subnet6, topo.remote.subnet6
+        if side != "lan":
+            local6, remote6 = remote6, local6
+        cfg["local"]["subnets"].append(str(local6))
+        cfg["remote"]["subnets"].append(str(remote6))
     if side == "lan" and topo.gateway_cpu_percent is not None:
         cfg["cpu_quota_percent"] = topo.gateway_cpu_percent
     if topo.esp_proposals is not None:

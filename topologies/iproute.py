@@ -43,9 +43,9 @@ def list_netns() -> list[str]:
 
 
 def add_netns(name: str) -> None:
-    """A namespace with lo up and IPv6 off: the emulation and the labs are IPv4-only, so a
-    host's first frame is ARP or IPv4, which the switch's learning digest carries its IP
-    from (an ND frame would not)."""
+    """A namespace with lo up and IPv6 off: IPv4-only nodes stay silent in IPv6, so a host's
+    first frame is ARP or IPv4, which the switch's learning digest carries its IP from (an ND
+    frame would not); a dual-stack node turns it back on for its interface (`ipv6_on`)."""
     run(["ip", "netns", "add", name])
     run(["ip", "link", "set", "lo", "up"], name)
     for scope in ("all", "default"):
@@ -84,6 +84,22 @@ def addr(netns: str | None, dev: str, ip: object, prefixlen: int) -> None:
 
 def default_route(netns: str, via: object) -> None:
     run(["ip", "route", "replace", "default", "via", str(via)], netns)
+
+
+def ipv6_on(netns: str, dev: str, *, accept_ra: bool = True) -> None:
+    """IPv6 back on for `dev` of a dual-stack node (add_netns turns it off), as a stock host
+    has it: link-local address, and Router Advertisements accepted unless `accept_ra` is False."""
+    for key, value in ((f"net.ipv6.conf.{dev}.disable_ipv6", "0"), (f"net.ipv6.conf.{dev}.accept_ra", str(int(accept_ra)))):
+        run(["sysctl", "-q", "-w", f"{key}={value}"], netns)
+
+
+def addr6(netns: str, dev: str, ip: object, prefixlen: int = 64) -> None:
+    """A configured IPv6 address (no duplicate address detection: the topology makes it unique)."""
+    run(["ip", "-6", "addr", "replace", f"{ip}/{prefixlen}", "dev", dev, "nodad"], netns)
+
+
+def default_route6(netns: str, via: object) -> None:
+    run(["ip", "-6", "route", "replace", "default", "via", str(via)], netns)
 
 
 def bridge(netns: str, ports: list[str]) -> None:

@@ -87,6 +87,13 @@ class SwitchSpec(StrictModel):
         return int(self.grpc_addr.rpartition(":")[2])
 
 
+def twin6(ip: ipaddress.IPv4Address, subnet: ipaddress.IPv4Network, subnet6: ipaddress.IPv6Network) -> ipaddress.IPv6Address:
+    """The IPv6 twin of a dual-stack node's IPv4 address: the same offset into `subnet6` as
+    `ip` has in `subnet` (10.60.0.11 in 10.60.0.0/24 -> fd00:60::b in fd00:60::/64), so a
+    topology lists every address once."""
+    return subnet6.network_address + (int(ip) - int(subnet.network_address))
+
+
 class LanSpec(StrictModel):
     subnet: ipaddress.IPv4Network
     gateway_ip: ipaddress.IPv4Address
@@ -94,6 +101,12 @@ class LanSpec(StrictModel):
     buckets: int = Field(default=256, ge=1, le=4096)
     # The controller's `dispatch` section (bucket hash, initial partition), passed through.
     dispatch: DispatchConfig = Field(default_factory=DispatchConfig)
+    # Dual stack: the LAN's IPv6 /64. Every node gets its IPv4 address's twin in it (twin6),
+    # IP_G's twin is the gateway's global address GUA_G, `gateway_ll` its link-local LL_G;
+    # the controller advertises the prefix (Router Advertisements), hosts also form SLAAC addresses.
+    subnet6: ipaddress.IPv6Network | None = None
+    gateway_ll: ipaddress.IPv6Address = ipaddress.IPv6Address("fe80::1")
+    ra_interval_s: float = Field(default=30.0, ge=4.0, le=1800.0, description="MaxRtrAdvInterval of the emulation")
 
     @model_validator(mode="after")
     def _checks(self) -> LanSpec:
@@ -101,7 +114,15 @@ class LanSpec(StrictModel):
             raise ValueError(f"gateway_ip {self.gateway_ip} is outside subnet {self.subnet}")
         if self.buckets & (self.buckets - 1):
             raise ValueError(f"buckets {self.buckets} is not a power of two")
+        if self.subnet6 is not None and self.subnet6.prefixlen != 64:
+            raise ValueError(f"subnet6 {self.subnet6} must be a /64 (hosts form SLAAC addresses in it)")
+        if not self.gateway_ll.is_link_local:
+            raise ValueError(f"gateway_ll {self.gateway_ll} is not link-local (fe80::/10)")
         return self
+
+    @property
+    def gateway_ip6(self) -> ipaddress.IPv6Address | None:
+        return None if self.subnet6 is None else twin6(self.gateway_ip, self.subnet, self.subnet6)
 
 
 class HostSpec(StrictModel):
@@ -145,6 +166,7 @@ class RemoteHostSpec(StrictModel):
 class RemoteSpec(StrictModel):
     subnet: ipaddress.IPv4Network
     hosts: list[RemoteHostSpec] = Field(min_length=1)
+    subnet6: ipaddress.IPv6Network | None = None  # dual stack (with lan.subnet6): the remote LAN's IPv6 twin
 
 
 class MgmtSpec(StrictModel):
@@ -292,9 +314,33 @@ class Topology(StrictModel, Prefixed):
                     errors.append(f"controller replica {name}: its address {ip} is outside {self.mgmt.subnet} or taken")
         if self.lan.subnet.overlaps(self.remote.subnet):
             errors.append("lan.subnet overlaps remote.subnet")
+        if (self.lan.subnet6 is None) != (self.remote.subnet6 is None):
+            errors.append("dual stack needs both lan.subnet6 and remote.subnet6 (or neither)")
+        elif self.lan.subnet6 is not None and self.remote.subnet6 is not None:
+            if self.lan.subnet6.overlaps(self.remote.subnet6):
+                errors.append("lan.subnet6 overlaps remote.subnet6")
+            for net, net6 in ((self.lan.subnet, self.lan.subnet6), (self.remote.subnet, self.remote.subnet6)):
+                if net.num_addresses > net6.num_addresses:
+                    errors.append(f"{net6} is smaller than {net}: not every address has an IPv6 twin")
         if errors:
             raise ValueError("; ".join(errors))
         return self
+
+    @property
+    def dual_stack(self) -> bool:
+        return self.lan.subnet6 is not None
+
+    def lan6(self, ip: ipaddress.IPv4Address) -> ipaddress.IPv6Address:
+        """The IPv6 twin of a LAN address (dual stack only)."""
+        if self.lan.subnet6 is None:
+            raise ValueError(f"site {self.prefix} is IPv4 only")
+        return twin6(ip, self.lan.subnet, self.lan.subnet6)
+
+    def remote6(self, ip: ipaddress.IPv4Address) -> ipaddress.IPv6Address:
+        """The IPv6 twin of a remote-LAN address (dual stack only)."""
+        if self.remote.subnet6 is None:
+            raise ValueError(f"site {self.prefix} is IPv4 only")
+        return twin6(ip, self.remote.subnet, self.remote.subnet6)
 
     # Derived names: one place, used by build, health checks and teardown (ns, switch_ns,
     # mgmt_root_if: Prefixed).

@@ -82,6 +82,11 @@ def _lan(topo: Topology, sw: str) -> None:
         addr(hns, "eth0", h.ip, lan_len)
         default_route(hns, topo.lan.gateway_ip)
         offloads_off(hns, "eth0")
+        if topo.dual_stack:
+            # a stock host: its IPv6 default route (and a SLAAC address) come from the
+            # controller's Router Advertisements; the twin address is for predictable pings
+            iproute.ipv6_on(hns, "eth0")
+            iproute.addr6(hns, "eth0", topo.lan6(h.ip))
     if (sim := topo.simulated_hosts) is not None:
         # supergw-hostsim's port: the kernel of its namespace stays silent on it (no address, no
         # ARP, no IPv6), so every frame the switch sees comes from a simulated host.
@@ -130,7 +135,12 @@ def _remote_site(topo: Topology, wan_ports: list[str]) -> None:
         rns = topo.ns(r.name)
         veth(r.name, rlan, "eth0", rns)
         addr(rns, "eth0", r.ip, rlan_len)
-        default_route(rns, next(g.peer.lan_ip for g in topo.gateways if g.peer.name == r.via))
+        via = next(g.peer.lan_ip for g in topo.gateways if g.peer.name == r.via)
+        default_route(rns, via)
+        if topo.dual_stack:
+            iproute.ipv6_on(rns, "eth0", accept_ra=False)
+            iproute.addr6(rns, "eth0", topo.remote6(r.ip))
+            iproute.default_route6(rns, topo.remote6(via))
         rlan_ports.append(r.name)
     bridge(wan, wan_ports)
     bridge(rlan, rlan_ports)

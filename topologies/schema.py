@@ -62,6 +62,7 @@ class SiteSpec(StrictModel):
     mac_base: Mac
     mgmt: ipaddress.IPv4Network
     initiate: bool
+    lan6: ipaddress.IPv6Network | None = None  # dual stack: the site LAN's IPv6 /64 (both sites or neither)
     api_port: int = Field(default=8080, gt=0, lt=65536)
     replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)  # > 1: replicated controllers on etcd at this site
 
@@ -121,6 +122,8 @@ class TwoSiteFile(StrictModel):
             errors.append("exactly one site initiates the IKE SAs (sites[].initiate)")
         if a.lan.overlaps(b.lan) or a.mgmt.overlaps(b.mgmt):
             errors.append("the sites' lan (or mgmt) subnets overlap")
+        if (a.lan6 is None) != (b.lan6 is None):
+            errors.append("dual stack needs sites[].lan6 at both sites (or at neither)")
         if self.first_host + self.hosts_per_site - 1 > 250:
             errors.append(f"hosts .{self.first_host}-.{self.first_host + self.hosts_per_site - 1} run into the "
                           "gateways' LAN addresses (.251-.254): lower first_host or hosts_per_site")
@@ -165,13 +168,15 @@ class TwoSiteFile(StrictModel):
             "prefix": s.prefix,
             "switch": self.switch.model_dump(mode="json"),
             "lan": {"subnet": str(s.lan), "gateway_ip": str(s.gateway_ip), "vmac_base": s.vmac_base,
-                    "buckets": self.buckets, "dispatch": self.dispatch},
+                    "buckets": self.buckets, "dispatch": self.dispatch,
+                    **({"subnet6": str(s.lan6)} if s.lan6 is not None else {})},
             "hosts": hosts,
             "gateways": gws,
             "wan": {"subnet": str(self.wan.subnet)},
             "remote": {"subnet": str(o.lan),
                        "hosts": [{"name": h["name"], "ip": h["ip"], "via": o_gws[j % len(o_gws)]["name"]}
-                                 for j, h in enumerate(o_hosts)]},
+                                 for j, h in enumerate(o_hosts)],
+                       **({"subnet6": str(o.lan6)} if o.lan6 is not None else {})},
             "mgmt": {"subnet": str(s.mgmt), "host_ip": str(s.mgmt[1]), "controller_ip": str(s.mgmt[2])},
             "controller": {"api_port": s.api_port, "psk_bytes": self.psk_bytes, "replicas": s.replicas},
             "gateway_cpu_percent": self.gateway_cpu_percent,

@@ -40,13 +40,39 @@ class Backend(str, Enum):
     UML = "uml"
 
 
+# A dual-stack gateway's namespace or guest: IPv6 on (on interfaces made later too, such as
+# libipsec's TUN device) and forwarded; forwarding also makes it ignore Router Advertisements.
+IPV6_SYSCTLS = (
+    "net.ipv6.conf.all.disable_ipv6=0",
+    "net.ipv6.conf.default.disable_ipv6=0",
+    "net.ipv6.conf.all.forwarding=1",
+)
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
 class Interface(StrictModel):
     """A NIC of the gateway. `device` is the interface in the gateway's namespace."""
 
     role: Literal["lan", "wan"]
     device: str
     address: ipaddress.IPv4Interface
+    addresses6: list[ipaddress.IPv6Interface] = Field(
+        default_factory=list,
+        description="its IPv6 addresses (dual stack), without duplicate address detection: they are configured",
+    )
     mtu: int | None = Field(default=None, ge=576, le=65535)
+
+    @field_validator("addresses6")
+    @classmethod
+    def _ipv6(cls, v: list[ipaddress.IPv6Interface]) -> list[ipaddress.IPv6Interface]:
+        for a in v:
+            if a.ip.is_multicast or a.ip.is_unspecified or a.ip.is_loopback:
+                raise ValueError(f"{a} cannot be an interface address")
+        if len({a.ip for a in v}) != len(v):
+            raise ValueError(f"an address is listed twice: {[str(a) for a in v]}")
+        return v
 
     @field_validator("device")
     @classmethod
@@ -57,15 +83,24 @@ class Interface(StrictModel):
 
 
 class Route(StrictModel):
-    destination: ipaddress.IPv4Network
-    via: ipaddress.IPv4Address
+    destination: IPNetwork
+    via: IPAddress
+
+    @model_validator(mode="after")
+    def _one_family(self) -> Route:
+        if self.destination.version != self.via.version:
+            raise ValueError(f"route to {self.destination} via {self.via}: destination and via are of different "
+                             "IP versions")
+        return self
 
 
 class Endpoint(StrictModel):
-    """One side of the site-to-site tunnel."""
+    """One side of the site-to-site tunnel: its outer address (IPv4 or IPv6) and the inner
+    subnets it carries (either version, mixed: a dual-stack tunnel is one CHILD_SA with
+    IPv4 and IPv6 traffic selectors)."""
 
-    address: ipaddress.IPv4Address
-    subnets: list[ipaddress.IPv4Network] = Field(min_length=1)
+    address: IPAddress
+    subnets: list[IPNetwork] = Field(min_length=1)
     id: str | None = None
 
 
@@ -368,12 +403,17 @@ class GatewayConfig(StrictModel):
             raise ValueError(f"duplicate interface devices: {devices}")
         if self.local.address == self.remote.address:
             raise ValueError("local.address and remote.address must differ")
+        if self.local.address.version != self.remote.address.version:
+            raise ValueError(f"local.address {self.local.address} and remote.address {self.remote.address} are of "
+                             "different IP versions: the tunnel's outer addresses are both IPv4 or both IPv6")
         wan = self.wan
-        if self.local.address != wan.ip:
-            raise ValueError(f"local.address {self.local.address} must be the wan interface address {wan.ip}")
+        wan_ips = [wan.ip, *(a.ip for a in self.wan_interface.addresses6)]
+        if self.local.address not in wan_ips:
+            raise ValueError(f"local.address {self.local.address} must be the wan interface address or one of its "
+                             f"addresses6 ({', '.join(map(str, wan_ips))})")
         for a in self.local.subnets:
             for b in self.remote.subnets:
-                if a.overlaps(b):
+                if a.version == b.version and a.overlaps(b):
                     raise ValueError(f"local subnet {a} overlaps remote subnet {b}")
         if (p := self.partner) is not None:
             if not any(p.address in n for n in self.remote.subnets):
@@ -390,7 +430,7 @@ class GatewayConfig(StrictModel):
         if self.remote_access is not None:
             check_gateway(self.remote_access, backend=self.backend.value, wan=wan,
                           lan=[i.address for i in self.interfaces if i.role == "lan"],
-                          local_subnets=self.local.subnets, remote_subnets=self.remote.subnets)
+                          local_subnets=self.ipv4_subnets(self.local), remote_subnets=self.ipv4_subnets(self.remote))
         return self
 
     @model_validator(mode="after")
@@ -414,9 +454,26 @@ class GatewayConfig(StrictModel):
         lan = self.lan
         return None if lan is None else lan.address.ip
 
+    @staticmethod
+    def ipv4_subnets(end: Endpoint) -> list[ipaddress.IPv4Network]:
+        """The IPv4 inner subnets of a tunnel end (remote access is IPv4 only)."""
+        return [n for n in end.subnets if isinstance(n, ipaddress.IPv4Network)]
+
+    @property
+    def wan_interface(self) -> Interface:
+        return next(i for i in self.interfaces if i.role == "wan")
+
     @property
     def wan(self) -> ipaddress.IPv4Interface:
-        return next(i.address for i in self.interfaces if i.role == "wan")
+        return self.wan_interface.address
+
+    @property
+    def ipv6(self) -> bool:
+        """Dual stack: an IPv6 address, inner subnet, outer address or route is configured
+        (the gateway then forwards IPv6 too)."""
+        return (any(i.addresses6 for i in self.interfaces) or self.local.address.version == 6
+                or any(n.version == 6 for n in [*self.local.subnets, *self.remote.subnets])
+                or any(r.destination.version == 6 for r in self.routes))
 
     @property
     def netns(self) -> str:

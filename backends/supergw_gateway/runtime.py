@@ -14,7 +14,7 @@ from typing import Any
 from supergw_gateway import netns, tunnel
 from supergw_gateway.cgroup import CpuGroup
 from supergw_gateway.charon import CharonProcess
-from supergw_gateway.config import Backend, GatewayConfig
+from supergw_gateway.config import IPV6_SYSCTLS, Backend, GatewayConfig
 from supergw_gateway.detect import Detection, choose_backend
 from supergw_gateway.errors import GatewayError
 from supergw_gateway.executor import Executor, LocalExecutor
@@ -110,10 +110,16 @@ class Gateway:
 
     def _configure_netns(self) -> None:
         ns = LocalExecutor(self.cfg.netns)
+        if self.cfg.ipv6:
+            # first: a namespace may start with IPv6 off, and then takes no IPv6 address
+            for key in IPV6_SYSCTLS:
+                ns.run(["sysctl", "-qw", key])
         for itf in self.cfg.interfaces:
             if itf.mtu:
                 ns.run(["ip", "link", "set", itf.device, "mtu", str(itf.mtu)])
             ns.run(["ip", "addr", "replace", str(itf.address), "dev", itf.device])
+            for a6 in itf.addresses6:
+                ns.run(["ip", "-6", "addr", "replace", str(a6), "dev", itf.device, "nodad"])
             ns.run(["ip", "link", "set", itf.device, "up"])
         for r in self.cfg.routes:
             ns.run(["ip", "route", "replace", str(r.destination), "via", str(r.via)])

@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from supergw_gateway.config import GatewayConfig
+from supergw_gateway.config import IPV6_SYSCTLS, GatewayConfig
 
 UML_MODULES = Path("/usr/lib/uml/modules")
 MGMT_GUEST_DEV = "sgwmgmt0"
@@ -147,10 +147,13 @@ def render_init(cfg: GatewayConfig, addrs: GuestAddrs, python: str, prereqs: Gue
         # UML picks a random MAC per boot: a restarted gateway would be unreachable to peers
         # until their ARP entry for it went stale.
         lines.append(f"ip link set {name} address {stable_mac(cfg.name, name)}")
+    if cfg.ipv6:
+        lines += [f"sysctl -qw {key}" for key in IPV6_SYSCTLS]
     for itf in cfg.interfaces:
         if itf.mtu:
             lines.append(f"ip link set {itf.device} mtu {itf.mtu}")
         lines.append(f"ip addr add {itf.address} dev {itf.device}")
+        lines += [f"ip -6 addr add {a6} dev {itf.device} nodad" for a6 in itf.addresses6]
         lines.append(f"ip link set {itf.device} up")
     lines += [
         f"ip addr add {addrs.guest_ip}/{addrs.prefix} dev {MGMT_GUEST_DEV}",

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from supergw_proto import p4constants as pc
 from supergw_proto.api import BucketView, EventView, GatewayView, HistoryView, HostView, RebalanceView, StatusView
 from supergw_proto.reports import GatewayReport, Heartbeat
 from supergw_controller.bucket_stats import BucketStats
@@ -44,8 +45,10 @@ from supergw_controller.hosts import HostLearning
 from supergw_controller.intent_store import IntentStoreApi
 from supergw_controller.liveness import Liveness
 from supergw_controller.placement import Placement
+from supergw_controller.ndp import parse_router_solicitation
 from supergw_controller.readmodel import ReadModel
-from supergw_controller.southbound.domain import HostIdle, HostSeen, PacketIn
+from supergw_controller.router_adverts import RouterAdvertiser, build_advertiser
+from supergw_controller.southbound.domain import HostIdle, HostSeen, Ip6Idle, Ip6Seen, PacketIn
 from supergw_controller.southbound.session import Role
 from supergw_controller.southbound.switch import SessionLike, Southbound
 from supergw_controller.stores import build_intent_store, etcd_tls
@@ -102,6 +105,7 @@ class ControllerCore:
         )
         self.liveness = Liveness(config, self.registry, self.placement.on_liveness, clock=clock)
         self.hosts_learning = HostLearning(config, self.switch, clock=clock)
+        self.advertiser: RouterAdvertiser | None = build_advertiser(config, self.switch, clock=clock)
         self.read = ReadModel(
             config,
             switch=self.switch,
@@ -194,6 +198,8 @@ class ControllerCore:
 
     async def serving(self) -> None:
         self.switch.spawn(self._periodic(), name="counters-rebalance")
+        if self.advertiser is not None:
+            self.switch.spawn(self.advertiser.run(), name="router-advertisements")
         assignment = self.placement.assignment
         log.info(
             "primary and reconciled: %d buckets over %d gateways, %d hosts",
@@ -213,8 +219,26 @@ class ControllerCore:
     async def hosts_idle(self, hosts: list[HostIdle]) -> None:
         await self.hosts_learning.idle(hosts)
 
+    async def ip6s_seen(self, seen: list[Ip6Seen]) -> None:
+        await self.hosts_learning.ip6s_seen(seen)
+
+    async def ip6s_idle(self, idle: list[Ip6Idle]) -> None:
+        await self.hosts_learning.ip6s_idle(idle)
+
     async def packet_in(self, packet: PacketIn) -> None:
-        await self.hosts_learning.packet_in(packet)
+        if packet.reason == pc.PuntReason.ROUTER_SOLICITATION:
+            self.router_solicitation(packet)
+        else:
+            await self.hosts_learning.packet_in(packet)
+
+    def router_solicitation(self, packet: PacketIn) -> None:
+        """A host's RS (punted by the switch, never forwarded): answered when valid (RFC 4861 §6.1.1)."""
+        rs = parse_router_solicitation(packet.payload)
+        if self.advertiser is None or rs is None:
+            log.debug("router solicitation on port %d ignored (%s)", packet.port,
+                      "invalid" if rs is None else "no router_advertisements configured")
+            return
+        self.advertiser.solicited(rs, packet.port)
 
     async def _mirror(self) -> None:
         while True:

@@ -332,6 +332,104 @@ class LearningConfig(StrictModel):
     )
 
 
+class PrefixConfig(StrictModel):
+    """One prefix the Router Advertisements announce (a Prefix Information option, RFC 4861
+    §4.6.2; defaults from §6.2.1)."""
+
+    prefix: ipaddress.IPv6Network
+    on_link: bool = True
+    autonomous: bool = Field(default=True, description="hosts form addresses in it by SLAAC (needs a /64)")
+    valid_lifetime_s: int = Field(default=2_592_000, ge=0, le=0xFFFFFFFF, description="0xffffffff: infinite")
+    preferred_lifetime_s: int = Field(default=604_800, ge=0, le=0xFFFFFFFF)
+
+    @field_validator("prefix", mode="before")
+    @classmethod
+    def _network(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            try:
+                return ipaddress.IPv6Network(v)  # its message names the problem ("has host bits set")
+            except ValueError as exc:
+                raise ValueError(f"not an IPv6 prefix: {exc}") from None
+        return v
+
+    @field_validator("prefix")
+    @classmethod
+    def _routable(cls, v: ipaddress.IPv6Network) -> ipaddress.IPv6Network:
+        if v.is_link_local or v.is_multicast or v.is_loopback or v.is_unspecified:
+            raise ValueError(f"{v} cannot be advertised as an on-link or SLAAC prefix")
+        return v
+
+    @model_validator(mode="after")
+    def _lifetimes(self) -> PrefixConfig:
+        if self.autonomous and self.prefix.prefixlen != 64:
+            raise ValueError(
+                f"prefix {self.prefix}: autonomous (SLAAC) needs a /64 — hosts on Ethernet form 64-bit interface "
+                "identifiers and ignore other lengths (RFC 4862 §5.5.3 d, RFC 2464 §4); set autonomous: false "
+                "to announce it on-link only"
+            )
+        if self.preferred_lifetime_s > self.valid_lifetime_s:
+            raise ValueError(
+                f"prefix {self.prefix}: preferred_lifetime_s {self.preferred_lifetime_s} exceeds valid_lifetime_s "
+                f"{self.valid_lifetime_s} (RFC 4861 §4.6.2)"
+            )
+        return self
+
+
+class RouterAdvertConfig(StrictModel):
+    """Router Advertisements the controller sends by packet-out out of every host port from
+    the gateway's link-local address, without a source link-layer option (RFC 4861 §4.2), so
+    every host resolves the router to its own bucket's vmac. Bounds and defaults: §6.2.1."""
+
+    enabled: bool = True
+    prefixes: list[PrefixConfig] = Field(default_factory=list)
+    max_interval_s: float = Field(default=600.0, ge=4.0, le=1800.0, description="MaxRtrAdvInterval")
+    min_interval_s: float | None = Field(
+        default=None, ge=3.0, description="MinRtrAdvInterval (default 0.33 x max, or max when max < 9 s)"
+    )
+    router_lifetime_s: int | None = Field(
+        default=None, ge=0, le=9000, description="AdvDefaultLifetime (default 3 x max_interval_s; 0: not a default router)"
+    )
+    cur_hop_limit: int = Field(default=64, ge=0, le=255)
+    managed: bool = Field(default=False, description="the M flag: addresses from DHCPv6")
+    other_config: bool = Field(default=False, description="the O flag: other configuration from DHCPv6")
+    reachable_time_ms: int = Field(default=0, ge=0, le=3_600_000, description="0: unspecified by this router")
+    retrans_timer_ms: int = Field(default=0, ge=0, le=0xFFFFFFFF, description="0: unspecified by this router")
+    mtu: int | None = Field(default=None, ge=1280, le=0xFFFFFFFF, description="an MTU option (none by default)")
+
+    @property
+    def min_interval(self) -> float:
+        if self.min_interval_s is not None:
+            return self.min_interval_s
+        return 0.33 * self.max_interval_s if self.max_interval_s >= 9 else self.max_interval_s
+
+    @property
+    def router_lifetime(self) -> int:
+        return self.router_lifetime_s if self.router_lifetime_s is not None else min(9000, round(3 * self.max_interval_s))
+
+    @model_validator(mode="after")
+    def _bounds(self) -> RouterAdvertConfig:
+        errors: list[str] = []
+        if self.min_interval_s is not None and self.min_interval_s > 0.75 * self.max_interval_s:
+            errors.append(
+                f"min_interval_s {self.min_interval_s} exceeds 0.75 x max_interval_s ({0.75 * self.max_interval_s:g}; "
+                "RFC 4861 §6.2.1)"
+            )
+        lifetime = self.router_lifetime
+        if lifetime != 0 and lifetime < self.max_interval_s:
+            errors.append(
+                f"router_lifetime_s {lifetime} is below max_interval_s {self.max_interval_s:g}: hosts would drop the "
+                "default route between two advertisements (0 or >= max_interval_s; RFC 4861 §6.2.1)"
+            )
+        seen: dict[ipaddress.IPv6Network, int] = {}
+        for i, p in enumerate(self.prefixes):
+            if p.prefix in seen:
+                errors.append(f"prefixes[{i}]: {p.prefix} is also prefixes[{seen[p.prefix]}]")
+            seen.setdefault(p.prefix, i)
+        if errors:
+            raise ValueError("\n".join(errors))
+        return self
+
+
 class RebalancePolicy(StrEnum):
     SUPERGW = "supergw"
     PAPER = "paper"
@@ -595,6 +693,9 @@ class Config(StrictModel):
     timing: TimingConfig = Field(default_factory=TimingConfig)
     heartbeats: HeartbeatsConfig = Field(default_factory=HeartbeatsConfig)
     learning: LearningConfig = Field(default_factory=LearningConfig)
+    router_advertisements: RouterAdvertConfig | None = Field(
+        default=None, description="Router Advertisements by packet-out from gateway_ip6.link_local (none when unset)"
+    )
     rebalancer: RebalancerConfig = Field(default_factory=RebalancerConfig)
     api: ApiConfig
     port_monitor: PortMonitorConfig = Field(default_factory=PortMonitorConfig)
@@ -660,6 +761,11 @@ class Config(StrictModel):
     @model_validator(mode="after")
     def _cross_checks(self) -> Config:
         errors: list[str] = []
+        if self.router_advertisements is not None and self.gateway_ip6 is None:
+            errors.append(
+                "router_advertisements: the RAs are sent from the gateway's link-local address: set "
+                "gateway_ip6.link_local (and its global address, optional)"
+            )
         if self.ha is not None and self.store.backend is not StoreBackend.ETCD:
             errors.append(
                 "ha: replicas need the shared etcd store: set store.backend: etcd and store.etcd.endpoints"

@@ -18,7 +18,8 @@ from supergw_proto import p4constants as pc
 from supergw_controller.config import Config, PortRoleName
 from supergw_controller.errors import SwitchUnavailable
 from supergw_controller.learning import ARP_REQUEST, HostTable, arp_reply, parse_arp
-from supergw_controller.southbound.domain import HeldHosts, HostIdle, HostSeen, HostWrite, PacketIn
+from supergw_controller.ndp import neighbor_advert_frame, parse_neighbor_solicitation
+from supergw_controller.southbound.domain import HeldHosts, HostIdle, HostSeen, HostWrite, Ip6Idle, Ip6Seen, PacketIn
 
 log = logging.getLogger(__name__)
 
@@ -32,14 +33,20 @@ class HostSwitch(Protocol):
 
 class HostLearning:
     def __init__(self, config: Config, switch: HostSwitch, *, clock: Callable[[], float] = time.monotonic) -> None:
+        v6 = config.gateway_ip6
         self.table = HostTable(
-            set(config.ports_with_role(PortRoleName.HOST)), str(config.gateway_ip), ip_wait_s=config.learning.ip_wait_s
+            set(config.ports_with_role(PortRoleName.HOST)),
+            str(config.gateway_ip),
+            ip_wait_s=config.learning.ip_wait_s,
+            gateway_ip6s=frozenset() if v6 is None else frozenset(str(a) for a in (v6.link_local, v6.global_) if a),
         )
         self._switch = switch
         self._clock = clock
         self.digests_total = 0
         self.packet_ins_total = 0
         self.arp_misses_unknown_total = 0
+        self.ip6_digests_total = 0
+        self.nd_misses_unknown_total = 0
 
     async def seen(self, hosts: Sequence[HostSeen]) -> None:
         """One learn digest: learn its hosts; a failed write forgets them (the switch digests them again)."""
@@ -68,9 +75,40 @@ class HostLearning:
         except SwitchUnavailable as exc:
             log.warning("ageing write failed: %s", exc)
 
+    async def ip6s_seen(self, seen: Sequence[Ip6Seen]) -> None:
+        """One IPv6 learn digest: the addresses become their hosts'; a failed write forgets
+        them (the switch digests them again)."""
+        self.ip6_digests_total += 1
+        now = self._clock()
+        writes: list[HostWrite] = []
+        for s in seen:
+            writes += self.table.learn_ip6(s.mac, s.port, s.ip6, now)
+        try:
+            await self._switch.write_hosts(writes)
+        except SwitchUnavailable as exc:
+            log.warning("IPv6 learning write failed (addresses will be re-learned): %s", exc)
+            for s in seen:
+                if self.table.mac_of_ip6(s.ip6) == s.mac:
+                    self.table.expire_ip6(s.ip6, s.mac)
+
+    async def ip6s_idle(self, idle: Sequence[Ip6Idle]) -> None:
+        """`learned_ip6s` entries went idle: those addresses are forgotten."""
+        writes: list[HostWrite] = []
+        for i in idle:
+            log.info("IPv6 address %s of %s idle: forgetting it", i.ip6, i.mac)
+            writes += self.table.expire_ip6(i.ip6, i.mac)
+        try:
+            await self._switch.write_hosts(writes)
+        except SwitchUnavailable as exc:
+            log.warning("IPv6 ageing write failed: %s", exc)
+
     async def packet_in(self, p: PacketIn) -> None:
-        """A gateway's ARP for a host IP the switch did not know: answer it if we do."""
+        """A gateway's ARP or Neighbor Solicitation for a host address the switch did not
+        know: answer it if we do."""
         self.packet_ins_total += 1
+        if p.reason == pc.PuntReason.GATEWAY_ND_MISS:
+            await self._nd_miss(p)
+            return
         arp = parse_arp(p.payload)
         if p.reason != pc.PuntReason.GATEWAY_ARP_MISS or arp is None or arp.op != ARP_REQUEST:
             log.debug("packet-in reason %d from port %d ignored", p.reason, p.port)
@@ -82,6 +120,19 @@ class HostLearning:
             return
         await self._switch.send_packet(arp_reply(arp, mac), p.port)
         log.debug("answered ARP for %s (%s) to port %d", arp.target_ip, mac, p.port)
+
+    async def _nd_miss(self, p: PacketIn) -> None:
+        ns = parse_neighbor_solicitation(p.payload)
+        if ns is None:
+            log.debug("invalid Neighbor Solicitation from port %d ignored", p.port)
+            return
+        mac = self.table.mac_of_ip6(str(ns.target))
+        if mac is None:
+            self.nd_misses_unknown_total += 1
+            log.debug("gateway on port %d solicits unknown %s: ignored", p.port, ns.target)
+            return
+        await self._switch.send_packet(neighbor_advert_frame(ns, mac), p.port)
+        log.debug("answered NS for %s (%s) to port %d", ns.target, mac, p.port)
 
     async def sweep(self) -> None:
         """Learn the hosts that waited `learning.ip_wait_s` for an IP without one."""

@@ -23,7 +23,16 @@ import struct
 from dataclasses import dataclass, field
 
 from supergw_proto.addresses import mac_to_bytes, mac_to_str
-from supergw_controller.southbound.domain import HeldHosts, HostIp, HostWrite, L2Entry, LearnedSource, Op
+from supergw_controller.southbound.domain import (
+    HeldHosts,
+    HostIp,
+    HostIp6,
+    HostWrite,
+    L2Entry,
+    LearnedIp6,
+    LearnedSource,
+    Op,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +46,7 @@ class Host:
     mac: str
     port: int
     ips: set[str] = field(default_factory=set)
+    ip6s: set[str] = field(default_factory=set)  # its IPv6 addresses (link-local and global), each aged on its own
     seen: float = 0.0  # monotonic time it was learned or re-learned
     # learned_sources (mac, port) is installed. False while waiting for an IPv4 source:
     # then `waiting_since` is when the first IP-less digest (or the adoption) came.
@@ -55,16 +65,21 @@ class ArpPacket:
 
 
 class HostTable:
-    def __init__(self, host_ports: set[int], gateway_ip: str, *, ip_wait_s: float) -> None:
+    def __init__(
+        self, host_ports: set[int], gateway_ip: str, *, ip_wait_s: float, gateway_ip6s: frozenset[str] = frozenset()
+    ) -> None:
         """`ip_wait_s`: how long a host without a known IP may keep sending IP-less digests
-        before it is learned without an IP (0: at once, on its first digest)."""
+        before it is learned without an IP (0: at once, on its first digest).
+        `gateway_ip6s`: the gateway's IPv6 addresses, never a host's."""
         if ip_wait_s < 0:
             raise ValueError(f"ip_wait_s must be >= 0, got {ip_wait_s}")
         self._host_ports = host_ports
         self._gateway_ip = gateway_ip
+        self._gateway_ip6s = gateway_ip6s
         self._ip_wait_s = ip_wait_s
         self._hosts: dict[str, Host] = {}
         self._ip_owner: dict[str, str] = {}
+        self._ip6_owner: dict[str, str] = {}  # ip6 -> mac, for every address in host_ip6s
 
     def __len__(self) -> int:
         return len(self._hosts)
@@ -77,6 +92,9 @@ class HostTable:
 
     def mac_of_ip(self, ip: str) -> str | None:
         return self._ip_owner.get(ip)
+
+    def mac_of_ip6(self, ip6: str) -> str | None:
+        return self._ip6_owner.get(ip6)
 
     def learn(self, mac: str, port: int, ip: str | None, now: float) -> list[HostWrite]:
         """A (src MAC, port[, IP]) seen on a host port; returns the updates to write."""
@@ -113,13 +131,69 @@ class HostTable:
             h.seen = now
         if ip is not None:
             out.extend(self._set_ip(h, ip))
-        if h.learned or ip is not None or h.ips or now - h.waiting_since >= self._ip_wait_s:
+        if h.learned or ip is not None or h.ips or h.ip6s or now - h.waiting_since >= self._ip_wait_s:
             if not h.learned and ip is None and not h.ips and self._ip_wait_s > 0:
                 log.info("host %s sent no IPv4 source for %.1fs: learned without an IP", mac, self._ip_wait_s)
             out.insert(at, HostWrite(Op.INSERT, LearnedSource(mac, port)))
             h.learned = True
         elif out:
             log.debug("host %s on port %d: forwarding, waiting for an IPv4 source", mac, port)
+        return out
+
+    def learn_ip6(self, mac: str, port: int, ip6: str, now: float) -> list[HostWrite]:
+        """(IPv6 source, src MAC) seen on host port `port` (an IPv6 learn digest): the address
+        becomes the host's (`learned_ip6s` with its own idle timeout, `host_ip6s`). A host still
+        waiting for an IPv4 source is learned now: an IPv6 address is as good as an IPv4 one."""
+        mac = mac.lower()
+        if port not in self._host_ports:
+            log.debug("ignoring IPv6 learn of %s on non-host port %d", mac, port)
+            return []
+        addr = ipaddress.IPv6Address(ip6)
+        if int(mac.split(":")[0], 16) & 1 or addr.is_multicast or addr.is_unspecified or ip6 in self._gateway_ip6s:
+            log.debug("ignoring IPv6 learn of %s for %s", ip6, mac)
+            return []
+        ip6 = str(addr)
+        out: list[HostWrite] = []
+        h = self._hosts.get(mac)
+        if h is None or h.port != port:
+            # Its MAC digest is on the way or lost: learn the MAC as well.
+            out += self.learn(mac, port, None, now)
+            h = self._hosts[mac]
+        owner = self._ip6_owner.get(ip6)
+        if owner == mac:
+            # The switch missed learned_ip6s (it aged out while this digest was in flight).
+            out.append(HostWrite(Op.INSERT, LearnedIp6(ip6, mac)))
+        elif owner is None:
+            out += [HostWrite(Op.INSERT, LearnedIp6(ip6, mac)), HostWrite(Op.INSERT, HostIp6(ip6, mac))]
+        else:
+            log.info("IPv6 address %s moved from %s to %s", ip6, owner, mac)
+            prev = self._hosts.get(owner)
+            if prev is not None:
+                prev.ip6s.discard(ip6)
+            out += [
+                HostWrite(Op.DELETE, LearnedIp6(ip6, owner)),
+                HostWrite(Op.MODIFY, HostIp6(ip6, mac)),
+                HostWrite(Op.INSERT, LearnedIp6(ip6, mac)),
+            ]
+        self._ip6_owner[ip6] = mac
+        h.ip6s.add(ip6)
+        h.seen = now
+        if not h.learned:
+            log.info("host %s learned by its IPv6 address %s", mac, ip6)
+            out.append(HostWrite(Op.INSERT, LearnedSource(mac, h.port)))
+            h.learned = True
+        return out
+
+    def expire_ip6(self, ip6: str, mac: str) -> list[HostWrite]:
+        """learned_ip6s (ip6, mac) went idle: the address is no longer the host's."""
+        mac = mac.lower()
+        out = [HostWrite(Op.DELETE, LearnedIp6(ip6, mac))]
+        if self._ip6_owner.get(ip6) == mac:
+            del self._ip6_owner[ip6]
+            out.append(HostWrite(Op.DELETE, HostIp6(ip6, mac)))
+        h = self._hosts.get(mac)
+        if h is not None:
+            h.ip6s.discard(ip6)
         return out
 
     def sweep(self, now: float) -> tuple[list[str], list[HostWrite]]:
@@ -181,6 +255,9 @@ class HostTable:
             if self._ip_owner.get(ip) == mac:
                 del self._ip_owner[ip]
                 out.append(HostWrite(Op.DELETE, HostIp(ip, mac)))
+        for ip6 in sorted(h.ip6s):
+            if self._ip6_owner.get(ip6) == mac:
+                out += self.expire_ip6(ip6, mac)
         return out
 
     def reinstall(self) -> list[HostWrite]:
@@ -191,6 +268,8 @@ class HostTable:
                 out.append(HostWrite(Op.INSERT, LearnedSource(h.mac, h.port)))
             out.append(HostWrite(Op.INSERT, L2Entry(h.mac, h.port)))
             out.extend(HostWrite(Op.INSERT, HostIp(ip, h.mac)) for ip in sorted(h.ips))
+            for ip6 in sorted(h.ip6s):
+                out += [HostWrite(Op.INSERT, LearnedIp6(ip6, h.mac)), HostWrite(Op.INSERT, HostIp6(ip6, h.mac))]
         return out
 
     def adopt(self, held: HeldHosts, now: float) -> list[HostWrite]:
@@ -223,6 +302,22 @@ class HostTable:
             self._ip_owner[ip] = mac
             if mac in self._hosts:
                 self._hosts[mac].ips.add(ip)
+        return out + self._adopt_ip6s(held)
+
+    def _adopt_ip6s(self, held: HeldHosts) -> list[HostWrite]:
+        """IPv6 addresses as the switch holds them; an address of an unknown host, or one of
+        the two tables without the other, is deleted (its next frame teaches it again)."""
+        self._ip6_owner.clear()
+        out: list[HostWrite] = []
+        learned = {(e.ip6, e.mac) for e in held.learned_ip6s}
+        for ip6, mac in sorted(held.ip6s.items()):
+            if mac in self._hosts and (ip6, mac) in learned:
+                self._ip6_owner[ip6] = mac
+                self._hosts[mac].ip6s.add(ip6)
+            else:
+                out.append(HostWrite(Op.DELETE, HostIp6(ip6, mac)))
+        out += [HostWrite(Op.DELETE, LearnedIp6(ip6, mac)) for ip6, mac in sorted(learned)
+                if self._ip6_owner.get(ip6) != mac]
         return out
 
 

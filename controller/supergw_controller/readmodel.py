@@ -8,6 +8,7 @@ counters, the event log).
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from collections.abc import Callable
 
@@ -146,6 +147,7 @@ class ReadModel:
                     mac=h.mac,
                     port=h.port,
                     ip=sorted(h.ips)[0] if h.ips else None,
+                    ipv6=sorted(h.ip6s, key=ipaddress.IPv6Address),
                     bucket=b,
                     vmac=vmac(self._config.vmac_base, b),
                     gateway=assignment.get(b),

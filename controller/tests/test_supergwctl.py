@@ -171,7 +171,7 @@ def test_hosts(served: Served) -> None:
     ran = ctl(served, "hosts")
     assert ran.code == EXIT_OK, ran.err
     row = rows(ran.out)[HOST.mac]
-    assert row[1] == HOST.ip and row[2] == "1"
+    assert row[1] == HOST.ip and row[2] == "-" and row[3] == "1"  # no IPv6 address: "-"
     as_json = ctl(served, "hosts", "--json").json()
     assert [h["mac"] for h in as_json] == [HOST.mac] and as_json == served.api("/hosts")
 

@@ -56,6 +56,7 @@ class HostView(_View):
     mac: str
     port: int
     ip: str | None
+    ipv6: list[str] = []  # its IPv6 addresses (link-local and global) learned from its frames, sorted
     bucket: int
     vmac: str
     gateway: str | None

@@ -89,3 +89,19 @@ def test_cli_reports_a_bad_topology(tmp_path: Path, capsys: pytest.CaptureFixtur
     data["lan"]["buckets"] = 3
     assert main(["up", "--topology", str(_write(tmp_path, data))]) == 2
     assert "lan: buckets 3 is not a power of two" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        (lambda d: d["remote"].pop("subnet6"), "needs both lan.subnet6 and remote.subnet6"),
+        (lambda d: d["lan"].update(subnet6="fd00:60::/56"), "must be a /64"),
+        (lambda d: d["remote"].update(subnet6="fd00:60::/64"), "lan.subnet6 overlaps remote.subnet6"),
+        (lambda d: d["lan"].update(gateway_ll="fd00::1"), "not link-local"),
+    ],
+)
+def test_bad_dual_stack_topology_is_a_clear_error(change: Any, needle: str) -> None:
+    data = load().single.model_dump(mode="json", exclude_none=True)
+    change(data)
+    with pytest.raises(ValueError, match=needle):
+        Topology.model_validate(data)

@@ -122,7 +122,7 @@ def build_conn(cfg: GatewayConfig) -> dict[str, Any]:
     """The load-conn message of the remote-access connection (responder only)."""
     ra = require(cfg)
     m = cache_mapping(ra)
-    subnets = ra.subnets or cfg.local.subnets
+    subnets = ra.subnets or cfg.ipv4_subnets(cfg.local)
     child: dict[str, Any] = {
         "local_ts": [str(n) for n in subnets],
         "esp_proposals": list(ra.proposals.esp or cfg.proposals.esp),

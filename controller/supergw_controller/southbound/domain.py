@@ -7,7 +7,7 @@ packet-ins and idle timeouts as plain events.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 
@@ -43,7 +43,23 @@ class HostIp:
     mac: str
 
 
-HostEntry = LearnedSource | L2Entry | HostIp
+@dataclass(frozen=True)
+class LearnedIp6:
+    """`learned_ip6s` (ip6, mac): the switch knows this host address; ages out when idle."""
+
+    ip6: str
+    mac: str
+
+
+@dataclass(frozen=True)
+class HostIp6:
+    """`host_ip6s`: the switch answers gateways' Neighbor Solicitations for `ip6` with `mac`."""
+
+    ip6: str
+    mac: str
+
+
+HostEntry = LearnedSource | L2Entry | HostIp | LearnedIp6 | HostIp6
 
 
 @dataclass(frozen=True)
@@ -65,6 +81,8 @@ class HeldHosts:
     learned: list[LearnedSource]
     l2: dict[str, int | None]
     ips: dict[str, str]  # ip -> mac
+    learned_ip6s: list[LearnedIp6] = field(default_factory=list)
+    ip6s: dict[str, str] = field(default_factory=dict)  # host_ip6s: ip6 -> mac
 
 
 # -- what the switch tells the controller
@@ -86,6 +104,23 @@ class HostIdle:
 
     mac: str
     port: int
+
+
+@dataclass(frozen=True)
+class Ip6Seen:
+    """One IPv6 learn digest: (IPv6 source, src MAC) missed `learned_ip6s` on host port `port`."""
+
+    mac: str
+    port: int
+    ip6: str
+
+
+@dataclass(frozen=True)
+class Ip6Idle:
+    """`learned_ip6s` (ip6, mac) went idle (idle-timeout notification)."""
+
+    ip6: str
+    mac: str
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,10 @@ from supergw_controller.southbound.domain import (
     HostIp,
     HostSeen,
     HostWrite,
+    Ip6Idle,
+    Ip6Seen,
     L2Entry,
+    LearnedIp6,
     LearnedSource,
     Op,
     PacketIn,
@@ -202,14 +205,52 @@ def learned_key(mac: str | int, port: int) -> P4TableEntry:
     return P4TableEntry(pc.TABLE_LEARNED_SOURCES, match=P4TableMatch(src_mac=mac_int(mac), port=port))
 
 
+def ip6_int(ip6: str) -> int:
+    return int(ipaddress.IPv6Address(ip6))
+
+
+def ip6_str(ip6: int) -> str:
+    return str(ipaddress.IPv6Address(ip6))
+
+
+def learned_ip6(ip6: str, mac: str | int, idle_timeout_ns: int) -> P4TableEntry:
+    return P4TableEntry(
+        pc.TABLE_LEARNED_IP6S,
+        match=P4TableMatch(src_ip6=ip6_int(ip6), src_mac=mac_int(mac)),
+        action=P4TableAction(pc.ACTION_MARK_IP6_KNOWN),
+        idle_timeout_ns=idle_timeout_ns,
+    )
+
+
+def learned_ip6_key(ip6: str, mac: str | int) -> P4TableEntry:
+    return P4TableEntry(pc.TABLE_LEARNED_IP6S, match=P4TableMatch(src_ip6=ip6_int(ip6), src_mac=mac_int(mac)))
+
+
+def host_ip6(ip6: str, mac: str | int) -> P4TableEntry:
+    return P4TableEntry(
+        pc.TABLE_HOST_IP6S,
+        match=P4TableMatch(target_ip6=ip6_int(ip6)),
+        action=P4TableAction(pc.ACTION_ADVERTISE_HOST_MAC, host_mac=mac_int(mac)),
+    )
+
+
+def host_ip6_key(ip6: str) -> P4TableEntry:
+    return P4TableEntry(pc.TABLE_HOST_IP6S, match=P4TableMatch(target_ip6=ip6_int(ip6)))
+
+
 def flood_group(ports: Iterable[int]) -> P4MulticastGroupEntry:
     return P4MulticastGroupEntry(pc.HOST_FLOOD_GROUP, replicas=tuple((p, 0) for p in sorted(ports)))
 
 
-def learn_digest(ack_timeout_ns: int = 500_000_000) -> P4DigestEntry:
+def learn_digest(ack_timeout_ns: int = 500_000_000, name: str = pc.DIGEST_LEARN_DIGEST) -> P4DigestEntry:
     # One digest per message and no batching delay: learning latency matters more than
     # message count at LAN host counts.
-    return P4DigestEntry(pc.DIGEST_LEARN_DIGEST, max_list_size=1, max_timeout_ns=0, ack_timeout_ns=ack_timeout_ns)
+    return P4DigestEntry(name, max_list_size=1, max_timeout_ns=0, ack_timeout_ns=ack_timeout_ns)
+
+
+def learn_ip6_digest() -> P4DigestEntry:
+    """The IPv6 address digest, configured as the MAC one."""
+    return learn_digest(name=pc.DIGEST_LEARN_IP6_DIGEST)
 
 
 def bucket_counters() -> P4DirectCounterEntry:
@@ -233,8 +274,12 @@ def host_update(w: HostWrite, idle_timeout_ns: int) -> Update:
         entity = learned_key(e.mac, e.port) if delete else learned(e.mac, e.port, idle_timeout_ns)
     elif isinstance(e, L2Entry):
         entity = mac_key(e.mac) if delete else mac_entry(e.mac, e.port)
-    else:
+    elif isinstance(e, HostIp):
         entity = host_ip_key(e.ip) if delete else host_ip(e.ip, e.mac)
+    elif isinstance(e, LearnedIp6):
+        entity = learned_ip6_key(e.ip6, e.mac) if delete else learned_ip6(e.ip6, e.mac, idle_timeout_ns)
+    else:
+        entity = host_ip6_key(e.ip6) if delete else host_ip6(e.ip6, e.mac)
     return Update(w.op, entity)
 
 
@@ -278,6 +323,20 @@ def held_hosts(learned: Iterable[P4TableEntry], macs: Iterable[P4TableEntry], ip
     return HeldHosts(learned=sources, l2=l2, ips=owners)
 
 
+def held_ip6s(learned: Iterable[P4TableEntry], ip6s: Iterable[P4TableEntry]) -> tuple[list[LearnedIp6], dict[str, str]]:
+    """`learned_ip6s` and `host_ip6s` as read back: (learned entries, ip6 -> mac)."""
+    sources = [
+        LearnedIp6(ip6_str(int(m[pc.MATCH_LEARNED_IP6S_SRC_IP6])), mac_str(int(m[pc.MATCH_LEARNED_IP6S_SRC_MAC])))
+        for m in map(_match, learned)
+    ]
+    owners = {
+        ip6_str(int(_match(e)[pc.MATCH_HOST_IP6S_TARGET_IP6])): mac_str(int(_args(e)[pc.PARAM_ADVERTISE_HOST_MAC_HOST_MAC]))
+        for e in ip6s
+        if pc.PARAM_ADVERTISE_HOST_MAC_HOST_MAC in _args(e)
+    }
+    return sources, owners
+
+
 class MalformedStreamItem(ValueError):
     """A digest item or packet-in the P4Info does not allow (a misbehaving switch)."""
 
@@ -307,6 +366,32 @@ def seen_hosts(digest_list: Iterable[Any]) -> tuple[list[HostSeen], list[str]]:
             continue
         out.append(HostSeen(mac_str(mac), port, ip_str(ip) if ip else None))
     return out, dropped
+
+
+def seen_ip6s(digest_list: Iterable[Any]) -> tuple[list[Ip6Seen], list[str]]:
+    """The host addresses of one IPv6 learn digest list, and why each item that is not one was dropped."""
+    out, dropped = [], []
+    for item in digest_list:
+        try:
+            mac = _field(item, pc.DIGEST_LEARN_IP6_DIGEST_SRC_MAC, 48)
+            port = _field(item, pc.DIGEST_LEARN_IP6_DIGEST_PORT, 32)
+            ip6 = _field(item, pc.DIGEST_LEARN_IP6_DIGEST_SRC_IP6, 128)
+        except MalformedStreamItem as exc:
+            dropped.append(str(exc))
+            continue
+        out.append(Ip6Seen(mac_str(mac), port, ip6_str(ip6)))
+    return out, dropped
+
+
+def idle_ip6s(schema: P4Schema, entries: Iterable[P4TableEntry]) -> list[Ip6Idle]:
+    """The `learned_ip6s` entries of an idle-timeout notification (others are ignored)."""
+    out = []
+    for e in entries:
+        if schema.tables[e.table_id].name != pc.TABLE_LEARNED_IP6S:
+            continue
+        m = _match(e)
+        out.append(Ip6Idle(ip6_str(int(m[pc.MATCH_LEARNED_IP6S_SRC_IP6])), mac_str(int(m[pc.MATCH_LEARNED_IP6S_SRC_MAC]))))
+    return out
 
 
 def idle_hosts(schema: P4Schema, entries: Iterable[P4TableEntry]) -> list[HostIdle]:

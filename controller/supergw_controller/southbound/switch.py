@@ -27,7 +27,7 @@ from supergw_controller.config import Config, PortRoleName
 from supergw_controller.errors import SwitchUnavailable
 from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.arbitration import ReplicaStream
-from supergw_controller.southbound.domain import HeldHosts, HostIdle, HostSeen, HostWrite, Op, PacketIn
+from supergw_controller.southbound.domain import HeldHosts, HostIdle, HostSeen, HostWrite, Ip6Idle, Ip6Seen, Op, PacketIn
 from supergw_controller.southbound.entities import BucketEntry, Update
 from supergw_controller.southbound.reconcile import diff_entries
 from supergw_controller.southbound.session import Role, SwitchSession
@@ -57,6 +57,12 @@ class SwitchListener(Protocol):
         ...
 
     async def hosts_idle(self, hosts: list[HostIdle]) -> None: ...
+
+    async def ip6s_seen(self, seen: list[Ip6Seen]) -> None:
+        """One IPv6 learn digest (acknowledged once this returns)."""
+        ...
+
+    async def ip6s_idle(self, idle: list[Ip6Idle]) -> None: ...
 
     async def packet_in(self, packet: PacketIn) -> None: ...
 
@@ -185,7 +191,14 @@ class Southbound:
         learned = await self.session.read(P4TableEntry(pc.TABLE_LEARNED_SOURCES))
         macs = await self.session.read(P4TableEntry(pc.TABLE_MAC_TABLE))
         ips = await self.session.read(P4TableEntry(pc.TABLE_HOST_IPS))
-        return ent.held_hosts(learned, macs, ips)
+        held = ent.held_hosts(learned, macs, ips)
+        if self._config.gateway_ip6 is not None:
+            held.learned_ip6s[:], ip6s = ent.held_ip6s(
+                await self.session.read(P4TableEntry(pc.TABLE_LEARNED_IP6S)),
+                await self.session.read(P4TableEntry(pc.TABLE_HOST_IP6S)),
+            )
+            held.ip6s.update(ip6s)
+        return held
 
     async def refresh_buckets(self) -> None:
         """Read the bucket table into the mirror (a backup shows what the primary wrote)."""
@@ -235,17 +248,17 @@ class Southbound:
         elif sorted(ent.replica_ports(groups[0])) != host_ports:
             batch.append(Update(Op.MODIFY, want_group))
 
-        # Learn digest config.
-        want_digest = ent.learn_digest()
-        digests = await s.read_or_none(P4DigestEntry(pc.DIGEST_LEARN_DIGEST))
-        if not digests:
-            batch.append(Update(Op.INSERT, want_digest))
-        elif (digests[0].max_list_size, digests[0].max_timeout_ns, digests[0].ack_timeout_ns) != (
-            want_digest.max_list_size,
-            want_digest.max_timeout_ns,
-            want_digest.ack_timeout_ns,
-        ):
-            batch.append(Update(Op.MODIFY, want_digest))
+        # Learn digest config (IPv6 addresses only when the LAN is dual-stack).
+        for want_digest in [ent.learn_digest()] + ([ent.learn_ip6_digest()] if cfg.gateway_ip6 is not None else []):
+            digests = await s.read_or_none(P4DigestEntry(want_digest.digest_id))
+            if not digests:
+                batch.append(Update(Op.INSERT, want_digest))
+            elif (digests[0].max_list_size, digests[0].max_timeout_ns, digests[0].ack_timeout_ns) != (
+                want_digest.max_list_size,
+                want_digest.max_timeout_ns,
+                want_digest.ack_timeout_ns,
+            ):
+                batch.append(Update(Op.MODIFY, want_digest))
 
         # Hosts: what the core makes of the switch's host tables.
         batch.extend(ent.host_update(w, self._idle_ns) for w in hosts(await self.read_hosts()))
@@ -289,6 +302,9 @@ class Southbound:
         await listener.primary()
         digests = sw.read_digests(pc.DIGEST_LEARN_DIGEST)
         sw.create_task(self.pump(digests, self.on_digest, "digest"), name="digests")
+        if self._config.gateway_ip6 is not None:
+            ip6_digests = sw.read_digests(pc.DIGEST_LEARN_IP6_DIGEST)
+            sw.create_task(self.pump(ip6_digests, self.on_ip6_digest, "IPv6 digest"), name="ip6-digests")
         sw.create_task(self.pump(sw.read_packets(), self.on_packet_in, "packet-in"), name="packet-ins")
         sw.create_task(self.pump(sw.read_idle_timeouts(), self.on_idle_timeout, "idle timeout"), name="idle-timeouts")
         await listener.serving()
@@ -317,6 +333,18 @@ class Southbound:
     async def on_packet_in(self, pkt: Any) -> None:
         await self._need_listener().packet_in(ent.packet_in(dict(pkt.metadata), pkt.payload))
 
+    async def on_ip6_digest(self, dl: Any) -> None:
+        """The listener learns the digest's host addresses; then the digest is acknowledged,
+        also when some or all of its items were malformed (as `on_digest`)."""
+        try:
+            ip6s, dropped = ent.seen_ip6s(dl)
+            for why in dropped:
+                self._rejected("IPv6 digest", f"digest item dropped: {why}")
+            if ip6s:
+                await self._need_listener().ip6s_seen(ip6s)
+        finally:
+            await self.session.send([dl.ack()])
+
     def _rejected(self, stream: str, why: str) -> None:
         """Count a dropped stream item; log the first ten of a stream, then every thousandth
         (a misbehaving switch must not flood the log)."""
@@ -325,7 +353,11 @@ class Southbound:
             log.warning("switch %s not understood, dropped (%d so far): %s", stream, n, why)
 
     async def on_idle_timeout(self, note: Any) -> None:
-        await self._need_listener().hosts_idle(ent.idle_hosts(self.session.schema, note.table_entry))
+        listener = self._need_listener()
+        if hosts := ent.idle_hosts(self.session.schema, note.table_entry):
+            await listener.hosts_idle(hosts)
+        if ip6s := ent.idle_ip6s(self.session.schema, note.table_entry):
+            await listener.ip6s_idle(ip6s)
 
     async def pump(self, stream: AsyncIterator[T], handle: Callable[[T], Awaitable[None]], what: str) -> None:
         """Hand each item of a switch stream to `handle`; a failure is counted and logged

@@ -115,8 +115,9 @@ def buckets(bs: Sequence[BucketView]) -> str:
 
 
 def hosts(hs: Sequence[HostView]) -> str:
-    return table(("MAC", "IP", "PORT", "BUCKET", "VMAC", "GATEWAY", "IDLE", "LEARNED"),
-                 ((h.mac, h.ip, h.port, h.bucket, h.vmac, h.gateway, age(h.idle_s), h.learned) for h in hs))
+    return table(("MAC", "IP", "IPV6", "PORT", "BUCKET", "VMAC", "GATEWAY", "IDLE", "LEARNED"),
+                 ((h.mac, h.ip, ",".join(h.ipv6) or None, h.port, h.bucket, h.vmac, h.gateway, age(h.idle_s), h.learned)
+                  for h in hs))
 
 
 def events(es: Sequence[EventView]) -> str:
