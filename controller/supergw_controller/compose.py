@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from supergw_proto.api import BucketView, EventView, GatewayView, HistoryView, HostView, RebalanceView, StatusView
+from supergw_proto.api import BucketView, ClientView, EventView, GatewayView, HistoryView, HostView, RebalanceView, StatusView
 from supergw_proto.reports import GatewayReport, Heartbeat
 from supergw_controller.bucket_stats import BucketStats
 from supergw_controller.config import Config, RebalancePolicy
@@ -141,6 +141,7 @@ class ControllerCore:
             events=self.eventlog,
             election_id=election_id,
             clock=clock,
+            remote_access=self.remote_access,
         )
         self.switch.listen(self)
 
@@ -335,6 +336,9 @@ class ControllerCore:
 
     async def hosts(self) -> list[HostView]:
         return await self.read.hosts()
+
+    async def clients(self) -> list[ClientView]:
+        return await self.read.clients()
 
     async def events(self, limit: int = 100, since_id: int = 0) -> list[EventView]:
         return await self.read.events(limit, since_id)

@@ -26,6 +26,7 @@ from supergw_controller.gateways import Transition
 from supergw_controller.southbound.domain import RaTables
 from supergw_controller.southbound.outside import OutsideSouthbound
 from supergw_controller.southbound.switch import SessionLike, Southbound
+from supergw_proto.api import ClientView, RemoteAccessStatus
 from supergw_proto.reports import ClientSession, GatewayReport
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class RemoteAccess:
             raise ValueError("no remote_access section")
         self.book = ClientBook([g.name for g in config.gateways], ra.public_ip, pins=ra.pins)
         self._lan = lan
+        self._public_ip = str(ra.public_ip)
         self.outside = OutsideSouthbound(
             config, self.book.wanted, lambda: lan.assignment, session=outside_session, on_ready=self.kick
         )
@@ -73,6 +75,41 @@ class RemoteAccess:
     # ------------------------------------------------------------------ views
     def clients(self) -> dict[str, list[ClientSession]]:
         return {name: self.book.clients(name) for name in self.outside.targets}
+
+    def client_views(self) -> list[ClientView]:
+        pins = self.pins
+        return [
+            ClientView(
+                gateway=gw,
+                identity=c.identity,
+                remote_host=str(c.remote_host),
+                remote_port=c.remote_port,
+                vips=[str(v) for v in c.vips],
+                established_at=c.established_at,
+                present=c.present,
+                bytes_in=c.bytes_in,
+                bytes_out=c.bytes_out,
+                pinned=pins.get(str(c.remote_host)) == gw,
+            )
+            for gw, sessions in self.clients().items()
+            for c in sessions
+        ]
+
+    def status_view(self) -> RemoteAccessStatus:
+        out = self.outside
+        refused = {gw: why for gw in out.targets if (why := self.book.refused(gw)) is not None}
+        return RemoteAccessStatus(
+            public_ip=self._public_ip,
+            outside_address=out.address,
+            outside_role=out.role.value,
+            outside_ready=out.ready.is_set(),
+            clients=sum(len(c) for c in self.clients().values()),
+            pins=len(self.pins),
+            pins_installed_total=self.pins_installed_total,
+            pins_removed_total=self.pins_removed_total,
+            sync_errors_total=self.sync_errors_total,
+            refused=refused,
+        )
 
     @property
     def pins(self) -> Mapping[str, str]:

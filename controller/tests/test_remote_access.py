@@ -16,12 +16,13 @@ from finsy.p4schema import P4Schema
 from supergw_proto import p4constants as pc
 from supergw_controller.compose import ControllerCore
 from supergw_controller.gateways import Transition
+from supergw_controller.metrics import ControllerMetrics, Snapshot
 from supergw_controller.remote_access import RemoteAccess
 from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.domain import Op, Ternary
 from supergw_controller.southbound.entities import BucketEntry, Update
 
-from corekit import P4INFO, ROUND_ROBIN, Clock, RecordingSession
+from corekit import P4INFO, ROUND_ROBIN, Clock, RecordingSession, make_config
 from rakit import OUTSIDE_PORTS, UPLINK, client, ra_config, ra_info, report
 
 
@@ -208,3 +209,34 @@ def test_entities_round_trip_through_the_p4info(table: str, key: Any) -> None:
     assert ent.held_ra_key(table, back) == key
     assert ent.held_target(back) == (21, 0x5254_0000_0215)
     assert Update(Op.DELETE, ent.ra_entry(table, key)).entity.encode(schema).table_entry.match
+
+
+async def test_views_and_metrics_show_clients_per_gateway(ra_core: Any) -> None:
+    core, ra, _lan, _out = ra_core
+    await core.accept_report(report("g1", ra_info(1), [client("198.51.100.1", 1), client("198.51.100.3", 3)]))
+    await core.accept_report(report("g2", ra_info(1), [client("198.51.100.2", 2)]))  # g1's label: refused
+    await ra.sync()
+    views = await core.clients()
+    assert sorted((v.gateway, v.remote_host, v.pinned) for v in views) == [
+        ("g1", "198.51.100.1", True), ("g1", "198.51.100.3", True), ("g2", "198.51.100.2", True),
+    ]
+    gws = {g.name: g.clients for g in await core.gateways()}
+    assert gws == {"g1": 2, "g2": 1, "g3": 0}
+    status = await core.status()
+    assert status.remote_access is not None
+    assert (status.remote_access.clients, status.remote_access.pins) == (3, 3)
+    assert "overlaps gateway g1" in status.remote_access.refused["g2"]
+    m = ControllerMetrics()
+    m.update(Snapshot(status=status, gateways=await core.gateways()))
+    text = m.render().decode()
+    assert 'supergw_gateway_clients{gateway="g1"} 2.0' in text
+    assert "supergw_client_pins 3.0" in text
+    assert 'supergw_gateway_remote_access_refused{gateway="g2"} 1.0' in text
+
+
+async def test_without_remote_access_nothing_changes(tmp_path: Path) -> None:
+    core = ControllerCore(make_config(tmp_path), clock=Clock(), session=RecordingSession())
+    assert core.remote_access is None
+    assert await core.clients() == []
+    assert (await core.status()).remote_access is None
+    assert {g.clients for g in await core.gateways()} == {None}
