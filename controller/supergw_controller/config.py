@@ -172,6 +172,13 @@ class GatewayConfig(StrictModel):
     weight: float = Field(default=1.0, gt=0, description="relative capacity")
     agent_url: str | None = Field(default=None, description="where the gateway agent listens (informational)")
     heartbeat: bool = Field(default=True, description="false: no agent; liveness from the port state only")
+    site_to_site: bool = Field(
+        default=True,
+        description=(
+            "false: the gateway carries no site-to-site tunnel (remote-access clients only), so a report "
+            "without an installed CHILD SA does not make it dead"
+        ),
+    )
     agent_token: SecretStr | None = Field(
         default=None,
         description="this gateway's agent secret (prefer agent_token_file); it may report and heartbeat for this gateway only",

@@ -14,6 +14,7 @@ from finsy import P4MulticastGroupEntry, P4TableEntry
 from finsy.p4schema import P4Schema
 
 from supergw_proto import p4constants as pc
+from supergw_proto.reports import GatewayReport
 from supergw_controller.compose import ControllerCore
 from supergw_controller.gateways import Transition
 from supergw_controller.metrics import ControllerMetrics, Snapshot
@@ -240,3 +241,17 @@ async def test_without_remote_access_nothing_changes(tmp_path: Path) -> None:
     assert await core.clients() == []
     assert (await core.status()).remote_access is None
     assert {g.clients for g in await core.gateways()} == {None}
+
+
+async def test_a_remote_access_only_gateway_is_not_judged_by_its_tunnel(tmp_path: Path) -> None:
+    cfg = ra_config(tmp_path)
+    gws = [g.model_copy(update={"site_to_site": n != "g1"}) for g, n in ((g, g.name) for g in cfg.gateways)]
+    core = ControllerCore(cfg.model_copy(update={"gateways": gws}), clock=Clock(), session=RecordingSession(),
+                          outside_session=RecordingSession())
+    no_tunnel = report("g1", ra_info(1), []).model_copy(update={"sas": []})
+    assert isinstance(no_tunnel, GatewayReport)
+    await core.accept_report(no_tunnel)
+    await core.accept_report(no_tunnel.model_copy(update={"gateway": "g2"}))
+    state = {g.name: (g.alive, g.tunnel_up) for g in await core.gateways()}
+    assert state["g1"] == (True, None)  # site_to_site false: no verdict from its tunnel
+    assert state["g2"] == (False, False)  # a site-to-site gateway without its tunnel is dead
