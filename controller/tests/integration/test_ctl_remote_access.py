@@ -107,8 +107,10 @@ class SwitchedRaLab(RaLab):
     def __init__(self, state_dir: Path) -> None:
         super().__init__(TAG, [LabGateway(PUBLIC), LabGateway(PUBLIC)], CLIENTS, state_dir,
                          client_dpd_s=CLIENT_DPD_S, client_retransmit=CLIENT_RETRANSMIT)
-        eps = [Endpoint("net", UPLINK, ROUTER_MAC, f"{self.router(OUTSIDE_NET)}/{OUTSIDE_NET.prefixlen}")]
-        eps += [Endpoint(f"g{k}", GW_PORTS[k], wan_mac(k)) for k in range(2)]
+        # Offloads off: BMv2 receives frames by libpcap, so a UDP checksum left to the NIC
+        # (CHECKSUM_PARTIAL on a veth) would reach the other side unfilled and be dropped there.
+        eps = [Endpoint("net", UPLINK, ROUTER_MAC, f"{self.router(OUTSIDE_NET)}/{OUTSIDE_NET.prefixlen}", offloads_off=True)]
+        eps += [Endpoint(f"g{k}", GW_PORTS[k], wan_mac(k), offloads_off=True) for k in range(2)]
         self.switch_lab = SwitchLab(f"sgw-ra-{TAG}", eps, MgmtLink(ipaddress.IPv4Network(f"10.207.{OUT_INDEX}.0/30")))
 
     def create(self) -> None:
