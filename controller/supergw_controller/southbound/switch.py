@@ -95,6 +95,7 @@ class Southbound:
         self._targets = {g.name: (g.port, g.mac) for g in config.gateways}
         self._by_target = {(g.port, ent.mac_int(g.mac)): g.name for g in config.gateways}
         self._assignment: dict[int, str] = {}
+        self._pools: dict[str, str] = {}  # client_pools as written: pool -> gateway
         self._listener: SwitchListener | None = None
         self._finsy: SwitchSession | None = None
         # stream items dropped as not understood (digest items, packet-ins, idle notes), by stream
@@ -112,6 +113,11 @@ class Southbound:
     def assignment(self) -> Mapping[int, str]:
         """bucket -> gateway as the switch holds it (valid entries only)."""
         return self._assignment
+
+    @property
+    def pools(self) -> Mapping[str, str]:
+        """client_pools as written or read: pool -> gateway."""
+        return self._pools
 
     @property
     def role(self) -> Role:
@@ -173,6 +179,24 @@ class Southbound:
     async def write_hosts(self, writes: Sequence[HostWrite]) -> None:
         if writes:
             await self.session.write([ent.host_update(w, self._idle_ns) for w in writes])
+
+    async def set_pools(self, wanted: Mapping[str, str]) -> int:
+        """`client_pools` (remote access): pool "a.b.c.d/n" -> gateway, written as the
+        difference to what the switch holds; the number of updates."""
+        updates = ent.ra_updates(pc.TABLE_CLIENT_POOLS, dict(self._pools), wanted, self._targets)
+        await self.session.write(updates)
+        self._pools = dict(wanted)
+        return len(updates)
+
+    async def read_pools(self) -> dict[str, str]:
+        """`client_pools` as held (entries of configured gateways; the others are deleted
+        by the next `set_pools`)."""
+        held = ent.held_ra(pc.TABLE_CLIENT_POOLS, await self.session.read(P4TableEntry(pc.TABLE_CLIENT_POOLS)), self._by_target)
+        self._pools = {str(k): g for k, g in held.items() if g is not None}
+        foreign = [str(k) for k, g in held.items() if g is None]
+        if foreign:
+            await self.session.write([Update(Op.DELETE, ent.ra_entry(pc.TABLE_CLIENT_POOLS, k)) for k in foreign])
+        return dict(self._pools)
 
     async def send_packet(self, frame: bytes, port: int) -> None:
         await self.session.send([ent.packet_out(frame, port)])
@@ -346,11 +370,7 @@ class Southbound:
             await self.session.send([dl.ack()])
 
     def _rejected(self, stream: str, why: str) -> None:
-        """Count a dropped stream item; log the first ten of a stream, then every thousandth
-        (a misbehaving switch must not flood the log)."""
-        n = self.stream_rejected[stream] = self.stream_rejected.get(stream, 0) + 1
-        if n <= 10 or n % 1000 == 0:
-            log.warning("switch %s not understood, dropped (%d so far): %s", stream, n, why)
+        count_rejected(self.stream_rejected, stream, why)
 
     async def on_idle_timeout(self, note: Any) -> None:
         listener = self._need_listener()
@@ -360,14 +380,28 @@ class Southbound:
             await listener.ip6s_idle(ip6s)
 
     async def pump(self, stream: AsyncIterator[T], handle: Callable[[T], Awaitable[None]], what: str) -> None:
-        """Hand each item of a switch stream to `handle`; a failure is counted and logged
-        (without a traceback: it is the switch's input, not our bug), never the end."""
-        async for item in stream:
-            try:
-                await handle(item)
-            except SwitchUnavailable as exc:
-                log.warning("%s handling failed: %s", what, exc)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self._rejected(what, f"{type(exc).__name__}: {exc} ({item!r:.200})")
+        await pump_stream(stream, handle, what, self.stream_rejected)
+
+
+def count_rejected(counts: dict[str, int], stream: str, why: str) -> None:
+    """Count a dropped stream item; log the first ten of a stream, then every thousandth
+    (a misbehaving switch must not flood the log)."""
+    n = counts[stream] = counts.get(stream, 0) + 1
+    if n <= 10 or n % 1000 == 0:
+        log.warning("switch %s not understood, dropped (%d so far): %s", stream, n, why)
+
+
+async def pump_stream(
+    stream: AsyncIterator[T], handle: Callable[[T], Awaitable[None]], what: str, rejected: dict[str, int]
+) -> None:
+    """Hand each item of a switch stream to `handle`; a failure is counted in `rejected` and
+    logged (without a traceback: it is the switch's input, not our bug), never the end."""
+    async for item in stream:
+        try:
+            await handle(item)
+        except SwitchUnavailable as exc:
+            log.warning("%s handling failed: %s", what, exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            count_rejected(rejected, what, f"{type(exc).__name__}: {exc} ({item!r:.200})")
