@@ -115,6 +115,13 @@ def etcd_health(url: str) -> tuple[bool, str]:
     return body.get("health") == "true", f"health {body.get('health')}"
 
 
+def start_etcd_member(topo: Topology, paths: SitePaths, name: str) -> ProcRecord:
+    """Member `name` in its replica's namespace: at `up`, and again after a kill (its data
+    directory then holds its WAL, so it rejoins the cluster it left)."""
+    return processes.start(f"etcd-{name}", etcd_argv(topo, name, paths.etcd / name),
+                           paths.logs / f"etcd-{name}.log", netns=topo.ns(name), site=topo.prefix)
+
+
 def start_etcd_cluster(topo: Topology, paths: SitePaths, track: Track) -> str:
     """One member per replica, each in the replica's namespace; waits until each is healthy."""
     if shutil.which(ETCD) is None:
@@ -122,8 +129,7 @@ def start_etcd_cluster(topo: Topology, paths: SitePaths, track: Track) -> str:
     shutil.rmtree(paths.etcd, ignore_errors=True)  # a fresh cluster per `up`, as the SQLite file is
     recs = []
     for name in topo.controller.replica_names():
-        rec = processes.start(f"etcd-{name}", etcd_argv(topo, name, paths.etcd / name),
-                              paths.logs / f"etcd-{name}.log", netns=topo.ns(name), site=topo.prefix)
+        rec = start_etcd_member(topo, paths, name)
         track(rec)
         recs.append((name, rec))
     # Members wait for each other (quorum) before any answers healthy: start all, then wait.
