@@ -115,12 +115,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     ran = (f"\n\nThis run: seed {seed}, {minutes:g} minutes scheduled, {len(rec.injected)} faults injected, "
            f"{len(rec.flows)} flows. The machine (2 cores) is shared with other work.")
-    results.write(rec, (__doc__ or "") + ran, args.quick)
-    replay = f"python -m bench.chaos --seed {seed} --minutes {minutes:g}" + (f" --kinds {args.kinds}" if args.kinds else "")
+    replay_dir = results.write(rec, (__doc__ or "") + ran, args.quick)
+    replay = (f"python -m bench.chaos --seed {seed} --minutes {minutes:g}" + (f" --kinds {args.kinds}" if args.kinds else "")
+              + (f" --spacing {args.spacing}" if args.spacing != "20,60" else "")
+              + (f" --overlap {args.overlap:g}" if args.overlap != 0.3 else ""))
     for v in rec.violations:
         say(f"FAILED: {v.line()}")
     if rec.violations:
-        say(f"replay: {replay}; history and logs in {results.replay_dir()}")
+        say(f"replay: {replay}; history and logs in {replay_dir}")
         return 1
     say(f"ok: {len(rec.injected)} faults, 0 violations (bench/results/chaos.*; replay: {replay})")
     return 0

@@ -17,7 +17,7 @@ from bench.chaos.runner import Record
 from bench.chaos.schedule import KINDS, counts
 from bench.report import RESULTS_DIR, Metric, Series, write_report
 
-REPLAY_DIR = RESULTS_DIR / "chaos-replay"
+REPLAY = "chaos-replay"
 
 
 def per_kind(rec: Record) -> list[dict[str, Any]]:
@@ -64,7 +64,8 @@ def resource_series(rec: Record) -> list[Series]:
                    ylabel="MB / count") for label, pts in sorted(merged.items())]
 
 
-def write(rec: Record, method: str, quick: bool) -> None:
+def write(rec: Record, method: str, quick: bool, out_dir: Path = RESULTS_DIR) -> Path:
+    """The report, and `<out_dir>/chaos-replay/`; returns that directory."""
     lost = sum(rec.sent.get(f, 0) - rec.answered.get(f, 0) for f in rec.flows)
     by_type = counts([i.fault for i in rec.injected.values()])
     worst = max(((1000 * r, s) for s, r in rec.recovery_s.items()), default=(0.0, -1))
@@ -81,21 +82,19 @@ def write(rec: Record, method: str, quick: bool) -> None:
     failures = [{"invariant": v.invariant, "at_s": round(v.at, 2), "what": v.what} for v in rec.violations]
     write_report("chaos", metrics, rows=per_kind(rec), series=resource_series(rec),
                  title=f"Chaos: {len(rec.injected)} faults, seed {rec.seed}", method=method,
-                 rows_title="Recovery per fault kind", failures=failures)
+                 rows_title="Recovery per fault kind", failures=failures, results_dir=out_dir)
     replay = {"seed": rec.seed, "minutes": rec.minutes, "intent": rec.intent, "flows": rec.flows,
               "violations": failures, "faults": history(rec),
               "silences": [{"flow": s.flow, "start": round(s.start, 3), "ms": round(1000 * s.seconds, 1)}
                            for s in rec.silences]}
-    REPLAY_DIR.mkdir(parents=True, exist_ok=True)
-    (REPLAY_DIR / "history.json").write_text(json.dumps(replay, indent=1) + "\n")
+    replay_dir = out_dir / REPLAY
+    replay_dir.mkdir(parents=True, exist_ok=True)
+    (replay_dir / "history.json").write_text(json.dumps(replay, indent=1) + "\n")
     if rec.violations:
-        logs = REPLAY_DIR / "logs"
+        logs = replay_dir / "logs"
         shutil.rmtree(logs, ignore_errors=True)
         for p in rec.logs:
             dest = logs / p.parent.name / p.name
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(p, dest)
-
-
-def replay_dir() -> Path:
-    return REPLAY_DIR
+    return replay_dir

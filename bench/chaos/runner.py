@@ -254,6 +254,9 @@ class ChaosRun:
         except FaultError as exc:
             self.violate([Violation("fault", str(exc), self.now())])
             return
+        except Exception as exc:  # a component that would not start again: a defect, stop and keep the logs
+            self.violate([Violation("fault", f"{fault.describe()}: {type(exc).__name__}: {exc}", self.now())])
+            return
         finally:
             with self.lock:
                 if (i := self.rec.injected.get(fault.seq)) is not None:
