@@ -35,15 +35,13 @@ a violation a copy of every log to chaos-replay/logs/. `--seed` replays a run's 
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import shutil
 import sys
 
 from bench.chaos import results
 from bench.chaos.runner import ChaosRun, Record, RunError
 from bench.chaos.schedule import KINDS, ScheduleError, Shape, build, counts
-from bench.probes import BenchError
+from bench.probes import BenchError, ha_missing
 from topologies import ha
 from topologies.emulation import Emulation, EmulationError, running_or_booted
 from topologies.schema import TWO_SITE_TOPOLOGY
@@ -100,11 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         for f in schedule:
             print(f"  {f.describe()}" + (f" (inside #{f.within})" if f.within is not None else ""))
         return 0
-    if os.geteuid() != 0:
-        say("cannot run: needs root (namespaces, signals, tc, iptables)")
-        return 2
-    if shutil.which("etcd") is None:
-        say("cannot run: etcd is not installed (Debian etcd-server; `make deps` installs it)")
+    if (why := ha_missing("namespaces, signals, tc, iptables")) is not None:
+        say(f"cannot run: {why}")
         return 2
     rec = Record(seed, minutes, schedule)
     try:
