@@ -27,9 +27,14 @@ class FaultError(RuntimeError):
 
 @dataclass
 class Outcome:
-    """What one fault did: its resolved target and anything worth a line in the report."""
+    """What one fault did: its resolved target and anything worth a line in the report;
+    `skipped` when this machine cannot inject it (the reason in `detail`)."""
     target: str
     detail: str = ""
+    skipped: bool = False
+
+
+NO_NETEM = "this kernel has no sch_netem (CONFIG_NET_SCH_NETEM)"
 
 
 class Driver:
@@ -40,6 +45,17 @@ class Driver:
             raise FaultError("bench/chaos needs the two-site emulation")
         self.wan_ns = topo.partner_site.wan_netns
         self.wan_ports = [s.topo.wan_port(g) for s in (self.a, self.b) for g in s.topo.gateways]
+        self._netem: bool | None = None
+
+    def netem(self) -> bool:
+        """Whether tc's netem qdisc works here (probed once on a WAN port, then removed)."""
+        if self._netem is None:
+            port = self.wan_ports[0]
+            probe = ["tc", "qdisc", "replace", "dev", port, "root", "netem", "loss", "0%"]
+            self._netem = iproute.run(probe, self.wan_ns, check=False).returncode == 0
+            if self._netem:
+                iproute.run(["tc", "qdisc", "del", "dev", port, "root"], self.wan_ns, check=False)
+        return self._netem
 
     def site(self, letter: str) -> Site:
         return self.a if letter == "a" else self.b
@@ -130,6 +146,10 @@ class Driver:
                 injected(site.prefix)
                 site.restart_switch()
                 return Outcome(f"{site.prefix} switch")
+            if kind in ("wan_loss", "wan_delay") and not self.netem():
+                if kind == "wan_delay":
+                    return Outcome("wan", f"not injected: {NO_NETEM}", skipped=True)
+                return self._iptables_loss(fault, wait, injected)
             if kind in ("wan_loss", "wan_delay"):
                 netem = (["loss", f"{fault.param:g}%"] if kind == "wan_loss"
                          else ["delay", f"{fault.param:g}ms", f"{fault.param / 10:g}ms"])
@@ -148,6 +168,24 @@ class Driver:
         except (SiteError, OSError, ApiError, Timeout, iproute.NetworkError, subprocess.TimeoutExpired) as exc:
             raise FaultError(f"{fault.describe()}: {exc}") from exc
         raise FaultError(f"unknown fault kind {kind!r}")
+
+    def _iptables_loss(self, fault: Fault, wait: Callable[[], None], injected: Callable[[str], None]) -> Outcome:
+        """WAN loss without netem: every gateway drops that share of what it sends on its WAN
+        interface (iptables' statistic match), so each packet crossing the WAN is lost with
+        that probability, as on a lossy wire."""
+        rule = ["-o", "wan0", "-m", "statistic", "--mode", "random", "--probability", f"{fault.param / 100:.3f}",
+                "-j", "DROP"]
+        spaces = [s.topo.ns(g.name) for s in (self.a, self.b) for g in s.topo.gateways]
+        try:
+            for ns in spaces:
+                iproute.run(["iptables", "-I", "OUTPUT", *rule], ns)
+            injected("wan")
+            wait()
+        finally:
+            for ns in spaces:
+                while iproute.run(["iptables", "-D", "OUTPUT", *rule], ns, check=False).returncode == 0:
+                    pass
+        return Outcome("wan", f"loss {fault.param:g}% by iptables statistic on every gateway's wan0 ({NO_NETEM})")
 
     def _crashloop(self, site: Site, fault: Fault, stop: threading.Event, injected: Callable[[str], None]) -> Outcome:
         rng = random.Random(fault.seq)  # the kill spacing is part of the replayable schedule

@@ -263,6 +263,8 @@ class ChaosRun:
                     self.rec.injected[fault.seq] = Injected(i.fault, i.start, self.now())
         with self.lock:
             self.rec.outcomes[fault.seq] = f"{out.target}{' (' + out.detail + ')' if out.detail else ''}"
+        if out.skipped:
+            self.say(f"t+{self.now():6.1f}s skipped {fault.describe()}: {out.detail}")
 
     def go(self) -> Record:
         self.settle()
