@@ -234,6 +234,16 @@ class Site:
         old = self.running("switch")
         os.kill(old.pid, signal.SIGKILL)
         processes.stop(old, timeout=5)
+        # The killed leader thread turns zombie before the process's other threads have exited and
+        # closed its listening socket: a new switch started at once fails with "address already in
+        # use" (bench/chaos seed 5). Wait for the port to be free, as a supervisor's retry would.
+        port = self.topo.p4runtime_addr.rsplit(":", 1)[1]
+
+        def port_free() -> tuple[bool, str]:
+            out = iproute.run(["ss", "-Hltn", f"sport = :{port}"], self.topo.switch_ns, check=False).stdout
+            return not out.strip(), f"still listening: {out.strip()}"
+
+        wait_until(port_free, 10, f"{self.prefix} switch port {port} free")
         return components.start_switch(self.topo, self.paths.logs, lambda rec: self._track(rec, "switch"))
 
     def kill_etcd(self, member: str) -> None:
