@@ -206,16 +206,24 @@ class Driver:
         return Outcome(fault.target, f"{kills} agent kills")
 
     def _storm(self, site: Site, fault: Fault) -> Outcome:
-        rng = random.Random(fault.seq)
-        api = self.leader_api(site)
-        gws = [g.name for g in api.gateways() if g.state == "alive" and not g.drained]
-        free = [b.bucket for b in api.buckets() if b.pinned is None]
-        moved = refused = 0
-        for _ in range(int(fault.param)):
-            try:
-                api.move(rng.choice(free), rng.choice(gws))
-                moved += 1
-            except ApiError:
-                refused += 1
-        plan = api.rebalance()
-        return Outcome(site.prefix, f"{moved} moves, {refused} refused, rebalance {len(plan.moves)} moves")
+        return Outcome(site.prefix, storm(self.leader_api(site), random.Random(fault.seq), int(fault.param)))
+
+
+def storm(api: ControllerClient, rng: random.Random, moves: int) -> str:
+    """`moves` operator moves of random unpinned buckets to random alive, undrained gateways,
+    then a rebalance. A refusal (the replica stopped leading meanwhile: 503 naming the
+    leader) is counted, not a failure: refusing is what a backup must do."""
+    gws = [g.name for g in api.gateways() if g.state == "alive" and not g.drained]
+    free = [b.bucket for b in api.buckets() if b.pinned is None]
+    moved = refused = 0
+    for _ in range(moves):
+        try:
+            api.move(rng.choice(free), rng.choice(gws))
+            moved += 1
+        except ApiError:
+            refused += 1
+    try:
+        rebalance = f"rebalance {len(api.rebalance().moves)} moves"
+    except ApiError as exc:
+        rebalance = f"rebalance refused ({exc.status})"
+    return f"{moved} moves, {refused} refused, {rebalance}"
