@@ -17,7 +17,7 @@ P4_INPUTS  := $(wildcard p4src/common/*.p4 p4src/v1model/*.p4 p4src/v1model/incl
 # source build install into /usr or /usr/local, already on PATH.
 export PATH := $(if $(wildcard /opt/p4tools/bin),/opt/p4tools/bin:)$(PATH)
 
-.PHONY: help deps p4 constants switch hostsim run mininet stop test unit ptf integration bench format clean \
+.PHONY: help deps p4 constants switch hostsim run mininet stop test unit ptf integration bench chaos format clean \
         package package-lock package-check deploy-test
 
 help:
@@ -32,6 +32,8 @@ help:
 	@echo "make p4           compile p4src with p4c and diff the committed P4Info (skips without p4c)"
 	@echo "make constants    regenerate constants from the P4Info and p4src/common/defines.p4"
 	@echo "make bench        run the benchmarks, results in bench/results/"
+	@echo "make chaos        random faults for 30 min on two sites with HA at site A, invariants checked live"
+	@echo "                  (MINUTES=3 SEED=N KINDS=k1,k2; results in bench/results/chaos.*: bench/chaos/README.md)"
 	@echo "make package      Debian packages (switch, gateway, controller, proto) and wheels -> build/packages/"
 	@echo "make package-lock resolve packaging/locks/*.txt again (the pinned Python closure of each package)"
 	@echo "make package-check make package, then the .debs and wheels read back (fields, contents, venvs import)"
@@ -125,6 +127,9 @@ integration: deps switch hostsim
 
 bench: deps switch hostsim
 	@$(PY) -m bench
+
+chaos: deps switch hostsim
+	@$(PY) -m bench.chaos $(if $(MINUTES),--minutes $(MINUTES)) $(if $(SEED),--seed $(SEED)) $(if $(KINDS),--kinds $(KINDS))
 
 # Debian packages and wheels (packaging/README.md): build/packages/*.deb, build/packages/wheels/.
 package: deps

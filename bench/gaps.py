@@ -92,6 +92,13 @@ def judge(flow: str, *, sent: int, answered: int, late: int, since: float, first
                    problem)
 
 
+def ping_reply(line: str) -> tuple[float, int, float] | None:
+    """(arrival, icmp_seq, rtt in s) of one `ping -n -D` reply line; None for any other line
+    (bench/chaos reads its long-running pings line by line with it)."""
+    m = _REPLY.match(line)
+    return None if m is None else (float(m.group(1)), int(m.group(2)), float(m.group(3)) / 1000)
+
+
 def _send_times(sends: dict[int, float], count: int) -> dict[int, float]:
     """Every probe's send time from the known ones: interpolated between known neighbours,
     extrapolated at the ends with the median spacing (one interval of error at most)."""
@@ -126,8 +133,8 @@ def ping_flow(flow: str, out: str, fault: float | None, budget_s: float,
     replies: dict[int, tuple[float, float]] = {}  # seq -> (arrival, rtt s) of its first reply
     highest = 0
     for line in out.splitlines():
-        if m := _REPLY.match(line):
-            ts, seq, rtt = float(m.group(1)), int(m.group(2)), float(m.group(3)) / 1000
+        if (reply := ping_reply(line)) is not None:
+            ts, seq, rtt = reply
             replies.setdefault(seq, (ts, rtt))
             sends.setdefault(seq, ts - rtt)
             highest = max(highest, seq)

@@ -4,6 +4,8 @@ the failures they inject into a gateway and how they undo them, and the soaks' b
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import subprocess
 import time
@@ -19,6 +21,15 @@ KINDS = ("freeze", "kill", "link")
 
 class BenchError(RuntimeError):
     pass
+
+
+def ha_missing(root_for: str) -> str | None:
+    """Why a benchmark on replicated controllers cannot run here (bench/ha, bench/chaos), or None."""
+    if os.geteuid() != 0:
+        return f"needs root ({root_for})"
+    if shutil.which("etcd") is None:
+        return "etcd is not installed (Debian etcd-server; `make deps` installs it)"
+    return None
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -121,6 +121,13 @@ def etcd_health(url: str, pki: EtcdPki) -> tuple[bool, str]:
     return body.get("health") == "true", f"health {body.get('health')}"
 
 
+def start_etcd_member(topo: Topology, paths: SitePaths, name: str) -> ProcRecord:
+    """Member `name` in its replica's namespace: at `up`, and again after a kill (its data
+    directory then holds its WAL, so it rejoins the cluster it left)."""
+    return processes.start(f"etcd-{name}", etcd_argv(topo, name, paths.etcd / name, EtcdPki(paths.pki)),
+                           paths.logs / f"etcd-{name}.log", netns=topo.ns(name), site=topo.prefix)
+
+
 def start_etcd_cluster(topo: Topology, paths: SitePaths, track: Track) -> str:
     """One member per replica, each in the replica's namespace; waits until each is healthy,
     then enables auth with the controllers' user confined to the site's prefix."""
@@ -130,8 +137,7 @@ def start_etcd_cluster(topo: Topology, paths: SitePaths, track: Track) -> str:
     pki = EtcdPki(paths.pki)  # configs.write_all made it
     recs = []
     for name in topo.controller.replica_names():
-        rec = processes.start(f"etcd-{name}", etcd_argv(topo, name, paths.etcd / name, pki),
-                              paths.logs / f"etcd-{name}.log", netns=topo.ns(name), site=topo.prefix)
+        rec = start_etcd_member(topo, paths, name)
         track(rec)
         recs.append((name, rec))
     # Members wait for each other (quorum) before any answers healthy: start all, then wait.

@@ -143,6 +143,26 @@ class Site:
         self._track(components.charon_record(self.topo, gateway, config, self.paths.logs), f"charon-{gateway}")
         self._track(components.start_agent(self.topo, g, config, self.paths.logs), f"agent-{gateway}")
 
+    def restart_charon(self, gateway: str) -> None:
+        """SIGKILL of the gateway's charon only, then `supergw-gateway up` again (charon and
+        its tunnel); the agent keeps running and sees the tunnel go and come back."""
+        os.kill(self.charon_pid(gateway), signal.SIGKILL)
+        config = self.gateway_config(gateway)
+        wait_until(lambda: (components.charon_pid(config) is None, "charon still running"), 10, f"{gateway} charon gone")
+        components.gateway_up(gateway, config, self.paths.logs)
+        self._track(components.charon_record(self.topo, gateway, config, self.paths.logs), f"charon-{gateway}")
+
+    def kill_agent(self, gateway: str) -> None:
+        """SIGKILL of the gateway's agent only (charon keeps forwarding)."""
+        rec = self.running(f"agent-{gateway}")
+        os.kill(rec.pid, signal.SIGKILL)
+        processes.stop(rec, timeout=2)
+
+    def start_agent(self, gateway: str) -> None:
+        """A new agent for the gateway, as `up` starts it (after `kill_agent`)."""
+        g, config = self.member(gateway), self.gateway_config(gateway)
+        self._track(components.start_agent(self.topo, g, config, self.paths.logs), f"agent-{gateway}")
+
     def set_link(self, gateway: str, up: bool) -> None:
         """The gateway's LAN interface (its switch port's peer) up or down: an unplugged cable."""
         self.member(gateway)
@@ -207,6 +227,35 @@ class Site:
         rec = self.running(self.slot(replica).process)
         os.kill(rec.pid, signal.SIGKILL)
         return time.time()
+
+    def restart_switch(self) -> ProcRecord:
+        """SIGKILL of the switch (a crash) and a new one from the same command line, as `up`
+        starts it; returns once its gRPC answers (the controller then pushes the pipeline)."""
+        old = self.running("switch")
+        os.kill(old.pid, signal.SIGKILL)
+        processes.stop(old, timeout=5)
+        # The killed leader thread turns zombie before the process's other threads have exited and
+        # closed its listening socket: a new switch started at once fails with "address already in
+        # use" (bench/chaos seed 5). Wait for the port to be free, as a supervisor's retry would.
+        port = self.topo.p4runtime_addr.rsplit(":", 1)[1]
+
+        def port_free() -> tuple[bool, str]:
+            out = iproute.run(["ss", "-Hltn", f"sport = :{port}"], self.topo.switch_ns, check=False).stdout
+            return not out.strip(), f"still listening: {out.strip()}"
+
+        wait_until(port_free, 10, f"{self.prefix} switch port {port} free")
+        return components.start_switch(self.topo, self.paths.logs, lambda rec: self._track(rec, "switch"))
+
+    def kill_etcd(self, member: str) -> None:
+        """SIGKILL of etcd member `member` (a replicated site's)."""
+        rec = self.running(f"etcd-{member}")
+        os.kill(rec.pid, signal.SIGKILL)
+        processes.stop(rec, timeout=2)
+
+    def start_etcd(self, member: str) -> None:
+        """Member `member` again, from its data directory (after `kill_etcd`)."""
+        self.slot(member)
+        self._track(ha.start_etcd_member(self.topo, self.paths, member), f"etcd-{member}")
 
     # --- replicas: who leads --------------------------------------------------------
 

@@ -7,6 +7,7 @@ result. `down`, `status` and every program that attaches to the running emulatio
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,17 +68,21 @@ class StateFile:
 
     def __init__(self, path: Path, state: RunState) -> None:
         self.path, self.state = path, state
+        self._lock = threading.RLock()  # bench/chaos restarts processes from several threads at once
 
     def save(self) -> None:
-        self.state.save(self.path)
+        with self._lock:
+            self.state.save(self.path)
 
     def track(self, rec: ProcRecord) -> None:
-        self.state.processes.append(rec)
-        self.save()
+        with self._lock:
+            self.state.processes.append(rec)
+            self.save()
 
     def replace(self, site: str, name: str, rec: ProcRecord | None) -> None:
-        self.state.replace(site, name, rec)
-        self.save()
+        with self._lock:
+            self.state.replace(site, name, rec)
+            self.save()
 
     def stage(self, stage: str, ok: bool, detail: str) -> None:
         first_line = detail.splitlines()[0] if detail else ""

@@ -68,8 +68,6 @@ Writes bench/results/ha.{json,md,png}.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import subprocess
 import sys
 import time
@@ -78,7 +76,8 @@ from typing import Any
 
 from bench.ha.analysis import ProbePlan, median, plan_own_probe, plan_probe, rewritten
 from bench.ha.emulation import HaEmulation
-from bench.probes import MIN_PROBE_FRAMES, BenchError, frames_entering, inject, ping_probe, read_probe, restore
+from bench.probes import (MIN_PROBE_FRAMES, BenchError, frames_entering, ha_missing, inject, ping_probe, read_probe,
+                          restore)
 from bench.report import Metric, Series, write_report
 from supergw_controller.ha.view import overlaps
 from topologies import ha
@@ -279,11 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     partitions = (2 if args.quick else 20) if args.partitions is None else args.partitions
     if min(*counts.values(), partitions) < 0:
         ap.error("trial counts must be >= 0")
-    if os.geteuid() != 0:
-        say("cannot run: needs root (namespaces, signals, iptables in the replicas' namespaces)")
-        return 2
-    if shutil.which("etcd") is None:
-        say("cannot run: etcd is not installed (Debian etcd-server; `make deps` installs it)")
+    if (why := ha_missing("namespaces, signals, iptables in the replicas' namespaces")) is not None:
+        say(f"cannot run: {why}")
         return 2
     kills: list[Kill] = []
     parts: list[Partition] = []

@@ -28,6 +28,7 @@ class Snapshot:
     status: StatusView | None = None
     gateways: Sequence[GatewayView] = field(default_factory=tuple)
     buckets: Sequence[BucketView] = field(default_factory=tuple)
+    asyncio_tasks: int | None = None  # tasks alive in the controller's event loop at scrape time
 
 
 class _SnapshotCollector(Collector):
@@ -40,6 +41,10 @@ class _SnapshotCollector(Collector):
         yield from _bucket_families(snap.buckets)
         if snap.status is not None:
             yield from _status_families(snap.status)
+        if snap.asyncio_tasks is not None:
+            # A long run (bench/chaos) watches this for leaked tasks, as it watches RSS and fds.
+            yield GaugeMetricFamily("supergw_asyncio_tasks", "asyncio tasks alive in the controller's event loop",
+                                    value=float(snap.asyncio_tasks))
 
 
 def _gateway_families(gateways: Sequence[GatewayView]) -> Iterator[Metric]:

@@ -69,3 +69,11 @@ def test_registries_are_per_instance() -> None:
 def test_empty_snapshot_renders() -> None:
     m = ControllerMetrics()
     assert b"supergw_gateway_up" in m.render()  # HELP/TYPE lines, no samples
+
+
+def test_asyncio_tasks_gauge_only_when_sampled() -> None:
+    m = ControllerMetrics()
+    m.update(Snapshot(status(), asyncio_tasks=17))
+    assert samples(m)[("supergw_asyncio_tasks", ())] == 17.0
+    m.update(Snapshot(status()))
+    assert not any(k[0] == "supergw_asyncio_tasks" for k in samples(m))

@@ -1,0 +1,100 @@
+"""bench/results/chaos.{json,md,png} from a run's Record, and, after a violation, what
+replaying it needs: `chaos-replay/` with the schedule, the faults as they ran, the
+violations and a copy of every log."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from bench.chaos.checker import percentile
+from bench.chaos.runner import Record
+from bench.chaos.schedule import KINDS, counts
+from bench.report import RESULTS_DIR, Metric, Series, write_report
+
+REPLAY = "chaos-replay"
+
+
+def per_kind(rec: Record) -> list[dict[str, Any]]:
+    """One row per fault kind injected: count, budget, recovery median / p99 / max (ms)."""
+    by_kind: dict[str, list[float]] = defaultdict(list)
+    for seq, inj in rec.injected.items():
+        by_kind[inj.fault.kind].append(1000 * rec.recovery_s.get(seq, 0.0))
+    rows = []
+    for kind, ms in sorted(by_kind.items()):
+        rows.append({"kind": kind, "injected": len(ms), "budget_ms": round(1000 * KINDS[kind].budget_s),
+                     "recovery_median_ms": round(statistics.median(ms), 1),
+                     "recovery_p99_ms": round(percentile(ms, 99) or 0.0, 1), "recovery_max_ms": round(max(ms), 1),
+                     "budget_reason": KINDS[kind].why})
+    return rows
+
+
+def history(rec: Record) -> list[dict[str, Any]]:
+    out = []
+    for f in rec.schedule:
+        inj = rec.injected.get(f.seq)
+        out.append({**f.as_dict(), "started": None if inj is None else round(inj.start, 2),
+                    "undone": None if inj is None or inj.undone is None else round(inj.undone, 2),
+                    "outcome": rec.outcomes.get(f.seq), "recovery_ms": round(1000 * rec.recovery_s.get(f.seq, 0.0), 1)})
+    return out
+
+
+def resource_series(rec: Record) -> list[Series]:
+    """RSS per process kind (every controller, switch and the busiest agent), summed over
+    restarts: a restarted process continues its line."""
+    merged: dict[str, dict[float, float]] = defaultdict(dict)
+    for key, pts in rec.resources.items():
+        name, metric = key.rsplit(" ", 1)
+        proc = re.sub(r"\[\d+\]$", "", name)
+        if metric == "rss_mb" and ("controller" in proc or proc.endswith("/switch")):
+            for t, v in pts:
+                merged[f"{proc} RSS MB"][t] = v
+        if metric == "tasks":
+            for t, v in pts:
+                merged[f"{proc} asyncio tasks"][t] = v
+        if metric == "fds":
+            for t, v in pts:
+                merged["all processes: fds"][t] = merged["all processes: fds"].get(t, 0.0) + v
+    return [Series(label, sorted(pts), [pts[t] for t in sorted(pts)], xlabel="seconds into the run",
+                   ylabel="MB / count") for label, pts in sorted(merged.items())]
+
+
+def write(rec: Record, method: str, quick: bool, out_dir: Path = RESULTS_DIR) -> Path:
+    """The report, and `<out_dir>/chaos-replay/`; returns that directory."""
+    lost = sum(rec.sent.get(f, 0) - rec.answered.get(f, 0) for f in rec.flows)
+    by_type = counts([i.fault for i in rec.injected.values()])
+    worst = max(((1000 * r, s) for s, r in rec.recovery_s.items()), default=(0.0, -1))
+    metrics = {
+        "faults_injected": Metric(float(len(rec.injected)), "faults", note=", ".join(f"{k} {n}" for k, n in by_type.items())),
+        "invariant_violations": Metric(float(len(rec.violations)), "violations", note="goal 0; the run stops at the first"),
+        "run_s": Metric(round(rec.ended_at, 1), "s", note=f"scheduled {rec.minutes:g} min, seed {rec.seed}"
+                        + (" (quick: proves the run works, not a result)" if quick else "")),
+        "recovery_max_ms": Metric(round(worst[0], 1), "ms", higher_is_better=False,
+                                  note=f"longest flow silence around one fault (#{worst[1]}); per-kind budgets below"),
+        "probes_lost": Metric(float(lost), "probes", note=f"of {sum(rec.sent.values())} sent by {len(rec.flows)} flows "
+                                                           "(20 ms ping each), during faults and between"),
+    }
+    failures = [{"invariant": v.invariant, "at_s": round(v.at, 2), "what": v.what} for v in rec.violations]
+    write_report("chaos", metrics, rows=per_kind(rec), series=resource_series(rec),
+                 title=f"Chaos: {len(rec.injected)} faults, seed {rec.seed}", method=method,
+                 rows_title="Recovery per fault kind", failures=failures, results_dir=out_dir)
+    replay = {"seed": rec.seed, "minutes": rec.minutes, "intent": rec.intent, "flows": rec.flows,
+              "violations": failures, "faults": history(rec),
+              "silences": [{"flow": s.flow, "start": round(s.start, 3), "ms": round(1000 * s.seconds, 1)}
+                           for s in rec.silences]}
+    replay_dir = out_dir / REPLAY
+    replay_dir.mkdir(parents=True, exist_ok=True)
+    (replay_dir / "history.json").write_text(json.dumps(replay, indent=1) + "\n")
+    if rec.violations:
+        logs = replay_dir / "logs"
+        shutil.rmtree(logs, ignore_errors=True)
+        for p in rec.logs:
+            dest = logs / p.parent.name / p.name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(p, dest)
+    return replay_dir

@@ -1,0 +1,67 @@
+"""bench/chaos's report and replay files from a synthetic run record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.chaos.checker import Injected, Silence, Violation
+from bench.chaos.results import per_kind, write
+from bench.chaos.runner import Record
+from bench.chaos.schedule import Fault
+
+
+def record(violations: list[Violation], log: Path) -> Record:
+    faults = [Fault(0, 10.0, "gateway_freeze", "a", "agw1", 3.0, 0.0, None),
+              Fault(1, 11.0, "leader_kill", "a", "leader", 5.0, 0.0, 0),
+              Fault(2, 40.0, "gateway_freeze", "b", "bgw2", 2.0, 0.0, None)]
+    rec = Record(seed=5, minutes=1.0, schedule=faults)
+    rec.injected = {0: Injected(faults[0], 10.0, 13.0), 1: Injected(faults[1], 11.0, 16.0),
+                    2: Injected(faults[2], 40.0, 42.0)}
+    rec.recovery_s = {0: 0.3, 1: 0.9, 2: 0.5}
+    rec.outcomes = {0: "agw1", 1: "c2", 2: "bgw2"}
+    rec.flows = ["ah1 -> bh1"]
+    rec.sent, rec.answered = {"ah1 -> bh1": 3000}, {"ah1 -> bh1": 2950}
+    rec.silences = [Silence("ah1 -> bh1", 10.0, 10.3, False)]
+    rec.resources = {"sgw-a/controller-c1[10] rss_mb": [(0.0, 80.0), (5.0, 81.0)],
+                     "sgw-a/controller-c1[11] rss_mb": [(20.0, 70.0)],
+                     "sgw-a/controller-c1[10] tasks": [(0.0, 20.0), (5.0, 21.0)],
+                     "sgw-a/switch[5] fds": [(0.0, 30.0)], "sgw-b/switch[6] fds": [(0.0, 31.0)]}
+    rec.violations = violations
+    rec.ended_at = 60.0
+    rec.logs = [log]
+    return rec
+
+
+def test_per_kind_statistics(tmp_path: Path) -> None:
+    rows = {r["kind"]: r for r in per_kind(record([], tmp_path / "x.log"))}
+    assert rows["gateway_freeze"]["injected"] == 2
+    assert rows["gateway_freeze"]["recovery_median_ms"] == 400.0
+    assert rows["gateway_freeze"]["recovery_max_ms"] == 500.0
+    assert rows["leader_kill"]["budget_ms"] == 1000
+
+
+def test_report_and_replay_files(tmp_path: Path) -> None:
+    logs = tmp_path / "logs" / "sgw-a"
+    logs.mkdir(parents=True)
+    (logs / "controller-c1.log").write_text("Traceback (most recent call last):\n")
+    v = Violation("log", "controller-c1.log: Traceback (most recent call last):", 30.0)
+    out = tmp_path / "results"
+    replay = write(record([v], logs / "controller-c1.log"), "method", quick=True, out_dir=out)
+    report = json.loads((out / "chaos.json").read_text())
+    assert report["metrics"]["faults_injected"] == 3
+    assert report["metrics"]["invariant_violations"] == 1
+    assert report["metrics"]["probes_lost"] == 50
+    assert report["failures"][0]["invariant"] == "log"
+    assert (out / "chaos.md").exists() and (out / "chaos.png").stat().st_size > 0
+    labels = {s["label"] for s in report["series"]}
+    assert {"sgw-a/controller-c1 RSS MB", "sgw-a/controller-c1 asyncio tasks", "all processes: fds"} <= labels
+    history = json.loads((replay / "history.json").read_text())
+    assert history["seed"] == 5 and [f["outcome"] for f in history["faults"]] == ["agw1", "c2", "bgw2"]
+    assert history["faults"][1]["within"] == 0 and history["faults"][1]["recovery_ms"] == 900.0
+    assert (replay / "logs" / "sgw-a" / "controller-c1.log").exists()
+
+
+def test_no_logs_copied_without_a_violation(tmp_path: Path) -> None:
+    replay = write(record([], tmp_path / "none.log"), "method", quick=False, out_dir=tmp_path)
+    assert not (replay / "logs").exists()
