@@ -8,6 +8,7 @@
 | host learning | `hosts.py` | digests, idle timeouts, the IP-wait sweep, gateway ARP misses |
 | event log | `eventlog.py` | ring, history and durable store of moves and events |
 | read model | `readmodel.py` | the REST views |
+| remote access | `remote_access.py` | clients from reports -> pins, SPI labels and ranges on the outside switch (`southbound/outside.py`, a second device), pools on the LAN; the outside's buckets follow the LAN's |
 
 `ControllerCore` builds them around one store (`durable.Durable`; fenced under HA) and
 is what the REST layer calls (`api.core.Core`, one line per method) and what the
@@ -21,10 +22,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from supergw_proto.api import BucketView, EventView, GatewayView, HistoryView, HostView, RebalanceView, StatusView
+from supergw_proto.api import BucketView, ClientView, EventView, GatewayView, HistoryView, HostView, RebalanceView, StatusView
 from supergw_proto.reports import GatewayReport, Heartbeat
 from supergw_controller.bucket_stats import BucketStats
 from supergw_controller.config import Config, RebalancePolicy
@@ -32,7 +33,7 @@ from supergw_controller.durable import Durable
 from supergw_controller.errors import SwitchUnavailable
 from supergw_controller.etcd_store import EtcdIntentStore
 from supergw_controller.eventlog import EventLog
-from supergw_controller.gateways import GatewayRegistry
+from supergw_controller.gateways import GatewayRegistry, Transition
 from supergw_controller.ha.fence import LeaseFence
 from supergw_controller.ha.fenced_store import FencedStore
 from supergw_controller.ha.gate import leader_check
@@ -45,6 +46,7 @@ from supergw_controller.intent_store import IntentStoreApi
 from supergw_controller.liveness import Liveness
 from supergw_controller.placement import Placement
 from supergw_controller.readmodel import ReadModel
+from supergw_controller.remote_access import RemoteAccess
 from supergw_controller.southbound.domain import HostIdle, HostSeen, PacketIn
 from supergw_controller.southbound.session import Role
 from supergw_controller.southbound.switch import SessionLike, Southbound
@@ -72,6 +74,27 @@ class WritePermission:
             self._switch.require_primary()
 
 
+class FollowedBuckets:
+    """Placement's switch (`placement.BucketSwitch`): the LAN southbound, and after each
+    written move the remote-access part is told, so the outside's buckets follow."""
+
+    def __init__(self, lan: Southbound, follow: Callable[[], None]) -> None:
+        self._lan = lan
+        self._follow = follow
+
+    @property
+    def assignment(self) -> Mapping[int, str]:
+        return self._lan.assignment
+
+    @property
+    def primary(self) -> bool:
+        return self._lan.primary
+
+    async def set_buckets(self, moves: Mapping[int, str]) -> None:
+        await self._lan.set_buckets(moves)
+        self._follow()
+
+
 class ControllerCore:
     def __init__(
         self,
@@ -84,6 +107,7 @@ class ControllerCore:
         heartbeat_udp: bool = True,
         session: SessionLike | None = None,
         election_id: Callable[[], str] | None = None,
+        outside_session: SessionLike | None = None,
     ) -> None:
         self.config = config
         self._clock = clock
@@ -97,10 +121,15 @@ class ControllerCore:
         self.eventlog = EventLog(self.durable, history=history, wallclock=wallclock)
         self.registry = GatewayRegistry(config, clock(), t.startup_grace_s)
         self.permission = WritePermission(self.switch)
+        self.remote_access: RemoteAccess | None = None
+        buckets: Southbound | FollowedBuckets = self.switch
+        if config.remote_access is not None:
+            self.remote_access = RemoteAccess(config, self.switch, outside_session=outside_session)
+            buckets = FollowedBuckets(self.switch, self.remote_access.kick)
         self.placement = Placement(
-            config, self.registry, self.switch, self.eventlog, self.durable, self.stats, may_write=self.permission
+            config, self.registry, buckets, self.eventlog, self.durable, self.stats, may_write=self.permission
         )
-        self.liveness = Liveness(config, self.registry, self.placement.on_liveness, clock=clock)
+        self.liveness = Liveness(config, self.registry, self._on_liveness, clock=clock)
         self.hosts_learning = HostLearning(config, self.switch, clock=clock)
         self.read = ReadModel(
             config,
@@ -112,6 +141,7 @@ class ControllerCore:
             events=self.eventlog,
             election_id=election_id,
             clock=clock,
+            remote_access=self.remote_access,
         )
         self.switch.listen(self)
 
@@ -132,6 +162,8 @@ class ControllerCore:
             asyncio.create_task(self.liveness.run(udp=self._udp), name="liveness"),
             asyncio.create_task(self._history_loop(), name="history"),
         ]
+        if self.remote_access is not None:
+            tasks.append(asyncio.create_task(self.remote_access.run(), name="remote-access"))
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
@@ -155,6 +187,11 @@ class ControllerCore:
     async def reload_intent(self) -> None:
         """An HA takeover: the previous leader may have changed weights, drains and pins."""
         await self.placement.load_intent(required=True)
+
+    async def _on_liveness(self, transitions: Sequence[Transition]) -> None:
+        await self.placement.on_liveness(transitions)
+        if self.remote_access is not None:
+            self.remote_access.on_liveness(transitions)
 
     def note(self, kind: str, reason: str, detail: str) -> None:
         self.eventlog.note(kind, reason, detail)
@@ -194,6 +231,8 @@ class ControllerCore:
 
     async def serving(self) -> None:
         self.switch.spawn(self._periodic(), name="counters-rebalance")
+        if self.remote_access is not None:
+            self.remote_access.lan_serving()
         assignment = self.placement.assignment
         log.info(
             "primary and reconciled: %d buckets over %d gateways, %d hosts",
@@ -298,6 +337,9 @@ class ControllerCore:
     async def hosts(self) -> list[HostView]:
         return await self.read.hosts()
 
+    async def clients(self) -> list[ClientView]:
+        return await self.read.clients()
+
     async def events(self, limit: int = 100, since_id: int = 0) -> list[EventView]:
         return await self.read.events(limit, since_id)
 
@@ -309,6 +351,8 @@ class ControllerCore:
 
     async def accept_report(self, report: GatewayReport) -> None:
         await self.liveness.accept_report(report)
+        if self.remote_access is not None:
+            self.remote_access.report(report)
 
     async def accept_heartbeat(self, hb: Heartbeat) -> None:
         await self.liveness.accept_heartbeat(hb)

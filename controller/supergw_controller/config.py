@@ -172,6 +172,13 @@ class GatewayConfig(StrictModel):
     weight: float = Field(default=1.0, gt=0, description="relative capacity")
     agent_url: str | None = Field(default=None, description="where the gateway agent listens (informational)")
     heartbeat: bool = Field(default=True, description="false: no agent; liveness from the port state only")
+    site_to_site: bool = Field(
+        default=True,
+        description=(
+            "false: the gateway carries no site-to-site tunnel (remote-access clients only), so a report "
+            "without an installed CHILD SA does not make it dead"
+        ),
+    )
     agent_token: SecretStr | None = Field(
         default=None,
         description="this gateway's agent secret (prefer agent_token_file); it may report and heartbeat for this gateway only",
@@ -513,6 +520,69 @@ class HaConfig(StrictModel):
         return self
 
 
+class OutsideGatewayConfig(StrictModel):
+    """A gateway's side on the outside switch: the port its WAN interface is on and that
+    interface's MAC (client packets to IP_P leave toward it with dst := this MAC)."""
+
+    port: int = Field(ge=0, lt=2**16)
+    mac: str
+
+    _mac = field_validator("mac", mode="before")(lambda v: GatewayConfig._unicast(v))
+
+
+class RemoteAccessConfig(StrictModel):
+    """Remote-access clients at one public address (docs/remote-access.md): the outside
+    switch, a second P4Runtime device of this controller running the same program with the
+    outside roles. What each gateway serves (its pool, ESP SPI range, IKE SPI label) is not
+    here: it comes from the gateway's own config through its reports (`remote_access`), and
+    a report that disagrees with this section (another IP_P) or with another gateway (an
+    overlapping pool, range or label) is refused and logged."""
+
+    public_ip: ipaddress.IPv4Address = Field(description="IP_P: the switch answers ARP for it; every gateway holds it")
+    public_mac: str = Field(description="the MAC the switch answers with and gives the gateways' frames from IP_P")
+    switch: SwitchConfig = Field(description="the outside switch's P4Runtime server (another device than the LAN's)")
+    pipeline: PipelineConfig | None = Field(default=None, description="default: the LAN switch's (the same program)")
+    uplinks: list[int] = Field(min_length=1, description="outside switch ports toward the routers")
+    gateways: dict[str, OutsideGatewayConfig] = Field(
+        description="every gateway's outside port and WAN MAC, by name (each gateway of `gateways`)"
+    )
+    pins: bool = Field(
+        default=True,
+        description="pin each client's outer address to the gateway that reports its IKE SA (false: address hash only)",
+    )
+
+    _public_mac = field_validator("public_mac", mode="before")(lambda v: GatewayConfig._unicast(v))
+
+    @field_validator("public_ip")
+    @classmethod
+    def _public_ip(cls, v: ipaddress.IPv4Address) -> ipaddress.IPv4Address:
+        if v.is_unspecified or v.is_multicast or v.is_loopback or v == ipaddress.IPv4Address("255.255.255.255"):
+            raise ValueError(f"{v} cannot be a public address")
+        return v
+
+    @model_validator(mode="after")
+    def _ports(self) -> RemoteAccessConfig:
+        errors: list[str] = []
+        seen: dict[int, str] = {}
+        for p in self.uplinks:
+            if p in seen:
+                errors.append(f"uplinks: port {p} listed twice")
+            seen[p] = "an uplink"
+        macs: dict[str, str] = {}
+        for name, g in self.gateways.items():
+            if g.port in seen:
+                errors.append(f"gateways.{name}.port: port {g.port} is already {seen[g.port]}")
+            seen.setdefault(g.port, f"gateway {name}'s")
+            if g.mac in macs or g.mac == self.public_mac:
+                errors.append(f"gateways.{name}.mac: {g.mac} is also {macs.get(g.mac, 'public_mac')}'s")
+            macs.setdefault(g.mac, name)
+        if CPU_PORT in seen:
+            errors.append(f"port {CPU_PORT} is the CPU port and cannot have a role")
+        if errors:
+            raise ValueError("\n".join(errors))
+        return self
+
+
 class Config(StrictModel):
     switch: SwitchConfig
     pipeline: PipelineConfig
@@ -531,6 +601,9 @@ class Config(StrictModel):
     state_db: Path = Field(default=Path("supergw-state.sqlite3"))
     store: StoreConfig = Field(default_factory=StoreConfig)
     ha: HaConfig | None = Field(default=None, description="run as one of several replicas (needs store.backend etcd)")
+    remote_access: RemoteAccessConfig | None = Field(
+        default=None, description="remote-access clients at one public address, dispatched by an outside switch"
+    )
 
     def agent_timing(self) -> AgentTiming:
         """What the agents are told (and judged by): `timing`'s, except that under
@@ -632,9 +705,32 @@ class Config(StrictModel):
             interfaces.setdefault(pc.interface, port)
         if self.port_monitor.enabled and not interfaces:
             errors.append("port_monitor.enabled: no port names an 'interface' to watch")
+        errors += self._remote_access_checks()
         if errors:
             raise ValueError("\n".join(errors))
         return self
+
+    def _remote_access_checks(self) -> list[str]:
+        ra = self.remote_access
+        if ra is None:
+            return []
+        errors: list[str] = []
+        names = [g.name for g in self.gateways]
+        missing = [n for n in names if n not in ra.gateways]
+        unknown = sorted(set(ra.gateways) - set(names))
+        if missing:
+            # The outside's buckets follow the LAN's: a bucket on a gateway without an outside
+            # port would drop its new clients.
+            errors.append(f"remote_access.gateways: no outside port for {missing} (every gateway needs one)")
+        if unknown:
+            errors.append(f"remote_access.gateways: {unknown} are not in gateways")
+        if ra.public_ip == self.gateway_ip:
+            errors.append(f"remote_access.public_ip: {ra.public_ip} is also gateway_ip")
+        if ra.switch.address == self.switch.address and ra.switch.device_id == self.switch.device_id:
+            errors.append("remote_access.switch: the same address and device_id as switch (the outside is another device)")
+        if self.ha is not None:
+            errors.append("remote_access: not supported with ha (replicated controllers) yet; run a single controller")
+        return errors
 
     # Derived views the core uses.
     def ports_with_role(self, role: PortRoleName) -> list[int]:
@@ -649,6 +745,14 @@ class Config(StrictModel):
             if gw.name == name:
                 return gw
         raise KeyError(name)
+
+    def outside_switch(self) -> Config:
+        """This config as the outside switch's session sees it: its switch and pipeline
+        (`remote_access.switch`, `.pipeline` or the LAN's). ValueError without remote_access."""
+        ra = self.remote_access
+        if ra is None:
+            raise ValueError("no remote_access section: there is no outside switch")
+        return self.model_copy(update={"switch": ra.switch, "pipeline": ra.pipeline or self.pipeline})
 
     def agent_secret(self, name: str) -> str:
         """The secret of gateway `name`'s agent: its REST bearer token and its heartbeat key.
@@ -722,6 +826,7 @@ def parse_config(data: Any, base_dir: Path, source: str = "<config>") -> Config:
             "gateways": gateways,
             "switch": switch,
             "state_db": _resolve(base_dir, cfg.state_db),
+            "remote_access": _resolve_remote_access(base_dir, cfg.remote_access),
         }
     )
     missing: list[str] = []
@@ -744,11 +849,36 @@ def parse_config(data: Any, base_dir: Path, source: str = "<config>") -> Config:
             p = getattr(cfg.switch.tls, key)
             if p is not None and not p.is_file():
                 missing.append(f"switch.tls.{key}: file not found: {p}")
+    ra = cfg.remote_access
+    if ra is not None and ra.pipeline is not None:
+        files: list[tuple[str, Path | None]] = [("p4info", ra.pipeline.p4info), ("device_config", ra.pipeline.device_config)]
+        for key, f in files:
+            if f is not None and not f.is_file():
+                missing.append(f"remote_access.pipeline.{key}: file not found: {f}")
+    if ra is not None and ra.switch.tls is not None:
+        for key in ("cacert", "cert", "key"):
+            p = getattr(ra.switch.tls, key)
+            if p is not None and not p.is_file():
+                missing.append(f"remote_access.switch.tls.{key}: file not found: {p}")
     cfg, problems = _read_secrets(cfg)
     missing += problems
     if missing:
         raise ConfigError(f"{source}: invalid config:\n  " + "\n  ".join(missing))
     return cfg
+
+
+def _resolve_remote_access(base: Path, ra: RemoteAccessConfig | None) -> RemoteAccessConfig | None:
+    if ra is None:
+        return None
+    update: dict[str, Any] = {}
+    if ra.pipeline is not None:
+        update["pipeline"] = ra.pipeline.model_copy(
+            update={"p4info": _resolve(base, ra.pipeline.p4info), "device_config": _resolve(base, ra.pipeline.device_config)}
+        )
+    if ra.switch.tls is not None:
+        paths = {k: _resolve(base, getattr(ra.switch.tls, k)) for k in ("cacert", "cert", "key")}
+        update["switch"] = ra.switch.model_copy(update={"tls": ra.switch.tls.model_copy(update=paths)})
+    return ra.model_copy(update=update)
 
 
 _Holder = TypeVar("_Holder", "OperatorToken", "GatewayConfig")

@@ -30,6 +30,8 @@ class GatewayRecord:
     weight: float
     heartbeat_required: bool
     drained: bool = False
+    # False: the gateway serves remote-access clients only; its site-to-site tunnel is no verdict
+    site_to_site: bool = True
     dead: bool = False
     recovering: bool = False
     port_up: bool | None = None  # None: nobody watches the port
@@ -127,6 +129,7 @@ class GatewayRegistry:
                 mac=g.mac,
                 weight=g.weight,
                 heartbeat_required=g.heartbeat,
+                site_to_site=g.site_to_site,
                 grace_start=now,
                 grace_until=now + startup_grace_s,
                 dead_after=self._dead_after,
@@ -239,7 +242,7 @@ class GatewayRegistry:
         g.last_report = report
         g.last_report_at = now
         g.reported_cpu = report.cpu_percent / (100.0 * report.cpu_cores)  # 0..1 of its own capacity
-        up = tunnel_up(report)
+        up = tunnel_up(report) if g.site_to_site else None
         if up is not None:  # None: the agent could not read its SAs; keep the last verdict
             g.tunnel_up = up
         # A report proves the agent is alive just as a heartbeat does.

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from supergw_proto.api import BucketView, GatewayView, StatusView
+from supergw_proto.api import BucketView, GatewayView, RemoteAccessStatus, StatusView
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -66,8 +66,15 @@ def _gateway_families(gateways: Sequence[GatewayView]) -> Iterator[Metric]:
         "1 if the gateway's partner at the partner site is up (pair beacons through the tunnel; 0: it gets no traffic)",
         labels=["gateway"],
     )
+    clients = GaugeMetricFamily(
+        "supergw_gateway_clients",
+        "remote-access clients (IKE SAs) the gateway's last report lists (only with remote_access)",
+        labels=["gateway"],
+    )
     for g in gateways:
         up.add_metric([g.name], 1.0 if g.alive else 0.0)
+        if g.clients is not None:
+            clients.add_metric([g.name], float(g.clients))
         drained.add_metric([g.name], 1.0 if g.drained else 0.0)
         load.add_metric([g.name], g.load)
         weight.add_metric([g.name], g.weight)
@@ -80,7 +87,7 @@ def _gateway_families(gateways: Sequence[GatewayView]) -> Iterator[Metric]:
             tunnel.add_metric([g.name], 1.0 if g.tunnel_up else 0.0)
         if g.partner_up is not None:
             partner.add_metric([g.name], 1.0 if g.partner_up else 0.0)
-    yield from (up, drained, load, weight, nbuckets, cpu, hb, tunnel, partner)
+    yield from (up, drained, load, weight, nbuckets, cpu, hb, tunnel, partner, clients)
 
 
 def _bucket_families(buckets: Sequence[BucketView]) -> Iterator[Metric]:
@@ -137,6 +144,27 @@ def _status_families(s: StatusView) -> Iterator[Metric]:
     }
     for name, (doc, level) in gauges.items():
         yield GaugeMetricFamily(name, doc, value=level)
+    if s.remote_access is not None:
+        yield from _remote_access_families(s.remote_access)
+
+
+def _remote_access_families(ra: RemoteAccessStatus) -> Iterator[Metric]:
+    yield GaugeMetricFamily("supergw_client_pins", "client_pins entries the outside switch holds", value=float(ra.pins))
+    yield GaugeMetricFamily("supergw_clients", "remote-access clients (IKE SAs) the gateways report", value=float(ra.clients))
+    yield GaugeMetricFamily(
+        "supergw_outside_switch_ready", "1 if primary and reconciled on the outside switch", value=1.0 if ra.outside_ready else 0.0
+    )
+    yield CounterMetricFamily("supergw_client_pins_installed", "client pins written (new or moved)", value=float(ra.pins_installed_total))
+    yield CounterMetricFamily("supergw_client_pins_removed", "client pins deleted", value=float(ra.pins_removed_total))
+    yield CounterMetricFamily(
+        "supergw_remote_access_sync_errors", "failed syncs of the remote-access tables (retried)", value=float(ra.sync_errors_total)
+    )
+    refused = GaugeMetricFamily(
+        "supergw_gateway_remote_access_refused", "1 if the gateway's remote_access claim is refused (see /status)", labels=["gateway"]
+    )
+    for gw in sorted(ra.refused):
+        refused.add_metric([gw], 1.0)
+    yield refused
 
 
 class ControllerMetrics:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from supergw_proto.api import BucketView, EventView, GatewayView, HistoryView, HostView, StatusView
+from supergw_proto.api import BucketView, ClientView, EventView, GatewayView, HistoryView, HostView, StatusView
 from supergw_proto.bucket import bucket_of, vmac
 from supergw_controller.bucket_stats import BucketStats
 from supergw_controller.config import Config
@@ -20,6 +20,7 @@ from supergw_controller.history import GatewayNow
 from supergw_controller.hosts import HostLearning
 from supergw_controller.liveness import Liveness
 from supergw_controller.placement import Placement
+from supergw_controller.remote_access import RemoteAccess
 from supergw_controller.southbound.session import Role
 from supergw_controller.southbound.switch import Southbound
 
@@ -37,8 +38,10 @@ class ReadModel:
         events: EventLog,
         election_id: Callable[[], str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        remote_access: RemoteAccess | None = None,
     ) -> None:
         self._config = config
+        self._ra = remote_access
         self._switch = switch
         self._liveness = liveness
         self._registry = liveness.registry
@@ -82,7 +85,12 @@ class ReadModel:
             heartbeats_total=live.heartbeats_total,
             heartbeats_rejected=dict(live.receiver.rejected),
             arp_misses_unknown_total=hosts.arp_misses_unknown_total,
+            remote_access=None if self._ra is None else self._ra.status_view(),
         )
+
+    async def clients(self) -> list[ClientView]:
+        """Remote-access clients of every gateway (empty without remote access)."""
+        return [] if self._ra is None else self._ra.client_views()
 
     async def gateways(self) -> list[GatewayView]:
         return [self.gateway_view(g.name) for g in self._registry.all()]
@@ -110,6 +118,7 @@ class ReadModel:
             unhealthy=g.unhealthy_why(),
             report_age_s=self._registry.report_age(name, now),
             last_report=g.last_report,
+            clients=None if self._ra is None else len(self._ra.book.clients(name)),
         )
 
     async def buckets(self) -> list[BucketView]:

@@ -26,7 +26,7 @@ from supergw_controller.rebalancer import (
 )
 from supergw_proto.reports import GatewayReport, Heartbeat
 from supergw_controller.views import OperatorAction
-from supergw_proto.api import BucketView, EventView, GatewayView, HostView, MoveView, RebalanceView, StatusView
+from supergw_proto.api import BucketView, ClientView, EventView, GatewayView, HostView, MoveView, RebalanceView, StatusView
 
 TOKEN = "test-token-0123456789"
 READER_TOKEN = "reader-token-0123456789"
@@ -169,6 +169,10 @@ class FakeCore:
     async def hosts(self) -> list[HostView]:
         return [HostView(mac="02:00:00:00:00:aa", port=1, ip="10.0.0.10", bucket=3, vmac=vmac(VMAC_BASE, 3), gateway=self.assign[3], idle_s=1.0)]
 
+    async def clients(self) -> list[ClientView]:
+        return [ClientView(gateway="gw1", identity="c1", remote_host="198.51.100.1", remote_port=4500, vips=["10.90.0.2"],
+                           established_at=1.0, present=True, bytes_in=1, bytes_out=2, pinned=True)]
+
     async def events(self, limit: int = 100, since_id: int = 0) -> list[EventView]:
         return [e for e in self.events_log if (e.id or 0) > since_id][:limit]
 
@@ -253,6 +257,7 @@ ROUTES: list[tuple[str, str, Any]] = [
     ("DELETE", "/buckets/3/pin", None),
     ("POST", "/buckets/3/move", {"gateway": "gw2"}),
     ("GET", "/hosts", None),
+    ("GET", "/clients", None),
     ("GET", "/events", None),
     ("POST", "/rebalance?dry_run=true", None),
     ("POST", "/gateways/gw1/report", report_body()),

@@ -176,6 +176,13 @@ def test_hosts(served: Served) -> None:
     assert [h["mac"] for h in as_json] == [HOST.mac] and as_json == served.api("/hosts")
 
 
+def test_clients_without_remote_access(served: Served) -> None:
+    ran = ctl(served, "clients")
+    assert ran.code == EXIT_OK, ran.err
+    assert ran.out.strip().endswith("clients per gateway: no clients")
+    assert ctl(served, "clients", "--json").json() == [] == served.api("/clients")
+
+
 def test_events_show_operator_actions_with_who(served: Served) -> None:
     assert ctl(served, "drain", "g1").code == EXIT_OK
     ran = ctl(served, "events", "--limit", "5")

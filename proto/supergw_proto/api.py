@@ -39,6 +39,8 @@ class GatewayView(_View):
     unhealthy: str | None = None  # why it is dead although its agent talks (port, charon, tunnel, partner)
     report_age_s: float | None
     last_report: GatewayReport | None
+    # remote-access clients whose IKE SA it holds, from its last report; None: no remote access
+    clients: int | None = None
 
 
 class BucketView(_View):
@@ -123,6 +125,36 @@ class StatusView(_View):
     heartbeats_rejected: dict[str, int] = {}
     # gateway ARP misses (GATEWAY_ARP_MISS) for an IP no learned host has: unanswered
     arp_misses_unknown_total: int = 0
+    # remote access (None without it): the outside switch and its client pins
+    remote_access: RemoteAccessStatus | None = None
+
+
+class RemoteAccessStatus(_View):
+    public_ip: str  # IP_P
+    outside_address: str  # the outside switch's P4Runtime server
+    outside_role: str  # "primary" | "backup" | "disconnected"
+    outside_ready: bool  # primary and reconciled
+    clients: int  # IKE SAs the live gateways report
+    pins: int  # client_pins entries the outside switch holds
+    pins_installed_total: int  # pins written (new or moved) since start
+    pins_removed_total: int
+    sync_errors_total: int  # failed syncs of the remote-access tables (retried)
+    refused: dict[str, str] = {}  # gateway -> why its remote_access is not used
+
+
+class ClientView(_View):
+    """One remote-access client (an IKE SA) as its gateway reports it."""
+
+    gateway: str
+    identity: str
+    remote_host: str  # outer address now
+    remote_port: int
+    vips: list[str]  # inner addresses from the gateway's pool
+    established_at: float  # UNIX time of its IKE_AUTH
+    present: bool  # inbound ESP within the gateway's idle time
+    bytes_in: int
+    bytes_out: int
+    pinned: bool  # the outside switch pins its address to this gateway
 
 
 # -- history (GET /history): one sample per second of what the core knew

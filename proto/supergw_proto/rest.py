@@ -28,6 +28,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from supergw_proto.api import (
     BucketView,
+    ClientView,
     EventView,
     GatewayRef,
     GatewayView,
@@ -52,6 +53,7 @@ _GATEWAYS = TypeAdapter(list[GatewayView])
 _BUCKET = TypeAdapter(BucketView)
 _BUCKETS = TypeAdapter(list[BucketView])
 _HOSTS = TypeAdapter(list[HostView])
+_CLIENTS = TypeAdapter(list[ClientView])
 _EVENTS = TypeAdapter(list[EventView])
 _HISTORY = TypeAdapter(HistoryView)
 _REBALANCE = TypeAdapter(RebalanceView)
@@ -216,6 +218,10 @@ class ControllerClient:
 
     def hosts(self) -> list[HostView]:
         return self._model(_HOSTS, "GET", "/hosts")
+
+    def clients(self) -> list[ClientView]:
+        """Remote-access clients per gateway (empty without remote access)."""
+        return self._model(_CLIENTS, "GET", "/clients")
 
     def events(self, limit: int = 100, since_id: int = 0) -> list[EventView]:
         """Newest first; `limit` 1..1000, only ids above `since_id`."""

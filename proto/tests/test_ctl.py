@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from supergw_proto.api import EventView, MoveView, RebalanceView
+from supergw_proto.api import ClientView, EventView, MoveView, RebalanceView
 from supergw_proto.ctl import render
 from supergw_proto.ctl.cli import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, main, parser
 from supergw_proto.ctl.target import DEFAULT_URL, UsageError, api_token, controller_url, resolve, tls_trust
@@ -222,3 +222,16 @@ def test_events_in_utc() -> None:
     e = EventView(id=3, ts=0.0, kind="operator", bucket=None, src="gw1", dst=None, reason="drain", detail="ok", who="ops")
     assert render.events([e]).splitlines()[1].split() == ["3", "1970-01-01", "00:00:00", "operator", "drain", "-",
                                                           "gw1", "-", "ops", "ok"]
+
+
+def test_clients_lists_each_client_and_counts_per_gateway() -> None:
+    def c(gw: str, ident: str, pinned: bool) -> ClientView:
+        return ClientView(gateway=gw, identity=ident, remote_host="198.51.100.1", remote_port=4500, vips=["10.90.0.2"],
+                          established_at=0.0, present=True, bytes_in=10, bytes_out=20, pinned=pinned)
+
+    out = render.clients([c("gw2", "b", False), c("gw1", "a", True), c("gw2", "c", True)])
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["GATEWAY", "IDENTITY", "ADDRESS"]
+    assert [ln.split()[:2] for ln in lines[1:4]] == [["gw1", "a"], ["gw2", "b"], ["gw2", "c"]]
+    assert lines[-1] == "clients per gateway: gw1: 1, gw2: 2"
+    assert render.clients([]).splitlines()[-1] == "clients per gateway: no clients"

@@ -22,7 +22,7 @@ from starlette.routing import Match
 from supergw_controller.api.auth import Access, Authenticator, authorize
 from supergw_controller.api.core import Core
 from supergw_controller.api.deps import ApiState, require_access
-from supergw_controller.api.routers import agents, buckets, events, gateways, hosts, ops, rebalance, status
+from supergw_controller.api.routers import agents, buckets, clients, events, gateways, hosts, ops, rebalance, status
 from supergw_controller.api.routers import history as history_routes
 from supergw_controller.errors import (
     Conflict,
@@ -174,7 +174,7 @@ def create_app(core: Core, config: ConfigLike, *, auth: Authenticator | None = N
         return await call_next(request)
 
     secured = [Depends(require_access)]
-    for module in (status, gateways, agents, buckets, hosts, events, rebalance):
+    for module in (status, gateways, agents, buckets, hosts, clients, events, rebalance):
         app.include_router(module.router, prefix=API_PREFIX, dependencies=secured)
     app.include_router(history_routes.router, prefix=API_PREFIX, dependencies=secured)
     app.include_router(ops.router)

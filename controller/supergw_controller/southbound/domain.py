@@ -95,3 +95,35 @@ class PacketIn:
     reason: int  # p4constants.PuntReason
     port: int  # ingress port
     payload: bytes
+
+
+# -- remote access: the outside switch's per-gateway tables and the LAN's client pools
+
+
+@dataclass(frozen=True)
+class Ternary:
+    """A ternary match (value, mask) on an SPI: an IKE SPI label or a prefix of an ESP SPI range."""
+
+    value: int
+    mask: int
+
+    def overlaps(self, other: Ternary) -> bool:
+        """Some key matches both (two entries at one priority would be ambiguous)."""
+        return (self.value ^ other.value) & self.mask & other.mask == 0
+
+
+@dataclass(frozen=True)
+class RaTables:
+    """What the remote-access tables map to gateways (by name): `pins` client outer IPv4
+    address -> gateway (`client_pins`, outside), `labels` IKE SPI label -> gateway
+    (`ike_spi_labels`), `ranges` ESP SPI prefix -> gateway (`esp_spi_ranges`), `pools`
+    inner-address pool "a.b.c.d/n" -> gateway (`client_pools`, on the LAN switch)."""
+
+    pins: dict[str, str]
+    labels: dict[Ternary, str]
+    ranges: dict[Ternary, str]
+    pools: dict[str, str]
+
+    @staticmethod
+    def empty() -> RaTables:
+        return RaTables({}, {}, {}, {})

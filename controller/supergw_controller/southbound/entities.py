@@ -10,9 +10,9 @@ through the switch's P4Schema, so no ID appears here.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from finsy import (
     P4DigestEntry,
@@ -40,9 +40,12 @@ from supergw_controller.southbound.domain import (
     LearnedSource,
     Op,
     PacketIn,
+    Ternary,
 )
 
 __all__ = ["Op", "Update", "BucketEntry", "BucketEncoder"]
+
+K = TypeVar("K", str, Ternary)
 
 
 @dataclass(frozen=True)
@@ -188,8 +191,8 @@ def learned_key(mac: str | int, port: int) -> P4TableEntry:
     return P4TableEntry(pc.TABLE_LEARNED_SOURCES, match=P4TableMatch(src_mac=mac_int(mac), port=port))
 
 
-def flood_group(ports: Iterable[int]) -> P4MulticastGroupEntry:
-    return P4MulticastGroupEntry(pc.HOST_FLOOD_GROUP, replicas=tuple((p, 0) for p in sorted(ports)))
+def flood_group(ports: Iterable[int], group: int = pc.HOST_FLOOD_GROUP) -> P4MulticastGroupEntry:
+    return P4MulticastGroupEntry(group, replicas=tuple((p, 0) for p in sorted(ports)))
 
 
 def learn_digest(ack_timeout_ns: int = 500_000_000) -> P4DigestEntry:
@@ -346,3 +349,112 @@ def _as_int(v: Any) -> int:
     if isinstance(v, ipaddress.IPv4Address):
         return int(v)
     raise TypeError(f"cannot compare match/param value {v!r}")
+
+
+# -- remote access: the outside switch and the LAN's client pools
+
+# Ternary entries of one gateway never overlap another's (clients.ClientBook refuses it),
+# so one priority serves them all.
+SPI_PRIORITY = 10
+RA_TABLES = (pc.TABLE_CLIENT_PINS, pc.TABLE_IKE_SPI_LABELS, pc.TABLE_ESP_SPI_RANGES, pc.TABLE_CLIENT_POOLS)
+_RA_SHAPES = {
+    pc.TABLE_CLIENT_PINS: (pc.MATCH_CLIENT_PINS_CLIENT_IP, pc.ACTION_SET_PIN_GATEWAY, None),
+    pc.TABLE_IKE_SPI_LABELS: (pc.MATCH_IKE_SPI_LABELS_IKE_SPI, pc.ACTION_SET_IKE_GATEWAY, SPI_PRIORITY),
+    pc.TABLE_ESP_SPI_RANGES: (pc.MATCH_ESP_SPI_RANGES_ESP_SPI, pc.ACTION_SET_ESP_GATEWAY, SPI_PRIORITY),
+    pc.TABLE_CLIENT_POOLS: (pc.MATCH_CLIENT_POOLS_DST_IP, pc.ACTION_SET_POOL_GATEWAY, None),
+}
+# Every dispatch action of these tables has buckets' set_gateway shape: (port, gateway_mac).
+assert pc.PARAM_SET_PIN_GATEWAY_PORT == pc.PARAM_SET_IKE_GATEWAY_PORT == pc.PARAM_SET_ESP_GATEWAY_PORT == "port"
+assert pc.PARAM_SET_POOL_GATEWAY_PORT == "port" and pc.PARAM_SET_POOL_GATEWAY_GATEWAY_MAC == "gateway_mac"
+
+RaKey = str | Ternary  # a pin's client address, an SPI label or prefix, a pool "a.b.c.d/n"
+
+
+def _ra_match(table: str, key: RaKey) -> Any:
+    if isinstance(key, Ternary):
+        return (key.value, key.mask)
+    if table == pc.TABLE_CLIENT_POOLS:
+        return ipaddress.IPv4Network(key)
+    return ip_int(key)
+
+
+def ra_entry(table: str, key: RaKey, port: int | None = None, gateway_mac: str | int | None = None) -> P4TableEntry:
+    """An entry of a remote-access table (`RA_TABLES`) sending `key` to the gateway at
+    (`port`, `gateway_mac`); without them, the key alone (for a DELETE)."""
+    field, action_name, priority = _RA_SHAPES[table]
+    action = None
+    if port is not None and gateway_mac is not None:
+        action = P4TableAction(action_name, port=port, gateway_mac=mac_int(gateway_mac))
+    return P4TableEntry(table, match=P4TableMatch({field: _ra_match(table, key)}), action=action, priority=priority or 0)
+
+
+def held_ra_key(table: str, e: P4TableEntry) -> RaKey:
+    """The key of a remote-access table entry read back (the inverse of `ra_entry`)."""
+    v = _match(e)[_RA_SHAPES[table][0]]
+    if table in (pc.TABLE_IKE_SPI_LABELS, pc.TABLE_ESP_SPI_RANGES):
+        if isinstance(v, tuple):
+            return Ternary(_as_int(v[0]), _as_int(v[1]))
+        return Ternary(_as_int(v), (1 << (64 if table == pc.TABLE_IKE_SPI_LABELS else 32)) - 1)
+    if table == pc.TABLE_CLIENT_POOLS:
+        if isinstance(v, tuple):
+            return str(ipaddress.IPv4Network((_as_int(v[0]), int(v[1]))))
+        return str(ipaddress.IPv4Network(v))
+    return ip_str(_as_int(v))
+
+
+def held_target(e: P4TableEntry) -> tuple[int, int]:
+    """(port, gateway MAC as int) of a dispatch entry read back; -1 for a missing argument."""
+    args = _args(e)
+    return int(args.get("port", -1)), int(args.get("gateway_mac", -1))
+
+
+def ra_settings(public_ip: str | int | ipaddress.IPv4Address, public_mac: str | int) -> P4TableEntry:
+    return P4TableEntry(
+        pc.TABLE_RA_SETTINGS,
+        is_default_action=True,
+        action=P4TableAction(pc.ACTION_SET_RA_CONFIG, public_ip=ip_int(public_ip), public_mac=mac_int(public_mac)),
+    )
+
+
+def outside_mac_entry(mac: str | int, port: int, role: pc.PortRole) -> P4TableEntry:
+    """mac -> port on the outside switch; `role` is the port's (UPLINK or GATEWAY_OUTSIDE)."""
+    return P4TableEntry(
+        pc.TABLE_MAC_TABLE,
+        match=P4TableMatch(dst_mac=mac_int(mac)),
+        action=P4TableAction(pc.ACTION_SET_OUTPUT_PORT, port=port, role=int(role)),
+    )
+
+
+def held_l2(e: P4TableEntry) -> tuple[str, int, int]:
+    """(mac, port, role) of a `mac_table` entry read back; -1 for a missing argument."""
+    args = _args(e)
+    return (
+        mac_str(int(_match(e)[pc.MATCH_MAC_TABLE_DST_MAC])),
+        int(args.get(pc.PARAM_SET_OUTPUT_PORT_PORT, -1)),
+        int(args.get(pc.PARAM_SET_OUTPUT_PORT_ROLE, -1)),
+    )
+
+
+def ra_updates(
+    table: str,
+    held: Mapping[K, str | None],
+    wanted: Mapping[K, str],
+    targets: Mapping[str, tuple[int, str]],
+) -> list[Update]:
+    """The writes that turn `held` (key -> gateway, None for an entry that points at no
+    configured gateway) into `wanted` in `table`; `targets` gives each gateway's (port, MAC)
+    on that switch. Deletes first: a key never needs two entries at once."""
+    out = [Update(Op.DELETE, ra_entry(table, k)) for k in held if k not in wanted]
+    for k, gw in wanted.items():
+        if k not in held:
+            out.append(Update(Op.INSERT, ra_entry(table, k, *targets[gw])))
+        elif held[k] != gw:
+            out.append(Update(Op.MODIFY, ra_entry(table, k, *targets[gw])))
+    return out
+
+
+def held_ra(
+    table: str, entries: Iterable[P4TableEntry], by_target: Mapping[tuple[int, int], str]
+) -> dict[RaKey, str | None]:
+    """A remote-access table read back: key -> gateway (None: points at no configured gateway)."""
+    return {held_ra_key(table, e): by_target.get(held_target(e)) for e in entries}

@@ -89,6 +89,7 @@ class Southbound:
         self._targets = {g.name: (g.port, g.mac) for g in config.gateways}
         self._by_target = {(g.port, ent.mac_int(g.mac)): g.name for g in config.gateways}
         self._assignment: dict[int, str] = {}
+        self._pools: dict[str, str] = {}  # client_pools as written: pool -> gateway
         self._listener: SwitchListener | None = None
         self._finsy: SwitchSession | None = None
         if session is None:
@@ -104,6 +105,11 @@ class Southbound:
     def assignment(self) -> Mapping[int, str]:
         """bucket -> gateway as the switch holds it (valid entries only)."""
         return self._assignment
+
+    @property
+    def pools(self) -> Mapping[str, str]:
+        """client_pools as written or read: pool -> gateway."""
+        return self._pools
 
     @property
     def role(self) -> Role:
@@ -165,6 +171,24 @@ class Southbound:
     async def write_hosts(self, writes: Sequence[HostWrite]) -> None:
         if writes:
             await self.session.write([ent.host_update(w, self._idle_ns) for w in writes])
+
+    async def set_pools(self, wanted: Mapping[str, str]) -> int:
+        """`client_pools` (remote access): pool "a.b.c.d/n" -> gateway, written as the
+        difference to what the switch holds; the number of updates."""
+        updates = ent.ra_updates(pc.TABLE_CLIENT_POOLS, dict(self._pools), wanted, self._targets)
+        await self.session.write(updates)
+        self._pools = dict(wanted)
+        return len(updates)
+
+    async def read_pools(self) -> dict[str, str]:
+        """`client_pools` as held (entries of configured gateways; the others are deleted
+        by the next `set_pools`)."""
+        held = ent.held_ra(pc.TABLE_CLIENT_POOLS, await self.session.read(P4TableEntry(pc.TABLE_CLIENT_POOLS)), self._by_target)
+        self._pools = {str(k): g for k, g in held.items() if g is not None}
+        foreign = [str(k) for k, g in held.items() if g is None]
+        if foreign:
+            await self.session.write([Update(Op.DELETE, ent.ra_entry(pc.TABLE_CLIENT_POOLS, k)) for k in foreign])
+        return dict(self._pools)
 
     async def send_packet(self, frame: bytes, port: int) -> None:
         await self.session.send([ent.packet_out(frame, port)])
@@ -279,9 +303,9 @@ class Southbound:
         listener = self._need_listener()
         await listener.primary()
         digests = sw.read_digests(pc.DIGEST_LEARN_DIGEST)
-        sw.create_task(self._pump(digests, self.on_digest, "digest"), name="digests")
-        sw.create_task(self._pump(sw.read_packets(), self.on_packet_in, "packet-in"), name="packet-ins")
-        sw.create_task(self._pump(sw.read_idle_timeouts(), self.on_idle_timeout, "idle timeout"), name="idle-timeouts")
+        sw.create_task(self.pump(digests, self.on_digest, "digest"), name="digests")
+        sw.create_task(self.pump(sw.read_packets(), self.on_packet_in, "packet-in"), name="packet-ins")
+        sw.create_task(self.pump(sw.read_idle_timeouts(), self.on_idle_timeout, "idle timeout"), name="idle-timeouts")
         await listener.serving()
 
     async def _on_backup(self, _session: SwitchSession, _sw: Switch) -> None:
@@ -305,7 +329,7 @@ class Southbound:
         await self._need_listener().hosts_idle(ent.idle_hosts(self.session.schema, note.table_entry))
 
     @staticmethod
-    async def _pump(stream: AsyncIterator[T], handle: Callable[[T], Awaitable[None]], what: str) -> None:
+    async def pump(stream: AsyncIterator[T], handle: Callable[[T], Awaitable[None]], what: str) -> None:
         """Hand each item of a switch stream to `handle`; a failure is logged, never the end."""
         async for item in stream:
             try:

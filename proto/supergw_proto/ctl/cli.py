@@ -106,6 +106,7 @@ def parser() -> argparse.ArgumentParser:
     c = add("buckets", commands.buckets, "the bucket map, or one bucket (GET /buckets[/B])")
     c.add_argument("bucket", nargs="?", type=bucket_index, metavar="B", help="one bucket")
     add("hosts", commands.hosts, "learned hosts with their bucket and gateway (GET /hosts)")
+    add("clients", commands.clients, "remote-access clients per gateway, and whether each is pinned (GET /clients)")
     c = add("events", commands.events, "recent events, newest first (GET /events)")
     c.add_argument("--limit", type=int, default=100, metavar="N", help="at most N events, 1..1000 (default 100)")
     c.add_argument("--since-id", type=int, default=0, metavar="ID", help="only events with a larger id")

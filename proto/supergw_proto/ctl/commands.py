@@ -58,6 +58,11 @@ def hosts(api: ControllerClient, args: argparse.Namespace) -> Shown:
     return Shown(as_json(hs), render.hosts(hs))
 
 
+def clients(api: ControllerClient, args: argparse.Namespace) -> Shown:
+    cs = api.clients()
+    return Shown(as_json(cs), render.clients(cs))
+
+
 def events(api: ControllerClient, args: argparse.Namespace) -> Shown:
     es = api.events(limit=args.limit, since_id=args.since_id)
     return Shown(as_json(es), render.events(es))

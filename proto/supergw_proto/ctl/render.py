@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
-from supergw_proto.api import BucketView, EventView, GatewayView, HostView, RebalanceView, StatusView
+from supergw_proto.api import BucketView, ClientView, EventView, GatewayView, HostView, RebalanceView, StatusView
 
 NONE = "-"
 
@@ -117,6 +117,17 @@ def buckets(bs: Sequence[BucketView]) -> str:
 def hosts(hs: Sequence[HostView]) -> str:
     return table(("MAC", "IP", "PORT", "BUCKET", "VMAC", "GATEWAY", "IDLE", "LEARNED"),
                  ((h.mac, h.ip, h.port, h.bucket, h.vmac, h.gateway, age(h.idle_s), h.learned) for h in hs))
+
+
+def clients(cs: Sequence[ClientView]) -> str:
+    per_gateway: dict[str, int] = {}
+    for c in cs:
+        per_gateway[c.gateway] = per_gateway.get(c.gateway, 0) + 1
+    summary = ", ".join(f"{g}: {n}" for g, n in sorted(per_gateway.items())) or "no clients"
+    rows = table(("GATEWAY", "IDENTITY", "ADDRESS", "PORT", "VIPS", "SINCE (UTC)", "PRESENT", "PINNED", "BYTES IN", "BYTES OUT"),
+                 ((c.gateway, c.identity, c.remote_host, c.remote_port, " ".join(c.vips), when(c.established_at), c.present,
+                   c.pinned, c.bytes_in, c.bytes_out) for c in sorted(cs, key=lambda c: (c.gateway, c.identity))))
+    return f"{rows}\n\nclients per gateway: {summary}"
 
 
 def events(es: Sequence[EventView]) -> str:

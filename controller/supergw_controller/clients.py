@@ -1,0 +1,174 @@
+"""Remote-access clients as the gateways report them, and the tables that follow (pure state).
+
+Each gateway's report carries what it serves (`remote_access`: IP_P, its inner-address
+pool, its inbound ESP SPI range, its IKE SPI label under a mask; static, from the gateway's
+own config) and the clients whose IKE SA it holds (`clients`). `ClientBook` keeps the last
+of each per gateway and says what the switches should hold (`RaTables`):
+
+- `ike_spi_labels`, `esp_spi_ranges` (outside) and `client_pools` (LAN) from each gateway's
+  `remote_access`, once it is accepted: IP_P must be the controller's, and its pool, range
+  and label must not overlap another gateway's (the later claim is refused, with the reason,
+  so one mis-configured gateway cannot pull another's clients or return traffic);
+- `client_pins`: each client's outer address -> the live gateway that lists it. The data
+  plane keys pins on the address alone, so clients behind one NAT address share a pin:
+  the pin stays with its gateway while that gateway lists some client there, else goes to
+  the gateway listing the most of them. Only their IKE_SA_INITs (and unlabelled packets)
+  follow it; everything after goes by SPI to whichever gateway holds each SA.
+- A dead gateway's pins go at once (its clients reconnect and land by hash on live
+  gateways); its labels, ranges and pool stay (no other gateway holds those SAs or
+  addresses, and a restarted gateway keeps its config).
+- After a controller restart, entries the switch already holds for a gateway that has not
+  reported since are kept (`adopt`), so a restart moves no established client.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
+
+from supergw_controller.southbound.domain import RaTables, Ternary
+from supergw_proto.reports import ClientSession, GatewayReport, RemoteAccessInfo
+
+log = logging.getLogger(__name__)
+K = TypeVar("K")
+
+# esp_spi_ranges holds 64 entries; a range that needs more prefixes than this is refused.
+MAX_PREFIXES_PER_RANGE = 8
+
+
+def esp_prefixes(spi_min: int, spi_max: int) -> list[Ternary]:
+    """The ternary prefixes that together match exactly [spi_min, spi_max] (32-bit SPIs)."""
+    if spi_min > spi_max:
+        raise ValueError(f"ESP SPI range {spi_min:#x}..{spi_max:#x} is empty")
+    nets = ipaddress.summarize_address_range(ipaddress.IPv4Address(spi_min), ipaddress.IPv4Address(spi_max))
+    return [Ternary(int(n.network_address), int(n.netmask)) for n in nets]
+
+
+class ClientBook:
+    def __init__(self, gateways: Sequence[str], public_ip: ipaddress.IPv4Address, *, pins: bool = True) -> None:
+        self._order = {name: i for i, name in enumerate(gateways)}
+        self._public_ip = public_ip
+        self._pins = pins
+        self._seen: set[str] = set()  # reported since start
+        self._dead: set[str] = set()
+        self._info: dict[str, RemoteAccessInfo] = {}  # accepted
+        self._refused: dict[str, str] = {}
+        self._clients: dict[str, list[ClientSession]] = {}
+
+    # ------------------------------------------------------------------ input
+    def report(self, report: GatewayReport) -> None:
+        """Take a gateway's report (unknown gateways are the REST layer's to refuse)."""
+        name = report.gateway
+        if name not in self._order:
+            return
+        self._seen.add(name)
+        self._clients[name] = list(report.clients or [])
+        info = report.remote_access
+        if info is None:
+            self._info.pop(name, None)
+            self._refused.pop(name, None)
+            return
+        why = self._conflict(name, info)
+        if why is None:
+            self._info[name] = info
+            if self._refused.pop(name, None) is not None:
+                log.info("gateway %s: remote_access accepted now", name)
+        else:
+            self._info.pop(name, None)
+            if self._refused.get(name) != why:
+                log.error("gateway %s: remote_access refused, its clients are not dispatched by SPI: %s", name, why)
+            self._refused[name] = why
+
+    def set_alive(self, name: str, alive: bool) -> None:
+        """A liveness verdict; a dead gateway's clients are forgotten until it reports again."""
+        if alive:
+            self._dead.discard(name)
+        elif name in self._order:
+            self._dead.add(name)
+            self._clients.pop(name, None)
+
+    # ------------------------------------------------------------------ views
+    def clients(self, name: str) -> list[ClientSession]:
+        return list(self._clients.get(name, []))
+
+    def info(self, name: str) -> RemoteAccessInfo | None:
+        return self._info.get(name)
+
+    def refused(self, name: str) -> str | None:
+        return self._refused.get(name)
+
+    def _conflict(self, name: str, info: RemoteAccessInfo) -> str | None:
+        if info.public_address != self._public_ip:
+            return f"its public address {info.public_address} is not remote_access.public_ip {self._public_ip}"
+        try:
+            prefixes = esp_prefixes(info.esp_spi_min, info.esp_spi_max)
+        except ValueError as exc:
+            return str(exc)
+        if len(prefixes) > MAX_PREFIXES_PER_RANGE:
+            return (
+                f"its ESP SPI range {info.esp_spi_min:#x}..{info.esp_spi_max:#x} needs {len(prefixes)} prefixes "
+                f"(at most {MAX_PREFIXES_PER_RANGE}): align it to a power of two"
+            )
+        if info.ike_spi_mask == 0 or info.ike_spi_label & ~info.ike_spi_mask:
+            return f"IKE SPI label {info.ike_spi_label:#x} does not lie under a non-zero mask {info.ike_spi_mask:#x}"
+        label = Ternary(info.ike_spi_label, info.ike_spi_mask)
+        for other, o in self._info.items():
+            if other == name:
+                continue
+            if info.pool.overlaps(o.pool):
+                return f"its pool {info.pool} overlaps gateway {other}'s {o.pool}"
+            if info.esp_spi_min <= o.esp_spi_max and o.esp_spi_min <= info.esp_spi_max:
+                return (
+                    f"its ESP SPI range {info.esp_spi_min:#x}..{info.esp_spi_max:#x} overlaps gateway {other}'s "
+                    f"{o.esp_spi_min:#x}..{o.esp_spi_max:#x}"
+                )
+            if label.overlaps(Ternary(o.ike_spi_label, o.ike_spi_mask)):
+                return f"its IKE SPI label {info.ike_spi_label:#x} overlaps gateway {other}'s {o.ike_spi_label:#x}"
+        return None
+
+    # ------------------------------------------------------------------ what the switches should hold
+    def wanted(self, held: RaTables) -> RaTables:
+        """The tables wanted now, given what the switches hold (`held`, for adoption and
+        for keeping a shared pin where it is)."""
+        labels: dict[Ternary, str] = {}
+        ranges: dict[Ternary, str] = {}
+        pools: dict[str, str] = {}
+        for name, info in self._info.items():
+            labels[Ternary(info.ike_spi_label, info.ike_spi_mask)] = name
+            for prefix in esp_prefixes(info.esp_spi_min, info.esp_spi_max):
+                ranges[prefix] = name
+            pools[str(info.pool)] = name
+        for key, gw in self._adoptable(held.labels).items():
+            labels.setdefault(key, gw)
+        for key, gw in self._adoptable(held.ranges).items():
+            ranges.setdefault(key, gw)
+        for net, gw in self._adoptable(held.pools).items():
+            pools.setdefault(net, gw)
+        return RaTables(self._wanted_pins(held.pins), labels, ranges, pools)
+
+    def _adoptable(self, held: Mapping[K, str]) -> dict[K, str]:
+        """Held entries of configured gateways that have not reported since start."""
+        return {k: gw for k, gw in held.items() if gw in self._order and gw not in self._seen and gw not in self._dead}
+
+    def _wanted_pins(self, held: Mapping[str, str]) -> dict[str, str]:
+        if not self._pins:
+            return {}
+        listed: dict[str, Counter[str]] = {}
+        for name, sessions in self._clients.items():
+            if name in self._dead:
+                continue
+            for s in sessions:
+                listed.setdefault(str(s.remote_host), Counter())[name] += 1
+        pins: dict[str, str] = {}
+        for ip, by_gw in listed.items():
+            current = held.get(ip)
+            if current is not None and current in by_gw:
+                pins[ip] = current
+            else:
+                pins[ip] = min(by_gw, key=lambda g: (-by_gw[g], self._order[g]))
+        for ip, gw in self._adoptable(held).items():
+            pins.setdefault(ip, gw)
+        return pins

@@ -1,0 +1,175 @@
+"""Remote access in the core: gateways' reports and verdicts -> the outside switch and the LAN's pools.
+
+| input | what follows |
+|---|---|
+| a gateway's report (`clients`, `remote_access`) | `clients.ClientBook` updates; pins, labels, ranges (outside) and pools (LAN) are synced |
+| a liveness transition | a dead gateway's pins go (its clients reconnect and land by hash on live gateways) |
+| a LAN bucket move (placement) | the outside's bucket table follows: moves steer new clients only |
+| the outside switch becomes primary | `OutsideSouthbound.reconcile` with the book's tables and the LAN's assignment |
+
+One task (`_sync_loop`) writes, woken by any of these, so writes never interleave and a burst
+of reports costs one diff. A failed write is retried half a second later; a periodic wake-up
+catches anything a failed write left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+
+from supergw_controller.clients import ClientBook
+from supergw_controller.config import Config
+from supergw_controller.errors import SwitchUnavailable
+from supergw_controller.gateways import Transition
+from supergw_controller.southbound.domain import RaTables
+from supergw_controller.southbound.outside import OutsideSouthbound
+from supergw_controller.southbound.switch import SessionLike, Southbound
+from supergw_proto.api import ClientView, RemoteAccessStatus
+from supergw_proto.reports import ClientSession, GatewayReport
+
+log = logging.getLogger(__name__)
+
+RETRY_S = 0.5
+RESYNC_S = 5.0
+
+
+class RemoteAccess:
+    def __init__(self, config: Config, lan: Southbound, *, outside_session: SessionLike | None = None) -> None:
+        ra = config.remote_access
+        if ra is None:
+            raise ValueError("no remote_access section")
+        self.book = ClientBook([g.name for g in config.gateways], ra.public_ip, pins=ra.pins)
+        self._lan = lan
+        self._public_ip = str(ra.public_ip)
+        self.outside = OutsideSouthbound(
+            config, self.book.wanted, lambda: lan.assignment, session=outside_session, on_ready=self.kick
+        )
+        self._wake = asyncio.Event()
+        self._pools_loaded = False
+        self.syncs_total = 0
+        self.sync_errors_total = 0
+        self.pins_installed_total = 0
+        self.pins_removed_total = 0
+
+    # ------------------------------------------------------------------ inputs
+    def kick(self) -> None:
+        self._wake.set()
+
+    def report(self, report: GatewayReport) -> None:
+        self.book.report(report)
+        self.kick()
+
+    def on_liveness(self, transitions: Sequence[Transition]) -> None:
+        for t in transitions:
+            self.book.set_alive(t.gateway, not t.died)
+        if transitions:
+            self.kick()
+
+    def lan_serving(self) -> None:
+        """The LAN switch was (re)reconciled: read its pools again before writing them."""
+        self._pools_loaded = False
+        self.kick()
+
+    # ------------------------------------------------------------------ views
+    def clients(self) -> dict[str, list[ClientSession]]:
+        return {name: self.book.clients(name) for name in self.outside.targets}
+
+    def client_views(self) -> list[ClientView]:
+        pins = self.pins
+        return [
+            ClientView(
+                gateway=gw,
+                identity=c.identity,
+                remote_host=str(c.remote_host),
+                remote_port=c.remote_port,
+                vips=[str(v) for v in c.vips],
+                established_at=c.established_at,
+                present=c.present,
+                bytes_in=c.bytes_in,
+                bytes_out=c.bytes_out,
+                pinned=pins.get(str(c.remote_host)) == gw,
+            )
+            for gw, sessions in self.clients().items()
+            for c in sessions
+        ]
+
+    def status_view(self) -> RemoteAccessStatus:
+        out = self.outside
+        refused = {gw: why for gw in out.targets if (why := self.book.refused(gw)) is not None}
+        return RemoteAccessStatus(
+            public_ip=self._public_ip,
+            outside_address=out.address,
+            outside_role=out.role.value,
+            outside_ready=out.ready.is_set(),
+            clients=sum(len(c) for c in self.clients().values()),
+            pins=len(self.pins),
+            pins_installed_total=self.pins_installed_total,
+            pins_removed_total=self.pins_removed_total,
+            sync_errors_total=self.sync_errors_total,
+            refused=refused,
+        )
+
+    @property
+    def pins(self) -> Mapping[str, str]:
+        """client address -> gateway, as the outside switch holds them."""
+        return self.outside.held.pins
+
+    # ------------------------------------------------------------------ the writer
+    async def run(self) -> None:
+        tasks = [
+            asyncio.create_task(self.outside.run(), name="p4runtime-outside"),
+            asyncio.create_task(self._sync_loop(), name="remote-access-sync"),
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    async def _sync_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), RESYNC_S)
+            self._wake.clear()
+            try:
+                await self.sync()
+            except SwitchUnavailable as exc:
+                self.sync_errors_total += 1
+                log.warning("remote-access sync failed, retrying in %.1fs: %s", RETRY_S, exc)
+                await asyncio.sleep(RETRY_S)
+                self._wake.set()
+            except Exception:
+                self.sync_errors_total += 1
+                log.exception("remote-access sync failed")
+                await asyncio.sleep(RETRY_S)
+
+    async def sync(self) -> None:
+        """Bring both switches in line with the book and the LAN's buckets (the difference only)."""
+        self.syncs_total += 1
+        out = self.outside
+        if self._lan.primary and not self._pools_loaded:
+            await self._lan.read_pools()
+            self._pools_loaded = True
+        held = RaTables(dict(out.held.pins), dict(out.held.labels), dict(out.held.ranges), dict(self._lan.pools))
+        wanted = self.book.wanted(held)
+        if out.ready.is_set():
+            moves = {b: gw for b, gw in self._lan.assignment.items() if out.assignment.get(b) != gw}
+            if moves:
+                await out.set_buckets(moves)
+            before = out.held.pins
+            if await out.set_tables(wanted):
+                added = sum(1 for ip, gw in wanted.pins.items() if before.get(ip) != gw)
+                removed = sum(1 for ip in before if ip not in wanted.pins)
+                self.pins_installed_total += added
+                self.pins_removed_total += removed
+                if added or removed:
+                    log.info("client pins: +%d -%d, %d in all", added, removed, len(wanted.pins))
+        if self._lan.primary and self._pools_loaded:
+            await self._lan.set_pools(wanted.pools)
