@@ -140,6 +140,15 @@ def controller_config(topo: Topology, paths: SitePaths, slot: ControllerSlot | N
         # a replica in its own namespace watches them through the switch namespace by name.
         "port_monitor": {"enabled": True} | ({"netns": topo.switch_ns} if slot.replica else {}),
     }
+    if (ra := topo.remote_access) is not None:
+        cfg["remote_access"] = {  # the outside switch: a second P4Runtime device of this controller
+            "public_ip": str(ra.public_ip),
+            "public_mac": ra.public_mac,
+            "switch": {"address": topo.outside_p4runtime_addr, "device_id": ra.outside.device_id,
+                       "election_id": {"high": 0, "low": 10}},
+            "uplinks": [ra.outside.uplink_port],
+            "gateways": {g.name: {"port": g.port, "mac": topo.wan_mac(g)} for g in topo.gateways},
+        }
     if slot.replica is None:
         cfg["state_db"] = str(paths.state_db)
         return cfg

@@ -466,6 +466,11 @@ class Topology(StrictModel, Prefixed):
             ports.add(self.simulated_hosts.port)
         return ports
 
+    @staticmethod
+    def wan_mac(g: GatewaySpec) -> str:
+        """Gateway `g`'s WAN interface MAC (remote access: the outside switch sends its clients there)."""
+        return mac_offset(g.mac, 1 << 16)
+
     def wan_port(self, g: GatewaySpec) -> str:
         """Gateway `g`'s end in the WAN namespace (site-prefixed when the WAN is shared)."""
         return f"{self.prefix}-{g.name}" if self.partner_site is not None else g.name

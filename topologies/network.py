@@ -128,7 +128,7 @@ def _gateways(topo: Topology, sw: str, mgmt: str) -> tuple[list[str], list[str]]
         addr(gns, "lan0", g.lan_ip, lan_len)
         offloads_off(gns, "lan0")
         if topo.remote_access is not None:  # behind the outside switch, on its port g.port
-            veth(f"o-{g.name}", topo.outside_ns, "wan0", gns)
+            veth(f"o-{g.name}", topo.outside_ns, "wan0", gns, b_mac=topo.wan_mac(g))
             offloads_off(topo.outside_ns, f"o-{g.name}")
         else:
             veth(topo.wan_port(g), wan, "wan0", gns)
