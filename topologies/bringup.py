@@ -77,21 +77,19 @@ class Bringup:
             if s.topo.remote_access is not None:
                 switches[s.prefix] &= self.stage(self.named("outside switch", s), functools.partial(
                     components.start_outside_switch, s.topo, s.paths.logs, self.run.track))
+        # Behind an outside switch the gateways' IKE crosses it, and it forwards only once the
+        # controller configured it: there the controllers start first (the gateways join them as
+        # they come alive); elsewhere the gateways first, so the initial bucket map spreads over all.
+        outside = any(s.topo.remote_access is not None for s in self.sites)
+        controllers: list[bool] = []
+        if outside:
+            controllers = self.controllers_stage(switches)
         gateways_ok = all([self.stage(self.named("gateways", s), functools.partial(self.start_gateways, s))
                            for s in self.responders_first()])
-        # Behind an outside switch the tunnels cross it: it forwards only once the controller configured it.
-        outside = any(s.topo.remote_access is not None for s in self.sites)
-        if gateways_ok and not outside:
+        if gateways_ok:
             gateways_ok = self.stage("tunnels", self.tunnels)
-        controllers = []
-        for s in self.sites:
-            if switches[s.prefix]:
-                controllers.append(self.stage(self.named("controller", s), functools.partial(self.start_controllers, s)))
-            else:
-                self.record(self.named("controller", s), False, "skipped: the switch is not running")
-                controllers.append(False)
-        if gateways_ok and outside:
-            gateways_ok = self.stage("tunnels", self.tunnels)
+        if not outside:
+            controllers = self.controllers_stage(switches)
         if gateways_ok and all(controllers):
             self.stage("agents", self.agents)
             if any(s.topo.simulated_hosts is not None for s in self.sites):
@@ -104,6 +102,16 @@ class Bringup:
             self.record("agents", False, "skipped: needs the controllers and the gateways")
             self.record("end-to-end ping", False, "skipped: needs the controllers and the gateways")
         return self.finish()
+
+    def controllers_stage(self, switches: dict[str, bool]) -> list[bool]:
+        controllers = []
+        for s in self.sites:
+            if switches[s.prefix]:
+                controllers.append(self.stage(self.named("controller", s), functools.partial(self.start_controllers, s)))
+            else:
+                self.record(self.named("controller", s), False, "skipped: the switch is not running")
+                controllers.append(False)
+        return controllers
 
     def finish(self) -> bool:
         self.run.state.phase = "up" if all(ok for _, ok, _ in self.results) else "degraded"
