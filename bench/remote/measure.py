@@ -271,16 +271,16 @@ def rebalance_soak(site: Site, fleet: Sequence[RemoteClient], moves: int, run_s:
     time.sleep(1.0)
     gws = [g.name for g in site.topo.gateways]
     done = 0
-    with site.api() as api:
-        buckets = api.buckets()
-        deadline = time.monotonic() + run_s - 3
-        for i in range(moves):
-            if time.monotonic() > deadline:
-                break
-            b = buckets[(i * 37) % len(buckets)]
-            to = gws[(gws.index(b.gateway) + 1) % len(gws)] if b.gateway in gws else gws[0]
-            api.move(b.bucket, to)
-            done += 1
+    api = site.api()  # the site's own client: closed by the emulation, not here
+    buckets = api.buckets()
+    deadline = time.monotonic() + run_s - 3
+    for i in range(moves):
+        if time.monotonic() > deadline:
+            break
+        b = buckets[(i * 37) % len(buckets)]
+        to = gws[(gws.index(b.gateway) + 1) % len(gws)] if b.gateway in gws else gws[0]
+        api.move(b.bucket, to)
+        done += 1
     flows = []
     for name, p in probes:
         out, _ = p.communicate(timeout=run_s + 30)

@@ -37,8 +37,7 @@ def test_clients_reach_the_lan_and_stay_put_across_moves() -> None:
         holders = {n: holder(site, s) for n, s in before.items()}
 
         def listed() -> tuple[bool, str]:
-            with site.api() as api:
-                views = api.clients()
+            views = site.api().clients()
             pinned = {v.identity.split(".")[0]: (v.gateway, v.pinned) for v in views}
             return all(pinned.get(n) == (g, True) for n, g in holders.items()), f"controller lists {pinned}"
         wait_until(listed, 15, "every client listed and pinned on the gateway that holds it")
@@ -52,9 +51,9 @@ def test_clients_reach_the_lan_and_stay_put_across_moves() -> None:
 
         auths = {c.cfg.name: c.ike_auths() for c in fleet}
         gws = [g.name for g in topo.gateways]
-        with site.api() as api:
-            for b in api.buckets()[:32]:
-                api.move(b.bucket, gws[(gws.index(b.gateway) + 1) % 2] if b.gateway in gws else gws[0])
+        api = site.api()  # the site's own client: closed by the emulation, not here
+        for b in api.buckets()[:32]:
+            api.move(b.bucket, gws[(gws.index(b.gateway) + 1) % 2] if b.gateway in gws else gws[0])
         for c in fleet:
             assert c.ping(ipaddress.IPv4Address(topo.hosts[1].ip), count=5, interval=0.2)[1] == 5, c.cfg.name
         after = states(fleet)
