@@ -19,7 +19,6 @@ the same parts, a fenced store, and placement's writes also need the etcd leader
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -51,6 +50,7 @@ from supergw_controller.southbound.domain import HostIdle, HostSeen, PacketIn
 from supergw_controller.southbound.session import Role
 from supergw_controller.southbound.switch import SessionLike, Southbound
 from supergw_controller.stores import build_intent_store
+from supergw_controller.tasks import run_together
 from supergw_controller.views import OperatorAction
 
 log = logging.getLogger(__name__)
@@ -157,23 +157,14 @@ class ControllerCore:
                 self.config.timing.report_interval_ms, p.interval_s, p.load_difference, p.move_size,
             )
         await self.placement.load_intent()
-        tasks = [
-            asyncio.create_task(self.switch.run(), name="p4runtime-session"),
-            asyncio.create_task(self.liveness.run(udp=self._udp), name="liveness"),
-            asyncio.create_task(self._history_loop(), name="history"),
-        ]
+        loops = {
+            "p4runtime-session": self.switch.run(),
+            "liveness": self.liveness.run(udp=self._udp),
+            "history": self._history_loop(),
+        }
         if self.remote_access is not None:
-            tasks.append(asyncio.create_task(self.remote_access.run(), name="remote-access"))
-        try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-            for task in done:
-                task.result()
-        finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            loops["remote-access"] = self.remote_access.run()
+        await run_together(loops)
 
     async def close(self) -> None:
         """Close the store (after `run` ended)."""

@@ -26,6 +26,7 @@ from supergw_controller.gateways import Transition
 from supergw_controller.southbound.domain import RaTables
 from supergw_controller.southbound.outside import OutsideSouthbound
 from supergw_controller.southbound.switch import SessionLike, Southbound
+from supergw_controller.tasks import run_together
 from supergw_proto.api import ClientView, RemoteAccessStatus
 from supergw_proto.reports import ClientSession, GatewayReport
 
@@ -118,20 +119,7 @@ class RemoteAccess:
 
     # ------------------------------------------------------------------ the writer
     async def run(self) -> None:
-        tasks = [
-            asyncio.create_task(self.outside.run(), name="p4runtime-outside"),
-            asyncio.create_task(self._sync_loop(), name="remote-access-sync"),
-        ]
-        try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-            for task in done:
-                task.result()
-        finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        await run_together({"p4runtime-outside": self.outside.run(), "remote-access-sync": self._sync_loop()})
 
     async def _sync_loop(self) -> None:
         while True:

@@ -102,29 +102,16 @@ class RaLab:
         host = LocalExecutor()
         netns.create(self.net_ns)
         net = LocalExecutor(self.net_ns)
-        for br, nets in (("brc", (CLIENT_NET, MOVE_NET)), ("brg", (OUTSIDE_NET,))):
-            net.run(["ip", "link", "add", br, "type", "bridge"])
-            for n in nets:
-                net.run(["ip", "addr", "add", f"{self.router(n)}/{n.prefixlen}", "dev", br])
-            net.run(["ip", "link", "set", br, "up"])
-        net.run(["sysctl", "-qw", "net.ipv4.ip_forward=1"])
-        # Like the outside switch, which forwards only the public addresses: the gateways' own
-        # addresses are not reachable from the clients (else MOBIKE path probing could move a
-        # client onto a gateway's WAN address, which the gateway lists in ADDITIONAL_*_ADDRESS).
-        for n in (CLIENT_NET, MOVE_NET):
-            net.run(["ip", "rule", "add", "from", str(n), "to", str(OUTSIDE_NET), "prohibit", "priority", "100"])
+        self.add_router_client_side()
+        net.run(["ip", "link", "add", "brg", "type", "bridge"])
+        net.run(["ip", "addr", "add", f"{self.router(OUTSIDE_NET)}/{OUTSIDE_NET.prefixlen}", "dev", "brg"])
+        net.run(["ip", "link", "set", "brg", "up"])
         for k, g in enumerate(self.gateways):
             netns.create(self.gw_ns(k))
-            netns.create(self.host_ns(k))
             host.run(["ip", "link", "add", "name", f"g{k}", "netns", self.net_ns, "type", "veth",
                       "peer", "name", WAN_DEV, "netns", self.gw_ns(k)])
             net.run(["ip", "link", "set", f"g{k}", "master", "brg", "up"])
-            host.run(["ip", "link", "add", "name", LAN_DEV, "netns", self.gw_ns(k), "type", "veth",
-                      "peer", "name", HOST_DEV, "netns", self.host_ns(k)])
-            h = LocalExecutor(self.host_ns(k))
-            h.run(["ip", "link", "set", HOST_DEV, "up"])
-            h.run(["ip", "addr", "add", f"{self.host_ip(k)}/24", "dev", HOST_DEV])
-            h.run(["ip", "route", "add", "default", "via", str(self.lan(k).network_address + 1)])
+            self.add_lan_host(k)
         for public in {g.public for g in self.gateways}:
             owners = [k for k, g in enumerate(self.gateways) if g.public == public]
             if len(owners) == 1:
@@ -133,10 +120,40 @@ class RaLab:
                 net.run(["ip", "route", "replace", f"{public}/32", "via", str(self.gw_wan(k)),
                          "table", str(TABLE_BASE + k)])
         for i in range(self.clients):
-            netns.create(self.client_ns(i))
-            host.run(["ip", "link", "add", "name", f"c{i}", "netns", self.net_ns, "type", "veth",
-                      "peer", "name", CLIENT_DEV, "netns", self.client_ns(i)])
-            net.run(["ip", "link", "set", f"c{i}", "master", "brc", "up"])
+            self.add_client_link(i)
+
+    def add_router_client_side(self) -> None:
+        """In the router's namespace (which must exist): the clients' bridge brc with the
+        router's addresses on the client networks, forwarding, and no way to the gateways' own
+        addresses."""
+        net = LocalExecutor(self.net_ns)
+        net.run(["ip", "link", "add", "brc", "type", "bridge"])
+        for n in (CLIENT_NET, MOVE_NET):
+            net.run(["ip", "addr", "add", f"{self.router(n)}/{n.prefixlen}", "dev", "brc"])
+        net.run(["ip", "link", "set", "brc", "up"])
+        net.run(["sysctl", "-qw", "net.ipv4.ip_forward=1"])
+        # Like the outside switch, which forwards only the public addresses: the gateways' own
+        # addresses are not reachable from the clients (else MOBIKE path probing could move a
+        # client onto a gateway's WAN address, which the gateway lists in ADDITIONAL_*_ADDRESS).
+        for n in (CLIENT_NET, MOVE_NET):
+            net.run(["ip", "rule", "add", "from", str(n), "to", str(OUTSIDE_NET), "prohibit", "priority", "100"])
+
+    def add_lan_host(self, k: int) -> None:
+        """Host k's namespace on gateway k's LAN side (the gateway's namespace must exist)."""
+        netns.create(self.host_ns(k))
+        LocalExecutor().run(["ip", "link", "add", "name", LAN_DEV, "netns", self.gw_ns(k), "type", "veth",
+                             "peer", "name", HOST_DEV, "netns", self.host_ns(k)])
+        h = LocalExecutor(self.host_ns(k))
+        h.run(["ip", "link", "set", HOST_DEV, "up"])
+        h.run(["ip", "addr", "add", f"{self.host_ip(k)}/24", "dev", HOST_DEV])
+        h.run(["ip", "route", "add", "default", "via", str(self.lan(k).network_address + 1)])
+
+    def add_client_link(self, i: int) -> None:
+        """Client i's namespace on the router's client bridge (brc)."""
+        netns.create(self.client_ns(i))
+        LocalExecutor().run(["ip", "link", "add", "name", f"c{i}", "netns", self.net_ns, "type", "veth",
+                             "peer", "name", CLIENT_DEV, "netns", self.client_ns(i)])
+        LocalExecutor(self.net_ns).run(["ip", "link", "set", f"c{i}", "master", "brc", "up"])
 
     def destroy(self) -> None:
         netns.delete(self.probe_ns)
