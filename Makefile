@@ -23,6 +23,7 @@ export PATH := $(if $(wildcard /opt/p4tools/bin),/opt/p4tools/bin:)$(PATH)
 help:
 	@echo "make run          boot the whole emulated system (switch, controller, gateways; SWITCH=bmv2 on BMv2)"
 	@echo "                  TOPO=two-site: two super gateways (switch + controller + N gateways each) paired over a WAN"
+	@echo "                  TOPO=remote-access [GATEWAYS=N] [CLIENTS=M]: N gateways behind the outside switch, M strongSwan clients on one public address"
 	@echo "                  HA=1: three controller replicas (at every site) on a three-member etcd cluster (leader election, takeover)"
 	@echo "make stop         stop what 'make run' started"
 	@echo "make hostsim      build topologies/hostsim (simulated hosts and traffic generator of the two-site emulation)"
@@ -65,7 +66,7 @@ hostsim: deps
 	@$(MAKE) -s -C topologies/hostsim
 
 run: deps switch hostsim
-	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s $(P4_JSON) && )$(PY) -m topologies.run up$(if $(SWITCH), --switch $(SWITCH))$(if $(TOPO), --topology topologies/$(TOPO).yaml)$(if $(filter-out 0,$(HA)), --replicas 3)
+	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s $(P4_JSON) && )$(PY) -m topologies.run up$(if $(SWITCH), --switch $(SWITCH))$(if $(TOPO), --topology topologies/$(TOPO).yaml)$(if $(filter-out 0,$(HA)), --replicas 3)$(if $(GATEWAYS), --gateways $(GATEWAYS))$(if $(CLIENTS), --clients $(CLIENTS))
 
 mininet: deps switch hostsim
 	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s $(P4_JSON) && )$(PY) -m topologies.mininet_run$(if $(SWITCH), --switch $(SWITCH))

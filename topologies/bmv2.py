@@ -54,6 +54,6 @@ def missing() -> str | None:
     return stale_json()
 
 
-def log_file(logs: Path) -> Path:
-    """BMv2 appends `.txt` to the --log-file it is given."""
-    return logs / "bmv2.txt"
+def log_file(logs: Path, name: str = "bmv2") -> Path:
+    """BMv2 appends `.txt` to the --log-file it is given (`name`: another switch's, e.g. the outside one)."""
+    return logs / f"{name}.txt"

@@ -18,7 +18,9 @@ import functools
 import subprocess
 from collections.abc import Callable
 
-from topologies import components, network, simhosts
+from supergw_gateway.errors import GatewayError
+from supergw_gateway.ra.client import RemoteClient
+from topologies import components, network, raclients, simhosts
 from topologies.configs import GeneratedConfigs, Secrets, validate_with_owners, write_all
 from topologies.model import EmulationSpec, GatewaySpec
 from topologies.poll import wait_until
@@ -71,10 +73,37 @@ class Bringup:
             return self.finish()  # never start components on configs their owners reject
         switches = {s.prefix: self.stage(self.named("switch", s), functools.partial(self.start_switch, s))
                     for s in self.sites}
+        for s in self.sites:
+            if s.topo.remote_access is not None:
+                switches[s.prefix] &= self.stage(self.named("outside switch", s), functools.partial(
+                    components.start_outside_switch, s.topo, s.paths.logs, self.run.track))
+        # Behind an outside switch the gateways' IKE crosses it, and it forwards only once the
+        # controller configured it: there the controllers start first (the gateways join them as
+        # they come alive); elsewhere the gateways first, so the initial bucket map spreads over all.
+        outside = any(s.topo.remote_access is not None for s in self.sites)
+        controllers: list[bool] = []
+        if outside:
+            controllers = self.controllers_stage(switches)
         gateways_ok = all([self.stage(self.named("gateways", s), functools.partial(self.start_gateways, s))
                            for s in self.responders_first()])
         if gateways_ok:
             gateways_ok = self.stage("tunnels", self.tunnels)
+        if not outside:
+            controllers = self.controllers_stage(switches)
+        if gateways_ok and all(controllers):
+            self.stage("agents", self.agents)
+            if any(s.topo.simulated_hosts is not None for s in self.sites):
+                self.stage("simulated hosts", self.simulated_hosts)
+            self.stage("end-to-end ping", self.ping)
+            for s in self.sites:
+                if s.topo.remote_access is not None:
+                    self.remote_clients(s)
+        else:
+            self.record("agents", False, "skipped: needs the controllers and the gateways")
+            self.record("end-to-end ping", False, "skipped: needs the controllers and the gateways")
+        return self.finish()
+
+    def controllers_stage(self, switches: dict[str, bool]) -> list[bool]:
         controllers = []
         for s in self.sites:
             if switches[s.prefix]:
@@ -82,15 +111,7 @@ class Bringup:
             else:
                 self.record(self.named("controller", s), False, "skipped: the switch is not running")
                 controllers.append(False)
-        if gateways_ok and all(controllers):
-            self.stage("agents", self.agents)
-            if any(s.topo.simulated_hosts is not None for s in self.sites):
-                self.stage("simulated hosts", self.simulated_hosts)
-            self.stage("end-to-end ping", self.ping)
-        else:
-            self.record("agents", False, "skipped: needs the controllers and the gateways")
-            self.record("end-to-end ping", False, "skipped: needs the controllers and the gateways")
-        return self.finish()
+        return controllers
 
     def finish(self) -> bool:
         self.run.state.phase = "up" if all(ok for _, ok, _ in self.results) else "degraded"
@@ -183,6 +204,39 @@ class Bringup:
                 client = simhosts.start(site.topo, site.paths, self.run.track)
                 out.append(f"{site.prefix}: {simhosts.check_ready(site.topo, client)}")
         return "; ".join(out)
+
+    def remote_clients(self, site: Site) -> None:
+        """Start every client's charon, connect them all at once, and check each reaches a LAN host."""
+        fleet: list[RemoteClient] = []
+
+        def start() -> str:
+            try:
+                started, secs = raclients.start(site.topo, site.paths, self.run.track)
+            except GatewayError as exc:
+                raise RuntimeError(str(exc)) from exc
+            fleet.extend(started)
+            return f"{len(started)} strongSwan clients started in {secs:.1f} s ({site.paths.clients}/<name>/)"
+
+        def connect() -> str:
+            res = raclients.connect(fleet)
+            if res.failures:
+                first = next(iter(res.failures.items()))
+                raise RuntimeError(f"{len(res.failures)} of {len(fleet)} clients did not connect; "
+                                   f"first: {first[0]}: {first[1]}")
+            return f"{res.connected} clients connected at once to IP_P in {res.wall_s:.1f} s"
+
+        def reach() -> str:
+            targets = [h.ip for h in site.topo.hosts]
+            failed = raclients.reach(fleet, targets)
+            if failed:
+                name, why = next(iter(failed.items()))
+                raise RuntimeError(f"{len(failed)} of {len(fleet)} clients reach no LAN host; first: {name}: {why}")
+            return f"every client pings a LAN host through its tunnel ({', '.join(str(t) for t in targets)})"
+
+        if not site.topo.remote_access or not site.topo.remote_access.clients:
+            return
+        if self.stage(self.named("clients", site), start) and self.stage(self.named("clients connect", site), connect):
+            self.stage(self.named("clients reach LAN", site), reach)
 
     def ping(self) -> str:
         """Every LAN host reaches a remote host, or a host of the partner site, through the super gateway(s)."""

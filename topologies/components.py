@@ -23,7 +23,7 @@ from topologies.model import ControllerSlot, GatewaySpec, Topology
 from topologies.paths import REPO, SWITCH_BIN, SitePaths
 from topologies.poll import wait_until
 from topologies.processes import ProcRecord
-from topologies.switch import site_command
+from topologies.switch import outside_command, site_command
 
 VENV_BIN = Path(sys.executable).parent
 CONTROLLER_BIN = VENV_BIN / "supergw-controller"
@@ -67,6 +67,19 @@ def start_switch(topo: Topology, logs: Path, track: Track) -> ProcRecord:
     track(rec)
     wait_switch(topo, rec)
     return rec
+
+
+def start_outside_switch(topo: Topology, logs: Path, track: Track) -> str:
+    """The outside switch of a remote-access site (its own namespace, P4Runtime on its
+    management address); waits for its gRPC. The controller configures it."""
+    if (why := switch_missing(topo)) is not None:
+        raise ComponentError(f"outside switch: {why}")
+    rec = processes.start("outside-switch", outside_command(topo, logs).argv(), logs / "outside-switch.log",
+                          netns=topo.outside_ns, cwd=REPO, site=topo.prefix)
+    track(rec)
+    wait_until(lambda: probe_in_netns(topo.outside_ns, "grpc", topo.outside_p4runtime_addr), 20,
+               "outside switch gRPC", rec)
+    return f"pid {rec.pid} in {topo.outside_ns}, P4Runtime on {topo.outside_p4runtime_addr}"
 
 
 def switch_detail(topo: Topology, pid: int) -> str:

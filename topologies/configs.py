@@ -15,13 +15,15 @@ import hmac
 import importlib
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from supergw_controller.config import TimingConfig
+from supergw_gateway.pki import make_demo_pki
+from supergw_gateway.ra.config import cluster_spi_plan
 
 from topologies import ha
 from topologies.etcd_auth import SERVER_NAME as ETCD_SERVER_NAME
@@ -32,6 +34,13 @@ from topologies.network import switch_interfaces
 from topologies.paths import BMV2_JSON, P4INFO, SitePaths
 
 AGENT_PORT = 8780  # each gateway agent's health endpoint, on its management address
+# Remote access: the identity every gateway presents to clients (one certificate, the service's),
+# and each client's own (its certificate's SAN).
+RA_SERVICE_ID = "vpn.sgw.test"
+
+
+def ra_client_id(name: str) -> str:
+    return f"{name}.clients.sgw.test"
 
 # The shipped defaults, from their owner (the controller's TimingConfig): UDP heartbeats
 # from a thread of each agent hold 3 x 100 ms on a loaded 2-core machine
@@ -140,6 +149,15 @@ def controller_config(topo: Topology, paths: SitePaths, slot: ControllerSlot | N
             "max_interval_s": topo.lan.ra_interval_s,
             "prefixes": [{"prefix": str(topo.lan.subnet6)}],
         }
+    if (ra := topo.remote_access) is not None:
+        cfg["remote_access"] = {  # the outside switch: a second P4Runtime device of this controller
+            "public_ip": str(ra.public_ip),
+            "public_mac": ra.public_mac,
+            "switch": {"address": topo.outside_p4runtime_addr, "device_id": ra.outside.device_id,
+                       "election_id": {"high": 0, "low": 10}},
+            "uplinks": [ra.outside.uplink_port],
+            "gateways": {g.name: {"port": g.port, "mac": topo.wan_mac(g)} for g in topo.gateways},
+        }
     if slot.replica is None:
         cfg["state_db"] = str(paths.state_db)
         return cfg
@@ -160,8 +178,23 @@ def controller_config(topo: Topology, paths: SitePaths, slot: ControllerSlot | N
     return cfg
 
 
+def ra_gateway_section(topo: Topology, g: GatewaySpec, pki: dict[str, Path]) -> dict[str, Any]:
+    """Member `g`'s `remote_access` section: IP_P, its own pool and SPI plan (one layout for the
+    cluster: `cluster_spi_plan` of its index, what the switch matches), the service certificate."""
+    assert topo.remote_access is not None
+    ra, k = topo.remote_access, topo.gateways.index(g)
+    return {
+        "public": {"address": str(ra.public_ip)},
+        "pool": str(ra.pool(k)),
+        "spi": cluster_spi_plan(k).model_dump(),
+        "auth": {"cacert": str(pki["ca.crt"]), "cert": str(pki[f"{RA_SERVICE_ID}.crt"]),
+                 "key": str(pki[f"{RA_SERVICE_ID}.key"]), "id": RA_SERVICE_ID},
+    }
+
+
 def gateway_config(
-    topo: Topology, g: GatewaySpec, side: str, sec: Secrets, state_dir: Path, conf_dir: Path
+    topo: Topology, g: GatewaySpec, side: str, sec: Secrets, state_dir: Path, conf_dir: Path,
+    pki: dict[str, Path] | None = None,
 ) -> dict[str, Any]:
     """`side` is "lan" for gw<i> (the super gateway's member) or "remote" for its peer."""
     lan_len, wan_len = topo.lan.subnet.prefixlen, topo.wan.subnet.prefixlen
@@ -212,6 +245,12 @@ def gateway_config(
             "token_file": str(agent_token_file(conf_dir, name)),
             # no timing here: the controller tells the agent its `timing` in every answer
         }
+    if side == "lan" and topo.remote_access is not None:
+        if pki is None:
+            raise ValueError("remote access: the gateway config needs the PKI files")
+        cfg["remote_access"] = ra_gateway_section(topo, g, pki)
+        # Replies to clients leave by the WAN toward their router (IP_P's own segment has no default route).
+        cfg["routes"] = [{"destination": str(topo.remote_access.client_subnet), "via": str(topo.remote_access.router_wan_ip)}]
     if side == "lan" and topo.partner_site is not None:
         # Facing a partner super gateway: pair beacons through the tunnel, at the heartbeat
         # cadence (the controller's), so that the partner site stops using the partner of a failed gateway.
@@ -229,6 +268,7 @@ class GeneratedConfigs:
     token_file: Path
     gateways: dict[str, Path]  # gateway or peer name -> its YAML
     secrets: Secrets
+    pki: dict[str, Path] = field(default_factory=dict)  # remote access: "ca.crt", "<id>.crt", "<id>.key"
 
 
 def write_all(topo: Topology, paths: SitePaths, sec: Secrets) -> GeneratedConfigs:
@@ -245,6 +285,10 @@ def write_all(topo: Topology, paths: SitePaths, sec: Secrets) -> GeneratedConfig
             _write_secret(pair_secret_file(conf_dir, g.name), sec.pair_secret(g.name, g.peer.name))
     if topo.replicated:
         make_etcd_pki(paths.pki, topo.replica_ips())
+    pki: dict[str, Path] = {}
+    if topo.remote_access is not None:
+        ids = [RA_SERVICE_ID, *(ra_client_id(n) for n in topo.remote_access.client_names())]
+        pki = make_demo_pki(conf_dir / "pki", ids)
     controllers: dict[str, Path] = {}
     for slot in topo.controllers():
         path = paths.controller_config(slot.replica)
@@ -256,10 +300,10 @@ def write_all(topo: Topology, paths: SitePaths, sec: Secrets) -> GeneratedConfig
         sides = (("lan", g.name),) if topo.partner_site is not None else (("remote", g.peer.name), ("lan", g.name))
         for side, name in sides:
             path = paths.gateway_config(name)
-            path.write_text(_yaml(gateway_config(topo, g, side, sec, paths.gateways, conf_dir)))
+            path.write_text(_yaml(gateway_config(topo, g, side, sec, paths.gateways, conf_dir, pki)))
             path.chmod(0o600)
             gws[name] = path
-    return GeneratedConfigs(controllers=controllers, token_file=paths.token_file, gateways=gws, secrets=sec)
+    return GeneratedConfigs(controllers=controllers, token_file=paths.token_file, gateways=gws, secrets=sec, pki=pki)
 
 
 def _write_secret(path: Path, secret: str) -> None:

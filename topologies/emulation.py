@@ -30,7 +30,7 @@ from topologies.paths import RunLayout
 from topologies.schema import load
 from topologies.site import Site
 from topologies.state import RunState, StateFile
-from topologies.switch import pin_dir
+from topologies.switch import outside_pin_name, pin_dir
 
 Say = Callable[[str], None]
 
@@ -172,10 +172,10 @@ class Emulation:
                     self.say(f"{config.stem}: `supergw-gateway down` failed: {failed}")
         removed = network.teardown(self.spec)
         for site in self.sites:
-            pins = pin_dir(site.prefix)
-            if pins.exists():
-                shutil.rmtree(pins, ignore_errors=True)
-                removed.append(str(pins))
+            for pins in (pin_dir(site.prefix), pin_dir(outside_pin_name(site.topo))):
+                if pins.exists():
+                    shutil.rmtree(pins, ignore_errors=True)
+                    removed.append(str(pins))
         if removed and not quiet:
             self.say(f"removed {len(removed)} namespaces/links")
         self.layout.state.unlink(missing_ok=True)

@@ -9,6 +9,7 @@ health checks and `down` agree on them. The topology files are read by schema.py
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ _NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 # Linux limits interface names to 15 characters; namespace names share our prefix.
 _PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{0,10}$")
 MAX_REPLICAS = 5
+CLUSTER_GATEWAYS = 16  # remote access: gateway i's SPI plan is ra.config.cluster_spi_plan(i) (up to 64)
 
 
 class Prefixed:
@@ -228,6 +230,58 @@ class PartnerSite(StrictModel):
     initiate: bool  # whether this site's gateways initiate the IKE SAs (exactly one site does)
 
 
+MAX_CLIENTS = 1024
+# A client's node name is rw<i> ("road warrior"); its namespace <prefix>-rw<i>.
+CLIENT_NAME = "rw{}"
+
+
+class OutsideSwitchSpec(StrictModel):
+    """The switch on the gateways' outside: the same program and target as the LAN switch,
+    with the UPLINK role on `uplink_port` (to the WAN) and GATEWAY_OUTSIDE on each gateway's
+    port (the gateway's LAN port number, in this switch's own namespace `<prefix>-osw`). Its
+    P4Runtime listens on its management address, where the site's controller reaches it."""
+
+    device_id: int = Field(ge=0, lt=2**64)
+    mgmt_ip: ipaddress.IPv4Address
+    grpc_port: int = Field(default=9559, gt=0, lt=65536)
+    uplink_port: int = Field(default=1, ge=0, lt=2**16)
+
+
+class RemoteAccessSpec(StrictModel):
+    """Road-warrior clients on one public address IP_P (docs/remote-access.md): each client a
+    stock strongSwan charon in its own namespace `<prefix>-rw<i>` behind a router `<prefix>-cnet`
+    on the WAN; the outside switch answers ARP for IP_P and dispatches them to the gateways.
+    Gateway i (1-based) hands out inner addresses from the i-th /24 of `pools`."""
+
+    public_ip: ipaddress.IPv4Address
+    public_mac: Mac
+    outside: OutsideSwitchSpec
+    clients: int = Field(default=8, ge=0, le=MAX_CLIENTS)
+    client_subnet: ipaddress.IPv4Network  # the clients' outer addresses: .1 the router, client i .(10 + i)
+    router_wan_ip: ipaddress.IPv4Address  # the clients' router on the WAN
+    pools: ipaddress.IPv4Network
+    # The clients' own timers (what decides their failover time, docs/remote-access.md "Clients on failover").
+    client_dpd_s: int = Field(default=10, ge=0, le=3600)
+    client_retransmit_tries: int = Field(default=4, ge=1, le=10)
+    client_retransmit_timeout_s: float = Field(default=1.0, gt=0, le=60)
+    client_retransmit_base: float = Field(default=1.4, ge=1, le=4)
+
+    def client_names(self) -> list[str]:
+        return [CLIENT_NAME.format(i) for i in range(1, self.clients + 1)]
+
+    def client_ip(self, i: int) -> ipaddress.IPv4Address:
+        """Client i's (1-based) outer address."""
+        return self.client_subnet.network_address + 10 + i
+
+    @property
+    def router_client_ip(self) -> ipaddress.IPv4Address:
+        return self.client_subnet.network_address + 1
+
+    def pool(self, index: int) -> ipaddress.IPv4Network:
+        """The pool of gateway `index` (0-based)."""
+        return next(itertools.islice(self.pools.subnets(new_prefix=24), index, None))
+
+
 class Topology(StrictModel, Prefixed):
     prefix: str
     switch: SwitchSpec
@@ -245,6 +299,7 @@ class Topology(StrictModel, Prefixed):
     esp_proposals: list[str] | None = Field(default=None, min_length=1)
     partner_site: PartnerSite | None = None
     simulated_hosts: SimulatedHostsSpec | None = None
+    remote_access: RemoteAccessSpec | None = None
 
     @field_validator("prefix")
     @classmethod
@@ -258,7 +313,9 @@ class Topology(StrictModel, Prefixed):
         errors: list[str] = []
         names = [h.name for h in self.hosts] + [g.name for g in self.gateways]
         names += [g.peer.name for g in self.gateways] + [r.name for r in self.remote.hosts]
-        names += ["sw", "wan", "rlan", "mgmt", "hsim", *self.controller.replica_names()]
+        names += ["sw", "wan", "rlan", "mgmt", "hsim", "osw", "cnet", *self.controller.replica_names()]
+        if self.remote_access is not None:
+            names += self.remote_access.client_names()
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             errors.append(f"names used twice (or reserved sw/wan/rlan/mgmt): {dup}")
@@ -322,6 +379,8 @@ class Topology(StrictModel, Prefixed):
             for net, net6 in ((self.lan.subnet, self.lan.subnet6), (self.remote.subnet, self.remote.subnet6)):
                 if net.num_addresses > net6.num_addresses:
                     errors.append(f"{net6} is smaller than {net}: not every address has an IPv6 twin")
+        if self.remote_access is not None:
+            errors += self._remote_access_checks(self.remote_access)
         if errors:
             raise ValueError("; ".join(errors))
         return self
@@ -341,6 +400,36 @@ class Topology(StrictModel, Prefixed):
         if self.remote.subnet6 is None:
             raise ValueError(f"site {self.prefix} is IPv4 only")
         return twin6(ip, self.remote.subnet, self.remote.subnet6)
+    def _remote_access_checks(self, ra: RemoteAccessSpec) -> list[str]:
+        errors: list[str] = []
+        if self.partner_site is not None:
+            errors.append("remote_access: a site facing a partner site has no outside switch here")
+        nets = {"lan.subnet": self.lan.subnet, "wan.subnet": self.wan.subnet, "remote.subnet": self.remote.subnet,
+                "mgmt.subnet": self.mgmt.subnet}
+        for label, net in (("client_subnet", ra.client_subnet), ("pools", ra.pools)):
+            errors += [f"remote_access.{label} {net} overlaps {k} {v}" for k, v in nets.items() if net.overlaps(v)]
+        if ra.client_subnet.overlaps(ra.pools):
+            errors.append("remote_access.client_subnet overlaps remote_access.pools")
+        if ra.pools.prefixlen > 24 or 2 ** (24 - ra.pools.prefixlen) < len(self.gateways):
+            errors.append(f"remote_access.pools {ra.pools} holds fewer /24s than the {len(self.gateways)} gateways")
+        if ra.clients and ra.client_ip(ra.clients) >= ra.client_subnet.broadcast_address:
+            errors.append(f"remote_access: {ra.clients} clients (.11 onwards) do not fit client_subnet {ra.client_subnet}")
+        for net in nets.values():
+            if ra.public_ip in net:
+                errors.append(f"remote_access.public_ip {ra.public_ip} lies in {net}: IP_P is its own address")
+        taken = {g.wan_ip for g in self.gateways} | {g.peer.wan_ip for g in self.gateways}
+        if ra.router_wan_ip not in self.wan.subnet or ra.router_wan_ip in taken:
+            errors.append(f"remote_access.router_wan_ip {ra.router_wan_ip} is outside {self.wan.subnet} or taken")
+        mgmt_taken = {self.mgmt.host_ip, self.mgmt.controller_ip, *(g.mgmt_ip for g in self.gateways),
+                      *self.replica_ips().values()}
+        if ra.outside.mgmt_ip not in self.mgmt.subnet or ra.outside.mgmt_ip in mgmt_taken:
+            errors.append(f"remote_access.outside.mgmt_ip {ra.outside.mgmt_ip} is outside {self.mgmt.subnet} or taken")
+        outside_ports = [ra.outside.uplink_port, *(g.port for g in self.gateways)]
+        if len(set(outside_ports)) != len(outside_ports) or self.switch.cpu_port in outside_ports:
+            errors.append(f"remote_access.outside.uplink_port {ra.outside.uplink_port} is a gateway's or the CPU port")
+        if len(self.gateways) > CLUSTER_GATEWAYS:
+            errors.append(f"remote_access: at most {CLUSTER_GATEWAYS} gateways")
+        return errors
 
     # Derived names: one place, used by build, health checks and teardown (ns, switch_ns,
     # mgmt_root_if: Prefixed).
@@ -374,9 +463,23 @@ class Topology(StrictModel, Prefixed):
         sim = ["hsim"] if self.simulated_hosts is not None else []
         nodes = ["sw", "mgmt", *sim, *self.controller.replica_names(), *(h.name for h in self.hosts)]
         nodes += [g.name for g in self.gateways]
+        if self.remote_access is not None:
+            nodes += ["osw", "cnet", *self.remote_access.client_names()]
         if self.partner_site is None:
             nodes += ["wan", "rlan", *(g.peer.name for g in self.gateways), *(r.name for r in self.remote.hosts)]
         return [self.ns(n) for n in nodes]
+
+    @property
+    def outside_ns(self) -> str:
+        return self.ns("osw")
+
+    @property
+    def outside_p4runtime_addr(self) -> str:
+        """Where the outside switch serves P4Runtime (remote access only): its management address."""
+        if self.remote_access is None:
+            raise TopologyError(f"site {self.prefix} has no remote_access section, hence no outside switch")
+        o = self.remote_access.outside
+        return f"{o.mgmt_ip}:{o.grpc_port}"
 
     @property
     def p4runtime_addr(self) -> str:
@@ -407,6 +510,11 @@ class Topology(StrictModel, Prefixed):
         if self.simulated_hosts is not None:
             ports.add(self.simulated_hosts.port)
         return ports
+
+    @staticmethod
+    def wan_mac(g: GatewaySpec) -> str:
+        """Gateway `g`'s WAN interface MAC (remote access: the outside switch sends its clients there)."""
+        return mac_offset(g.mac, 1 << 16)
 
     def wan_port(self, g: GatewaySpec) -> str:
         """Gateway `g`'s end in the WAN namespace (site-prefixed when the WAN is shared)."""

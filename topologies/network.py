@@ -31,6 +31,25 @@ def switch_interfaces(topo: Topology) -> dict[int, str]:
     return dict(sorted(ports.items()))
 
 
+# The outside switch's uplink (remote access): its end in `<prefix>-osw` and in the WAN namespace.
+OUTSIDE_UPLINK_IF = "o-up"
+OUTSIDE_WAN_PORT = "osw"
+# The clients' router `<prefix>-cnet`: its WAN end, its WAN port, the clients' bridge.
+ROUTER_WAN_PORT = "cnet"
+CLIENT_BRIDGE = "br0"
+CLIENT_IF = "eth0"
+
+
+def outside_interfaces(topo: Topology) -> dict[int, str]:
+    """The outside switch's P4 ports (remote access): the uplink, and each gateway's outside
+    port (numbered as its LAN port) -> interface name inside `<prefix>-osw`."""
+    if topo.remote_access is None:
+        return {}
+    ports = {topo.remote_access.outside.uplink_port: OUTSIDE_UPLINK_IF}
+    ports.update({g.port: f"o-{g.name}" for g in topo.gateways})
+    return dict(sorted(ports.items()))
+
+
 def existing_namespaces(spec: EmulationSpec | Topology) -> list[str]:
     return [ns for ns in spec.namespaces() if iproute.netns_exists(ns)]
 
@@ -61,6 +80,12 @@ def build(topo: Topology, say: Say) -> None:
     say(f"namespaces: {len(topo.namespaces())} created ({topo.prefix}-*)")
     _lan(topo, sw)
     wan_ports, mgmt_ports = _gateways(topo, sw, mgmt)
+    if topo.remote_access is not None:
+        wan_ports += _outside(topo, mgmt)
+        mgmt_ports.append(OUTSIDE_WAN_PORT)
+        _clients(topo)
+        say(f"remote access: outside switch in {topo.outside_ns}, {topo.remote_access.clients} client namespaces "
+            f"behind {topo.ns('cnet')}")
     if topo.partner_site is None:
         _remote_site(topo, wan_ports)
     else:
@@ -107,14 +132,52 @@ def _gateways(topo: Topology, sw: str, mgmt: str) -> tuple[list[str], list[str]]
         veth(f"sw-{g.name}", sw, "lan0", gns, b_mac=g.mac)
         addr(gns, "lan0", g.lan_ip, lan_len)
         offloads_off(gns, "lan0")
-        veth(topo.wan_port(g), wan, "wan0", gns)
+        if topo.remote_access is not None:  # behind the outside switch, on its port g.port
+            veth(f"o-{g.name}", topo.outside_ns, "wan0", gns, b_mac=topo.wan_mac(g))
+            offloads_off(topo.outside_ns, f"o-{g.name}")
+        else:
+            veth(topo.wan_port(g), wan, "wan0", gns)
+            wan_ports.append(topo.wan_port(g))
         addr(gns, "wan0", g.wan_ip, wan_len)
         veth(g.name, mgmt, "mgmt0", gns)
         addr(gns, "mgmt0", g.mgmt_ip, mgmt_len)
         forwarding(gns)
-        wan_ports.append(topo.wan_port(g))
         mgmt_ports.append(g.name)
     return wan_ports, mgmt_ports
+
+
+def _outside(topo: Topology, mgmt: str) -> list[str]:
+    """The outside switch's uplink to the WAN and its management link; the clients' router on
+    the WAN. Returns the WAN ports."""
+    assert topo.remote_access is not None
+    ra, osw, cnet, wan = topo.remote_access, topo.outside_ns, topo.ns("cnet"), topo.ns("wan")
+    veth(OUTSIDE_WAN_PORT, wan, OUTSIDE_UPLINK_IF, osw)
+    offloads_off(osw, OUTSIDE_UPLINK_IF)
+    veth(OUTSIDE_WAN_PORT, mgmt, "mgmt0", osw)
+    addr(osw, "mgmt0", ra.outside.mgmt_ip, topo.mgmt.subnet.prefixlen)
+    veth(ROUTER_WAN_PORT, wan, "wan0", cnet)
+    addr(cnet, "wan0", ra.router_wan_ip, topo.wan.subnet.prefixlen)
+    forwarding(cnet)
+    # IP_P is on the WAN segment as far as the router knows: it ARPs for it, the outside switch answers.
+    run(["ip", "route", "replace", f"{ra.public_ip}/32", "dev", "wan0"], cnet)
+    # Like a real outside, which forwards only IP_P to the cluster: clients never reach the gateways'
+    # own addresses (else MOBIKE path probing could move a client onto a gateway's WAN address,
+    # which the gateway lists in ADDITIONAL_IP4_ADDRESS).
+    run(["ip", "rule", "add", "from", str(ra.client_subnet), "to", str(topo.wan.subnet), "prohibit",
+         "priority", "100"], cnet)
+    return [OUTSIDE_WAN_PORT, ROUTER_WAN_PORT]
+
+
+def _clients(topo: Topology) -> None:
+    """Each client's namespace on the router's client bridge; the client itself (strongSwan)
+    puts its address and default route on its `eth0` (topologies/raclients.py)."""
+    assert topo.remote_access is not None
+    ra, cnet = topo.remote_access, topo.ns("cnet")
+    names = ra.client_names()
+    for name in names:
+        veth(name, cnet, CLIENT_IF, topo.ns(name))
+    bridge(cnet, names)
+    addr(cnet, CLIENT_BRIDGE, ra.router_client_ip, ra.client_subnet.prefixlen)
 
 
 def _remote_site(topo: Topology, wan_ports: list[str]) -> None:

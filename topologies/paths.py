@@ -39,6 +39,11 @@ class SitePaths:
         return self.root / "gateways"
 
     @property
+    def clients(self) -> Path:
+        """Each remote-access client's charon state and log: `clients/<name>/`."""
+        return self.root / "clients"
+
+    @property
     def state_db(self) -> Path:
         return self.root / "controller-state.sqlite3"
 
@@ -70,7 +75,7 @@ class SitePaths:
     def clear(self) -> None:
         """What an earlier run left of this site (its configs, charon state, controller
         database with the operator intent, etcd data): every `up` starts afresh."""
-        for d in (self.config, self.gateways, self.etcd):
+        for d in (self.config, self.gateways, self.clients, self.etcd):
             shutil.rmtree(d, ignore_errors=True)
         for f in (*self.root.glob("controller-state.sqlite3*"), self.hostsim_socket):
             f.unlink(missing_ok=True)

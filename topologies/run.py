@@ -137,13 +137,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="up: the switch every site runs, overriding the file's switch.kind (default: ebpf)")
     parser.add_argument("--replicas", action="append", default=[], metavar="[PREFIX=]N",
                         help="up: N controller replicas on etcd at every site, or at site PREFIX (make run HA=1: 3)")
+    parser.add_argument("--gateways", type=int, default=None, metavar="N",
+                        help="up: N gateways (files with a `gateways` count: two-site, remote-access)")
+    parser.add_argument("--clients", type=int, default=None, metavar="M",
+                        help="up: M remote-access clients (remote-access.yaml; make run TOPO=remote-access CLIENTS=64)")
     args = parser.parse_args(argv)
     if args.command == "down":
         return cmd_down(args.topology)
     if args.command == "status":
         return cmd_status(args.topology)
     try:
-        emu = Emulation.from_file(args.topology, switch=args.switch)
+        changes = {k: v for k, v in (("gateways", args.gateways), ("clients", args.clients)) if v is not None}
+        emu = Emulation.from_file(args.topology, switch=args.switch, changes=changes)
         for count, prefix in parse_replicas(args.replicas):
             emu = Emulation(emu.spec.with_replicas(count, prefix), args.topology)
     except (TopologyError, ValueError) as exc:

@@ -32,7 +32,9 @@ from topologies.model import (
     MAX_REPLICAS,
     TOPOLOGY_DIR,
     EmulationSpec,
+    LanSpec,
     Mac,
+    MgmtSpec,
     SwitchKind,
     SwitchSpec,
     Topology,
@@ -41,7 +43,8 @@ from topologies.model import (
 
 TWO_SITE_TOPOLOGY = TOPOLOGY_DIR / "two-site.yaml"
 TWO_SITE_PAPER_TOPOLOGY = TOPOLOGY_DIR / "two-site-paper.yaml"
-KINDS = ("site", "two-site")
+REMOTE_ACCESS_TOPOLOGY = TOPOLOGY_DIR / "remote-access.yaml"
+KINDS = ("site", "two-site", "remote-access")
 MAX_PAIRS = 4
 # One switch port per namespace host, and the eBPF switch floods to at most 32 ports
 # (RESOURCE_EXHAUSTED beyond): many hosts per side are `simulated_hosts`, all on one port.
@@ -79,6 +82,10 @@ class SiteSpec(StrictModel):
         if not _SITE_PREFIX_RE.match(v):
             raise ValueError(f"{v!r}: a site prefix is 1-6 of [a-z0-9-] starting with a letter")
         return v
+
+
+class WanNetOnly(StrictModel):
+    subnet: ipaddress.IPv4Network
 
 
 class WanNet(StrictModel):
@@ -193,6 +200,53 @@ class TwoSiteFile(StrictModel):
         return EmulationSpec(sites=[self.site(0), self.site(1)], shared_wan=self.wan.netns)
 
 
+class RemoteAccessFile(StrictModel):
+    """`kind: remote-access` (remote-access.yaml): one site whose gateways also serve road-warrior
+    clients on one public address behind the outside switch. Sizes are given (`gateways`,
+    `hosts`, `clients`) and the nodes derived per index as default.yaml writes them out: host j
+    LAN .(10 + j), port j, MAC mac_base + the same; gateway i LAN .(250 + i), port 10 + i, MAC
+    mac_base + 0x100 + i, WAN .(10 + i), management .(10 + i), peer i WAN .(20 + i) and remote
+    LAN .(250 + i); one remote host r1 behind peer1 (the site-to-site side, unchanged)."""
+
+    kind: Literal["remote-access"]
+    prefix: str
+    gateways: int = Field(ge=1, le=MAX_PAIRS)
+    hosts: int = Field(default=2, ge=1, le=MAX_HOSTS)
+    clients: int = Field(default=8, ge=0)  # checked against MAX_CLIENTS by RemoteAccessSpec
+    switch: SwitchSpec
+    lan: LanSpec
+    mac_base: Mac
+    wan: WanNetOnly
+    remote_subnet: ipaddress.IPv4Network
+    mgmt: MgmtSpec
+    gateway_cpu_percent: float | None = Field(default=None, gt=0, le=6400)
+    remote_access: dict[str, Any]  # RemoteAccessSpec without `clients` (the top-level key sets it)
+
+    def derive(self) -> EmulationSpec:
+        lan, wan, rlan, mgmt = self.lan.subnet, self.wan.subnet, self.remote_subnet, self.mgmt.subnet
+        hosts = [{"name": f"h{j}", "port": j, "ip": str(lan[10 + j]), "mac": mac_offset(self.mac_base, 10 + j)}
+                 for j in range(1, self.hosts + 1)]
+        gws = [{"name": f"gw{i}", "port": 10 + i, "lan_ip": str(lan[250 + i]), "mac": mac_offset(self.mac_base, 0x100 + i),
+                "wan_ip": str(wan[10 + i]), "mgmt_ip": str(mgmt[10 + i]),
+                "peer": {"name": f"peer{i}", "wan_ip": str(wan[20 + i]), "lan_ip": str(rlan[250 + i])}}
+               for i in range(1, self.gateways + 1)]
+        if "clients" in self.remote_access:
+            raise ValueError("remote_access.clients: give the client count as the top-level key `clients`")
+        data: dict[str, Any] = {
+            "prefix": self.prefix,
+            "switch": self.switch.model_dump(mode="json"),
+            "lan": self.lan.model_dump(mode="json"),
+            "hosts": hosts,
+            "gateways": gws,
+            "wan": {"subnet": str(wan)},
+            "remote": {"subnet": str(rlan), "hosts": [{"name": "r1", "ip": str(rlan[11]), "via": "peer1"}]},
+            "mgmt": self.mgmt.model_dump(mode="json"),
+            "gateway_cpu_percent": self.gateway_cpu_percent,
+            "remote_access": {**self.remote_access, "clients": self.clients},
+        }
+        return EmulationSpec(sites=[Topology.model_validate(data)])
+
+
 def parse(data: Mapping[str, Any], source: str) -> EmulationSpec:
     """The plan a topology file's mapping describes; TopologyError naming the bad key."""
     body = dict(data)
@@ -205,6 +259,12 @@ def parse(data: Mapping[str, Any], source: str) -> EmulationSpec:
             return two.derive()
         except ValueError as exc:  # a derived site or the pair refused: the file's values caused it
             raise TopologyError(f"{source}: invalid two-site topology:\n  {exc}") from None
+    if kind == "remote-access":
+        ra = validate(RemoteAccessFile, body, source, "remote-access topology", TopologyError)
+        try:
+            return ra.derive()
+        except ValueError as exc:
+            raise TopologyError(f"{source}: invalid remote-access topology:\n  {exc}") from None
     if kind != "site":
         raise TopologyError(f"{source}: kind: {kind!r} is not a topology kind (one of {', '.join(KINDS)})")
     body.pop("kind", None)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from topologies import bmv2
 from topologies.model import SwitchKind, Topology
-from topologies.network import switch_interfaces
+from topologies.network import outside_interfaces, switch_interfaces
 from topologies.paths import SWITCH_BIN
 
 
@@ -63,3 +63,26 @@ def site_command(topo: Topology, logs: Path) -> SwitchCommand:
                              log_file=bmv2.log_file(logs).with_suffix(""), log_level=bmv2.LOG_LEVEL)
     return SwitchCommand("ebpf", s.device_id, topo.p4runtime_addr, s.cpu_port, switch_interfaces(topo),
                          pin_dir=pin_dir(topo.prefix), log_level="info")
+
+
+def outside_command(topo: Topology, logs: Path) -> SwitchCommand:
+    """The outside switch of a remote-access site: the same program and target as its LAN
+    switch (the controller assigns the UPLINK and GATEWAY_OUTSIDE roles), P4Runtime on its
+    management address, its own pin directory and logs."""
+    ra = topo.remote_access
+    if ra is None:
+        raise ValueError(f"site {topo.prefix} has no outside switch (no remote_access section)")
+    s = topo.switch
+    if s.kind == "bmv2":
+        return SwitchCommand("bmv2", ra.outside.device_id, topo.outside_p4runtime_addr, s.cpu_port,
+                             outside_interfaces(topo), log_file=bmv2.log_file(logs, OUTSIDE).with_suffix(""),
+                             log_level=bmv2.LOG_LEVEL)
+    return SwitchCommand("ebpf", ra.outside.device_id, topo.outside_p4runtime_addr, s.cpu_port,
+                         outside_interfaces(topo), pin_dir=pin_dir(outside_pin_name(topo)), log_level="info")
+
+
+OUTSIDE = "outside-switch"
+
+
+def outside_pin_name(topo: Topology) -> str:
+    return f"{topo.prefix}-osw"

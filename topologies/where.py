@@ -65,7 +65,28 @@ def site_lines(site: Site, several: bool) -> list[str]:
         shown = sock.relative_to(REPO) if sock.is_relative_to(REPO) else sock
         lines.append(f"  sim. hosts   {sim.count} (supergw-hostsim, switch port {sim.port}); counters: "
                      f".venv/bin/python -m topologies.hostsim_client {shown} --hosts")
+    if topo.remote_access is not None:
+        lines += remote_access_lines(site)
     return lines
+
+
+def remote_access_lines(site: Site) -> list[str]:
+    topo, paths = site.topo, site.paths
+    ra = topo.remote_access
+    assert ra is not None
+    names = ra.client_names()
+    first = f"{topo.ns(names[0])}" if names else f"{topo.ns('rw1')}"
+    return [
+        f"  public IP_P  {ra.public_ip} (MAC {ra.public_mac}): the outside switch answers ARP, every gateway holds it",
+        f"  outside sw.  P4Runtime {topo.outside_p4runtime_addr} in {topo.outside_ns} (device id {ra.outside.device_id}), "
+        f"log {paths.logs}/outside-switch.log",
+        f"  clients      {ra.clients} strongSwan clients {', '.join(names[:3])}{' ...' if len(names) > 3 else ''} "
+        f"({ra.client_subnet}, behind {topo.ns('cnet')}); charon state and logs {paths.clients}/<name>/",
+        f"               ip netns exec {first} ping {topo.hosts[0].ip}     (through its tunnel to a LAN host)",
+        f"               swanctl --list-sas --uri unix://{paths.clients}/{names[0] if names else 'rw1'}/charon.vici",
+        f"  pools        gateway i hands out the i-th /24 of {ra.pools} ("
+        + ", ".join(f"{g.name} {ra.pool(k)}" for k, g in enumerate(topo.gateways)) + ")",
+    ]
 
 
 def where_lines(emu: Emulation) -> list[str]:

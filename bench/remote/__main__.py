@@ -1,0 +1,251 @@
+"""bench/remote: remote-access clients on the super gateway (issue 18), measured on the real
+remote-access emulation (`make run TOPO=remote-access`: N gateways behind the outside switch,
+stock strongSwan clients each in its own namespace, shipped defaults).
+
+`python -m bench.remote [--gateways 1,2,3,4] [--clients 64] [--counts 1,2,4,8,16,32,64]
+[--seconds 10] [--rounds 3] [--failover-trials 3] [--moves 200] [--quick]` (root, under the
+netns lock; boots one emulation per N and stops it again; refuses to touch one that runs):
+
+- transfers (Shue et al. Fig. 1 analogue): c of the clients download at once from the gateway
+  that holds them, through their tunnels (IPsec) and in the clear to IP_P (plain): aggregate
+  and per-client throughput, the gateways' CPU per client, for each N and c;
+- IKE capacity: every client disconnects, then all initiate at once: time until the last is
+  up, handshakes/s, where they landed; the ratio of handshakes/s at the largest N to N = 1;
+- client failover (at one N >= 2): the gateway holding clients is SIGKILLed (charon and
+  agent); per client the gap from its last answered probe before the kill to the first after
+  it, with the clients' DPD and retransmission settings from the topology file;
+- disruptions under bucket moves: every client probes while the operator moves buckets;
+  a client whose IKE SA changed, who authenticated again or lost a probe is disrupted (goal 0).
+
+Writes bench/results/remote.{json,md,png}. `--quick`: N = 1, 2, 4 clients, short runs
+(a few minutes; proves the benchmark works, its numbers are not results).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.remote.measure import (MODES, FailoverTrial, IkeRound, MoveSoak, RemoteBenchError, TransferRun, failover,
+                                  holder, ike_round, rebalance_soak, states, transfer)
+from bench.report import Metric, Series, write_report
+from supergw_gateway.ra.client import RemoteClient
+from topologies import raclients
+from topologies.emulation import Emulation, EmulationError, running_or_booted
+from topologies.schema import REMOTE_ACCESS_TOPOLOGY
+from topologies.site import Site
+
+# Shue et al., Fig. 1 and §III-B: one Openswan/KLIPS server, AES-128/MD5, clients downloading a
+# 56.47 MB file with wget: about 375 KB/s per client at 6 clients, projected 88 KB/s at 25.
+PAPER_PER_CLIENT_MBIT = {6: 375 * 8 / 1000, 25: 88 * 8 / 1000}
+# The gateways' charon CPU cap in the IKE capacity runs (% of a core each): without one, N
+# gateways on 2 cores share the same cores and capacity cannot grow with N.
+IKE_GATEWAY_CPU_PERCENT = 25.0
+FAILOVER_RUN_S = 60.0
+FAILOVER_TAIL_BUDGET_S = 5.0
+
+
+@dataclass
+class Plan:
+    gateways: list[int]
+    clients: int
+    counts: list[int]
+    seconds: float
+    rounds: int
+    failover_n: int
+    failover_trials: int
+    moves: int
+    moves_s: float
+    quick: bool
+
+
+@dataclass
+class Results:
+    transfers: dict[int, list[TransferRun]] = field(default_factory=dict)
+    ike: dict[int, list[IkeRound]] = field(default_factory=dict)
+    failovers: list[FailoverTrial] = field(default_factory=list)
+    soak: MoveSoak | None = None
+    client_start_s: dict[int, float] = field(default_factory=dict)
+    failures: list[dict[str, object]] = field(default_factory=list)
+
+
+def plan_from(args: argparse.Namespace) -> Plan:
+    if args.quick:
+        return Plan([1, 2], 4, [1, 4], 3.0, 1, 2, 1, 20, 15.0, True)
+    ns = sorted({int(x) for x in args.gateways.split(",")})
+    counts = sorted({int(x) for x in args.counts.split(",") if int(x) <= args.clients})
+    return Plan(ns, args.clients, counts, args.seconds, args.rounds, max(2, args.failover_n), args.failover_trials,
+                args.moves, args.moves_s, False)
+
+
+@contextmanager
+def remote_site(n: int, clients: int, cpu_percent: float | None) -> Iterator[tuple[Site, list[RemoteClient]]]:
+    """The remote-access emulation with n gateways and `clients` clients, booted here."""
+    want = Emulation.from_file(REMOTE_ACCESS_TOPOLOGY, changes={"gateways": n, "clients": clients,
+                                                                 "gateway_cpu_percent": cpu_percent})
+
+    def usable(emu: Emulation) -> str | None:
+        return "bench/remote boots its own emulation per N"
+
+    with running_or_booted(want, usable) as emu:
+        site = emu.site()
+        yield site, raclients.clients(site.topo, site.paths)
+
+
+def run_n(n: int, plan: Plan, res: Results) -> None:
+    print(f"== N = {n}: {plan.clients} clients", flush=True)
+    with remote_site(n, plan.clients, None) as (site, fleet):
+        runs = []
+        for c in plan.counts:
+            for mode in MODES:
+                run = transfer(site, fleet[:c], mode, plan.seconds)
+                print(f"   transfer {mode:5} {c:3} clients: {run.mbit_s:8.1f} Mb/s, gateways {run.gateway_cpu_cores:.2f} "
+                      f"cores, machine {run.machine_cpu_cores:.2f} cores, {run.failed} failed", flush=True)
+                if run.failed:
+                    res.failures.append({"trial": f"transfer N={n} {mode} c={c}", "why": f"{run.failed} transfers failed"})
+                runs.append(run)
+        res.transfers[n] = runs
+        if n == plan.failover_n:
+            failovers_and_moves(site, fleet, plan, res)
+    print(f"== N = {n}: IKE capacity, gateways capped at {IKE_GATEWAY_CPU_PERCENT:.0f} % of a core", flush=True)
+    with remote_site(n, plan.clients, IKE_GATEWAY_CPU_PERCENT) as (site, fleet):
+        rounds = []
+        for r in range(plan.rounds):
+            rnd = ike_round(site, fleet)
+            print(f"   IKE round {r + 1}: {rnd.connected}/{rnd.clients} up in {rnd.all_up_s:.2f} s "
+                  f"({rnd.handshakes_per_s:.1f}/s), per gateway {rnd.per_gateway}", flush=True)
+            if rnd.connected < rnd.clients:
+                res.failures.append({"trial": f"IKE N={n} round {r + 1}", "why": f"{rnd.clients - rnd.connected} clients not up"})
+            rounds.append(rnd)
+        res.ike[n] = rounds
+
+
+def failovers_and_moves(site: Site, fleet: list[RemoteClient], plan: Plan, res: Results) -> None:
+    for t in range(plan.failover_trials):
+        held = [holder(site, s) for s in states(fleet).values()]
+        victim = max(site.topo.gateways, key=lambda g: held.count(g.name)).name
+        trial = failover(site, fleet, victim, FAILOVER_TAIL_BUDGET_S, FAILOVER_RUN_S)
+        gaps = [f.gap_ms / 1000 for f in trial.flows]
+        print(f"   failover {t + 1}: killed {victim} holding {trial.clients} clients; gaps {min(gaps):.1f}.."
+              f"{max(gaps):.1f} s, {trial.recovered}/{trial.clients} recovered", flush=True)
+        res.failures += [{"trial": f"failover {t + 1}", "flow": f.flow, "why": f.problem} for f in trial.flows
+                         if not f.recovered]
+        res.failovers.append(trial)
+        # every client up again before the next trial
+        res_c = raclients.connect([c for c, s in zip(fleet, states(fleet).values()) if s is None], 60)
+        if res_c.failures:
+            raise RemoteBenchError(f"after failover {t + 1}: clients not back: {sorted(res_c.failures)}")
+    soak = rebalance_soak(site, fleet, plan.moves, plan.moves_s)
+    print(f"   bucket moves: {soak.moves} moves, {len(soak.disrupted)} of {soak.clients} clients disrupted", flush=True)
+    res.failures += [{"trial": "bucket moves", "flow": n, "why": "IKE SA changed, new IKE_AUTH or a probe lost"}
+                     for n in soak.disrupted]
+    res.soak = soak
+
+
+def report(plan: Plan, res: Results, results_dir: Path | None = None) -> None:
+    metrics: dict[str, Metric | float] = {}
+    series: list[Series] = []
+    rows: list[dict[str, Any]] = []
+    for n, runs in sorted(res.transfers.items()):
+        for mode in MODES:
+            mine = [r for r in runs if r.mode == mode]
+            series.append(Series(f"{mode} N={n}", [r.clients for r in mine], [r.per_client_mbit_s for r in mine],
+                                 xlabel="clients transferring at once", ylabel="Mb/s per client"))
+            top = max(mine, key=lambda r: r.clients)
+            metrics[f"{mode}_mbit_s_n{n}_c{top.clients}"] = Metric(round(top.mbit_s, 1), "Mb/s",
+                                                                   note=f"{top.clients} clients at once, aggregate")
+            metrics[f"{mode}_gateway_cpu_per_client_n{n}_c{top.clients}"] = Metric(
+                round(top.gateway_cpu_per_client, 4), "cores", higher_is_better=False,
+                note="the gateways' charons and iperf3 servers, CPU-s per s, per client")
+        rows += [{"N": n, **asdict(r), "gateway_cpu_per_client": round(r.gateway_cpu_per_client, 4)} for r in runs]
+    series.append(Series("paper IPsec (1 server; 25: projected)", list(PAPER_PER_CLIENT_MBIT),
+                         list(PAPER_PER_CLIENT_MBIT.values()), xlabel="clients transferring at once",
+                         ylabel="Mb/s per client"))
+    hs = {n: statistics.median(r.handshakes_per_s for r in rounds) for n, rounds in res.ike.items() if rounds}
+    for n, rounds in sorted(res.ike.items()):
+        metrics[f"ike_handshakes_per_s_n{n}"] = Metric(round(hs[n], 2), "1/s", note=f"median of {len(rounds)} rounds, "
+                                                       f"{plan.clients} clients at once")
+        metrics[f"ike_all_up_s_n{n}"] = Metric(round(statistics.median(r.all_up_s for r in rounds), 2), "s",
+                                               higher_is_better=False)
+        rows += [{"N": n, "ike_round": i + 1, **asdict(r)} for i, r in enumerate(rounds)]
+    if len(hs) > 1:
+        lo, hi = min(hs), max(hs)
+        metrics[f"ike_capacity_ratio_n{hi}_n{lo}"] = Metric(round(hs[hi] / hs[lo], 2), "x", goal=hi / lo / 2,
+                                                             note="handshakes/s at the largest N over the smallest; "
+                                                                  "goal: half of linear")
+    gaps = [f.gap_ms / 1000 for t in res.failovers for f in t.flows]
+    if res.failovers:
+        metrics["client_failover_s"] = Metric(round(statistics.median(gaps), 2), "s", higher_is_better=False,
+                                              note="median over clients and trials: kill -> first answered probe")
+        metrics["client_failover_max_s"] = Metric(round(max(gaps), 2), "s", higher_is_better=False)
+        metrics["client_failover_not_recovered"] = Metric(
+            sum(t.clients - t.recovered for t in res.failovers), "clients",
+            note=f"goal 0; of {sum(t.clients for t in res.failovers)} over {len(res.failovers)} trials")
+        rows += [{"failover_trial": i + 1, "victim": t.victim, "flow": f.flow, "gap_s": round(f.gap_ms / 1000, 2),
+                  "lost": f.lost, "recovered": f.recovered} for i, t in enumerate(res.failovers) for f in t.flows]
+    if res.soak is not None:
+        metrics["move_disruptions"] = Metric(len(res.soak.disrupted), "clients",
+                                             note=f"goal 0; over {res.soak.moves} bucket moves, {res.soak.clients} clients")
+    write_report("remote", metrics, rows, series, title="Remote-access clients (issue 18; Shue et al. §III)",
+                 method=METHOD + ("\n\n**Quick run**: proves the benchmark works; not a result." if plan.quick else ""),
+                 failures=res.failures, results_dir=results_dir)
+
+
+METHOD = """Real remote-access emulation (topologies/remote-access.yaml): N strongSwan gateways
+behind the outside switch (our eBPF switch, roles UPLINK / GATEWAY_OUTSIDE), stock strongSwan
+clients each in its own namespace with its own charon (kernel-libipsec) and certificate.
+Transfers: `iperf3 -R` from the gateway holding the client (IPsec: through the tunnel to the
+gateway's LAN address; plain: to IP_P in the clear, dispatched by the client's pin), all at
+once for `seconds`; gateway CPU = CPU-s of the gateways' charons (IKE and userspace ESP) and
+the iperf3 servers per second of the run; machine CPU = /proc/stat non-idle. IKE capacity:
+every client disconnects, then all initiate at once; all_up_s = that instant -> the last
+CHILD SA installed; gateways capped at 25 % of a core each (cgroup). Failover: SIGKILL of
+the charon and agent of the gateway holding the most clients; per client a ping every 100 ms
+to a LAN host, read by bench/gaps.py: gap = last answer before the kill -> first answer after
+it (client DPD and retransmission as in the topology file). Moves: every client probes while
+the operator moves buckets (REST); disrupted = IKE SA SPIs changed, a new IKE_AUTH, or a
+probe lost. The paper: one Openswan/KLIPS server, 1-6 clients downloading 56.47 MB with wget
+(Fig. 1); its Figs. 2-5 characterise a 30-day log (no analogue on an emulation; the session
+log and `supergw-ike-cache` give Fig. 6)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.remote", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--gateways", default="1,2,3,4", help="N values (default %(default)s)")
+    p.add_argument("--clients", type=int, default=64)
+    p.add_argument("--counts", default="1,2,4,8,16,32,64", help="clients transferring at once")
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--rounds", type=int, default=3, help="IKE capacity rounds per N")
+    p.add_argument("--failover-n", type=int, default=3, help="the N at which failover and moves are measured")
+    p.add_argument("--failover-trials", type=int, default=3)
+    p.add_argument("--moves", type=int, default=200)
+    p.add_argument("--moves-s", type=float, default=60.0)
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args(argv)
+    if os.geteuid() != 0:
+        print("bench.remote needs root (namespaces, the switch, charon)", file=sys.stderr)
+        return 2
+    plan = plan_from(args)
+    res = Results()
+    try:
+        for n in plan.gateways:
+            run_n(n, plan, res)
+    except (EmulationError, RemoteBenchError) as exc:
+        print(f"bench.remote: {exc}", file=sys.stderr)
+        res.failures.append({"trial": "run", "why": str(exc)})
+        report(plan, res)
+        return 1
+    report(plan, res)
+    return 1 if res.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,297 @@
+"""The measurements of bench/remote on a running remote-access emulation (one site, its
+clients started): transfers (the paper's Fig. 1 analogue), IKE capacity, client failover and
+client disruptions under bucket moves. Each function returns plain records; __main__.py boots
+the emulation per N and writes the report. What each number counts: README.md."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.gaps import FlowGap, ProbeOutputError, ping_flow
+from supergw_gateway.errors import GatewayError
+from supergw_gateway.ra.client import ClientState, RemoteClient
+from topologies import raclients
+from topologies.model import RemoteAccessSpec
+from topologies.poll import wait_until
+from topologies.site import Site
+
+IPERF_PORT_BASE = 5300
+MODES = ("ipsec", "plain")
+
+
+class RemoteBenchError(RuntimeError):
+    pass
+
+
+def ra_spec(site: Site) -> RemoteAccessSpec:
+    if site.topo.remote_access is None:
+        raise RemoteBenchError(f"site {site.prefix} has no remote access: boot topologies/remote-access.yaml")
+    return site.topo.remote_access
+
+
+def holder(site: Site, state: ClientState | None) -> str | None:
+    """The gateway that holds a client's SA: the one whose pool its virtual IP is in."""
+    ra = ra_spec(site)
+    if state is None or state.vip is None:
+        return None
+    vip = ipaddress.IPv4Address(state.vip)
+    for k, g in enumerate(site.topo.gateways):
+        if vip in ra.pool(k):
+            return g.name
+    return None
+
+
+def states(fleet: Sequence[RemoteClient]) -> dict[str, ClientState | None]:
+    def one(c: RemoteClient) -> tuple[str, ClientState | None]:
+        try:
+            return c.cfg.name, c.state()
+        except (GatewayError, OSError):
+            return c.cfg.name, None
+    with ThreadPoolExecutor(16) as pool:
+        return dict(pool.map(one, fleet))
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (its threads included) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_s() -> float:
+    """CPU seconds this machine spent not idle (all cores, /proc/stat) so far."""
+    f = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = f[3] + f[4]
+    return (sum(f[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+# --- (a) transfers: Fig. 1 analogue -------------------------------------------------------
+
+@dataclass(frozen=True)
+class TransferRun:
+    mode: str  # ipsec: through each client's tunnel to its gateway's LAN address; plain: to IP_P without IPsec
+    clients: int
+    seconds: float
+    mbit_s: float  # sum over the clients of what each received (iperf3 -R: the server sends), Mb/s
+    per_client_mbit_s: float
+    gateway_cpu_cores: float  # the gateways' charons (IKE, kernel-libipsec ESP) + the iperf3 servers, CPU-s per s
+    machine_cpu_cores: float  # the whole machine's non-idle CPU-s per s (clients, switches, kernel included)
+    failed: int  # clients whose transfer failed (no iperf3 result)
+
+    @property
+    def gateway_cpu_per_client(self) -> float:
+        return self.gateway_cpu_cores / self.clients
+
+
+def transfer(site: Site, fleet: Sequence[RemoteClient], mode: str, seconds: float) -> TransferRun:
+    """Each client downloads from the gateway that holds it for `seconds` at once (iperf3 -R,
+    one server per client in that gateway's namespace), as the paper's clients download from
+    the VPN server: `ipsec` through its tunnel to the gateway's LAN address, `plain` to IP_P
+    in the clear (the outside switch sends it by the client's pin, to the same gateway)."""
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r} is not one of {MODES}")
+    ra = ra_spec(site)
+    st = states(fleet)
+    owners = {c.cfg.name: holder(site, st[c.cfg.name]) for c in fleet}
+    lost = [n for n, g in owners.items() if g is None]
+    if lost:
+        raise RemoteBenchError(f"clients without an established SA before the transfer: {lost}")
+    lan_ip = {g.name: str(g.lan_ip) for g in site.topo.gateways}
+    servers = []
+    for i, c in enumerate(fleet):
+        gw = owners[c.cfg.name]
+        assert gw is not None
+        servers.append(subprocess.Popen(["ip", "netns", "exec", site.topo.ns(gw), "iperf3", "-s", "-1",
+                                         "-p", str(IPERF_PORT_BASE + i)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    time.sleep(0.5)
+    pids = [site.charon_pid(g.name) for g in site.topo.gateways]
+    cpu0 = sum(cpu_s(p) for p in pids) + sum(_safe_cpu(s.pid) for s in servers)
+    busy0, t0 = machine_busy_s(), time.monotonic()
+    clients_p = []
+    for i, c in enumerate(fleet):
+        target = lan_ip[owners[c.cfg.name] or ""] if mode == "ipsec" else str(ra.public_ip)
+        clients_p.append(subprocess.Popen(
+            ["ip", "netns", "exec", c.cfg.netns, "iperf3", "-c", target, "-p", str(IPERF_PORT_BASE + i), "-R",
+             "-t", str(seconds), "-J", "--connect-timeout", "3000"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    time.sleep(seconds)
+    cpu1 = sum(cpu_s(p) for p in pids) + sum(_safe_cpu(s.pid) for s in servers)
+    busy1, t1 = machine_busy_s(), time.monotonic()
+    bits, failed = 0.0, 0
+    for p in clients_p:
+        out, _ = p.communicate(timeout=seconds + 30)
+        got = received_bits_per_s(out)
+        if got is None:
+            failed += 1
+        else:
+            bits += got
+    for s in servers:
+        s.kill()
+        s.wait()
+    wall = t1 - t0
+    n = len(fleet)
+    return TransferRun(mode, n, wall, bits / 1e6, bits / 1e6 / n, (cpu1 - cpu0) / wall, (busy1 - busy0) / wall, failed)
+
+
+def _safe_cpu(pid: int) -> float:
+    try:
+        return cpu_s(pid)
+    except OSError:
+        return 0.0
+
+
+def received_bits_per_s(iperf_json: str) -> float | None:
+    """The receiver's rate from `iperf3 -J` output (None: the run failed or printed no result)."""
+    try:
+        doc = json.loads(iperf_json)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict) or doc.get("error"):
+        return None
+    rate = doc.get("end", {}).get("sum_received", {}).get("bits_per_second")
+    return float(rate) if isinstance(rate, (int, float)) and rate > 0 else None
+
+
+# --- (b) IKE capacity ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class IkeRound:
+    clients: int
+    connected: int
+    all_up_s: float  # every client initiates at t0 -> the last client's CHILD SA installed
+    handshakes_per_s: float  # connected / all_up_s
+    per_gateway: dict[str, int]  # clients each gateway holds afterwards (by virtual IP pool)
+
+
+def disconnect_all(fleet: Sequence[RemoteClient], timeout_s: float = 30.0) -> None:
+    def one(c: RemoteClient) -> None:
+        try:
+            c.disconnect()
+        except (GatewayError, OSError):
+            pass
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(one, fleet))
+    wait_until(lambda: _none_up(fleet), timeout_s, "every client disconnected")
+
+
+def _none_up(fleet: Sequence[RemoteClient]) -> tuple[bool, str]:
+    up = [n for n, s in states(fleet).items() if s is not None]
+    return not up, f"still up: {up[:5]}"
+
+
+def ike_round(site: Site, fleet: Sequence[RemoteClient], timeout_s: float = 120.0) -> IkeRound:
+    """Every client disconnects, then all initiate at once (one thread each): the time until
+    the last one's CHILD SA is installed, and where they landed."""
+    disconnect_all(fleet)
+    time.sleep(1.0)  # the gateways' DELETE handling settles
+    res = raclients.connect(fleet, timeout_s)
+    per: dict[str, int] = {g.name: 0 for g in site.topo.gateways}
+    for s in states(fleet).values():
+        if (g := holder(site, s)) is not None:
+            per[g] += 1
+    done = [v for v in res.seconds.values() if v is not None]
+    last = max(done) if done else res.wall_s
+    return IkeRound(len(fleet), res.connected, last, res.connected / last if last > 0 else 0.0, per)
+
+
+# --- (c) client failover ------------------------------------------------------------------
+
+PROBE_INTERVAL_S = 0.1
+
+
+@dataclass(frozen=True)
+class FailoverTrial:
+    victim: str
+    clients: int  # clients the victim held
+    flows: list[FlowGap]  # per client: gap_ms = last answer before the kill -> first answer after it
+
+    @property
+    def recovered(self) -> int:
+        return sum(1 for f in self.flows if f.recovered)
+
+
+def _probe(ns: str, dst: str, seconds: float) -> subprocess.Popen[str]:
+    count = int(seconds / PROBE_INTERVAL_S)
+    return subprocess.Popen(["ip", "netns", "exec", ns, "ping", "-n", "-D", "-O", "-i", str(PROBE_INTERVAL_S),
+                             "-W", "1", "-c", str(count), dst], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def failover(site: Site, fleet: Sequence[RemoteClient], victim: str, budget_s: float, run_s: float) -> FailoverTrial:
+    """Each client the victim holds pings a LAN host every 100 ms; after 2 s the victim's charon
+    and agent are SIGKILLed. Per client, bench/gaps.py reads the gap from its last answer before
+    the kill to its first answer after it; a client still silent `budget_s` before the end of
+    its `run_s` probe has not recovered. Then the victim is restarted."""
+    held = [c for c in fleet if holder(site, states([c])[c.cfg.name]) == victim]
+    if not held:
+        raise RemoteBenchError(f"{victim} holds no client: nothing to fail over")
+    target = str(site.topo.hosts[0].ip)
+    pids = site.gateway_pids(victim)
+    probes = [(c.cfg.name, _probe(c.cfg.netns, target, run_s)) for c in held]
+    time.sleep(2.0)
+    fault = time.time()
+    site.signal_gateway(pids, signal.SIGKILL)
+    flows = []
+    for name, p in probes:
+        out, _ = p.communicate(timeout=run_s + 30)
+        try:
+            flows.append(ping_flow(f"{name} -> {target}", out, fault, budget_s))
+        except ProbeOutputError as exc:
+            raise RemoteBenchError(str(exc)) from None
+    site.restart_gateway(victim)
+    return FailoverTrial(victim, len(held), flows)
+
+
+# --- (c) disruptions under bucket moves ----------------------------------------------------
+
+@dataclass(frozen=True)
+class MoveSoak:
+    moves: int  # bucket moves the operator API accepted
+    clients: int
+    disrupted: list[str]  # clients whose IKE SA changed (other SPIs, a new IKE_AUTH) or whose probe lost a reply
+    flows: list[FlowGap]
+
+
+def rebalance_soak(site: Site, fleet: Sequence[RemoteClient], moves: int, run_s: float) -> MoveSoak:
+    """Every client pings a LAN host every 100 ms while the operator moves `moves` buckets
+    round-robin over the gateways (REST `move`); a client is disrupted when its IKE SA is not
+    the one it had (SPIs), it sent another IKE_AUTH, or any of its probes went unanswered."""
+    before = states(fleet)
+    auths = {c.cfg.name: c.ike_auths() for c in fleet}
+    hosts = [str(h.ip) for h in site.topo.hosts]
+    probes = [(c.cfg.name, _probe(c.cfg.netns, hosts[i % len(hosts)], run_s)) for i, c in enumerate(fleet)]
+    time.sleep(1.0)
+    gws = [g.name for g in site.topo.gateways]
+    done = 0
+    api = site.api()  # the site's own client: closed by the emulation, not here
+    buckets = api.buckets()
+    deadline = time.monotonic() + run_s - 3
+    for i in range(moves):
+        if time.monotonic() > deadline:
+            break
+        b = buckets[(i * 37) % len(buckets)]
+        to = gws[(gws.index(b.gateway) + 1) % len(gws)] if b.gateway in gws else gws[0]
+        api.move(b.bucket, to)
+        done += 1
+    flows = []
+    for name, p in probes:
+        out, _ = p.communicate(timeout=run_s + 30)
+        flows.append(ping_flow(name, out, None, 1.0))
+    after = states(fleet)
+    disrupted = []
+    for c in fleet:
+        n, was, now = c.cfg.name, before[c.cfg.name], after[c.cfg.name]
+        flow = next(f for f in flows if f.flow == n)
+        same = was is not None and now is not None and \
+            (was.initiator_spi, was.responder_spi) == (now.initiator_spi, now.responder_spi)
+        if not same or c.ike_auths() != auths[n] or flow.lost > 0:
+            disrupted.append(n)
+    return MoveSoak(done, len(fleet), disrupted, flows)
