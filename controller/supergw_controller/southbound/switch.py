@@ -343,31 +343,32 @@ class Southbound:
 
     # -- one item of each switch stream (finsy's digest list, packet-in, idle-timeout notification)
     async def on_digest(self, dl: Any) -> None:
-        """The listener learns the digest's hosts; then the digest is acknowledged, also when
-        some or all of its items were malformed (else the switch would send it again and again)."""
+        await self._learn_digest(dl, ent.seen_hosts, lambda hosts: self._need_listener().hosts_seen(hosts), "digest")
+
+    async def on_ip6_digest(self, dl: Any) -> None:
+        await self._learn_digest(dl, ent.seen_ip6s, lambda ip6s: self._need_listener().ip6s_seen(ip6s), "IPv6 digest")
+
+    async def _learn_digest(
+        self,
+        dl: Any,
+        parse: Callable[[Any], tuple[list[T], list[str]]],
+        deliver: Callable[[list[T]], Awaitable[None]],
+        stream: str,
+    ) -> None:
+        """The listener learns what the digest's good items say; then the digest is
+        acknowledged, also when some or all of its items were malformed (else the switch
+        would send it again and again)."""
         try:
-            hosts, dropped = ent.seen_hosts(dl)
+            items, dropped = parse(dl)
             for why in dropped:
-                self._rejected("digest", f"digest item dropped: {why}")
-            if hosts:
-                await self._need_listener().hosts_seen(hosts)
+                self._rejected(stream, f"digest item dropped: {why}")
+            if items:
+                await deliver(items)
         finally:
             await self.session.send([dl.ack()])
 
     async def on_packet_in(self, pkt: Any) -> None:
         await self._need_listener().packet_in(ent.packet_in(dict(pkt.metadata), pkt.payload))
-
-    async def on_ip6_digest(self, dl: Any) -> None:
-        """The listener learns the digest's host addresses; then the digest is acknowledged,
-        also when some or all of its items were malformed (as `on_digest`)."""
-        try:
-            ip6s, dropped = ent.seen_ip6s(dl)
-            for why in dropped:
-                self._rejected("IPv6 digest", f"digest item dropped: {why}")
-            if ip6s:
-                await self._need_listener().ip6s_seen(ip6s)
-        finally:
-            await self.session.send([dl.ack()])
 
     def _rejected(self, stream: str, why: str) -> None:
         count_rejected(self.stream_rejected, stream, why)
