@@ -24,6 +24,7 @@ help:
 	@echo "make run          boot the whole emulated system (switch, controller, gateways; SWITCH=bmv2 on BMv2)"
 	@echo "                  TOPO=two-site: two super gateways (switch + controller + N gateways each) paired over a WAN"
 	@echo "                  HA=1: three controller replicas (at every site) on a three-member etcd cluster (leader election, takeover)"
+	@echo "                  TLS=1: REST API over https and P4Runtime over mutual TLS (certificates from supergw-gateway pki)"
 	@echo "make stop         stop what 'make run' started"
 	@echo "make hostsim      build topologies/hostsim (simulated hosts and traffic generator of the two-site emulation)"
 	@echo "make mininet      'make run' as a Mininet network, then the Mininet CLI (mininet> h1 ping r1)"
@@ -63,7 +64,7 @@ hostsim: deps
 	@$(MAKE) -s -C topologies/hostsim
 
 run: deps switch hostsim
-	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s $(P4_JSON) && )$(PY) -m topologies.run up$(if $(SWITCH), --switch $(SWITCH))$(if $(TOPO), --topology topologies/$(TOPO).yaml)$(if $(filter-out 0,$(HA)), --replicas 3)
+	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s $(P4_JSON) && )$(PY) -m topologies.run up$(if $(SWITCH), --switch $(SWITCH))$(if $(TOPO), --topology topologies/$(TOPO).yaml)$(if $(filter-out 0,$(HA)), --replicas 3)$(if $(filter-out 0,$(TLS)), --tls)
 
 mininet: deps switch hostsim
 	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s $(P4_JSON) && )$(PY) -m topologies.mininet_run$(if $(SWITCH), --switch $(SWITCH))
