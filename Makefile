@@ -25,6 +25,7 @@ help:
 	@echo "                  TOPO=two-site: two super gateways (switch + controller + N gateways each) paired over a WAN"
 	@echo "                  TOPO=remote-access [GATEWAYS=N] [CLIENTS=M]: N gateways behind the outside switch, M strongSwan clients on one public address"
 	@echo "                  HA=1: three controller replicas (at every site) on a three-member etcd cluster (leader election, takeover)"
+	@echo "                  TLS=1: REST API over https and P4Runtime over mutual TLS (certificates from supergw-gateway pki)"
 	@echo "make stop         stop what 'make run' started"
 	@echo "make hostsim      build topologies/hostsim (simulated hosts and traffic generator of the two-site emulation)"
 	@echo "make mininet      'make run' as a Mininet network, then the Mininet CLI (mininet> h1 ping r1)"
@@ -66,7 +67,7 @@ hostsim: deps
 	@$(MAKE) -s -C topologies/hostsim
 
 run: deps switch hostsim
-	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s $(P4_JSON) && )$(PY) -m topologies.run up$(if $(SWITCH), --switch $(SWITCH))$(if $(TOPO), --topology topologies/$(TOPO).yaml)$(if $(filter-out 0,$(HA)), --replicas 3)$(if $(GATEWAYS), --gateways $(GATEWAYS))$(if $(CLIENTS), --clients $(CLIENTS))
+	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s $(P4_JSON) && )$(PY) -m topologies.run up$(if $(SWITCH), --switch $(SWITCH))$(if $(TOPO), --topology topologies/$(TOPO).yaml)$(if $(filter-out 0,$(HA)), --replicas 3)$(if $(GATEWAYS), --gateways $(GATEWAYS))$(if $(CLIENTS), --clients $(CLIENTS))$(if $(filter-out 0,$(TLS)), --tls)
 
 mininet: deps switch hostsim
 	@$(if $(filter bmv2,$(SWITCH)),$(MAKE) -s $(P4_JSON) && )$(PY) -m topologies.mininet_run$(if $(SWITCH), --switch $(SWITCH))

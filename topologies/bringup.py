@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from supergw_gateway.errors import GatewayError
 from supergw_gateway.ra.client import RemoteClient
-from topologies import components, network, raclients, simhosts
+from topologies import api_tls, components, network, raclients, simhosts
 from topologies.configs import GeneratedConfigs, Secrets, validate_with_owners, write_all
 from topologies.model import EmulationSpec, GatewaySpec
 from topologies.poll import wait_until
@@ -136,7 +136,7 @@ class Bringup:
     def start_switch(self, site: Site) -> str:
         """Overridden by front ends that start the switch themselves (Mininet)."""
         site.paths.logs.mkdir(parents=True, exist_ok=True)
-        rec = components.start_switch(site.topo, site.paths.logs, self.run.track)
+        rec = components.start_switch(site.topo, site.paths, self.run.track)
         return components.switch_detail(site.topo, rec.pid)
 
     def responders_first(self) -> list[Site]:
@@ -189,8 +189,9 @@ class Bringup:
         if dead:
             raise components.ComponentError(f"{', '.join(dead)} exited; see {site.paths.logs}/agent-*.log")
         details = []
+        verify = api_tls.verify(site.topo, site.paths)
         for slot in site.topo.controllers():
-            ok, detail = components.gateways_alive(slot.api_url, token, names)
+            ok, detail = components.gateways_alive(slot.api_url, token, names, verify)
             label = f"{slot.replica}: " if slot.replica else ""
             if not ok:
                 return False, label + detail

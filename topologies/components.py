@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import ssl
 import subprocess
 import sys
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from supergw_proto.rest import ApiError, ControllerClient
-from topologies import bmv2, ha, processes
+from topologies import api_tls, bmv2, ha, processes
 from topologies.configs import AGENT_PORT
 from topologies.model import ControllerSlot, GatewaySpec, Topology
 from topologies.paths import REPO, SWITCH_BIN, SitePaths
@@ -54,18 +55,20 @@ def switch_missing(topo: Topology) -> str | None:
     return None if SWITCH_BIN.is_file() else f"{SWITCH_BIN.relative_to(REPO)} is missing (build it with `make switch`)"
 
 
-def wait_switch(topo: Topology, rec: ProcRecord) -> None:
-    wait_until(lambda: probe_in_netns(topo.switch_ns, "grpc", topo.p4runtime_addr), 20, "switch gRPC", rec)
+def wait_switch(topo: Topology, paths: SitePaths, rec: ProcRecord) -> None:
+    wait_until(lambda: probe_in_netns(topo.switch_ns, *api_tls.probe_options(topo, paths), "grpc", topo.p4runtime_addr),
+               20, "switch gRPC" + (" over TLS" if topo.controller.tls else ""), rec)
 
 
-def start_switch(topo: Topology, logs: Path, track: Track) -> ProcRecord:
-    """Starts the site's switch and waits for its gRPC."""
+def start_switch(topo: Topology, paths: SitePaths, track: Track) -> ProcRecord:
+    """Starts the site's switch (P4Runtime over mutual TLS with `controller.tls`) and waits for its gRPC."""
     if (why := switch_missing(topo)) is not None:
         raise ComponentError(f"switch: {why}")
-    rec = processes.start("switch", site_command(topo, logs).argv(), logs / "switch.log", netns=topo.switch_ns,
-                          cwd=REPO, site=topo.prefix)
+    logs = paths.logs
+    argv = site_command(topo, logs, api_tls.switch_options(topo, paths)).argv()
+    rec = processes.start("switch", argv, logs / "switch.log", netns=topo.switch_ns, cwd=REPO, site=topo.prefix)
     track(rec)
-    wait_switch(topo, rec)
+    wait_switch(topo, paths, rec)
     return rec
 
 
@@ -84,7 +87,8 @@ def start_outside_switch(topo: Topology, logs: Path, track: Track) -> str:
 
 def switch_detail(topo: Topology, pid: int) -> str:
     what = "BMv2 simple_switch_grpc" if topo.switch.kind == "bmv2" else "eBPF supergw-switch"
-    return f"{what}, pid {pid} in {topo.switch_ns}, P4Runtime on {topo.p4runtime_addr}"
+    tls = " (mutual TLS)" if topo.controller.tls else ""
+    return f"{what}, pid {pid} in {topo.switch_ns}, P4Runtime on {topo.p4runtime_addr}{tls}"
 
 
 # --- controllers ----------------------------------------------------------------------
@@ -97,9 +101,10 @@ def start_controller(topo: Topology, slot: ControllerSlot, config: Path, logs: P
                            logs / f"{slot.process}.log", netns=slot.netns, cwd=REPO, site=topo.prefix)
 
 
-def api_answers(url: str) -> tuple[bool, str]:
-    """The controller's API serves (any HTTP answer counts, an auth error too)."""
-    with ControllerClient(url, timeout=2) as api:
+def api_answers(url: str, verify: bool | ssl.SSLContext = True) -> tuple[bool, str]:
+    """The controller's API serves (any HTTP answer counts, an auth error too); `verify`:
+    the CA its https certificate must chain to (`api_tls.verify`)."""
+    with ControllerClient(url, timeout=2, verify=verify) as api:
         try:
             health = api.health()
         except ApiError as exc:
@@ -118,20 +123,21 @@ def start_controllers(topo: Topology, paths: SitePaths, configs: dict[str, Path]
         rec = start_controller(topo, slot, configs[slot.process], paths.logs)
         track(rec)
         recs.append((slot, rec))
+    verify = api_tls.verify(topo, paths)
     for slot, rec in recs:
-        wait_until(functools.partial(api_answers, slot.api_url), 30, f"{slot.process} API {slot.api_url}", rec)
+        wait_until(functools.partial(api_answers, slot.api_url, verify), 30, f"{slot.process} API {slot.api_url}", rec)
     leader = recs[0][1] if not topo.replicated else None
-    wait_until(lambda: probe_in_netns(topo.switch_ns, "pipeline", topo.p4runtime_addr, str(topo.switch.device_id)),
-               30, "pipeline pushed by the controller", leader)
+    probe = [*api_tls.probe_options(topo, paths), "pipeline", topo.p4runtime_addr, str(topo.switch.device_id)]
+    wait_until(lambda: probe_in_netns(topo.switch_ns, *probe), 30, "pipeline pushed by the controller", leader)
     if not topo.replicated:
         return f"pid {recs[0][1].pid}, API {topo.api_url()}"
-    return f"{etcd}{len(recs)} replicas: {ha.wait_one_leader(topo)}"
+    return f"{etcd}{len(recs)} replicas: {ha.wait_one_leader(topo, verify=verify)}"
 
 
-def gateways_alive(url: str, token: str, names: set[str]) -> tuple[bool, str]:
+def gateways_alive(url: str, token: str, names: set[str], verify: bool | ssl.SSLContext = True) -> tuple[bool, str]:
     """Whether the controller at `url` counts every gateway in `names` alive."""
     try:
-        with ControllerClient(url, token, timeout=3) as api:
+        with ControllerClient(url, token, timeout=3, verify=verify) as api:
             views = api.gateways()
     except ApiError as exc:
         return False, str(exc)

@@ -25,7 +25,7 @@ from supergw_controller.config import TimingConfig
 from supergw_gateway.pki import make_demo_pki
 from supergw_gateway.ra.config import cluster_spi_plan
 
-from topologies import ha
+from topologies import api_tls, ha
 from topologies.etcd_auth import SERVER_NAME as ETCD_SERVER_NAME
 from topologies.etcd_auth import USER as ETCD_USER
 from topologies.etcd_auth import EtcdPki, make_etcd_pki
@@ -143,6 +143,10 @@ def controller_config(topo: Topology, paths: SitePaths, slot: ControllerSlot | N
         # a replica in its own namespace watches them through the switch namespace by name.
         "port_monitor": {"enabled": True} | ({"netns": topo.switch_ns} if slot.replica else {}),
     }
+    if topo.controller.tls:
+        tls = api_tls.site_pki(paths)
+        cfg["switch"]["tls"] = api_tls.switch_tls_config(tls)
+        cfg["api"]["tls"] = api_tls.api_tls_config(tls)
     if topo.lan.subnet6 is not None:
         cfg["gateway_ip6"] = {"link_local": str(topo.lan.gateway_ll), "global": str(topo.lan.gateway_ip6)}
         cfg["router_advertisements"] = {
@@ -194,9 +198,10 @@ def ra_gateway_section(topo: Topology, g: GatewaySpec, pki: dict[str, Path]) -> 
 
 def gateway_config(
     topo: Topology, g: GatewaySpec, side: str, sec: Secrets, state_dir: Path, conf_dir: Path,
-    pki: dict[str, Path] | None = None,
+    pki: dict[str, Path] | None = None, ca_file: Path | None = None,
 ) -> dict[str, Any]:
-    """`side` is "lan" for gw<i> (the super gateway's member) or "remote" for its peer."""
+    """`side` is "lan" for gw<i> (the super gateway's member) or "remote" for its peer;
+    `ca_file` the CA of the controllers' https certificates (with `controller.tls`)."""
     lan_len, wan_len = topo.lan.subnet.prefixlen, topo.wan.subnet.prefixlen
     rlan_len = topo.remote.subnet.prefixlen
     if side == "lan":
@@ -243,6 +248,7 @@ def gateway_config(
             # with replicas the agent reports to every one of them
             **({"urls": urls} if topo.replicated else {"url": urls[0]}),
             "token_file": str(agent_token_file(conf_dir, name)),
+            **({"ca_file": str(ca_file)} if ca_file is not None else {}),
             # no timing here: the controller tells the agent its `timing` in every answer
         }
     if side == "lan" and topo.remote_access is not None:
@@ -289,6 +295,7 @@ def write_all(topo: Topology, paths: SitePaths, sec: Secrets) -> GeneratedConfig
     if topo.remote_access is not None:
         ids = [RA_SERVICE_ID, *(ra_client_id(n) for n in topo.remote_access.client_names())]
         pki = make_demo_pki(conf_dir / "pki", ids)
+    ca_file = api_tls.make_site_pki(topo, paths).ca if topo.controller.tls else None
     controllers: dict[str, Path] = {}
     for slot in topo.controllers():
         path = paths.controller_config(slot.replica)
@@ -300,7 +307,7 @@ def write_all(topo: Topology, paths: SitePaths, sec: Secrets) -> GeneratedConfig
         sides = (("lan", g.name),) if topo.partner_site is not None else (("remote", g.peer.name), ("lan", g.name))
         for side, name in sides:
             path = paths.gateway_config(name)
-            path.write_text(_yaml(gateway_config(topo, g, side, sec, paths.gateways, conf_dir, pki)))
+            path.write_text(_yaml(gateway_config(topo, g, side, sec, paths.gateways, conf_dir, pki, ca_file)))
             path.chmod(0o600)
             gws[name] = path
     return GeneratedConfigs(controllers=controllers, token_file=paths.token_file, gateways=gws, secrets=sec, pki=pki)

@@ -63,10 +63,10 @@ class Emulation:
 
     @classmethod
     def from_file(cls, path: Path = DEFAULT_TOPOLOGY, *, switch: SwitchKind | None = None, replicas: int | None = None,
-                  replicas_site: str | None = None, changes: Mapping[str, Any] | None = None,
+                  replicas_site: str | None = None, changes: Mapping[str, Any] | None = None, tls: bool = False,
                   layout: RunLayout = RunLayout(), say: Say = say) -> Emulation:
         """The plan in topology file `path` with the overrides `schema.load` takes (not booted)."""
-        spec = load(path, switch=switch, replicas=replicas, replicas_site=replicas_site, changes=changes)
+        spec = load(path, switch=switch, replicas=replicas, replicas_site=replicas_site, changes=changes, tls=tls)
         return cls(spec, path, layout, say=say)
 
     @classmethod
@@ -113,8 +113,9 @@ class Emulation:
         kinds = sorted({s.topo.switch.kind for s in self.sites})
         replicas = [f"{s.topo.controller.replicas} controller replicas at {s.prefix}" if self.spec.several
                     else f"{s.topo.controller.replicas} controller replicas" for s in self.sites if s.topo.replicated]
+        tls = ["REST and P4Runtime over TLS"] if any(s.topo.controller.tls for s in self.sites) else []
         return ", ".join([f"{len(self.sites)} site{'s' if self.spec.several else ''}",
-                          f"switch {'/'.join(kinds)}", *replicas])
+                          f"switch {'/'.join(kinds)}", *replicas, *tls])
 
     def close(self) -> None:
         for s in self.sites:

@@ -37,6 +37,7 @@ P4Runtime stream end and revoke its lease (supergw_controller/ha/replica.py).
 from __future__ import annotations
 
 import shutil
+import ssl
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -153,13 +154,14 @@ def start_etcd_cluster(topo: Topology, paths: SitePaths, track: Track) -> str:
 
 # --- who leads ------------------------------------------------------------------------
 
-def roles(topo: Topology) -> dict[str, str]:
-    """Replica -> "leader" / "backup" / what else its /healthz says ("down" when it does not answer)."""
+def roles(topo: Topology, verify: bool | ssl.SSLContext = True) -> dict[str, str]:
+    """Replica -> "leader" / "backup" / what else its /healthz says ("down" when it does not
+    answer); `verify`: the CA of the APIs' https certificates (`api_tls.verify`)."""
     out = {}
     for slot in topo.controllers():
         assert slot.replica is not None
         try:
-            with ControllerClient(slot.api_url, timeout=2) as api:
+            with ControllerClient(slot.api_url, timeout=2, verify=verify) as api:
                 health = api.health()
         except ApiError:
             out[slot.replica] = "down"
@@ -168,8 +170,8 @@ def roles(topo: Topology) -> dict[str, str]:
     return out
 
 
-def one_leader(topo: Topology) -> tuple[bool, str]:
-    r = roles(topo)
+def one_leader(topo: Topology, verify: bool | ssl.SSLContext = True) -> tuple[bool, str]:
+    r = roles(topo, verify)
     leaders = [n for n, role in r.items() if role == "leader"]
     return len(leaders) == 1, ", ".join(f"{n} {role}" for n, role in r.items())
 
@@ -190,8 +192,8 @@ def agreed_leader(views: Mapping[str, ReplicaHealth | None], primary: bool = Fal
     return leader
 
 
-def wait_one_leader(topo: Topology, timeout: float = 20) -> str:
-    return wait_until(lambda: one_leader(topo), timeout, "exactly one leading controller")
+def wait_one_leader(topo: Topology, timeout: float = 20, verify: bool | ssl.SSLContext = True) -> str:
+    return wait_until(lambda: one_leader(topo, verify), timeout, "exactly one leading controller")
 
 
 # --- partitions ------------------------------------------------------------------------

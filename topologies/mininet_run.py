@@ -16,19 +16,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from topologies import components, processes
+from topologies import api_tls, components, processes
 from topologies.bringup import Bringup
 from topologies.components import ComponentError
 from topologies.emulation import AlreadyRunning, Emulation, EmulationError, say
 from topologies.model import DEFAULT_TOPOLOGY, SWITCH_KINDS, Topology, TopologyError
-from topologies.poll import wait_until
 from topologies.site import Site
 from topologies.switch import site_command
 from topologies.where import where_lines
 
 
-def build_net(topo: Topology, logs: Path) -> Any:
-    """A Mininet network whose nodes are the namespaces network.build made (not started)."""
+def build_net(topo: Topology, logs: Path, switch_options: tuple[str, ...] = ()) -> Any:
+    """A Mininet network whose nodes are the namespaces network.build made (not started);
+    `switch_options`: the switch's P4Runtime TLS flags (`api_tls.switch_options`)."""
     # Imported here: the module needs Mininet installed, and main() says so when it is not.
     from mininet.net import Mininet  # noqa: PLC0415
 
@@ -37,7 +37,7 @@ def build_net(topo: Topology, logs: Path) -> Any:
     net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False, autoStaticArp=False)
     net.built = True  # nothing for Mininet to build: the links exist, addresses are set
     net.addSwitch(
-        "sw", cls=SupergwSwitch, netns=topo.switch_ns, argv=site_command(topo, logs).argv(),
+        "sw", cls=SupergwSwitch, netns=topo.switch_ns, argv=site_command(topo, logs, switch_options).argv(),
         log=logs / "switch.log", kind=topo.switch.kind, dpid="1",
     )
     for i, name in enumerate(("wan", "rlan", "mgmt"), start=2):
@@ -65,14 +65,14 @@ class MininetBringup(Bringup):
         topo = site.topo
         if (why := components.switch_missing(topo)) is not None:
             raise ComponentError(f"switch: {why}")
-        self.net = build_net(topo, site.paths.logs)
+        self.net = build_net(topo, site.paths.logs, api_tls.switch_options(topo, site.paths))
         for node in self.net.hosts + self.net.switches:
             # `make stop` ends the nodes' shells too, should this process die without net.stop().
             self.adopt(site, f"mininet-{node.name}", node.pid, [], node.netns)
         self.net.start()
         sw = self.net["sw"]
         rec = self.adopt(site, "switch", sw.proc.pid, sw.argv, topo.switch_ns, str(sw.log))
-        wait_until(lambda: components.probe_in_netns(topo.switch_ns, "grpc", topo.p4runtime_addr), 20, "switch gRPC", rec)
+        components.wait_switch(topo, site.paths, rec)
         return f"Mininet node sw ({components.switch_detail(topo, rec.pid)})"
 
     def adopt(self, site: Site, name: str, pid: int, argv: list[str], netns: str, log: str = "") -> processes.ProcRecord:

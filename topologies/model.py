@@ -183,6 +183,9 @@ class ControllerSpec(StrictModel):
     # > 1: that many controller replicas, each with an etcd member in its own namespace on
     # the management network (topologies/ha.py; `make run HA=1` sets 3).
     replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
+    # true: the REST API serves https and P4Runtime runs over mutual TLS, with certificates
+    # `up` issues (topologies/api_tls.py; `make run TLS=1` sets it).
+    tls: bool = False
 
     def replica_names(self) -> list[str]:
         return [f"c{i}" for i in range(1, self.replicas + 1)] if self.replicas > 1 else []
@@ -439,11 +442,15 @@ class Topology(StrictModel, Prefixed):
 
     def controllers(self) -> list[ControllerSlot]:
         """The site's controller processes: one, or one per replica."""
-        port = self.controller.api_port
+        port, scheme = self.controller.api_port, self.api_scheme
         if not self.replicated:
-            return [ControllerSlot(None, "controller", self.switch_ns, f"http://{self.mgmt.controller_ip}:{port}")]
-        return [ControllerSlot(name, f"controller-{name}", self.ns(name), f"http://{ip}:{port}")
+            return [ControllerSlot(None, "controller", self.switch_ns, f"{scheme}://{self.mgmt.controller_ip}:{port}")]
+        return [ControllerSlot(name, f"controller-{name}", self.ns(name), f"{scheme}://{ip}:{port}")
                 for name, ip in self.replica_ips().items()]
+
+    @property
+    def api_scheme(self) -> str:
+        return "https" if self.controller.tls else "http"
 
     def api_url(self, replica: str | None = None) -> str:
         """The REST API of the controller (of replica `replica`; None: the first)."""
@@ -495,6 +502,9 @@ class Topology(StrictModel, Prefixed):
 
     def with_replicas(self, replicas: int) -> Topology:
         return self._changed({"controller": {**self.controller.model_dump(mode="json"), "replicas": replicas}})
+
+    def with_tls(self, tls: bool) -> Topology:
+        return self._changed({"controller": {**self.controller.model_dump(mode="json"), "tls": tls}})
 
     def _changed(self, update: dict[str, object]) -> Topology:
         """A validated copy with `update` (top-level keys) applied: a change is checked like the file."""
@@ -605,6 +615,10 @@ class EmulationSpec(StrictModel):
             return self._with_sites([s.with_replicas(replicas) if site in (None, s.prefix) else s for s in self.sites])
         except TopologyError as exc:
             raise TopologyError(f"controller replicas: {exc}") from None
+
+    def with_tls(self, tls: bool) -> EmulationSpec:
+        """Every site with REST and P4Runtime over TLS (`tls`), or as given (False)."""
+        return self._with_sites([s.with_tls(True) for s in self.sites]) if tls else self
 
     def _with_sites(self, sites: list[Topology]) -> EmulationSpec:
         try:

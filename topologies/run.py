@@ -1,10 +1,11 @@
-"""`python -m topologies.run up|down|status [--topology FILE] [--switch ebpf|bmv2] [--replicas N]`
+"""`python -m topologies.run up|down|status [--topology FILE] [--switch ebpf|bmv2] [--replicas N] [--tls]`
 
 `up` boots the emulation a topology file describes (default.yaml: one site; two-site.yaml:
 two super gateways facing each other), waits for each stage to be healthy, checks every
 host pings through the super gateway(s), and prints where to look. `--switch` runs every
 site on that switch, `--replicas N` gives every site N controller replicas on etcd
-(`--replicas PREFIX=N` one site only). `down` stops every process by pid and removes every
+(`--replicas PREFIX=N` one site only), `--tls` serves every site's REST API over https and
+runs P4Runtime over mutual TLS (certificates from `supergw-gateway pki`). `down` stops every process by pid and removes every
 namespace; it is idempotent. `status` lists processes and stages. The engine is
 topologies/emulation.py; this module only parses arguments and prints.
 """
@@ -46,6 +47,9 @@ def already_running(running: Emulation, wanted: Emulation) -> int:
             if have.topo.controller.replicas != want.topo.controller.replicas:
                 say(f"it runs {have.topo.controller.replicas} controller replica(s)"
                     f"{f' at {have.prefix}' if running.spec.several else ''}, not {want.topo.controller.replicas}")
+            if have.topo.controller.tls != want.topo.controller.tls:
+                say(f"it runs REST and P4Runtime {'with' if have.topo.controller.tls else 'without'} TLS"
+                    f"{f' at {have.prefix}' if running.spec.several else ''}")
     other_switch = {s.topo.switch.kind for s in running.sites} != {s.topo.switch.kind for s in wanted.sites}
     print_lines(where_lines(running))
     say(f"`make stop` first to start afresh{' on the other switch' if other_switch else ''}")
@@ -141,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="up: N gateways (files with a `gateways` count: two-site, remote-access)")
     parser.add_argument("--clients", type=int, default=None, metavar="M",
                         help="up: M remote-access clients (remote-access.yaml; make run TOPO=remote-access CLIENTS=64)")
+    parser.add_argument("--tls", action="store_true",
+                        help="up: REST over https and P4Runtime over mutual TLS at every site (make run TLS=1)")
     args = parser.parse_args(argv)
     if args.command == "down":
         return cmd_down(args.topology)
@@ -148,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_status(args.topology)
     try:
         changes = {k: v for k, v in (("gateways", args.gateways), ("clients", args.clients)) if v is not None}
-        emu = Emulation.from_file(args.topology, switch=args.switch, changes=changes)
+        emu = Emulation.from_file(args.topology, switch=args.switch, changes=changes, tls=args.tls)
         for count, prefix in parse_replicas(args.replicas):
             emu = Emulation(emu.spec.with_replicas(count, prefix), args.topology)
     except (TopologyError, ValueError) as exc:

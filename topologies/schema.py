@@ -10,7 +10,8 @@
   other site's gateways (`Topology.partner_site`).
 
 Either form may ask for replicated controllers per site (`controller.replicas`, resp.
-`sites[].replicas`); `load` applies the command line's overrides (switch, replicas) on top.
+`sites[].replicas`) and for REST and P4Runtime over TLS (`controller.tls`, resp.
+`sites[].tls`); `load` applies the command line's overrides (switch, replicas, tls) on top.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class SiteSpec(StrictModel):
     lan6: ipaddress.IPv6Network | None = None  # dual stack: the site LAN's IPv6 /64 (both sites or neither)
     api_port: int = Field(default=8080, gt=0, lt=65536)
     replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)  # > 1: replicated controllers on etcd at this site
+    tls: bool = False  # REST over https and P4Runtime over mutual TLS at this site
 
     @field_validator("name")
     @classmethod
@@ -185,7 +187,7 @@ class TwoSiteFile(StrictModel):
                                  for j, h in enumerate(o_hosts)],
                        **({"subnet6": str(o.lan6)} if o.lan6 is not None else {})},
             "mgmt": {"subnet": str(s.mgmt), "host_ip": str(s.mgmt[1]), "controller_ip": str(s.mgmt[2])},
-            "controller": {"api_port": s.api_port, "psk_bytes": self.psk_bytes, "replicas": s.replicas},
+            "controller": {"api_port": s.api_port, "psk_bytes": self.psk_bytes, "replicas": s.replicas, "tls": s.tls},
             "gateway_cpu_percent": self.gateway_cpu_percent,
             "esp_proposals": self.esp_proposals,
             "partner_site": {"wan_netns": self.wan.netns, "initiate": s.initiate},
@@ -273,15 +275,16 @@ def parse(data: Mapping[str, Any], source: str) -> EmulationSpec:
 
 
 def load(path: Path = DEFAULT_TOPOLOGY, *, switch: SwitchKind | None = None, replicas: int | None = None,
-         replicas_site: str | None = None, changes: Mapping[str, Any] | None = None) -> EmulationSpec:
+         replicas_site: str | None = None, changes: Mapping[str, Any] | None = None, tls: bool = False) -> EmulationSpec:
     """The plan in the topology file at `path`. `changes` replace top-level keys of the file
     before it is validated (e.g. `{"gateways": 2}` for a two-site file); `switch` puts every
     site on that switch; `replicas` gives site `replicas_site` (None: every site) that many
-    controllers. Every override is validated as the file is."""
+    controllers; `tls` puts every site's REST and P4Runtime on TLS (False: as the file says).
+    Every override is validated as the file is."""
     data = read_yaml_mapping(path, "topology", TopologyError)
     data.update(changes or {})
     spec = parse(data, str(path))
     try:
-        return spec.with_switch(switch).with_replicas(replicas, replicas_site)
+        return spec.with_switch(switch).with_replicas(replicas, replicas_site).with_tls(tls)
     except TopologyError as exc:
         raise TopologyError(f"{path}: {exc}") from None

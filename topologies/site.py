@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import signal
+import ssl
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from supergw_proto.api import GatewayView, ReplicaHealth
 from supergw_proto.rest import ApiError, ControllerClient, read_token
-from topologies import components, ha, iproute, processes, shaping
+from topologies import api_tls, components, ha, iproute, processes, shaping
 from topologies.model import ControllerSlot, GatewaySpec, Topology
 from topologies.paths import SitePaths
 from topologies.poll import Timeout, wait_until
@@ -54,11 +55,16 @@ class Site:
         """The operator (admin) token `up` wrote."""
         return read_token(self.paths.token_file)
 
+    @property
+    def verify(self) -> bool | ssl.SSLContext:
+        """What the site's REST clients check the controllers' https certificates against."""
+        return api_tls.verify(self.topo, self.paths)
+
     def api(self, replica: str | None = None) -> ControllerClient:
         """The typed client of the site's controller (of replica `replica`; None: the first)."""
         url = self.topo.api_url(replica)
         if url not in self._clients:
-            self._clients[url] = ControllerClient(url, self.token)
+            self._clients[url] = ControllerClient(url, self.token, verify=self.verify)
         return self._clients[url]
 
     def apis(self) -> dict[str, ControllerClient]:
@@ -217,7 +223,7 @@ class Site:
         if not wait:
             return rec
         try:
-            wait_until(lambda: components.api_answers(slot.api_url), 30, f"{slot.process} API {slot.api_url}", rec)
+            wait_until(lambda: components.api_answers(slot.api_url, self.verify), 30, f"{slot.process} API {slot.api_url}", rec)
         except Timeout as exc:
             raise SiteError(str(exc)) from None
         return rec
@@ -244,7 +250,7 @@ class Site:
             return not out.strip(), f"still listening: {out.strip()}"
 
         wait_until(port_free, 10, f"{self.prefix} switch port {port} free")
-        return components.start_switch(self.topo, self.paths.logs, lambda rec: self._track(rec, "switch"))
+        return components.start_switch(self.topo, self.paths, lambda rec: self._track(rec, "switch"))
 
     def kill_etcd(self, member: str) -> None:
         """SIGKILL of etcd member `member` (a replicated site's)."""

@@ -54,15 +54,17 @@ class SwitchCommand:
                 *self.target_options]
 
 
-def site_command(topo: Topology, logs: Path) -> SwitchCommand:
+def site_command(topo: Topology, logs: Path, target_options: tuple[str, ...] = ()) -> SwitchCommand:
     """The switch of an emulated site: eBPF with info-level logs, or BMv2 with its packet log
-    at debug level (`bmv2.log_file`), so a watcher sees each packet's path."""
+    at debug level (`bmv2.log_file`), so a watcher sees each packet's path. `target_options`:
+    its P4Runtime TLS flags (`api_tls.switch_options`)."""
     s = topo.switch
     if s.kind == "bmv2":
         return SwitchCommand("bmv2", s.device_id, topo.p4runtime_addr, s.cpu_port, switch_interfaces(topo),
-                             log_file=bmv2.log_file(logs).with_suffix(""), log_level=bmv2.LOG_LEVEL)
+                             log_file=bmv2.log_file(logs).with_suffix(""), log_level=bmv2.LOG_LEVEL,
+                             target_options=target_options)
     return SwitchCommand("ebpf", s.device_id, topo.p4runtime_addr, s.cpu_port, switch_interfaces(topo),
-                         pin_dir=pin_dir(topo.prefix), log_level="info")
+                         pin_dir=pin_dir(topo.prefix), log_level="info", target_options=target_options)
 
 
 def outside_command(topo: Topology, logs: Path) -> SwitchCommand:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from topologies import bmv2, ha, network, processes, simhosts
+from topologies import api_tls, bmv2, ha, network, processes, simhosts
 from topologies.emulation import Emulation
 from topologies.etcd_auth import USER as ETCD_USER
 from topologies.etcd_auth import EtcdPki
@@ -28,18 +28,30 @@ def switch_lines(site: Site) -> list[str]:
 def replica_lines(site: Site) -> list[str]:
     topo, logs = site.topo, site.paths.logs
     names = topo.controller.replica_names()
-    roles = ha.roles(topo)
+    roles = ha.roles(topo, site.verify)
     pki = EtcdPki(site.paths.pki)
     return [
         "  replicas     " + ", ".join(f"{n} {topo.api_url(n)} ({roles[n]})" for n in names),
         f"               namespaces {', '.join(topo.ns(n) for n in names)}; logs {logs}/controller-cK.log",
         f"  etcd         members {', '.join(f'{n} {ha.etcd_client_url(topo, n)}' for n in names)}; logs {logs}/etcd-cK.log",
-        f"  who leads    curl -s {topo.api_url(names[0])}/healthz     (ha.role, ha.leader; any replica answers)",
+        f"  who leads    curl -s{curl_ca(site)} {topo.api_url(names[0])}/healthz     (ha.role, ha.leader; any replica answers)",
         f"               ETCDCTL_API=3 etcdctl --endpoints {ha.etcd_endpoints(topo)} --cacert {pki.ca} \\",
         f"                 --cert {pki.client(ETCD_USER)[0]} --key {pki.client(ETCD_USER)[1]} get {ha.etcd_prefix(topo)}/leader",
         "  takeover     kill -9 the leader's controller (`python -m topologies.run status` lists pids),",
         "               then ask /healthz again: a backup leads (README.md, 'Watching a takeover')",
     ]
+
+
+def curl_ca(site: Site) -> str:
+    """curl's option to trust the site's CA (https), with a leading space; empty over http."""
+    return f" --cacert {api_tls.site_pki(site.paths).ca}" if site.topo.controller.tls else ""
+
+
+def tls_lines(site: Site) -> list[str]:
+    if not site.topo.controller.tls:
+        return []
+    pki = api_tls.site_pki(site.paths)
+    return [f"  TLS          https and P4Runtime over mutual TLS; CA {pki.ca}, certificates in {pki.dir}/"]
 
 
 def site_lines(site: Site, several: bool) -> list[str]:
@@ -50,7 +62,8 @@ def site_lines(site: Site, several: bool) -> list[str]:
     lines += [
         f"  REST API     {url}/api/v1   (OpenAPI docs: {url}/docs)",
         f"  API token    {token}",
-        f"               curl -H \"Authorization: Bearer $(cat {token})\" {url}/api/v1/gateways",
+        f"               curl{curl_ca(site)} -H \"Authorization: Bearer $(cat {token})\" {url}/api/v1/gateways",
+        *tls_lines(site),
         f"  metrics      {url}/metrics",
         f"  dashboard    {url}/dashboard/",
         f"  logs         {paths.logs}/",
