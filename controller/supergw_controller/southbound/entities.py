@@ -10,7 +10,7 @@ through the switch's P4Schema, so no ID appears here.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -49,6 +49,7 @@ from supergw_controller.southbound.domain import (
 __all__ = ["Op", "Update", "BucketEntry", "BucketEncoder"]
 
 K = TypeVar("K", str, Ternary)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -355,35 +356,40 @@ def _field(data: Any, name: str, bits: int) -> int:
     return int(value)
 
 
-def seen_hosts(digest_list: Iterable[Any]) -> tuple[list[HostSeen], list[str]]:
-    """The hosts of one learn digest list (each item maps the digest's field names to ints),
-    and why each item that is not a host was dropped."""
+def _digest_items(digest_list: Iterable[Any], one: Callable[[Any], T]) -> tuple[list[T], list[str]]:
+    """`one` of each item of a digest list, and why each item `one` refused was dropped."""
     out, dropped = [], []
     for item in digest_list:
         try:
-            ip = _field(item, pc.DIGEST_LEARN_DIGEST_SRC_IP, 32)
-            mac = _field(item, pc.DIGEST_LEARN_DIGEST_SRC_MAC, 48)
-            port = _field(item, pc.DIGEST_LEARN_DIGEST_PORT, 32)
+            out.append(one(item))
         except MalformedStreamItem as exc:
             dropped.append(str(exc))
-            continue
-        out.append(HostSeen(mac_str(mac), port, ip_str(ip) if ip else None))
     return out, dropped
+
+
+def _host_seen(item: Any) -> HostSeen:
+    ip = _field(item, pc.DIGEST_LEARN_DIGEST_SRC_IP, 32)
+    mac = _field(item, pc.DIGEST_LEARN_DIGEST_SRC_MAC, 48)
+    port = _field(item, pc.DIGEST_LEARN_DIGEST_PORT, 32)
+    return HostSeen(mac_str(mac), port, ip_str(ip) if ip else None)
+
+
+def _ip6_seen(item: Any) -> Ip6Seen:
+    mac = _field(item, pc.DIGEST_LEARN_IP6_DIGEST_SRC_MAC, 48)
+    port = _field(item, pc.DIGEST_LEARN_IP6_DIGEST_PORT, 32)
+    ip6 = _field(item, pc.DIGEST_LEARN_IP6_DIGEST_SRC_IP6, 128)
+    return Ip6Seen(mac_str(mac), port, ip6_str(ip6))
+
+
+def seen_hosts(digest_list: Iterable[Any]) -> tuple[list[HostSeen], list[str]]:
+    """The hosts of one learn digest list (each item maps the digest's field names to ints),
+    and why each item that is not a host was dropped."""
+    return _digest_items(digest_list, _host_seen)
 
 
 def seen_ip6s(digest_list: Iterable[Any]) -> tuple[list[Ip6Seen], list[str]]:
     """The host addresses of one IPv6 learn digest list, and why each item that is not one was dropped."""
-    out, dropped = [], []
-    for item in digest_list:
-        try:
-            mac = _field(item, pc.DIGEST_LEARN_IP6_DIGEST_SRC_MAC, 48)
-            port = _field(item, pc.DIGEST_LEARN_IP6_DIGEST_PORT, 32)
-            ip6 = _field(item, pc.DIGEST_LEARN_IP6_DIGEST_SRC_IP6, 128)
-        except MalformedStreamItem as exc:
-            dropped.append(str(exc))
-            continue
-        out.append(Ip6Seen(mac_str(mac), port, ip6_str(ip6)))
-    return out, dropped
+    return _digest_items(digest_list, _ip6_seen)
 
 
 def idle_ip6s(schema: P4Schema, entries: Iterable[P4TableEntry]) -> list[Ip6Idle]:
