@@ -31,11 +31,11 @@ from supergw_proto import p4constants as pc
 from supergw_controller.config import Config
 from supergw_controller.errors import SwitchUnavailable
 from supergw_controller.southbound import entities as ent
-from supergw_controller.southbound.domain import Op, RaTables, Ternary
+from supergw_controller.southbound.domain import HostSeen, Op, RaTables, Ternary
 from supergw_controller.southbound.entities import BucketEntry, Update
 from supergw_controller.southbound.reconcile import diff_entries
 from supergw_controller.southbound.session import Role, SwitchSession
-from supergw_controller.southbound.switch import SessionLike, count_rejected, pump_stream
+from supergw_controller.southbound.switch import SessionLike, learn_digest, pump_stream
 
 log = logging.getLogger(__name__)
 
@@ -204,24 +204,20 @@ class OutsideSouthbound:
 
     # ------------------------------------------------------------------ learning on uplinks
     async def on_digest(self, dl: Any) -> None:
-        """Learn the uplink routers' MACs; the digest is acknowledged also when some or all of
-        its items were malformed (else the switch would send it again and again)."""
-        try:
-            hosts, dropped = ent.seen_hosts(dl)
-            for why in dropped:
-                count_rejected(self.stream_rejected, "outside digest", f"digest item dropped: {why}")
-            writes: list[Update] = []
-            for seen in hosts:
-                if seen.port not in self._uplinks or self.learned.get(seen.mac) == seen.port:
-                    continue
-                writes.append(Update(Op.INSERT, ent.learned(seen.mac, seen.port, self._idle_ns)))
-                writes.append(Update(Op.INSERT, ent.outside_mac_entry(seen.mac, seen.port, pc.PortRole.UPLINK)))
-                self.learned[seen.mac] = seen.port
-            if writes:
-                async with self._lock:
-                    await self.session.write(writes)
-        finally:
-            await self.session.send([dl.ack()])
+        await learn_digest(self.session, dl, ent.seen_hosts, self._learn_uplinks, self.stream_rejected, "outside digest")
+
+    async def _learn_uplinks(self, hosts: list[HostSeen]) -> None:
+        """The uplink routers' MACs (hosts seen on other ports are not the outside's business)."""
+        writes: list[Update] = []
+        for seen in hosts:
+            if seen.port not in self._uplinks or self.learned.get(seen.mac) == seen.port:
+                continue
+            writes.append(Update(Op.INSERT, ent.learned(seen.mac, seen.port, self._idle_ns)))
+            writes.append(Update(Op.INSERT, ent.outside_mac_entry(seen.mac, seen.port, pc.PortRole.UPLINK)))
+            self.learned[seen.mac] = seen.port
+        if writes:
+            async with self._lock:
+                await self.session.write(writes)
 
     async def on_idle_timeout(self, note: Any) -> None:
         gone = [h for h in ent.idle_hosts(self.session.schema, note.table_entry) if self.learned.get(h.mac) == h.port]

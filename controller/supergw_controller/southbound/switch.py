@@ -343,29 +343,12 @@ class Southbound:
 
     # -- one item of each switch stream (finsy's digest list, packet-in, idle-timeout notification)
     async def on_digest(self, dl: Any) -> None:
-        await self._learn_digest(dl, ent.seen_hosts, lambda hosts: self._need_listener().hosts_seen(hosts), "digest")
+        await learn_digest(self.session, dl, ent.seen_hosts, lambda hosts: self._need_listener().hosts_seen(hosts),
+                           self.stream_rejected, "digest")
 
     async def on_ip6_digest(self, dl: Any) -> None:
-        await self._learn_digest(dl, ent.seen_ip6s, lambda ip6s: self._need_listener().ip6s_seen(ip6s), "IPv6 digest")
-
-    async def _learn_digest(
-        self,
-        dl: Any,
-        parse: Callable[[Any], tuple[list[T], list[str]]],
-        deliver: Callable[[list[T]], Awaitable[None]],
-        stream: str,
-    ) -> None:
-        """The listener learns what the digest's good items say; then the digest is
-        acknowledged, also when some or all of its items were malformed (else the switch
-        would send it again and again)."""
-        try:
-            items, dropped = parse(dl)
-            for why in dropped:
-                self._rejected(stream, f"digest item dropped: {why}")
-            if items:
-                await deliver(items)
-        finally:
-            await self.session.send([dl.ack()])
+        await learn_digest(self.session, dl, ent.seen_ip6s, lambda ip6s: self._need_listener().ip6s_seen(ip6s),
+                           self.stream_rejected, "IPv6 digest")
 
     async def on_packet_in(self, pkt: Any) -> None:
         await self._need_listener().packet_in(ent.packet_in(dict(pkt.metadata), pkt.payload))
@@ -406,3 +389,24 @@ async def pump_stream(
             raise
         except Exception as exc:
             count_rejected(rejected, what, f"{type(exc).__name__}: {exc} ({item!r:.200})")
+
+
+async def learn_digest(
+    session: SessionLike,
+    dl: Any,
+    parse: Callable[[Any], tuple[list[T], list[str]]],
+    deliver: Callable[[list[T]], Awaitable[None]],
+    rejected: dict[str, int],
+    stream: str,
+) -> None:
+    """`deliver` learns what the digest's good items say; then the digest is acknowledged,
+    also when some or all of its items were malformed (else the switch would send it again
+    and again). Each malformed item is counted in `rejected`."""
+    try:
+        items, dropped = parse(dl)
+        for why in dropped:
+            count_rejected(rejected, stream, f"digest item dropped: {why}")
+        if items:
+            await deliver(items)
+    finally:
+        await session.send([dl.ack()])
