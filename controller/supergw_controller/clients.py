@@ -16,7 +16,9 @@ of each per gateway and says what the switches should hold (`RaTables`):
   follow it; everything after goes by SPI to whichever gateway holds each SA.
 - A dead gateway's pins go at once (its clients reconnect and land by hash on live
   gateways); its labels, ranges and pool stay (no other gateway holds those SAs or
-  addresses, and a restarted gateway keeps its config).
+  addresses, and a restarted gateway keeps its config). A drained gateway's pins go too
+  (its clients are redirected and must land elsewhere), while it still lists them.
+- `pin_changes` says why each pin came, went or moved (the event log's words).
 - After a controller restart, entries the switch already holds for a gateway that has not
   reported since are kept (`adopt`), so a restart moves no established client.
 """
@@ -26,7 +28,9 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import TypeVar
 
 from supergw_controller.southbound.domain import RaTables, Ternary
@@ -37,6 +41,26 @@ K = TypeVar("K")
 
 # esp_spi_ranges holds 64 entries; a range that needs more prefixes than this is refused.
 MAX_PREFIXES_PER_RANGE = 8
+
+
+class PinReason(StrEnum):
+    """Why a client pin came, went or moved (the event log's `reason` of a `client_pin` event)."""
+
+    SA_UP = "sa-up"  # a live gateway reports a client at a new address
+    SA_DOWN = "sa-down"  # no live gateway lists the address any more
+    SA_MOVED = "sa-moved"  # its gateway no longer lists it, another does
+    GATEWAY_DEAD = "gateway-dead"
+    DRAIN = "drain"
+
+
+@dataclass(frozen=True)
+class PinChange:
+    """One pin written: `src` None = added, `dst` None = removed."""
+
+    address: str
+    src: str | None
+    dst: str | None
+    reason: PinReason
 
 
 def esp_prefixes(spi_min: int, spi_max: int) -> list[Ternary]:
@@ -54,6 +78,7 @@ class ClientBook:
         self._pins = pins
         self._seen: set[str] = set()  # reported since start
         self._dead: set[str] = set()
+        self._drained: frozenset[str] = frozenset()
         self._info: dict[str, RemoteAccessInfo] = {}  # accepted
         self._refused: dict[str, str] = {}
         self._clients: dict[str, list[ClientSession]] = {}
@@ -89,6 +114,11 @@ class ClientBook:
         elif name in self._order:
             self._dead.add(name)
             self._clients.pop(name, None)
+
+    def set_drained(self, names: Collection[str]) -> None:
+        """The gateways an operator drained: their clients keep their SAs but lose their pins
+        (they are being redirected, and their new IKE_SA_INIT must land elsewhere)."""
+        self._drained = frozenset(names)
 
     # ------------------------------------------------------------------ views
     def clients(self, name: str) -> list[ClientSession]:
@@ -158,7 +188,7 @@ class ClientBook:
             return {}
         listed: dict[str, Counter[str]] = {}
         for name, sessions in self._clients.items():
-            if name in self._dead:
+            if name in self._dead or name in self._drained:
                 continue
             for s in sessions:
                 listed.setdefault(str(s.remote_host), Counter())[name] += 1
@@ -170,5 +200,24 @@ class ClientBook:
             else:
                 pins[ip] = min(by_gw, key=lambda g: (-by_gw[g], self._order[g]))
         for ip, gw in self._adoptable(held).items():
-            pins.setdefault(ip, gw)
+            if gw not in self._drained:
+                pins.setdefault(ip, gw)
         return pins
+
+    def pin_changes(self, before: Mapping[str, str], after: Mapping[str, str]) -> list[PinChange]:
+        """The pins that came, went or moved from `before` to `after`, each with why."""
+        out: list[PinChange] = []
+        for ip in sorted(set(before) | set(after)):
+            src, dst = before.get(ip), after.get(ip)
+            if src == dst:
+                continue
+            if src is None:
+                reason = PinReason.SA_UP
+            elif src in self._dead:
+                reason = PinReason.GATEWAY_DEAD
+            elif src in self._drained:
+                reason = PinReason.DRAIN
+            else:
+                reason = PinReason.SA_DOWN if dst is None else PinReason.SA_MOVED
+            out.append(PinChange(ip, src, dst, reason))
+        return out

@@ -26,7 +26,7 @@ from typing import Any
 
 from supergw_proto import p4constants as pc
 from supergw_proto.api import BucketView, ClientView, EventView, GatewayView, HistoryView, HostView, RebalanceView, StatusView
-from supergw_proto.reports import GatewayReport, Heartbeat
+from supergw_proto.reports import AgentOrders, GatewayReport, Heartbeat
 from supergw_controller.bucket_stats import BucketStats
 from supergw_controller.config import Config, RebalancePolicy
 from supergw_controller.durable import Durable
@@ -127,7 +127,9 @@ class ControllerCore:
         self.remote_access: RemoteAccess | None = None
         buckets: Southbound | FollowedBuckets = self.switch
         if config.remote_access is not None:
-            self.remote_access = RemoteAccess(config, self.switch, outside_session=outside_session)
+            self.remote_access = RemoteAccess(
+                config, self.switch, outside_session=outside_session, drained=self._drained, events=self.eventlog
+            )
             buckets = FollowedBuckets(self.switch, self.remote_access.kick)
         self.placement = Placement(
             config, self.registry, buckets, self.eventlog, self.durable, self.stats, may_write=self.permission
@@ -182,6 +184,9 @@ class ControllerCore:
     async def reload_intent(self) -> None:
         """An HA takeover: the previous leader may have changed weights, drains and pins."""
         await self.placement.load_intent(required=True)
+
+    def _drained(self) -> set[str]:
+        return {g.name for g in self.registry.all() if g.drained}
 
     async def _on_liveness(self, transitions: Sequence[Transition]) -> None:
         await self.placement.on_liveness(transitions)
@@ -321,10 +326,14 @@ class ControllerCore:
 
     async def drain(self, name: str) -> GatewayView:
         await self.placement.drain(name)
+        if self.remote_access is not None:
+            self.remote_access.kick()  # its pins go, then its clients are redirected
         return self.read.gateway_view(name)
 
     async def undrain(self, name: str) -> GatewayView:
         await self.placement.undrain(name)
+        if self.remote_access is not None:
+            self.remote_access.kick()
         return self.read.gateway_view(name)
 
     async def set_weight(self, name: str, weight: float) -> GatewayView:
@@ -371,6 +380,9 @@ class ControllerCore:
 
     async def accept_heartbeat(self, hb: Heartbeat) -> None:
         await self.liveness.accept_heartbeat(hb)
+
+    def agent_orders(self, name: str) -> AgentOrders:
+        return self.remote_access.orders(name) if self.remote_access is not None else AgentOrders()
 
     async def record_operator_action(self, action: OperatorAction) -> None:
         await self.eventlog.operator(action)

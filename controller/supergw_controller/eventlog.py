@@ -1,4 +1,4 @@
-"""The one event log: bucket moves, gateway, switch, HA and operator events, and the history.
+"""The one event log: bucket moves, client pins, gateway, switch, HA and operator events, and the history.
 
 Every event goes to the in-memory ring (`events.EventRing`, answers `events()` when the
 store is unavailable and costs nothing on the hot path) and, except switch-role and HA
@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from supergw_proto.api import EventView, HistoryView
+from supergw_controller.clients import PinChange
 from supergw_controller.durable import Durable
 from supergw_controller.events import EventRing
 from supergw_controller.gateways import Transition
@@ -23,6 +24,8 @@ from supergw_controller.rebalancer import BucketRate, Move, MoveReason
 from supergw_controller.views import OperatorAction
 
 log = logging.getLogger(__name__)
+
+PIN_ADDRESSES_SHOWN = 8  # per coalesced client_pin event
 
 
 class EventLog:
@@ -55,6 +58,25 @@ class EventLog:
             self.failovers_total += 1
         self.history.note_moves(ts, Counter(m.reason.value for m in moves))
         log.info("moved %d buckets (%s)", len(moves), ", ".join(sorted({m.reason.value for m in moves})))
+        await self._durable.record(records)
+
+    async def record_pins(self, changes: Sequence[PinChange]) -> None:
+        """Client pins the outside switch now holds differently (written: call after the
+        write). Coalesced: one `client_pin` event per (from, to, reason) of one write, its
+        detail the count and the first addresses, so a burst of clients is one line."""
+        if not changes:
+            return
+        ts = self._wall()
+        groups: dict[tuple[str | None, str | None, str], list[str]] = {}
+        for c in changes:
+            groups.setdefault((c.src, c.dst, c.reason.value), []).append(c.address)
+        records = []
+        for (src, dst, reason), addresses in groups.items():
+            shown = ", ".join(addresses[:PIN_ADDRESSES_SHOWN]) + (", ..." if len(addresses) > PIN_ADDRESSES_SHOWN else "")
+            what = "added" if src is None else "removed" if dst is None else "moved"
+            detail = f"{len(addresses)} {what}: {shown}"
+            self.ring.add(ts, "client_pin", reason, src=src, dst=dst, detail=detail)
+            records.append(EventRecord(None, ts, "client_pin", None, src, dst, reason, detail))
         await self._durable.record(records)
 
     def note_gateways(self, transitions: Sequence[Transition]) -> list[EventRecord]:

@@ -6,6 +6,7 @@ integration tests); request parsing, auth, error mapping and the rebalancer are 
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from supergw_controller.rebalancer import (
     RebalanceInput,
     plan_rebalance,
 )
-from supergw_proto.reports import GatewayReport, Heartbeat
+from supergw_proto.reports import ORDERS_HEADER, TIMING_HEADER, AgentOrders, GatewayReport, Heartbeat
 from supergw_controller.views import OperatorAction
 from supergw_proto.api import BucketView, ClientView, EventView, GatewayView, HostView, MoveView, RebalanceView, StatusView
 
@@ -69,6 +70,7 @@ class FakeCore:
         self.events_log: list[EventView] = []
         self.reports: list[GatewayReport] = []
         self.heartbeats: list[Heartbeat] = []
+        self.orders: dict[str, AgentOrders] = {}
         self.primary = True
         self.moves_total: dict[str, int] = {}
 
@@ -201,6 +203,9 @@ class FakeCore:
     async def accept_heartbeat(self, hb: Heartbeat) -> None:
         self._check(hb.gateway)
         self.heartbeats.append(hb)
+
+    def agent_orders(self, name: str) -> AgentOrders:
+        return self.orders.get(name, AgentOrders())
 
     async def record_operator_action(self, action: OperatorAction) -> None:
         self.events_log.insert(0, EventView(
@@ -369,6 +374,20 @@ def test_agent_report_and_heartbeat_reach_the_core(client: TestClient, core: Fak
     assert core.reports[0].cpu_percent == 42.0 and core.heartbeats[0].timestamp == 3.0
     gw = client.get(API_PREFIX + "/gateways/gw2", headers=AUTH).json()
     assert gw["last_report"]["backend"] == "libipsec"
+
+
+def test_the_answer_to_an_agent_carries_its_orders_only_while_there_are_some(client: TestClient, core: FakeCore) -> None:
+    hb = {"gateway": "gw2", "timestamp": 3.0}
+    r = client.post(API_PREFIX + "/gateways/gw2/report", json=report_body("gw2"), headers=agent("gw2"))
+    assert r.status_code == 204 and TIMING_HEADER in r.headers and ORDERS_HEADER not in r.headers
+    core.orders["gw2"] = AgentOrders(redirect_to=ipaddress.IPv4Address("203.0.113.1"))
+    for path, body in (("report", report_body("gw2")), ("heartbeat", hb)):
+        r = client.post(API_PREFIX + f"/gateways/gw2/{path}", json=body, headers=agent("gw2"))
+        assert r.status_code == 204
+        assert AgentOrders.from_header(r.headers[ORDERS_HEADER]).redirect_to == ipaddress.IPv4Address("203.0.113.1")
+    # the orders are per gateway: gw1's answer says nothing
+    r = client.post(API_PREFIX + "/gateways/gw1/report", json=report_body("gw1"), headers=agent("gw1"))
+    assert ORDERS_HEADER not in r.headers
 
 
 def test_backup_controller_answers_503(client: TestClient, core: FakeCore) -> None:

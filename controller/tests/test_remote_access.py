@@ -255,3 +255,84 @@ async def test_a_remote_access_only_gateway_is_not_judged_by_its_tunnel(tmp_path
     state = {g.name: (g.alive, g.tunnel_up) for g in await core.gateways()}
     assert state["g1"] == (True, None)  # site_to_site false: no verdict from its tunnel
     assert state["g2"] == (False, False)  # a site-to-site gateway without its tunnel is dead
+
+
+def pin_events(core: ControllerCore) -> list[tuple[str | None, str | None, str, str]]:
+    """(src, dst, reason, detail) of the client_pin events, oldest first."""
+    return [(e.src, e.dst, e.reason, e.detail) for e in reversed(core.eventlog.ring.recent(100)) if e.kind == "client_pin"]
+
+
+async def test_drain_removes_the_pins_first_then_orders_the_redirect(ra_core: Any) -> None:
+    core, ra, _lan, out = ra_core
+    await core.accept_report(report("g1", ra_info(1), [client("198.51.100.1", 1), client("198.51.100.3", 3)]))
+    await core.accept_report(report("g2", ra_info(2), [client("198.51.100.2", 2)]))
+    await ra.sync()
+    assert core.agent_orders("g1").empty and core.agent_orders("g2").empty
+    out.batches.clear()
+    await core.drain("g1")
+    # the drain wrote the LAN; until the outside follows and the pins are gone: no redirect
+    assert core.agent_orders("g1").empty
+    await ra.sync()
+    assert pins_written(out) == {"198.51.100.1": None, "198.51.100.3": None}
+    assert "g1" not in ra.outside.assignment.values()
+    # buckets before pins are not required, but both must be written before the order
+    order = [x[1] for x in tables_written(out) if x[1] in (pc.TABLE_BUCKETS, pc.TABLE_CLIENT_PINS)]
+    assert order.index(pc.TABLE_BUCKETS) < order.index(pc.TABLE_CLIENT_PINS)
+    assert str(core.agent_orders("g1").redirect_to) == "203.0.113.1"
+    assert core.agent_orders("g2").empty and core.agent_orders("g3").empty
+    # g1 still lists its clients (their SAs live until each has its new one): no pin comes back
+    await core.accept_report(report("g1", ra_info(1), [client("198.51.100.1", 1), client("198.51.100.3", 3)]))
+    await ra.sync()
+    assert ra.pins == {"198.51.100.2": "g2"}
+    # a redirected client's new SA on g2: pinned there while g1 still lists its old one
+    await core.accept_report(report("g2", ra_info(2), [client("198.51.100.2", 2), client("198.51.100.1", 4)]))
+    await ra.sync()
+    assert ra.pins == {"198.51.100.2": "g2", "198.51.100.1": "g2"}
+    assert pin_events(core)[-2:] == [
+        ("g1", None, "drain", "2 removed: 198.51.100.1, 198.51.100.3"),
+        (None, "g2", "sa-up", "1 added: 198.51.100.1"),
+    ]
+    await core.undrain("g1")
+    await ra.sync()
+    assert core.agent_orders("g1").empty
+
+
+async def test_no_redirect_while_an_operator_pin_keeps_a_bucket_on_the_drained_gateway(ra_core: Any) -> None:
+    core, ra, _lan, _out = ra_core
+    await core.pin(0, "g1")
+    await core.accept_report(report("g1", ra_info(1), [client("198.51.100.1", 1)]))
+    await core.drain("g1")
+    await ra.sync()
+    assert ra.outside.assignment[0] == "g1"  # new clients of bucket 0 still go to g1
+    assert ra.pins == {}  # but its pins are gone
+    assert core.agent_orders("g1").empty  # a redirected client could land on g1 again
+    await core.unpin(0)
+    await core.drain("g1")  # the drain round again: bucket 0 leaves too (already drained: a no-op)
+    await core.move(0, "g2")
+    await ra.sync()
+    assert str(core.agent_orders("g1").redirect_to) == "203.0.113.1"
+
+
+async def test_pin_changes_are_in_the_event_log_with_why_one_event_per_burst(ra_core: Any) -> None:
+    core, ra, _lan, _out = ra_core
+    await core.accept_report(report("g1", ra_info(1), [client(f"198.51.100.{n}", n) for n in range(1, 11)]))
+    await core.accept_report(report("g2", ra_info(2), [client("198.51.100.20", 20)]))
+    await ra.sync()
+    ev = pin_events(core)
+    assert [(s, d, r) for s, d, r, _ in ev] == [(None, "g1", "sa-up"), (None, "g2", "sa-up")]
+    assert ev[0][3] == "10 added: " + ", ".join(f"198.51.100.{n}" for n in (1, 10, 2, 3, 4, 5, 6, 7)) + ", ..."
+    await core.accept_report(report("g2", ra_info(2), []))
+    await ra.sync()
+    assert pin_events(core)[-1] == ("g2", None, "sa-down", "1 removed: 198.51.100.20")
+    ra.on_liveness([Transition("g1", True, "heartbeats stopped")])
+    await ra.sync()
+    assert pin_events(core)[-1][:3] == ("g1", None, "gateway-dead") and pin_events(core)[-1][3].startswith("10 removed")
+    # a MOBIKE-like move: the address is listed by another gateway now
+    await core.accept_report(report("g2", ra_info(2), [client("198.51.100.30", 30)]))
+    await ra.sync()
+    await core.accept_report(report("g2", ra_info(2), []))
+    await core.accept_report(report("g3", ra_info(3), [client("198.51.100.30", 31)]))
+    await ra.sync()
+    assert pin_events(core)[-1] == ("g2", "g3", "sa-moved", "1 moved: 198.51.100.30")
+    events = await core.events(limit=3)
+    assert events[0].kind == "client_pin" and events[0].reason == "sa-moved"

@@ -71,7 +71,7 @@ class HostView(_View):
 class EventView(_View):
     id: int | None
     ts: float
-    kind: str  # "move" | "gateway" | "switch" | "operator"
+    kind: str  # "move" | "client_pin" | "gateway" | "switch" | "operator"
     bucket: int | None
     src: str | None
     dst: str | None

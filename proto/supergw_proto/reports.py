@@ -4,7 +4,8 @@ Agents POST a `GatewayReport` every T_L (``timing.report_interval_ms``, default 
 and send a heartbeat every ``timing.heartbeat_interval_ms`` (default 100 ms; UDP, see
 `beats.py`, or the REST `Heartbeat`). Both intervals are the controller's: it answers every
 report and REST heartbeat with its `AgentTiming` in the `Supergw-Timing` header, and the
-agent adopts it at once. A heartbeat says whether charon runs and whether
+agent adopts it at once; the same answers carry the controller's `AgentOrders` for that
+gateway (`Supergw-Orders`: e.g. redirect its remote-access clients while drained). A heartbeat says whether charon runs and whether
 the gateway's partner at the partner site is up; the report says the same with detail. These models are the request schemas of the
 REST API, so they are also the OpenAPI contract. `tunnel_up` is the one reading of a
 report's SAs that both the agent's /health and the controller's failover use.
@@ -54,6 +55,37 @@ class AgentTiming(BaseModel):
     def describe(self) -> str:
         return (f"heartbeats every {self.heartbeat_interval_ms} ms (dead after {self.missed_heartbeats} missed), "
                 f"reports every {self.report_interval_ms} ms")
+
+
+ORDERS_HEADER = "Supergw-Orders"
+
+
+class AgentOrders(BaseModel):
+    """What a controller asks of one gateway's agent now, as compact JSON in the
+    `Supergw-Orders` header of its answer to that gateway's reports and REST heartbeats (a
+    level, not an event: said in every answer while it holds, absent when nothing is asked).
+    Unknown keys are ignored, so a newer controller may ask more.
+
+    `redirect_to`: send every remote-access client this gateway holds an RFC 5685 REDIRECT
+    to that address (the controller's IP_P) — said while the gateway is drained and the
+    outside switch no longer sends new clients to it (no bucket, no pin), so each client's
+    new IKE_SA_INIT lands on another gateway."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    redirect_to: ipaddress.IPv4Address | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.redirect_to is None
+
+    def header(self) -> str:
+        return self.model_dump_json(exclude_none=True)
+
+    @classmethod
+    def from_header(cls, value: str | None) -> AgentOrders:
+        """Parse the header (None: no orders); ValueError (pydantic's) naming what is wrong."""
+        return cls() if value is None else cls.model_validate_json(value)
 
 
 # What an agent sends is validated strictly (`strict=True` below): JSON `true` is no number
