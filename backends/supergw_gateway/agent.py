@@ -5,7 +5,10 @@ controller's `AgentTiming` (`Supergw-Timing` header), which the agent adopts at 
 every change (`Timing`): heartbeats, pair beacons and reports follow it. Until the first
 answer it runs on the defaults (`supergw_proto.reports`); its UDP heartbeats and pair
 beacons declare their interval, so a receiver still on another timing judges them by it.
-With several controllers it follows the fastest (and says so when they disagree).
+With several controllers it follows the fastest (and says so when they disagree). The same
+answers carry the controller's orders for this gateway (`Orders`, `Supergw-Orders`): while it
+is drained, redirect its remote-access clients to IP_P (RFC 5685, `ra/sessions.py`), at once
+and then at every report.
 
 Heartbeats are UDP datagrams from a thread of their own (`beacon.py`), HMAC-keyed by the
 gateway's agent secret, to every configured controller; `heartbeat="http"` keeps the
@@ -28,6 +31,7 @@ libipsec's userspace ESP threads, and this agent).
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 import os
@@ -38,7 +42,7 @@ from pathlib import Path
 
 import httpx
 
-from supergw_proto.reports import TIMING_HEADER, AgentTiming, tunnel_up
+from supergw_proto.reports import ORDERS_HEADER, TIMING_HEADER, AgentOrders, AgentTiming, tunnel_up
 
 from supergw_gateway import tunnel
 from supergw_proto.beats import FLAG_CHARON_DOWN, FLAG_LAN_DOWN
@@ -235,6 +239,36 @@ class Timing:
         self.told(url, timing)
 
 
+class Orders:
+    """What this agent's controllers ask of it now (`AgentOrders`, the `Supergw-Orders` header
+    of each answer; absent: nothing). A level per controller: the last answer of each counts,
+    and a redirect holds while any controller asks for it. `on_change` runs when that changes."""
+
+    def __init__(self, on_change: Callable[[], None] = lambda: None) -> None:
+        self._by_url: dict[str, AgentOrders] = {}
+        self._on_change = on_change
+
+    @property
+    def redirect_to(self) -> ipaddress.IPv4Address | None:
+        return next((o.redirect_to for _, o in sorted(self._by_url.items()) if o.redirect_to is not None), None)
+
+    def heard(self, url: str, response: httpx.Response) -> None:
+        try:
+            orders = AgentOrders.from_header(response.headers.get(ORDERS_HEADER))
+        except ValueError as exc:
+            log.warning("controller %s sent an unusable %s header (%s): ignored", url, ORDERS_HEADER, exc)
+            return
+        before = self.redirect_to
+        self._by_url[url] = orders
+        if self.redirect_to != before:
+            if self.redirect_to is not None:
+                log.warning("controller %s: this gateway is drained; redirecting its remote-access clients to %s",
+                            url, self.redirect_to)
+            else:
+                log.warning("controllers no longer ask for redirects (undrained)")
+            self._on_change()
+
+
 class ControllerLink:
     """One controller: its own HTTP clients for heartbeats and reports, so a slow report POST
     never delays a heartbeat, and an unreachable controller never slows another one. Every
@@ -243,10 +277,11 @@ class ControllerLink:
     def __init__(self, url: str, gateway: str, ctl: Controller, state: AgentState,
                  transport: httpx.AsyncBaseTransport | None = None,
                  flags: Callable[[], tuple[bool | None, bool | None]] = lambda: (None, None),
-                 timing: Timing | None = None) -> None:
+                 timing: Timing | None = None, orders: Orders | None = None) -> None:
         self.gateway, self.ctl, self.agg = gateway, ctl, state
         self.flags = flags  # (charon down, partner down) for the REST heartbeat
         self.timing = timing if timing is not None else Timing()
+        self.orders = orders if orders is not None else Orders()
         self.state = LinkState(url)
         base = url.rstrip("/") + "/api/v1"
         # Followed in its file: a rotated token is used from the next POST on (agent_secret.py).
@@ -265,6 +300,7 @@ class ControllerLink:
         if r.status_code >= 300:
             raise GatewayError(f"POST {self.state.url}{path}: HTTP {r.status_code}: {r.text[:200]}")
         self.timing.heard(self.state.url, r)
+        self.orders.heard(self.state.url, r)
 
     def _failed(self, what: str, exc: Exception) -> None:
         msg = f"{what} to {self.state.url}: {type(exc).__name__}: {exc}"
@@ -335,8 +371,10 @@ class Agent:
         self.state = AgentState()
         self.feed = ReportFeed()
         self.timing = Timing(self._timing_changed)
+        self.orders = Orders(self._client_change)  # a redirect asked or withdrawn: act at once
         self.partner = self._partner_monitor(cfg)
-        self.links = [ControllerLink(u, cfg.name, self.ctl, self.state, transport, self.rest_flags, self.timing)
+        self.links = [ControllerLink(u, cfg.name, self.ctl, self.state, transport, self.rest_flags, self.timing,
+                                     self.orders)
                       for u in self.ctl.endpoints]
         self.heartbeat = heartbeat
         # Remote-access clients (ra/sessions.py): a client that comes or goes wakes the sampler,
@@ -388,7 +426,7 @@ class Agent:
         if self.clients is None:
             return rep
         try:
-            clients = await asyncio.to_thread(self.clients.poll)
+            clients = await asyncio.to_thread(self.clients.poll, self.orders.redirect_to)
         except Exception as exc:  # clients unknown: say nothing rather than "none"
             log.warning("remote-access clients unavailable: %s", exc)
             return rep.model_copy(update={"remote_access": ra_gateway.report_info(self.cfg)})
@@ -521,6 +559,8 @@ class Agent:
             "tuning": tuning.health(self.cfg),
             "remote_access": None if self.clients is None else {
                 "clients": len(self.clients.tracker.live()), "evicted": self.clients.evicted,
+                "redirect_to": None if self.orders.redirect_to is None else str(self.orders.redirect_to),
+                "redirected": self.clients.redirects.sent_total,
                 "session_log": str(self.clients.log.path), "session_log_error": self.clients.log_error,
                 "event_errors": self.clients.listener.errors,
                 "last_event_error": self.clients.listener.last_error},

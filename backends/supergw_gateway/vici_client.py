@@ -151,6 +151,18 @@ class ViciClient:
             if "no matching" not in str(exc):
                 raise TunnelError(f"terminate {ike or ike_id}: {exc}") from None
 
+    def redirect(self, ike_id: int, gateway: str) -> bool:
+        """Send IKE SA `ike_id` an RFC 5685 REDIRECT to `gateway` (an address or FQDN): queued
+        by charon, which skips a peer that did not announce REDIRECT_SUPPORTED (its log says
+        so). False when no such SA is left."""
+        try:
+            self._s.redirect({"ike-id": ike_id, "gateway": gateway})
+        except vici.exception.CommandException as exc:
+            if "no matching" in str(exc):
+                return False
+            raise TunnelError(f"redirect IKE SA {ike_id} to {gateway}: {exc}") from None
+        return True
+
     def rekey(self, child: str | None = None, ike: str | None = None) -> None:
         req: dict[str, Any] = {"child": child} if child else {"ike": ike}
         self._call("rekey", lambda: self._s.rekey(req))

@@ -8,7 +8,7 @@ from typing import Any
 
 from supergw_gateway.ra.config import CachePolicy
 from supergw_gateway.ra.ikecache import read_session_log
-from supergw_gateway.ra.sessions import SessionLog, SessionTracker, evictions
+from supergw_gateway.ra.sessions import Redirects, SessionLog, SessionTracker, evictions
 
 CONN = "ra-gw1"
 
@@ -148,3 +148,28 @@ def test_an_unwritable_session_log_loses_nothing(tmp_path: Path) -> None:
     m.handle_event("ike-updown", {CONN: ike(2)})
     assert m.log_error is None and len(read_session_log(tmp_path / "s.jsonl")) == 2
     assert [json.loads(line)["ike_id"] for line in (tmp_path / "s.jsonl").read_text().splitlines()] == [1, 2]
+
+
+def test_redirects_each_sa_once_name_the_ones_that_stay_and_start_over_when_withdrawn() -> None:
+    clock = Clock()
+    t = SessionTracker("gw1", CONN, idle_s=30, clock=clock)
+    t.poll([{CONN: ike(1)}, {CONN: ike(2, host="198.51.100.8")}], clock.t)
+    r = Redirects(grace_s=35, clock=clock)
+    assert [s.ike_id for s in r.due(t.live())] == [1, 2]
+    r.done(1)
+    r.done(2)
+    assert r.due(t.live()) == [] and r.sent_total == 2
+    # a client that came since (its IKE_SA_INIT was on its way before the pins went) is due
+    t.poll([{CONN: ike(1)}, {CONN: ike(2, host="198.51.100.8")}, {CONN: ike(3, host="198.51.100.9")}], clock.t)
+    assert [s.ike_id for s in r.due(t.live())] == [3]
+    r.done(3)
+    # 1 followed (its SA is gone); 2 is still here after the grace time: named once
+    clock.t += 10
+    t.poll([{CONN: ike(2, host="198.51.100.8")}, {CONN: ike(3, host="198.51.100.9")}], clock.t)
+    assert r.overdue(t.live()) == [] and r.due(t.live()) == [] and set(r.sent) == {2, 3}
+    clock.t += 30
+    assert [s.ike_id for s in r.overdue(t.live())] == [2, 3]
+    assert r.overdue(t.live()) == []
+    # undrained and drained again: everyone still here is redirected again
+    r.stop()
+    assert [s.ike_id for s in r.due(t.live())] == [2, 3]

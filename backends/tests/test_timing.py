@@ -8,6 +8,7 @@ against the real controller core (REST app in process, UDP heartbeats on a real 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import socket
 import time
@@ -23,12 +24,12 @@ from supergw_controller.compose import ControllerCore
 from supergw_controller.config import parse_config as parse_controller
 from supergw_controller.heartbeat import HeartbeatReceiver
 from supergw_controller.southbound.session import Role
-from supergw_gateway.agent import Agent, Timing
+from supergw_gateway.agent import Agent, Orders, Timing
 from supergw_gateway.beacon import HeartbeatSender
 from supergw_gateway.config import parse_config
 from supergw_gateway.partner import PartnerMonitor
 from supergw_proto.beats import PAIR_MAGIC, decode, encode
-from supergw_proto.reports import TIMING_HEADER, AgentTiming
+from supergw_proto.reports import ORDERS_HEADER, TIMING_HEADER, AgentOrders, AgentTiming
 
 from tests.test_agent import FakeController, FakeSampler, free_port, until
 from tests.test_partner import wait_for
@@ -38,6 +39,31 @@ TOKEN = "agent-test-token-0123456789"
 
 
 # -- the agent follows what it is told
+
+
+def _orders(value: str | None, url: str = "http://c1") -> httpx.Response:
+    headers = {} if value is None else {ORDERS_HEADER: value}
+    return httpx.Response(204, headers=headers, request=httpx.Request("POST", url))
+
+
+def test_orders_hold_while_a_controller_says_them_and_a_bad_header_changes_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    changes: list[object] = []
+    o = Orders(lambda: changes.append(o.redirect_to))
+    o.heard("http://c1", _orders(None))
+    assert o.redirect_to is None and changes == []
+    redirect = AgentOrders(redirect_to=ipaddress.IPv4Address("203.0.113.1")).header()
+    assert redirect == '{"redirect_to":"203.0.113.1"}'
+    o.heard("http://c1", _orders(redirect))
+    o.heard("http://c1", _orders(redirect))  # a level: said again, nothing new
+    o.heard("http://c2", _orders(None))  # another controller without orders does not withdraw c1's
+    assert str(o.redirect_to) == "203.0.113.1" and len(changes) == 1
+    with caplog.at_level(logging.WARNING):
+        o.heard("http://c1", _orders('{"redirect_to": "not an address"}'))
+    assert "unusable Supergw-Orders header" in caplog.text and str(o.redirect_to) == "203.0.113.1"
+    o.heard("http://c1", _orders('{"something_newer": 1}'))  # unknown keys: ignored, nothing asked
+    assert o.redirect_to is None and changes == [ipaddress.IPv4Address("203.0.113.1"), None]
 
 
 def _answer(timing: AgentTiming | None, url: str = "http://c1") -> httpx.Response:

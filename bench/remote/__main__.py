@@ -14,6 +14,9 @@ netns lock; boots one emulation per N and stops it again; refuses to touch one t
 - client failover (at one N >= 2): the gateway holding clients is SIGKILLed (charon and
   agent); per client the gap from its last answered probe before the kill to the first after
   it, with the clients' DPD and retransmission settings from the topology file;
+- client redirect on drain (same N): the operator drains the gateway holding the most clients;
+  per client the time from the drain call to its first answer through its new SA on another
+  gateway (RFC 5685 redirect), and the longest time without an answer meanwhile;
 - disruptions under bucket moves: every client probes while the operator moves buckets;
   a client whose IKE SA changed, who authenticated again or lost a probe is disrupted (goal 0).
 
@@ -33,8 +36,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.remote.measure import (MODES, FailoverTrial, IkeRound, MoveSoak, RemoteBenchError, TransferRun, failover,
-                                  holder, ike_round, rebalance_soak, states, transfer)
+from bench.remote.measure import (MODES, DrainTrial, FailoverTrial, IkeRound, MoveSoak, RemoteBenchError, TransferRun,
+                                  drain, failover, holder, ike_round, rebalance_soak, states, transfer)
 from bench.report import Metric, Series, write_report
 from supergw_gateway.ra.client import RemoteClient
 from topologies import raclients
@@ -50,6 +53,7 @@ PAPER_PER_CLIENT_MBIT = {6: 375 * 8 / 1000, 25: 88 * 8 / 1000}
 IKE_GATEWAY_CPU_PERCENT = 25.0
 FAILOVER_RUN_S = 60.0
 FAILOVER_TAIL_BUDGET_S = 5.0
+DRAIN_TIMEOUT_S = 60.0
 
 
 @dataclass
@@ -71,6 +75,7 @@ class Results:
     transfers: dict[int, list[TransferRun]] = field(default_factory=dict)
     ike: dict[int, list[IkeRound]] = field(default_factory=dict)
     failovers: list[FailoverTrial] = field(default_factory=list)
+    drains: list[DrainTrial] = field(default_factory=list)
     soak: MoveSoak | None = None
     client_start_s: dict[int, float] = field(default_factory=dict)
     failures: list[dict[str, object]] = field(default_factory=list)
@@ -142,6 +147,16 @@ def failovers_and_moves(site: Site, fleet: list[RemoteClient], plan: Plan, res: 
         res_c = raclients.connect([c for c, s in zip(fleet, states(fleet).values()) if s is None], 60)
         if res_c.failures:
             raise RemoteBenchError(f"after failover {t + 1}: clients not back: {sorted(res_c.failures)}")
+    held = [holder(site, s) for s in states(fleet).values()]
+    victim = max(site.topo.gateways, key=lambda g: held.count(g.name)).name
+    trial = drain(site, fleet, victim, DRAIN_TIMEOUT_S)
+    back = sorted(f.back_s for f in trial.followed.values() if f.back_s is not None)
+    print(f"   drain: {victim} held {len(trial.followed)} clients; redirected, back through another gateway after "
+          f"{back[0] if back else float('nan'):.2f}..{back[-1] if back else float('nan'):.2f} s, {trial.back}/"
+          f"{len(trial.followed)} back; longest gap {max(f.worst_gap_s for f in trial.followed.values()):.2f} s", flush=True)
+    res.failures += [{"trial": "drain", "flow": n, "why": f"not back within {DRAIN_TIMEOUT_S:.0f} s"}
+                     for n, f in trial.followed.items() if f.back_s is None]
+    res.drains.append(trial)
     soak = rebalance_soak(site, fleet, plan.moves, plan.moves_s)
     print(f"   bucket moves: {soak.moves} moves, {len(soak.disrupted)} of {soak.clients} clients disrupted", flush=True)
     res.failures += [{"trial": "bucket moves", "flow": n, "why": "IKE SA changed, new IKE_AUTH or a probe lost"}
@@ -190,6 +205,22 @@ def report(plan: Plan, res: Results, results_dir: Path | None = None) -> None:
             note=f"goal 0; of {sum(t.clients for t in res.failovers)} over {len(res.failovers)} trials")
         rows += [{"failover_trial": i + 1, "victim": t.victim, "flow": f.flow, "gap_s": round(f.gap_ms / 1000, 2),
                   "lost": f.lost, "recovered": f.recovered} for i, t in enumerate(res.failovers) for f in t.flows]
+    drained = [f for t in res.drains for f in t.followed.values()]
+    if drained:
+        back = [f.back_s for f in drained if f.back_s is not None]
+        if back:
+            metrics["client_drain_s"] = Metric(round(statistics.median(back), 2), "s", higher_is_better=False,
+                                               note="median over redirected clients: drain REST call -> first answer "
+                                                    "through the new SA")
+            metrics["client_drain_max_s"] = Metric(round(max(back), 2), "s", higher_is_better=False)
+        metrics["client_drain_worst_gap_s"] = Metric(round(max(f.worst_gap_s for f in drained), 2), "s",
+                                                     higher_is_better=False,
+                                                     note="longest time without an answer (old SA or new) during the "
+                                                          "redirect; probes wait 0.3 s")
+        metrics["client_drain_not_back"] = Metric(len(drained) - len(back), "clients", note=f"goal 0; of {len(drained)}")
+        rows += [{"drain_trial": i + 1, "victim": t.victim, "flow": n, "back_s": f.back_s,
+                  "worst_gap_s": round(f.worst_gap_s, 2), "probes": f.probes}
+                 for i, t in enumerate(res.drains) for n, f in t.followed.items()]
     if res.soak is not None:
         metrics["move_disruptions"] = Metric(len(res.soak.disrupted), "clients",
                                              note=f"goal 0; over {res.soak.moves} bucket moves, {res.soak.clients} clients")
@@ -209,7 +240,11 @@ every client disconnects, then all initiate at once; all_up_s = that instant -> 
 CHILD SA installed; gateways capped at 25 % of a core each (cgroup). Failover: SIGKILL of
 the charon and agent of the gateway holding the most clients; per client a ping every 100 ms
 to a LAN host, read by bench/gaps.py: gap = last answer before the kill -> first answer after
-it (client DPD and retransmission as in the topology file). Moves: every client probes while
+it (client DPD and retransmission as in the topology file). Drain: the operator drains the
+gateway holding the most clients (REST); the controller removes its clients' pins and, once
+the outside sends it no new client, its agent redirects them (RFC 5685) to IP_P; per client
+client_drain_s = the drain call -> the first answered ping (0.3 s wait) while the client holds
+only an SA on another gateway; worst gap = the longest time without any answer. Moves: every client probes while
 the operator moves buckets (REST); disrupted = IKE SA SPIs changed, a new IKE_AUTH, or a
 probe lost. The paper: one Openswan/KLIPS server, 1-6 clients downloading 56.47 MB with wget
 (Fig. 1); its Figs. 2-5 characterise a 30-day log (no analogue on an emulation; the session

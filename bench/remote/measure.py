@@ -1,6 +1,6 @@
 """The measurements of bench/remote on a running remote-access emulation (one site, its
-clients started): transfers (the paper's Fig. 1 analogue), IKE capacity, client failover and
-client disruptions under bucket moves. Each function returns plain records; __main__.py boots
+clients started): transfers (the paper's Fig. 1 analogue), IKE capacity, client failover,
+client redirect on drain and client disruptions under bucket moves. Each function returns plain records; __main__.py boots
 the emulation per N and writes the report. What each number counts: README.md."""
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from bench.gaps import FlowGap, ProbeOutputError, ping_flow
 from supergw_gateway.errors import GatewayError
-from supergw_gateway.ra.client import ClientState, RemoteClient
+from supergw_gateway.ra.client import ClientState, Followed, RemoteClient, follow_move
 from topologies import raclients
 from topologies.model import RemoteAccessSpec
 from topologies.poll import wait_until
@@ -248,6 +249,46 @@ def failover(site: Site, fleet: Sequence[RemoteClient], victim: str, budget_s: f
             raise RemoteBenchError(str(exc)) from None
     site.restart_gateway(victim)
     return FailoverTrial(victim, len(held), flows)
+
+
+# --- (c) client redirect on drain (RFC 5685) -----------------------------------------------
+
+@dataclass(frozen=True)
+class DrainTrial:
+    victim: str
+    followed: dict[str, Followed]  # per client the victim held
+
+    @property
+    def back(self) -> int:
+        return sum(1 for f in self.followed.values() if f.back_s is not None)
+
+
+def drain(site: Site, fleet: Sequence[RemoteClient], victim: str, timeout_s: float) -> DrainTrial:
+    """The operator drains `victim` (REST); each client it held is probed from just before the
+    call: back_s = the call -> the first probe answered while the client holds only an SA on
+    another gateway (its old one deleted: the answer came through the new SA); worst_gap_s =
+    the longest time in between without any answer (its old SA carries traffic until then).
+    A probe is one ping to a LAN host waiting 0.3 s. Then the victim is undrained."""
+    held = [c for c in fleet if holder(site, states([c])[c.cfg.name]) == victim]
+    if not held:
+        raise RemoteBenchError(f"{victim} holds no client: nothing to redirect")
+    target = site.topo.hosts[0].ip
+
+    def moved(c: RemoteClient) -> bool:
+        try:
+            return c.ike_sas() == 1 and holder(site, c.state()) not in (victim, None) and c.answers(target, 0.3)
+        except (GatewayError, OSError):
+            return False
+
+    api = site.api()
+    with ThreadPoolExecutor(len(held)) as pool:
+        t0 = time.monotonic()
+        futures = {c.cfg.name: pool.submit(follow_move, partial(moved, c), partial(c.answers, target, 0.3), t0, timeout_s)
+                   for c in held}
+        api.drain(victim)
+        followed = {n: f.result() for n, f in futures.items()}
+    api.undrain(victim)
+    return DrainTrial(victim, followed)
 
 
 # --- (c) disruptions under bucket moves ----------------------------------------------------

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from bench.gaps import FlowGap
 from bench.remote.__main__ import Plan, Results, report
-from bench.remote.measure import FailoverTrial, IkeRound, MoveSoak, TransferRun, received_bits_per_s
+from bench.remote.measure import DrainTrial, FailoverTrial, IkeRound, MoveSoak, TransferRun, received_bits_per_s
+from supergw_gateway.ra.client import Followed
 
 
 def test_iperf_receiver_rate_or_none() -> None:
@@ -35,6 +36,8 @@ def test_report_from_recorded_runs(tmp_path: Path) -> None:
     res.ike[2] = [IkeRound(4, 4, 1.0, 4.0, {"gw1": 2, "gw2": 2})]
     res.failovers.append(FailoverTrial("gw1", 2, [_flow("rw1 -> h1", 22000), _flow("rw3 -> h1", 30000, False)]))
     res.failures.append({"trial": "failover 1", "flow": "rw3 -> h1", "why": "no answer after the fault"})
+    res.drains.append(DrainTrial("gw2", {"rw2": Followed(1.5, 0.4, 5), "rw4": Followed(2.5, 0.6, 8),
+                                         "rw6": Followed(None, 60.0, 90)}))
     res.soak = MoveSoak(20, 4, [], [])
     report(plan, res, tmp_path)
     doc = json.loads((tmp_path / "remote.json").read_text())
@@ -44,6 +47,8 @@ def test_report_from_recorded_runs(tmp_path: Path) -> None:
     assert doc["metric_details"]["ike_capacity_ratio_n2_n1"]["met"] is True
     assert m["client_failover_s"] == 26.0 and m["client_failover_max_s"] == 30.0
     assert m["client_failover_not_recovered"] == 1
+    assert m["client_drain_s"] == 2.0 and m["client_drain_max_s"] == 2.5
+    assert m["client_drain_worst_gap_s"] == 60.0 and m["client_drain_not_back"] == 1
     assert m["move_disruptions"] == 0
     assert doc["failures"] and "Quick run" in doc["method"]
     assert (tmp_path / "remote.png").stat().st_size > 0 and "paper" in (tmp_path / "remote.md").read_text()

@@ -130,6 +130,37 @@ def build_conn(c: ClientConfig) -> dict[str, Any]:
     }}
 
 
+@dataclass
+class Followed:
+    """A client followed through a move of its SA to another gateway (a redirect), from `t0`."""
+
+    back_s: float | None = None  # t0 -> its first answer through the new SA (None: not within the time)
+    worst_gap_s: float = 0.0  # the longest time without any answer (old SA or new) from t0 until then
+    probes: int = 0
+
+
+def follow_move(through_new: Callable[[], bool], through_old: Callable[[], bool], t0: float,
+                timeout_s: float) -> Followed:
+    """Probe until `through_new` (a probe only the new SA can answer) succeeds; meanwhile
+    `through_old` (a probe the old SA answers) shows whether traffic kept flowing. Each probe
+    takes as long as its ping's wait at most."""
+    f = Followed()
+    last = t0
+    while time.monotonic() - t0 < timeout_s:
+        new = through_new()
+        ok = new or through_old()
+        now = time.monotonic()
+        f.probes += 1
+        if ok:
+            f.worst_gap_s = max(f.worst_gap_s, now - last)
+            last = now
+        if new:
+            f.back_s = now - t0
+            return f
+    f.worst_gap_s = max(f.worst_gap_s, time.monotonic() - last)
+    return f
+
+
 class RemoteClient:
     def __init__(self, cfg: ClientConfig) -> None:
         self.cfg = cfg
@@ -245,6 +276,16 @@ class RemoteClient:
         if not m:
             raise GatewayError(f"client {self.cfg.name}: ping printed no summary: {out!r}")
         return int(m.group(1)), int(m.group(2))
+
+    def answers(self, target: ipaddress.IPv4Address, wait_s: float = 0.5) -> bool:
+        """One ping through the tunnel, answered within `wait_s`."""
+        argv = ["ping", "-n", "-q", "-c", "1", "-W", f"{wait_s:g}", str(target)]
+        return self.ns.run(argv, check=False, timeout=wait_s + 10).returncode == 0
+
+    def ike_sas(self) -> int:
+        """IKE SAs of the connection (two while a reauthentication or redirect makes its new one)."""
+        with self.vici() as v:
+            return len(list(v.raw_sas(CONN)))
 
     def wait_traffic(self, target: ipaddress.IPv4Address, timeout_s: float) -> float:
         """Seconds until a ping through the tunnel is answered; GatewayError after timeout_s."""

@@ -45,6 +45,9 @@ from supergw_proto.reports import ClientSession
 
 log = logging.getLogger(__name__)
 
+# A redirected client has built its new SA elsewhere and deleted this one well within this
+# (charon itself deletes a redirected SA after its half_open_timeout, 30 s by default).
+REDIRECT_GRACE_S = 35.0
 EVENTS = ("ike-updown", "ike-rekey", "ike-update", "child-updown", "child-rekey")
 
 
@@ -341,10 +344,47 @@ class EventListener:
             log.warning("VICI event session: %s (reconnecting)", self.last_error)
 
 
+class Redirects:
+    """The clients this gateway has redirected (RFC 5685) while its controller asks it to:
+    each IKE SA once; one still here `grace_s` after its redirect is named once (its client
+    did not announce REDIRECT_SUPPORTED, or did not follow: it keeps its SA on this gateway
+    until its own DPD or a reconnect)."""
+
+    def __init__(self, grace_s: float = REDIRECT_GRACE_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.grace_s, self.clock = grace_s, clock
+        self.sent: dict[int, float] = {}  # IKE SA unique id -> when its redirect was sent
+        self.sent_total = 0
+        self.stayed: set[int] = set()
+
+    def due(self, live: list[ClientSession]) -> list[ClientSession]:
+        """Live sessions not yet redirected (and forget the ones that are gone)."""
+        ids = {s.ike_id for s in live}
+        self.sent = {u: t for u, t in self.sent.items() if u in ids}
+        self.stayed &= ids
+        return [s for s in live if s.ike_id not in self.sent]
+
+    def done(self, ike_id: int) -> None:
+        self.sent[ike_id] = self.clock()
+        self.sent_total += 1
+
+    def overdue(self, live: list[ClientSession]) -> list[ClientSession]:
+        """Redirected sessions still here after the grace time, each returned once."""
+        now = self.clock()
+        out = [s for s in live if s.ike_id in self.sent and s.ike_id not in self.stayed
+               and now - self.sent[s.ike_id] > self.grace_s]
+        self.stayed.update(s.ike_id for s in out)
+        return out
+
+    def stop(self) -> None:
+        """The controller no longer asks: a later order redirects everyone still here again."""
+        self.sent.clear()
+        self.stayed.clear()
+
+
 class ClientMonitor:
     """What the agent runs for remote access: events + poll -> live clients, the session log,
-    and the cache's agent-enforced lifetimes. `on_change` is called (from the event thread)
-    when a client came, went or moved."""
+    the cache's agent-enforced lifetimes, and redirects while the controller asks for them.
+    `on_change` is called (from the event thread) when a client came, went or moved."""
 
     def __init__(self, gateway: str, conn: str, connect: Callable[[], socket.socket], policy: CachePolicy,
                  log_path: Path, on_change: Callable[[], None] = lambda: None) -> None:
@@ -354,6 +394,7 @@ class ClientMonitor:
         self.listener = EventListener(connect, self.handle_event, name=f"vici-events-{gateway}")
         self.evicted = 0
         self.log_error: str | None = None
+        self.redirects = Redirects()
         self._vici: ViciClient | None = None
 
     def start(self) -> None:
@@ -385,8 +426,10 @@ class ClientMonitor:
             return
         self.log_error = None
 
-    def poll(self) -> list[ClientSession]:
-        """One poll: live clients after enforcing the cache (blocking; run it in a thread)."""
+    def poll(self, redirect_to: ipaddress.IPv4Address | None = None) -> list[ClientSession]:
+        """One poll: live clients after enforcing the cache, and with `redirect_to` every
+        client not yet redirected is sent an RFC 5685 REDIRECT there (blocking; run it in a
+        thread)."""
         try:
             if self._vici is None:
                 self._vici = ViciClient(self.connect)
@@ -399,6 +442,10 @@ class ClientMonitor:
                 # timeout 0 with force: destroyed at once (a timeout would wait for the absent peer)
                 self._vici.terminate(ike_id=uid, force=True, timeout_ms=0)
                 self.evicted += 1
+            if redirect_to is None:
+                self.redirects.stop()
+            else:
+                self._redirect(self._vici, redirect_to)
         except Exception:
             if self._vici is not None:
                 self._vici.close()
@@ -407,6 +454,21 @@ class ClientMonitor:
         finally:
             self._write_finished()
         return self.tracker.live()
+
+
+    def _redirect(self, v: ViciClient, to: ipaddress.IPv4Address) -> None:
+        live = self.tracker.live()
+        due = self.redirects.due(live)
+        for s in due:
+            if v.redirect(s.ike_id, str(to)):
+                self.redirects.done(s.ike_id)
+        if due:
+            log.warning("redirected %d remote-access clients to %s (the controller asks: this gateway is drained); "
+                        "%d of %d redirected so far", len(due), to, len(self.redirects.sent), len(live))
+        for s in self.redirects.overdue(live):
+            log.warning("client %s (%s, IKE SA %d) is still here %.0fs after its redirect: it did not announce "
+                        "REDIRECT_SUPPORTED or did not follow; it keeps its SA here", s.identity, s.remote_host,
+                        s.ike_id, self.redirects.grace_s)
 
 
 def monitor_for(cfg: GatewayConfig, connect: Callable[[], socket.socket],
