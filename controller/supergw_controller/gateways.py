@@ -102,6 +102,10 @@ class GatewayRecord:
         if self.charon_down:
             return "agent reports charon stopped"
         if self.tunnel_up is False:
+            if self.last_report is not None and self.last_report.remote_access is not None:
+                return (f"tunnel down (no installed CHILD SA); it serves remote-access clients: if it has no "
+                        f"site-to-site tunnel, set `site_to_site: false` on gateway {self.name!r} in the controller "
+                        f"config's `gateways:`")
             return "tunnel down (no installed CHILD SA)"
         if self.partner_down:
             rep = self.last_report

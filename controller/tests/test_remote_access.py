@@ -255,6 +255,10 @@ async def test_a_remote_access_only_gateway_is_not_judged_by_its_tunnel(tmp_path
     state = {g.name: (g.alive, g.tunnel_up) for g in await core.gateways()}
     assert state["g1"] == (True, None)  # site_to_site false: no verdict from its tunnel
     assert state["g2"] == (False, False)  # a site-to-site gateway without its tunnel is dead
+    # ... and the verdict says what to set if it has no site-to-site tunnel at all
+    g2 = await core.gateway("g2")
+    assert g2.unhealthy is not None and "set `site_to_site: false` on gateway 'g2'" in g2.unhealthy
+    assert (await core.gateway("g3")).unhealthy is None
 
 
 def pin_events(core: ControllerCore) -> list[tuple[str | None, str | None, str, str]]:
