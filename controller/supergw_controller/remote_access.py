@@ -141,6 +141,7 @@ class RemoteAccess:
             pins_removed_total=self.pins_removed_total,
             sync_errors_total=self.sync_errors_total,
             refused=refused,
+            redirecting=sorted(self._redirecting),
         )
 
     @property

@@ -284,6 +284,8 @@ async def test_drain_removes_the_pins_first_then_orders_the_redirect(ra_core: An
     assert order.index(pc.TABLE_BUCKETS) < order.index(pc.TABLE_CLIENT_PINS)
     assert str(core.agent_orders("g1").redirect_to) == "203.0.113.1"
     assert core.agent_orders("g2").empty and core.agent_orders("g3").empty
+    status = (await core.status()).remote_access
+    assert status is not None and status.redirecting == ["g1"]
     # g1 still lists its clients (their SAs live until each has its new one): no pin comes back
     await core.accept_report(report("g1", ra_info(1), [client("198.51.100.1", 1), client("198.51.100.3", 3)]))
     await ra.sync()

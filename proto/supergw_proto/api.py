@@ -144,6 +144,7 @@ class RemoteAccessStatus(_View):
     pins_removed_total: int
     sync_errors_total: int  # failed syncs of the remote-access tables (retried)
     refused: dict[str, str] = {}  # gateway -> why its remote_access is not used
+    redirecting: list[str] = []  # drained gateways whose agents are told to redirect their clients (RFC 5685)
 
 
 class ClientView(_View):
