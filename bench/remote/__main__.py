@@ -149,14 +149,14 @@ def failovers_and_moves(site: Site, fleet: list[RemoteClient], plan: Plan, res: 
             raise RemoteBenchError(f"after failover {t + 1}: clients not back: {sorted(res_c.failures)}")
     held = [holder(site, s) for s in states(fleet).values()]
     victim = max(site.topo.gateways, key=lambda g: held.count(g.name)).name
-    trial = drain(site, fleet, victim, DRAIN_TIMEOUT_S)
-    back = sorted(f.back_s for f in trial.followed.values() if f.back_s is not None)
-    print(f"   drain: {victim} held {len(trial.followed)} clients; redirected, back through another gateway after "
-          f"{back[0] if back else float('nan'):.2f}..{back[-1] if back else float('nan'):.2f} s, {trial.back}/"
-          f"{len(trial.followed)} back; longest gap {max(f.worst_gap_s for f in trial.followed.values()):.2f} s", flush=True)
+    drained = drain(site, fleet, victim, DRAIN_TIMEOUT_S)
+    back = sorted(f.back_s for f in drained.followed.values() if f.back_s is not None)
+    print(f"   drain: {victim} held {len(drained.followed)} clients; redirected, back through another gateway after "
+          f"{back[0] if back else float('nan'):.2f}..{back[-1] if back else float('nan'):.2f} s, {drained.back}/"
+          f"{len(drained.followed)} back; longest gap {max(f.worst_gap_s for f in drained.followed.values()):.2f} s", flush=True)
     res.failures += [{"trial": "drain", "flow": n, "why": f"not back within {DRAIN_TIMEOUT_S:.0f} s"}
-                     for n, f in trial.followed.items() if f.back_s is None]
-    res.drains.append(trial)
+                     for n, f in drained.followed.items() if f.back_s is None]
+    res.drains.append(drained)
     soak = rebalance_soak(site, fleet, plan.moves, plan.moves_s)
     print(f"   bucket moves: {soak.moves} moves, {len(soak.disrupted)} of {soak.clients} clients disrupted", flush=True)
     res.failures += [{"trial": "bucket moves", "flow": n, "why": "IKE SA changed, new IKE_AUTH or a probe lost"}
