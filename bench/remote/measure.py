@@ -268,7 +268,8 @@ def drain(site: Site, fleet: Sequence[RemoteClient], victim: str, timeout_s: flo
     call: back_s = the call -> the first probe answered while the client holds only an SA on
     another gateway (its old one deleted: the answer came through the new SA); worst_gap_s =
     the longest time in between without any answer (its old SA carries traffic until then).
-    A probe is one ping to a LAN host waiting 0.3 s. Then the victim is undrained."""
+    A probe is one ping to a LAN host waiting 0.3 s. The drain starts once every other gateway
+    is alive. Then the victim is undrained."""
     held = [c for c in fleet if holder(site, states([c])[c.cfg.name]) == victim]
     if not held:
         raise RemoteBenchError(f"{victim} holds no client: nothing to redirect")
@@ -281,6 +282,14 @@ def drain(site: Site, fleet: Sequence[RemoteClient], victim: str, timeout_s: flo
             return False
 
     api = site.api()
+
+    def others_alive() -> tuple[bool, str]:
+        # a gateway restarted by a failover trial just before: until it is alive again the
+        # drain has nowhere to move the buckets, and the redirect rightly waits for it
+        gws = api.gateways()
+        return all(g.alive for g in gws if g.name != victim), ", ".join(f"{g.name}: {g.state}" for g in gws)
+
+    wait_until(others_alive, 60, "every other gateway alive before the drain")
     with ThreadPoolExecutor(len(held)) as pool:
         t0 = time.monotonic()
         futures = {c.cfg.name: pool.submit(follow_move, partial(moved, c), partial(c.answers, target, 0.3), t0, timeout_s)

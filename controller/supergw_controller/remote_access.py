@@ -215,8 +215,10 @@ class RemoteAccess:
                 elif gw not in self._held_back:
                     self._held_back.add(gw)
                     held = sorted(b for b, g in out.assignment.items() if g == gw)
-                    log.warning("gateway %s is drained but the outside still sends it new clients (buckets %s: "
-                                "pinned by an operator?): its clients are redirected once none is left", gw, held)
+                    shown = ", ".join(map(str, held[:8])) + (", ..." if len(held) > 8 else "")
+                    log.warning("gateway %s is drained but the outside still sends it new clients (%d buckets: %s; "
+                                "pinned by an operator, or no other gateway alive?): its clients are redirected once "
+                                "none is left", gw, len(held), shown)
         self._held_back &= set(self._drained()) - now
         for gw in sorted(now - self._redirecting):
             n = len(self.book.clients(gw))
