@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 from bench.chaos.checker import Injected, Silence, Violation
-from bench.chaos.results import per_kind, write
+from bench.chaos.results import BAD_INPUT_TABLE, per_kind, rewrite_bad_input, write
 from bench.chaos.runner import Record
 from bench.chaos.schedule import Fault
+from supergw_proto.badinput import Tally
 
 
 def record(violations: list[Violation], log: Path) -> Record:
@@ -65,3 +66,47 @@ def test_report_and_replay_files(tmp_path: Path) -> None:
 def test_no_logs_copied_without_a_violation(tmp_path: Path) -> None:
     replay = write(record([], tmp_path / "none.log"), "method", quick=False, out_dir=tmp_path)
     assert not (replay / "logs").exists()
+
+
+def tally(interface: str, variant: str, tried: int, **counts: int) -> Tally:
+    t = Tally(interface, variant, crashes=counts.pop("crashes", 0), server_errors=counts.pop("server_errors", 0))
+    for outcome, n in counts.items():
+        t.count(outcome, n)
+    return t
+
+
+def test_bad_input_tallies_in_the_report(tmp_path: Path) -> None:
+    tallies = tmp_path / "bad-input"
+    tally("rest", "admin", 0, **{"2xx": 10, "4xx": 90}).write(tallies)
+    tally("heartbeat-udp", "", 0, server_errors=0, crashes=1, **{"refused:malformed": 50}).write(tallies)
+    out = tmp_path / "results"
+    write(record([], tmp_path / "x.log"), "method", quick=True, out_dir=out, bad_input_dir=tallies)
+    report = json.loads((out / "chaos.json").read_text())
+    assert report["metrics"]["bad_inputs_tried"] == 150
+    assert report["metrics"]["bad_input_crashes"] == 1  # the probe can fail: a crash is counted
+    assert "heartbeat-udp/" in report["metric_details"]["bad_input_crashes"]["note"]
+    table = {(r["interface"], r["variant"]): r for r in report["tables"][BAD_INPUT_TABLE]}
+    assert table[("rest", "admin")]["outcomes"] == "4xx 90, 2xx 10"
+    assert "## Bad input per interface" in (out / "chaos.md").read_text()
+
+
+def test_no_tallies_is_said_not_zero(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    write(record([], tmp_path / "x.log"), "method", quick=True, out_dir=out, bad_input_dir=tmp_path / "none")
+    details = json.loads((out / "chaos.json").read_text())["metric_details"]
+    assert details["bad_input_crashes"]["value"] is None and "make unit" in details["bad_input_crashes"]["note"]
+
+
+def test_rewrite_keeps_the_run_and_refreshes_the_tallies(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    write(record([], tmp_path / "x.log"), "the method", quick=True, out_dir=out, bad_input_dir=tmp_path / "none")
+    before = json.loads((out / "chaos.json").read_text())
+    tallies = tmp_path / "bad-input"
+    tally("config-yaml", "gateway", 0, **{"refused": 7}).write(tallies)
+    rewrite_bad_input(out, tallies)
+    after = json.loads((out / "chaos.json").read_text())
+    assert after["metrics"]["bad_inputs_tried"] == 7
+    for key in ("faults_injected", "invariant_violations", "probes_lost"):
+        assert after["metrics"][key] == before["metrics"][key]
+    assert after["rows"] == before["rows"] and after["method"] == before["method"]
+    assert after["series"] == before["series"] and after["rows_title"] == "Recovery per fault kind"
