@@ -75,7 +75,9 @@ def write(rec: Record, method: str, quick: bool, out_dir: Path = RESULTS_DIR,
     by_type = counts([i.fault for i in rec.injected.values()])
     worst = max(((1000 * r, s) for s, r in rec.recovery_s.items()), default=(0.0, -1))
     metrics = {
-        "faults_injected": Metric(float(len(rec.injected)), "faults", note=", ".join(f"{k} {n}" for k, n in by_type.items())),
+        "faults_injected": Metric(float(len(rec.injected)), "faults", note=", ".join(f"{k} {n}" for k, n in by_type.items())
+                                  + "".join(f"; not injected: #{f.seq} {f.kind} ({rec.outcomes.get(f.seq, 'the run ended first')})"
+                                            for f in rec.schedule if f.seq not in rec.injected)),
         "invariant_violations": Metric(float(len(rec.violations)), "violations", note="goal 0; the run stops at the first"),
         "run_s": Metric(round(rec.ended_at, 1), "s", note=f"scheduled {rec.minutes:g} min, seed {rec.seed}"
                         + (" (quick: proves the run works, not a result)" if quick else "")),

@@ -15,12 +15,13 @@ from supergw_proto.badinput import Tally
 def record(violations: list[Violation], log: Path) -> Record:
     faults = [Fault(0, 10.0, "gateway_freeze", "a", "agw1", 3.0, 0.0, None),
               Fault(1, 11.0, "leader_kill", "a", "leader", 5.0, 0.0, 0),
-              Fault(2, 40.0, "gateway_freeze", "b", "bgw2", 2.0, 0.0, None)]
+              Fault(2, 40.0, "gateway_freeze", "b", "bgw2", 2.0, 0.0, None),
+              Fault(3, 50.0, "wan_delay", "a", "wan", 5.0, 100.0, None)]
     rec = Record(seed=5, minutes=1.0, schedule=faults)
     rec.injected = {0: Injected(faults[0], 10.0, 13.0), 1: Injected(faults[1], 11.0, 16.0),
                     2: Injected(faults[2], 40.0, 42.0)}
     rec.recovery_s = {0: 0.3, 1: 0.9, 2: 0.5}
-    rec.outcomes = {0: "agw1", 1: "c2", 2: "bgw2"}
+    rec.outcomes = {0: "agw1", 1: "c2", 2: "bgw2", 3: "wan (not injected: no sch_netem)"}
     rec.flows = ["ah1 -> bh1"]
     rec.sent, rec.answered = {"ah1 -> bh1": 3000}, {"ah1 -> bh1": 2950}
     rec.silences = [Silence("ah1 -> bh1", 10.0, 10.3, False)]
@@ -51,6 +52,8 @@ def test_report_and_replay_files(tmp_path: Path) -> None:
     replay = write(record([v], logs / "controller-c1.log"), "method", quick=True, out_dir=out)
     report = json.loads((out / "chaos.json").read_text())
     assert report["metrics"]["faults_injected"] == 3
+    assert report["metric_details"]["faults_injected"]["note"].endswith("; not injected: #3 wan_delay (wan (not "
+                                                                         "injected: no sch_netem))")
     assert report["metrics"]["invariant_violations"] == 1
     assert report["metrics"]["probes_lost"] == 50
     assert report["failures"][0]["invariant"] == "log"
@@ -58,7 +61,8 @@ def test_report_and_replay_files(tmp_path: Path) -> None:
     labels = {s["label"] for s in report["series"]}
     assert {"sgw-a/controller-c1 RSS MB", "sgw-a/controller-c1 asyncio tasks", "all processes: fds"} <= labels
     history = json.loads((replay / "history.json").read_text())
-    assert history["seed"] == 5 and [f["outcome"] for f in history["faults"]] == ["agw1", "c2", "bgw2"]
+    assert history["seed"] == 5 and [f["outcome"] for f in history["faults"]][:3] == ["agw1", "c2", "bgw2"]
+    assert history["faults"][3]["started"] is None
     assert history["faults"][1]["within"] == 0 and history["faults"][1]["recovery_ms"] == 900.0
     assert (replay / "logs" / "sgw-a" / "controller-c1.log").exists()
 
