@@ -225,7 +225,7 @@ def report(plan: Plan, res: Results, results_dir: Path | None = None) -> None:
         metrics.update(session_metrics)
     write_report("remote", metrics, rows, series, title="Remote-access clients (issue 18; Shue et al. §III)",
                  method=METHOD + ("\n\n**Quick run**: proves the benchmark works; not a result." if plan.quick else ""),
-                 failures=res.failures, results_dir=results_dir, tables=tables)
+                 failures=res.failures, results_dir=results_dir, tables=tables, log_y=True)
 
 
 def sessions_report(run: SessionRun) -> tuple[dict[str, Metric | float], dict[str, list[dict[str, object]]]]:
