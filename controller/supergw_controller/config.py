@@ -1049,7 +1049,7 @@ def parse_config(data: Any, base_dir: Path, source: str = "<config>") -> Config:
 def _missing_tls_files(where: str, tls: TlsConfig | SwitchTlsConfig | EtcdTlsConfig, own: Kind) -> list[str]:
     """One line per TLS file of `where` that does not exist, saying how to make it: `cacert`
     is the site's CA, `cert` and `key` this program's own certificate (`own`: server or client)."""
-    out = []
+    out: list[str] = []
     for key in ("cacert", "cert", "key"):
         p = getattr(tls, key, None)
         if p is not None and not p.is_file():
