@@ -6,8 +6,8 @@ from a debootstrapped image (packaging/sgwdeploy), configured with the guide's f
 would: tunnels, a LAN host pinging the remote site through the super gateway, a gateway
 box losing power and failing over, a drained gateway upgraded with apt and undrained
 without losing a packet, and a clean stop. REST and P4Runtime run over TLS, as the packaged
-configs say, with certificates issued by `supergw-gateway pki` in one of the machines. Each test is one section of the guide; a failed
-step skips the later ones (conftest.py). Root, systemd-nspawn, debootstrap and the
+configs say, with certificates issued by `supergw-gateway pki` in one of the machines. Each
+test is one section of the guide; a failed step skips the later ones (conftest.py). Root, systemd-nspawn, debootstrap and the
 Debian mirror are needed; `SGW_DEPLOY_KEEP=1` leaves the machines running afterwards.
 """
 
