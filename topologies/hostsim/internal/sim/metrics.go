@@ -36,6 +36,16 @@ func (s *Sim) Prometheus() string {
 		}
 		fmt.Fprintf(&b, "supergw_hostsim_host_resolved{host=%q,mac=%q} %d\n", h.IP, h.MAC, v)
 	}
+	if s.IPv6() {
+		family("supergw_hostsim_host_resolved6", "gauge", "1 when the host resolved the gateway's IPv6 address")
+		for _, h := range st.Hosts {
+			v := 0
+			if h.GatewayMAC6 != nil {
+				v = 1
+			}
+			fmt.Fprintf(&b, "supergw_hostsim_host_resolved6{host=%q,mac=%q} %d\n", h.IP, h.MAC, v)
+		}
+	}
 	t := st.Totals
 	for _, c := range []struct {
 		name, help string
