@@ -51,6 +51,7 @@ class TrafficResult:
     seconds: float  # first to last frame sent
     offered_pps: float
     frame_bytes: int
+    family: str  # the plan's frames: "ipv4" or "ipv6"
     plan_frames: int
     cpu: int
     sinks: list[SinkCount]
