@@ -28,22 +28,24 @@ func (s *Sim) Prometheus() string {
 			fmt.Fprintf(&b, "%s{host=%q,mac=%q} %d\n", m.name, h.IP, h.MAC, m.get(h))
 		}
 	}
-	family("supergw_hostsim_host_resolved", "gauge", "1 when the host resolved IP_G")
-	for _, h := range st.Hosts {
-		v := 0
-		if h.GatewayMAC != nil {
-			v = 1
-		}
-		fmt.Fprintf(&b, "supergw_hostsim_host_resolved{host=%q,mac=%q} %d\n", h.IP, h.MAC, v)
+	type resolvedGauge struct {
+		name, help string
+		mac        func(h HostStats) *string
 	}
+	resolved := []resolvedGauge{{"supergw_hostsim_host_resolved", "1 when the host resolved IP_G",
+		func(h HostStats) *string { return h.GatewayMAC }}}
 	if s.IPv6() {
-		family("supergw_hostsim_host_resolved6", "gauge", "1 when the host resolved the gateway's IPv6 address")
+		resolved = append(resolved, resolvedGauge{"supergw_hostsim_host_resolved6",
+			"1 when the host resolved the gateway's IPv6 address", func(h HostStats) *string { return h.GatewayMAC6 }})
+	}
+	for _, g := range resolved {
+		family(g.name, "gauge", g.help)
 		for _, h := range st.Hosts {
 			v := 0
-			if h.GatewayMAC6 != nil {
+			if g.mac(h) != nil {
 				v = 1
 			}
-			fmt.Fprintf(&b, "supergw_hostsim_host_resolved6{host=%q,mac=%q} %d\n", h.IP, h.MAC, v)
+			fmt.Fprintf(&b, "%s{host=%q,mac=%q} %d\n", g.name, h.IP, h.MAC, v)
 		}
 	}
 	t := st.Totals
