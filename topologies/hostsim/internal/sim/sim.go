@@ -140,7 +140,7 @@ func New(cfg Config, link Link) (*Sim, error) {
 		}
 	}
 	macBase := macToUint(cfg.FirstMAC)
-	ip := cfg.FirstIP
+	ip, ip6 := cfg.FirstIP, cfg.FirstIP6
 	for k := 0; k < cfg.Count; k++ {
 		if !subnet.Contains(ip) || ip == cfg.GatewayIP || ip == subnet.Addr() {
 			return nil, fmt.Errorf("host %d's IP %s is not a host address of %s other than the gateway's", k, ip, subnet)
@@ -151,9 +151,10 @@ func New(cfg Config, link Link) (*Sim, error) {
 		}
 		h := &Host{Index: k, IP: ip, MAC: uintToMAC(mac)}
 		if s.subnet6.IsValid() {
-			if err := s.addIPv6(h); err != nil {
+			if err := s.addIPv6(h, ip6); err != nil {
 				return nil, err
 			}
+			ip6 = ip6.Next()
 		}
 		s.hosts = append(s.hosts, h)
 		ip = ip.Next()
@@ -180,12 +181,8 @@ func (s *Sim) checkIPv6() error {
 	return nil
 }
 
-// addIPv6 gives host h its global address FirstIP6 + index and its link-local address.
-func (s *Sim) addIPv6(h *Host) error {
-	a := s.cfg.FirstIP6
-	for i := 0; i < h.Index; i++ { // at most MaxHosts steps, once per host at start
-		a = a.Next()
-	}
+// addIPv6 gives host h its global address a (FirstIP6 + its index) and its link-local address.
+func (s *Sim) addIPv6(h *Host, a netip.Addr) error {
 	if !s.subnet6.Contains(a) || a == s.cfg.GatewayIP6 || a == s.subnet6.Addr() {
 		return fmt.Errorf("host %d's IPv6 address %s is not a host address of %s other than the gateway's", h.Index, a, s.subnet6)
 	}
