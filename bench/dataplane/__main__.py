@@ -87,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="sgw-bench-") as tmp_name:
         tmp = Path(tmp_name)
         try:
-            dpbench = Dpbench.find_or_build(REPO, tmp)
-            traffic = Traffic.find_or_build(REPO, tmp)
+            dpbench = Dpbench.build(REPO)
+            traffic = Traffic.build(REPO)
             rig_pps = measure_rig(dpbench, s, switch_cpu, rows)
         except (testbed.TestbedError, subprocess.SubprocessError, OSError, ValueError, TypeError) as exc:
             say(f"FAILED (rig): {exc}")
