@@ -4,8 +4,9 @@ gateways. Every simulated host resolved IP_G to its own bucket's virtual MAC; a 
 bidirectional run through the tunnels at a low rate loses nothing, and the per-host counters add
 up to the totals. The two-site LANs are dual stack (issue 20): every simulated host also
 resolved the router's link-local address through the switch's Neighbor Advertisement to the same
-vmac, its controller learned its IPv6 address (REST), and a bidirectional IPv6 run through the
-tunnels loses nothing.
+vmac, its controller learned its IPv6 address (REST), a bidirectional IPv6 run through the
+tunnels loses nothing, and a namespace host of one site pings a simulated host of the other
+over IPv6 (ICMPv6 echo answered by hostsim).
 
 Needs root, the built switch and hostsim (make switch hostsim) and strongSwan; run it under
 `flock /tmp/supergw-netns.lock`.
@@ -13,6 +14,7 @@ Needs root, the built switch and hostsim (make switch hostsim) and strongSwan; r
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -130,3 +132,14 @@ def test_bidirectional_ipv6_run_through_the_gateways_loses_nothing(sites: list[t
         assert rx["totals"]["malformed"] == 0
     for st in (sa, sb):
         assert st["totals"]["test_rx_packets"] > 0 and st["totals"]["ns_sent"] >= SIM_HOSTS, st["totals"]
+
+
+def test_a_namespace_host_pings_a_simulated_host_of_the_other_site_over_ipv6(
+        sites: list[tuple[Topology, HostsimClient]]) -> None:
+    (ta, _), (tb, b) = sites
+    before = b.stats()["totals"]["icmpv6_replies_sent"]
+    target = simhosts.ip6s(tb)[3]
+    ping = subprocess.run(["ip", "netns", "exec", ta.ns(ta.hosts[0].name), "ping", "-6", "-c", "3", "-i", "0.2", "-W", "2",
+                           str(target)], capture_output=True, text=True, timeout=30, check=False)
+    assert ping.returncode == 0, f"ping -6 {target} from {ta.hosts[0].name} failed:\n{ping.stdout}{ping.stderr}"
+    assert b.stats()["totals"]["icmpv6_replies_sent"] >= before + 3
