@@ -9,6 +9,7 @@ package sim
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"net"
 	"net/netip"
 	"strings"
@@ -422,5 +423,26 @@ func TestControlAPIShowsTheIPv6Side(t *testing.T) {
 	v4, _ := newSim(t, 1)
 	if hello := (&Server{sim: v4, Quit: make(chan struct{})}).Handle([]byte(`{"cmd": "hello"}`)); hello["gateway_ip6"] != nil {
 		t.Fatalf("IPv4-only hello %v", hello)
+	}
+}
+
+// What else reaches the hosts' port on a dual-stack LAN (bytes made by scapy): a namespace
+// host's MLDv2 report behind a hop-by-hop header, and the controller's Router Advertisement.
+// Neither is for a simulated host: ignored, not malformed, not answered.
+func TestMLDReportsAndRouterAdvertisementsAreIgnored(t *testing.T) {
+	s, l := newSim6(t, 2)
+	for _, h := range []string{
+		"33330000001602600000000b86dd6000000000240001fe80000000000000006000fffe00000bff0200000000000000000000000000163a000502000001008f0071930000000104000000ff0200000000000000000001ff00000b",
+		"333300000001025e6000000086dd6000000000303afffe800000000000000000000000000001ff020000000000000000000000000001860033da000807080000000000000000030440c0ffffffffffffffff00000000fd000060000000000000000000000000",
+	} {
+		f, err := hex.DecodeString(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Handle(NewParser(), f, 1)
+	}
+	st := s.Snapshot(false, false)
+	if n := len(l.take()); n != 0 || st.Totals.Malformed != 0 || st.Totals.Ignored != 2 {
+		t.Fatalf("%d answers; malformed %d, ignored %d (want 0, 2)", n, st.Totals.Malformed, st.Totals.Ignored)
 	}
 }
