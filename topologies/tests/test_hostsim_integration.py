@@ -130,8 +130,6 @@ def test_bidirectional_ipv6_run_through_the_gateways_loses_nothing(sites: list[t
         assert len(flows) == SIM_HOSTS and all(f["received"] > 0 and f["lost"] == 0 for f in flows), flows
         assert {f["dst"] for f in flows} == {str(ip) for ip in simhosts.ip6s(dst)}, flows
         assert rx["totals"]["malformed"] == 0
-    for st in (sa, sb):
-        assert st["totals"]["test_rx_packets"] > 0 and st["totals"]["ns_sent"] >= SIM_HOSTS, st["totals"]
 
 
 def test_a_namespace_host_pings_a_simulated_host_of_the_other_site_over_ipv6(
