@@ -92,6 +92,23 @@ def judge(flow: str, *, sent: int, answered: int, late: int, since: float, first
                    problem)
 
 
+ICMP_SEQ_MOD = 1 << 16  # ping prints the 16-bit icmp_seq: it wraps after 65535 (22 min at 20 ms)
+
+
+def unwrap_seq(raw: int, previous: int) -> int:
+    """The absolute probe number of a printed icmp_seq, given the one read before it: the
+    candidate nearest to `previous` (probes are read in about the order they were sent)."""
+    base = previous - previous % ICMP_SEQ_MOD
+    return min((base - ICMP_SEQ_MOD + raw, base + raw, base + ICMP_SEQ_MOD + raw), key=lambda c: abs(c - previous))
+
+
+def ping_no_answer(line: str) -> tuple[float, int] | None:
+    """(time, icmp_seq) of a `ping -D -O` "no answer yet for icmp_seq=k" line, printed just
+    before probe k + 1 is sent; None for any other line."""
+    m = _NO_ANSWER.match(line)
+    return None if m is None else (float(m.group(1)), int(m.group(2)))
+
+
 def ping_reply(line: str) -> tuple[float, int, float] | None:
     """(arrival, icmp_seq, rtt in s) of one `ping -n -D` reply line; None for any other line
     (bench/chaos reads its long-running pings line by line with it)."""
@@ -131,19 +148,22 @@ def ping_flow(flow: str, out: str, fault: float | None, budget_s: float,
     which ping prints just before it sends probe k + 1."""
     sends: dict[int, float] = {}
     replies: dict[int, tuple[float, float]] = {}  # seq -> (arrival, rtt s) of its first reply
-    highest = 0
+    highest = last = 0
     for line in out.splitlines():
         if (reply := ping_reply(line)) is not None:
-            ts, seq, rtt = reply
+            ts, raw, rtt = reply
+            seq = last = unwrap_seq(raw, last)
             replies.setdefault(seq, (ts, rtt))
             sends.setdefault(seq, ts - rtt)
             highest = max(highest, seq)
-        elif m := _NO_ANSWER.match(line):
-            seq = int(m.group(2))
-            sends.setdefault(seq + 1, float(m.group(1)))
+        elif (silent := ping_no_answer(line)) is not None:
+            ts, raw = silent
+            seq = last = unwrap_seq(raw, last)
+            sends.setdefault(seq + 1, ts)
             highest = max(highest, seq + 1)
         elif m := _ERROR.match(line):
-            highest = max(highest, int(m.group(2)))
+            last = unwrap_seq(int(m.group(2)), last)
+            highest = max(highest, last)
     summary = _SUMMARY.search(out)
     count = max(highest, int(summary.group(1)) if summary else 0)
     if count == 0:

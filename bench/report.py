@@ -107,13 +107,15 @@ def write_report(
     results_dir: Path | None = None,
     rows_title: str = "Samples",
     failures: Sequence[Mapping[str, object]] = (),
+    tables: Mapping[str, Sequence[Mapping[str, object]]] | None = None,
 ) -> ReportPaths:
     """Write ``<name>.json``, ``<name>.md`` and ``<name>.png``; return their paths.
 
     ``metrics`` values may be plain numbers (no unit, no goal) or :class:`Metric`.
     ``rows`` are table rows (all keys become columns, in first-seen order), under the
     markdown heading ``rows_title``. ``failures``: one mapping per failed trial (which trial,
-    which flow, why), shown right under the metrics.
+    which flow, why), shown right under the metrics. ``tables``: further tables after the
+    rows, each under its title.
     """
     _check_name(name)
     normalised = {key: _as_metric(key, value) for key, value in metrics.items()}
@@ -132,15 +134,49 @@ def write_report(
     heading = title or name
     paths.json.write_text(
         json.dumps(
-            _json_document(name, heading, normalised, rows, series, method, generated_at, failures),
+            _json_document(name, heading, normalised, rows, series, method, generated_at, failures,
+                           rows_title, tables or {}),
             indent=2,
             default=str,
         )
         + "\n"
     )
-    paths.markdown.write_text(_markdown(heading, normalised, rows, method, generated_at, rows_title, failures))
+    paths.markdown.write_text(
+        _markdown(heading, normalised, rows, method, generated_at, rows_title, failures, tables or {})
+    )
     _plot(paths.png, heading, normalised, series, log_y)
     return paths
+
+
+@dataclass(frozen=True)
+class SavedReport:
+    """A report as its ``<name>.json`` holds it: what :func:`write_report` needs to write it
+    again (with more metrics or tables) without rerunning the benchmark."""
+
+    name: str
+    title: str
+    metrics: dict[str, Metric]
+    rows: list[dict[str, object]]
+    series: list[Series]
+    method: str
+    rows_title: str
+    failures: list[dict[str, object]]
+    tables: dict[str, list[dict[str, object]]]
+
+
+def read_report(path: Path) -> SavedReport:
+    """Read a report written by :func:`write_report`."""
+    try:
+        doc = json.loads(path.read_text())
+        metrics = {
+            key: Metric(d["value"], d["unit"], d["goal"], d["higher_is_better"], d["note"])
+            for key, d in doc["metric_details"].items()
+        }
+        series = [Series(s["label"], s["x"], s["y"], s["xlabel"], s["ylabel"]) for s in doc["series"]]
+        return SavedReport(doc["name"], doc["title"], metrics, doc["rows"], series, doc["method"],
+                           doc.get("rows_title", "Samples"), doc["failures"], doc.get("tables", {}))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ReportError(f"{path}: not a report written by bench.report ({exc})") from exc
 
 
 def _check_name(name: str) -> None:
@@ -180,6 +216,8 @@ def _json_document(
     method: str,
     generated_at: str,
     failures: Sequence[Mapping[str, object]] = (),
+    rows_title: str = "Samples",
+    tables: Mapping[str, Sequence[Mapping[str, object]]] | None = None,
 ) -> dict[str, object]:
     return {
         "name": name,
@@ -200,7 +238,9 @@ def _json_document(
             for key, m in metrics.items()
         },
         "failures": [dict(f) for f in failures],
+        "rows_title": rows_title,
         "rows": [dict(row) for row in rows],
+        "tables": {title: [dict(row) for row in table] for title, table in (tables or {}).items()},
         "series": [
             {"label": s.label, "x": list(s.x), "y": list(s.y), "xlabel": s.xlabel, "ylabel": s.ylabel}
             for s in series
@@ -247,6 +287,7 @@ def _markdown(
     generated_at: str,
     rows_title: str = "Samples",
     failures: Sequence[Mapping[str, object]] = (),
+    tables: Mapping[str, Sequence[Mapping[str, object]]] | None = None,
 ) -> str:
     host = platform.node() or "unknown host"
     lines = [
@@ -271,6 +312,8 @@ def _markdown(
         lines += ["## Method", "", method.strip(), ""]
     if rows:
         lines += [f"## {rows_title}", ""] + _table(rows)
+    for table_title, table in (tables or {}).items():
+        lines += [f"## {table_title}", ""] + (_table(table) if table else ["(none)", ""])
     return "\n".join(lines)
 
 

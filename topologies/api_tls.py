@@ -3,7 +3,8 @@ one CA per site and its certificates from `supergw-gateway pki`, as docs/deploy-
 issues them -
 
 - `rest`: the controllers' REST API (https), every controller address and 127.0.0.1 as SANs;
-- `p4rt-switch`: the switch's P4Runtime server, the address the controllers dial as SAN;
+- `p4rt-switch`: the site's switches' P4Runtime server (the LAN switch, and the outside
+  switch of a remote-access site), the addresses the controllers dial as SANs;
 - `p4rt-controller`: the controllers' client certificate (the switch requires one).
 
 The agents, the emulation's own clients and `curl` trust the site's CA only.
@@ -51,9 +52,11 @@ def rest_sans(topo: Topology) -> list[str]:
 
 
 def switch_sans(topo: Topology) -> list[str]:
-    """The host the controllers dial (`p4runtime_addr`), and the switch's management address."""
-    host = topo.p4runtime_addr.rpartition(":")[0].strip("[]")
-    return list(dict.fromkeys([host, str(topo.mgmt.controller_ip), "localhost"]))
+    """The hosts the controllers dial (`p4runtime_addr`, and `outside_p4runtime_addr` with
+    remote access), and the switch's management address."""
+    addrs = [topo.p4runtime_addr, *([topo.outside_p4runtime_addr] if topo.remote_access is not None else [])]
+    hosts = [a.rpartition(":")[0].strip("[]") for a in addrs]
+    return list(dict.fromkeys([*hosts, str(topo.mgmt.controller_ip), "localhost"]))
 
 
 def make_site_pki(topo: Topology, paths: SitePaths) -> ApiPki:
@@ -79,8 +82,9 @@ def switch_tls_config(pki: ApiPki) -> dict[str, str]:
 
 
 def switch_options(topo: Topology, paths: SitePaths) -> tuple[str, ...]:
-    """The switch's P4Runtime TLS flags (simple_switch_grpc's, which the eBPF switch takes
-    too): its certificate, and client certificates signed by the site's CA required."""
+    """A switch's P4Runtime TLS flags (simple_switch_grpc's, which the eBPF switch takes
+    too): its certificate, and client certificates signed by the site's CA required. The
+    LAN switch and the outside switch of a remote-access site serve the same certificate."""
     if not topo.controller.tls:
         return ()
     pki = site_pki(paths)

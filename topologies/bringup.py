@@ -76,7 +76,7 @@ class Bringup:
         for s in self.sites:
             if s.topo.remote_access is not None:
                 switches[s.prefix] &= self.stage(self.named("outside switch", s), functools.partial(
-                    components.start_outside_switch, s.topo, s.paths.logs, self.run.track))
+                    components.start_outside_switch, s.topo, s.paths, self.run.track))
         # Behind an outside switch the gateways' IKE crosses it, and it forwards only once the
         # controller configured it: there the controllers start first (the gateways join them as
         # they come alive); elsewhere the gateways first, so the initial bucket map spreads over all.

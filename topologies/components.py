@@ -72,17 +72,21 @@ def start_switch(topo: Topology, paths: SitePaths, track: Track) -> ProcRecord:
     return rec
 
 
-def start_outside_switch(topo: Topology, logs: Path, track: Track) -> str:
+def start_outside_switch(topo: Topology, paths: SitePaths, track: Track) -> str:
     """The outside switch of a remote-access site (its own namespace, P4Runtime on its
-    management address); waits for its gRPC. The controller configures it."""
+    management address, over mutual TLS with `controller.tls`); waits for its gRPC. The
+    controller configures it."""
     if (why := switch_missing(topo)) is not None:
         raise ComponentError(f"outside switch: {why}")
-    rec = processes.start("outside-switch", outside_command(topo, logs).argv(), logs / "outside-switch.log",
+    logs = paths.logs
+    argv = outside_command(topo, logs, api_tls.switch_options(topo, paths)).argv()
+    rec = processes.start("outside-switch", argv, logs / "outside-switch.log",
                           netns=topo.outside_ns, cwd=REPO, site=topo.prefix)
     track(rec)
-    wait_until(lambda: probe_in_netns(topo.outside_ns, "grpc", topo.outside_p4runtime_addr), 20,
-               "outside switch gRPC", rec)
-    return f"pid {rec.pid} in {topo.outside_ns}, P4Runtime on {topo.outside_p4runtime_addr}"
+    tls = " over TLS" if topo.controller.tls else ""
+    wait_until(lambda: probe_in_netns(topo.outside_ns, *api_tls.probe_options(topo, paths), "grpc",
+                                      topo.outside_p4runtime_addr), 20, "outside switch gRPC" + tls, rec)
+    return f"pid {rec.pid} in {topo.outside_ns}, P4Runtime{tls} on {topo.outside_p4runtime_addr}"
 
 
 def switch_detail(topo: Topology, pid: int) -> str:

@@ -162,6 +162,8 @@ def controller_config(topo: Topology, paths: SitePaths, slot: ControllerSlot | N
             "uplinks": [ra.outside.uplink_port],
             "gateways": {g.name: {"port": g.port, "mac": topo.wan_mac(g)} for g in topo.gateways},
         }
+        if topo.controller.tls:  # the outside switch serves the LAN switch's certificate, and requires ours
+            cfg["remote_access"]["switch"]["tls"] = api_tls.switch_tls_config(api_tls.site_pki(paths))
     if slot.replica is None:
         cfg["state_db"] = str(paths.state_db)
         return cfg

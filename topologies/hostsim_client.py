@@ -102,7 +102,8 @@ class HostsimClient:
         self.call("quit")
 
     def wait_ready(self, timeout: float = 10.0) -> dict[str, Any]:
-        """Until every host resolved IP_G; re-ARPs the unresolved once a second, as a host retries."""
+        """Until every host resolved IP_G (and, dual stack, the gateway's IPv6 address); the
+        program re-ARPs and re-solicits for the unresolved once a second, as a host retries."""
         deadline = time.monotonic() + timeout
         while True:
             st = self.status()
@@ -111,9 +112,14 @@ class HostsimClient:
             if time.monotonic() >= deadline:
                 hosts = self.stats(hosts=True)["hosts"]
                 missing = [h["ip"] for h in hosts if h["gateway_mac"] is None]
-                raise HostsimError(f"{len(missing)} of {st['hosts']} simulated hosts did not resolve IP_G within "
-                                   f"{timeout:.0f} s (first: {', '.join(missing[:5])}): is the switch up and its "
-                                   "ARP responder programmed by the controller?")
+                missing6 = [h["ip6"] for h in hosts if h.get("ip6") and h.get("gateway_mac6") is None]
+                if missing or not missing6:
+                    raise HostsimError(f"{len(missing)} of {st['hosts']} simulated hosts did not resolve IP_G within "
+                                       f"{timeout:.0f} s (first: {', '.join(missing[:5])}): is the switch up and its "
+                                       "ARP responder programmed by the controller?")
+                raise HostsimError(f"{len(missing6)} of {st['hosts']} simulated hosts did not resolve the gateway's IPv6 "
+                                   f"address within {timeout:.0f} s (first: {', '.join(missing6[:5])}): is the "
+                                   "controller's gateway_ip6 (nd_settings) written?")
             time.sleep(0.2)
 
     def wait_run_done(self, timeout: float) -> dict[str, Any]:
@@ -162,16 +168,20 @@ class HostsimProcess:
 
     @classmethod
     def argv(cls, iface: str, socket_path: Path, gateway_ip: str, first_ip: str, first_mac: str, count: int,
-             prefix_len: int = 24, netns: str | None = None, binary: Path = HOSTSIM_BIN, mac_step: int = 1) -> list[str]:
+             prefix_len: int = 24, netns: str | None = None, binary: Path = HOSTSIM_BIN, mac_step: int = 1,
+             dual_stack: tuple[str, str] | None = None) -> list[str]:
+        """`dual_stack`: (the gateway's IPv6 address the hosts resolve, host 0's IPv6 address)."""
         argv = [str(binary), "--iface", iface, "--socket", str(socket_path), "--gateway-ip", gateway_ip,
                 "--first-ip", first_ip, "--first-mac", first_mac, "--mac-step", str(mac_step), "--count", str(count),
                 "--prefix-len", str(prefix_len)]
+        if dual_stack is not None:
+            argv += ["--gateway-ip6", dual_stack[0], "--first-ip6", dual_stack[1]]
         return (["ip", "netns", "exec", netns] if netns else []) + argv
 
     @classmethod
     def start(cls, iface: str, socket: Path, gateway_ip: str, first_ip: str, first_mac: str, count: int,
               log: Path, prefix_len: int = 24, netns: str | None = None, binary: Path = HOSTSIM_BIN,
-              timeout: float = 5.0) -> HostsimProcess:
+              timeout: float = 5.0, dual_stack: tuple[str, str] | None = None) -> HostsimProcess:
         if not binary.exists():
             raise HostsimError(f"{binary} is missing: build it with `make hostsim`")
         if len(os.fsencode(socket)) > MAX_SOCKET_PATH:
@@ -182,7 +192,7 @@ class HostsimProcess:
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as out:
             popen = subprocess.Popen(cls.argv(iface, socket, gateway_ip, first_ip, first_mac, count, prefix_len,
-                                              netns, binary), stdout=out, stderr=subprocess.STDOUT,
+                                              netns, binary, dual_stack=dual_stack), stdout=out, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         proc = cls(popen, HostsimClient(socket))
         deadline = time.monotonic() + timeout
@@ -213,7 +223,8 @@ def _print_stats(client: HostsimClient, hosts: bool) -> None:
           f"rx {t['rx_packets']} pkts {t['rx_bytes']} B  test tx {t['test_tx_packets']} rx {t['test_rx_packets']} "
           f"lost {t['lost']}  max gap {t['max_gap_ms']:.1f} ms  malformed {t['malformed']}")
     for h in st.get("hosts", []):
-        print(f"  host {h['index']:<4} {h['ip']:<16} {h['mac']}  gw {h['gateway_mac'] or '-':<17}  "
+        six = f"  {h['ip6']} gw6 {h.get('gateway_mac6') or '-':<17}" if h.get("ip6") else ""
+        print(f"  host {h['index']:<4} {h['ip']:<16} {h['mac']}  gw {h['gateway_mac'] or '-':<17}{six}  "
               f"tx {h['tx_packets']:>9} pkts {h['tx_bytes']:>11} B  rx {h['rx_packets']:>9} pkts {h['rx_bytes']:>11} B")
 
 

@@ -67,10 +67,11 @@ def site_command(topo: Topology, logs: Path, target_options: tuple[str, ...] = (
                          pin_dir=pin_dir(topo.prefix), log_level="info", target_options=target_options)
 
 
-def outside_command(topo: Topology, logs: Path) -> SwitchCommand:
+def outside_command(topo: Topology, logs: Path, target_options: tuple[str, ...] = ()) -> SwitchCommand:
     """The outside switch of a remote-access site: the same program and target as its LAN
     switch (the controller assigns the UPLINK and GATEWAY_OUTSIDE roles), P4Runtime on its
-    management address, its own pin directory and logs."""
+    management address (`target_options`: its TLS flags, as the LAN switch's), its own pin
+    directory and logs."""
     ra = topo.remote_access
     if ra is None:
         raise ValueError(f"site {topo.prefix} has no outside switch (no remote_access section)")
@@ -78,9 +79,10 @@ def outside_command(topo: Topology, logs: Path) -> SwitchCommand:
     if s.kind == "bmv2":
         return SwitchCommand("bmv2", ra.outside.device_id, topo.outside_p4runtime_addr, s.cpu_port,
                              outside_interfaces(topo), log_file=bmv2.log_file(logs, OUTSIDE).with_suffix(""),
-                             log_level=bmv2.LOG_LEVEL)
+                             log_level=bmv2.LOG_LEVEL, target_options=target_options)
     return SwitchCommand("ebpf", ra.outside.device_id, topo.outside_p4runtime_addr, s.cpu_port,
-                         outside_interfaces(topo), pin_dir=pin_dir(outside_pin_name(topo)), log_level="info")
+                         outside_interfaces(topo), pin_dir=pin_dir(outside_pin_name(topo)), log_level="info",
+                         target_options=target_options)
 
 
 OUTSIDE = "outside-switch"

@@ -25,6 +25,7 @@ from supergw_gateway.ike_syntax import DEFAULT_ESP_PROPOSAL as DEFAULT_ESP_PROPO
 from supergw_gateway.ike_syntax import DEFAULT_IKE_PROPOSAL as DEFAULT_IKE_PROPOSAL
 from supergw_gateway.ike_syntax import check_proposals
 from supergw_gateway.ra.config import RemoteAccess, check_gateway
+from supergw_proto import certfiles
 from supergw_proto.strict import StrictModel, read_yaml_mapping, validate
 
 log = logging.getLogger(__name__)
@@ -238,7 +239,7 @@ class Controller(_Secret):
             raise ValueError(f"duplicate controller URLs: {norm}")
         if self.ca_file is not None:
             if not self.ca_file.is_file():
-                raise ValueError(f"ca_file: file {self.ca_file} does not exist")
+                raise ValueError(f"ca_file: {certfiles.missing(self.ca_file, 'ca')}")
             self.verify()
         return self
 

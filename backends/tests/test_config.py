@@ -98,7 +98,7 @@ def test_controller_secret_per_endpoint(gw_dict: dict[str, Any], tmp_path: Path)
         ({"url": "http://c:1", "token": "long-enough-1", "token_file": "/x"}, "give at most one of `token` or `token_file`"),
         ({"url": "http://c:1", "token_file": "/nonexistent/agent.token"}, "token_file: cannot read /nonexistent/agent.token"),
         ({"urls": [{"url": "http://c:1", "token_file": "/nonexistent/t"}]}, "token_file: cannot read /nonexistent/t"),
-        ({"url": "http://c:1", "ca_file": "/nonexistent/ca.pem"}, "ca_file: file /nonexistent/ca.pem does not exist"),
+        ({"url": "http://c:1", "ca_file": "/nonexistent/ca.pem"}, "ca_file: file not found: /nonexistent/ca.pem: copy there the ca.crt"),
     ],
 )
 def test_bad_controller_secret_is_a_clear_error(gw_dict: dict[str, Any], controller: dict[str, Any], needle: str) -> None:

@@ -30,6 +30,12 @@ each of them. Faults by type, recovery per type (median, p99, max) and the proce
 resources go to bench/results/chaos.{json,md,png}; the schedule as it ran, every silence
 longer than 100 ms and the violations to bench/results/chaos-replay/history.json, and after
 a violation a copy of every log to chaos-replay/logs/. `--seed` replays a run's schedule.
+
+**Bad input** tried at every interface comes from the tallies the bad-input tests of `make unit`
+write (build/test-results/bad-input/, `$SUPERGW_BADINPUT_DIR`): inputs tried per interface and
+token, what the interface answered, crashes, 5xx and state changes from refused calls (goal 0
+each). `--bad-input-only` writes the report again from its JSON with fresh tallies, runs
+nothing.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ from bench.chaos import results
 from bench.chaos.runner import ChaosRun, Record, RunError
 from bench.chaos.schedule import KINDS, ScheduleError, Shape, build, counts
 from bench.probes import BenchError, ha_missing
+from bench.report import ReportError
+from supergw_proto.badinput import tally_dir
 from topologies import ha
 from topologies.emulation import Emulation, EmulationError, running_or_booted
 from topologies.schema import TWO_SITE_TOPOLOGY
@@ -76,11 +84,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--overlap", type=float, default=0.3, help="chance of a companion fault (default 0.3)")
     ap.add_argument("--quick", action="store_true", help="3 minutes: proves the run works, measures nothing to publish")
     ap.add_argument("--plan", action="store_true", help="print the schedule and exit (no root, nothing runs)")
+    ap.add_argument("--bad-input-only", action="store_true",
+                    help="write bench/results/chaos.* again with the bad-input tests' current tallies; runs nothing")
     return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.bad_input_only:
+        try:
+            say(f"wrote {results.rewrite_bad_input()} with the tallies in {tally_dir()}")
+        except ReportError as exc:
+            say(f"cannot rewrite the report: {exc}; run the benchmark first")
+            return 1
+        return 0
     minutes = args.minutes if args.minutes is not None else (3.0 if args.quick else 30.0)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     try:

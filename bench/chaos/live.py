@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.gaps import REPLY_WINDOW_S, ping_reply
+from bench.gaps import REPLY_WINDOW_S, ping_no_answer, ping_reply, unwrap_seq
 from supergw_proto.rest import ApiError, ControllerClient
 from topologies.processes import ProcRecord, alive
 
@@ -23,6 +23,38 @@ class FlowSpec:
     name: str  # "ah1 -> bh1"
     netns: str
     dst: str
+
+
+class ProbeCount:
+    """Probes sent, and answered within REPLY_WINDOW_S, by one long-running `ping -n -D -O`,
+    read line by line: icmp_seq unwrapped (it wraps after 65535, 22 minutes at 20 ms), a
+    duplicate reply counted once, and probes that never got an answer counted as sent from
+    `-O`'s "no answer yet" lines."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self._last = 0
+        self._timely: set[int] = set()
+
+    @property
+    def answered(self) -> int:
+        return len(self._timely)
+
+    def feed(self, line: str) -> float | None:
+        """The arrival time (wall clock) when `line` is a timely reply, else None."""
+        if (silent := ping_no_answer(line)) is not None:
+            self._last = unwrap_seq(silent[1], self._last)
+            self.sent = max(self.sent, self._last + 1)  # printed just before probe last + 1 is sent
+            return None
+        if (reply := ping_reply(line)) is None:
+            return None
+        arrival, raw, rtt = reply
+        self._last = unwrap_seq(raw, self._last)
+        self.sent = max(self.sent, self._last)
+        if rtt > REPLY_WINDOW_S:
+            return None
+        self._timely.add(self._last)
+        return arrival
 
 
 class Pings:
@@ -40,7 +72,7 @@ class Pings:
     def start(self) -> None:
         for f in self.flows:
             # stdbuf: ping's stdout is a pipe, which stdio would buffer by the 4 KiB block
-            p = subprocess.Popen(["ip", "netns", "exec", f.netns, "stdbuf", "-oL", "ping", "-n", "-D",
+            p = subprocess.Popen(["ip", "netns", "exec", f.netns, "stdbuf", "-oL", "ping", "-n", "-D", "-O",
                                   "-i", str(PING_INTERVAL_S), "-W", str(int(REPLY_WINDOW_S)), f.dst],
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             self.procs.append(p)
@@ -50,16 +82,11 @@ class Pings:
 
     def _read(self, flow: str, p: subprocess.Popen[str]) -> None:
         assert p.stdout is not None
-        highest = 0
+        count = ProbeCount()
         for line in p.stdout:
-            reply = ping_reply(line)
-            if reply is None:
-                continue
-            arrival, seq, rtt = reply
-            highest = max(highest, seq)
-            self.sent[flow] = highest
-            if rtt <= REPLY_WINDOW_S:
-                self.answered[flow] = self.answered.get(flow, 0) + 1
+            arrival = count.feed(line)
+            self.sent[flow], self.answered[flow] = count.sent, count.answered
+            if arrival is not None:
                 self.on_answer(flow, arrival)
 
     def stop(self) -> None:

@@ -12,12 +12,15 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from bench.chaos import badinput
 from bench.chaos.checker import percentile
 from bench.chaos.runner import Record
 from bench.chaos.schedule import KINDS, counts
-from bench.report import RESULTS_DIR, Metric, Series, write_report
+from bench.report import RESULTS_DIR, Metric, Series, read_report, write_report
+from supergw_proto.badinput import tally_dir
 
 REPLAY = "chaos-replay"
+BAD_INPUT_TABLE = "Bad input per interface"
 
 
 def per_kind(rec: Record) -> list[dict[str, Any]]:
@@ -64,13 +67,17 @@ def resource_series(rec: Record) -> list[Series]:
                    ylabel="MB / count") for label, pts in sorted(merged.items())]
 
 
-def write(rec: Record, method: str, quick: bool, out_dir: Path = RESULTS_DIR) -> Path:
-    """The report, and `<out_dir>/chaos-replay/`; returns that directory."""
+def write(rec: Record, method: str, quick: bool, out_dir: Path = RESULTS_DIR,
+          bad_input_dir: Path | None = None) -> Path:
+    """The report (with the bad-input tests' tallies from `bad_input_dir`), and
+    `<out_dir>/chaos-replay/`; returns that directory."""
     lost = sum(rec.sent.get(f, 0) - rec.answered.get(f, 0) for f in rec.flows)
     by_type = counts([i.fault for i in rec.injected.values()])
     worst = max(((1000 * r, s) for s, r in rec.recovery_s.items()), default=(0.0, -1))
     metrics = {
-        "faults_injected": Metric(float(len(rec.injected)), "faults", note=", ".join(f"{k} {n}" for k, n in by_type.items())),
+        "faults_injected": Metric(float(len(rec.injected)), "faults", note=", ".join(f"{k} {n}" for k, n in by_type.items())
+                                  + "".join(f"; not injected: #{f.seq} {f.kind} ({rec.outcomes.get(f.seq, 'the run ended first')})"
+                                            for f in rec.schedule if f.seq not in rec.injected)),
         "invariant_violations": Metric(float(len(rec.violations)), "violations", note="goal 0; the run stops at the first"),
         "run_s": Metric(round(rec.ended_at, 1), "s", note=f"scheduled {rec.minutes:g} min, seed {rec.seed}"
                         + (" (quick: proves the run works, not a result)" if quick else "")),
@@ -79,10 +86,12 @@ def write(rec: Record, method: str, quick: bool, out_dir: Path = RESULTS_DIR) ->
         "probes_lost": Metric(float(lost), "probes", note=f"of {sum(rec.sent.values())} sent by {len(rec.flows)} flows "
                                                            "(20 ms ping each), during faults and between"),
     }
+    bad_metrics, bad_rows = badinput.section(bad_input_dir or tally_dir())
     failures = [{"invariant": v.invariant, "at_s": round(v.at, 2), "what": v.what} for v in rec.violations]
-    write_report("chaos", metrics, rows=per_kind(rec), series=resource_series(rec),
+    write_report("chaos", {**metrics, **bad_metrics}, rows=per_kind(rec), series=resource_series(rec),
                  title=f"Chaos: {len(rec.injected)} faults, seed {rec.seed}", method=method,
-                 rows_title="Recovery per fault kind", failures=failures, results_dir=out_dir)
+                 rows_title="Recovery per fault kind", failures=failures, results_dir=out_dir,
+                 tables={BAD_INPUT_TABLE: bad_rows})
     replay = {"seed": rec.seed, "minutes": rec.minutes, "intent": rec.intent, "flows": rec.flows,
               "violations": failures, "faults": history(rec),
               "silences": [{"flow": s.flow, "start": round(s.start, 3), "ms": round(1000 * s.seconds, 1)}
@@ -98,3 +107,14 @@ def write(rec: Record, method: str, quick: bool, out_dir: Path = RESULTS_DIR) ->
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(p, dest)
     return replay_dir
+
+
+def rewrite_bad_input(out_dir: Path = RESULTS_DIR, bad_input_dir: Path | None = None) -> Path:
+    """Write `<out_dir>/chaos.*` again from its JSON with the bad-input part read afresh (a
+    run's faults and the bad-input tests are independent: the tests need not rerun it)."""
+    saved = read_report(out_dir / "chaos.json")
+    bad_metrics, bad_rows = badinput.section(bad_input_dir or tally_dir())
+    return write_report("chaos", {**saved.metrics, **bad_metrics}, rows=saved.rows, series=saved.series,
+                        title=saved.title, method=saved.method, rows_title=saved.rows_title,
+                        failures=saved.failures, results_dir=out_dir,
+                        tables={**saved.tables, BAD_INPUT_TABLE: bad_rows}).json

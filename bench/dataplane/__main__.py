@@ -7,6 +7,8 @@ Writes bench/results/dataplane.{json,md,png} with
   switch_wall_pps_64              the same run's frames per wall-clock second
   switch_pps_64_gateway_to_host   gateway -> host frames that reached the host with src rewritten to a vmac, per
                                   CPU-second of the switch
+  switch_pps_ipv6_66,             the IPv6 row: host -> gateway IPv6/UDP frames (66 B: the smallest Ethernet frame
+  switch_pps_ipv6_1400            that holds them), same switch, state, run and count; goal for 66 B >= 1e6
   tc_program_ns_64                the tc program's own run time per frame (kernel.bpf_stats_enabled), of the
                                   switch's ns per frame
   rig_pps_64                      the rig (sgw-dpbench live): eBPF programs configured directly, one repeated frame
@@ -32,7 +34,7 @@ from bench.dataplane import frames, testbed, trial
 from bench.dataplane.generators import Dpbench, Traffic
 from bench.dataplane.method import method_text
 from bench.dataplane.runs import (
-    BUCKETS, FULL, LOG_DIR, N_HOSTS, NO_LOSS, P4_PROGRAM, P4INFO, QUICK, REPO, SIZES, SWITCH_BIN, Settings,
+    BUCKETS, FULL, LOG_DIR, N_HOSTS, NO_LOSS, P4_PROGRAM, P4INFO, QUICK, REPO, SIZES, SIZES6, SWITCH_BIN, Settings,
     configure, least_busy_cpu, measure_bmv2, measure_program, measure_rig, measure_switch, median_trial, say,
     the_lan, time_moves, wait_grpc,
 )
@@ -85,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="sgw-bench-") as tmp_name:
         tmp = Path(tmp_name)
         try:
-            dpbench = Dpbench.find_or_build(REPO, tmp)
-            traffic = Traffic.find_or_build(REPO, tmp)
+            dpbench = Dpbench.build(REPO)
+            traffic = Traffic.build(REPO)
             rig_pps = measure_rig(dpbench, s, switch_cpu, rows)
         except (testbed.TestbedError, subprocess.SubprocessError, OSError, ValueError, TypeError) as exc:
             say(f"FAILED (rig): {exc}")
@@ -136,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
 
     head = {key: median_trial(ts) for key, ts in switch.items()}
     h64, h1400, g64 = head["host -> gateway 64"], head["host -> gateway 1400"], head["gateway -> host 64"]
+    v6_small, v6_1400 = head[f"IPv6 host -> gateway {SIZES6[0]}"], head["IPv6 host -> gateway 1400"]
     runs = f"median of {s.repeat} run{'s' if s.repeat > 1 else ''} of {s.seconds:g} s"
     bmv2_note = bmv2_missing or (
         f"highest paced rate delivered with < {1 - NO_LOSS:.0%} loss, frames per wall-clock second, BMv2 and its "
@@ -156,6 +159,13 @@ def main(argv: list[str] | None = None) -> int:
         "switch_pps_64_gateway_to_host": Metric(g64.pps_per_cpu_second, "pps", note=(
             f"gateway -> {N_HOSTS} host MACs, frames that reached the host with src = a vmac per CPU-second of the "
             f"switch; {g64.pps:,.0f} per wall second")),
+        f"switch_pps_ipv6_{SIZES6[0]}": Metric(v6_small.pps_per_cpu_second, "pps", goal=GOAL_PPS, note=(
+            f"the IPv6 row: as switch_pps_64 with IPv6/UDP frames from each host's IPv6 address (learned, with "
+            f"nd_settings configured) at {SIZES6[0]} B, the smallest Ethernet frame IPv6/UDP fits in; same switch, "
+            f"state, core and count; {v6_small.pps:,.0f} per wall second, {v6_small.delivered_share:.0%} of "
+            f"{v6_small.traffic.offered_pps:,.0f}/s offered got through")),
+        "switch_pps_ipv6_1400": Metric(v6_1400.pps_per_cpu_second, "pps", note=(
+            f"as switch_pps_ipv6_{SIZES6[0]} at 1400 B; {v6_1400.pps:,.0f} per wall second")),
         "tc_program_ns_64": Metric(program_ns, "ns", note=(
             f"run time per frame of the switch's tc program (the kernel's run-time statistics, one more host -> gateway "
             f"64 B run) of the {switch_ns:.0f} ns per frame the switch spent in that run; the rest is the kernel's "
@@ -183,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
                    xlabel="frame size (bytes)", ylabel="frames per second, one core"),
             Series("supergw-switch, host -> gateway (per wall-clock second)", sizes,
                    [head[f"host -> gateway {n}"].pps for n in sizes]),
+            Series("supergw-switch, IPv6 host -> gateway (per switch CPU-second)", list(SIZES6),
+                   [head[f"IPv6 host -> gateway {n}"].pps_per_cpu_second for n in SIZES6]),
             *([Series("BMv2 simple_switch_grpc, no-loss rate (per wall-clock second)", sizes, [bmv2[n][0] for n in sizes])]
               if len(bmv2) == len(SIZES) else []),
         ],
@@ -190,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         log_y=bool(bmv2),  # BMv2 sits two orders of magnitude below the eBPF lines
         failures=[{"trial": "BMv2", "why": bmv2_missing}] if bmv2_failed else (),
         method=method_text(switch_cpu, traffic_cpu, s.seconds, s.repeat, s.writes, s.rig_packets, s.rig_repeat,
-                           N_HOSTS, BUCKETS, NO_LOSS)
+                           N_HOSTS, BUCKETS, NO_LOSS, SIZES6[0])
         + f"\n\nLoad average before this run: {load1:.2f} (1 min), {load5:.2f} (5 min) on {ncpu} CPUs."
         " On a shared machine the rates move with other work; run it on an idle one for stable numbers.",
     )

@@ -51,6 +51,7 @@ class TrafficResult:
     seconds: float  # first to last frame sent
     offered_pps: float
     frame_bytes: int
+    family: str  # the plan's frames: "ipv4" or "ipv6"
     plan_frames: int
     cpu: int
     sinks: list[SinkCount]
@@ -69,8 +70,8 @@ class Traffic:
     binary: Path
 
     @classmethod
-    def find_or_build(cls, repo: Path, tmp: Path) -> Traffic:
-        return cls(_find_or_build(repo, tmp, "sgw-traffic"))
+    def build(cls, repo: Path) -> Traffic:
+        return cls(_build(repo, "sgw-traffic"))
 
     def describe(self) -> str:
         return ("sgw-traffic: an XDP program run with BPF_PROG_RUN + BPF_F_TEST_XDP_LIVE_FRAMES transmits the "
@@ -94,18 +95,14 @@ class Traffic:
         return TrafficResult(**raw)
 
 
-def _find_or_build(repo: Path, tmp: Path, name: str) -> Path:
-    """targets/ebpf/bin/<name> when `make -C targets/ebpf bench-tool` built it, else a fresh build."""
-    built = repo / "targets" / "ebpf" / "bin" / name
-    if built.is_file():
-        return built
-    out = tmp / name
+def _build(repo: Path, name: str) -> Path:
+    """targets/ebpf/bin/<name>, built by `make -C targets/ebpf bench-tool`, which rebuilds it
+    when its sources changed (a binary left from an older checkout would send other frames)."""
     ebpf = repo / "targets" / "ebpf"
-    for argv in (["make", "-s", "generate"], ["go", "build", "-o", str(out), f"./cmd/{name}"]):
-        proc = subprocess.run(argv, cwd=ebpf, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise testbed.TestbedError(f"cannot build {name} (`{' '.join(argv)}`): {proc.stderr.strip()[-500:]}")
-    return out
+    proc = subprocess.run(["make", "-s", "bench-tool"], cwd=ebpf, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise testbed.TestbedError(f"cannot build {name} (`make -C targets/ebpf bench-tool`): {proc.stderr.strip()[-500:]}")
+    return ebpf / "bin" / name
 
 
 @dataclass(frozen=True)
@@ -140,8 +137,8 @@ class Dpbench:
     binary: Path
 
     @classmethod
-    def find_or_build(cls, repo: Path, tmp: Path) -> Dpbench:
-        return cls(_find_or_build(repo, tmp, "sgw-dpbench"))
+    def build(cls, repo: Path) -> Dpbench:
+        return cls(_build(repo, "sgw-dpbench"))
 
     def run(self, frame_bytes_no_fcs: int, packets: int, cpu: int, mode: str) -> DpbenchResult:
         """One mode (`live` or `progrun`) per process, so its CPU time is that mode's."""

@@ -8,17 +8,20 @@ benchmark's bucket hash, `frames.BUCKET_HASH`), `port_roles`, the host flood gro
 digest config, every bucket assigned over the gateways by the controller's own initial
 assignment (smooth weighted round robin, equal weights), and every host learned by the
 controller's own `HostTable` (`mac_table`, `learned_sources` with the default ageing as idle
-timeout, `host_ips`). The entities come from the controller's
-builders, so names and values are the controller's. Prints `{"updates": n}` on stdout.
+timeout, `host_ips`). A dual-stack LAN (`gateway_ip6`) also gets `nd_settings` (the gateway's
+link-local and global addresses), the IPv6 learn digest config, and every host's IPv6 address
+learned as the controller learns it (`learned_ip6s`, `host_ip6s`). The entities come from the
+controller's builders, so names and values are the controller's. Prints `{"updates": n}` on stdout.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from finsy import P4ClientError, Switch, SwitchOptions
@@ -51,12 +54,19 @@ class Lan:
     gateway_ip: str
     vmac_base: str
     buckets: int
+    # Dual stack: the gateway's (link-local, global) IPv6 addresses and each host's IPv6 address.
+    gateway_ip6: tuple[str, str] | None = None
+    host_ip6s: list[tuple[str, str]] = field(default_factory=list)  # (MAC, IPv6)
 
     @classmethod
     def from_json(cls, text: str) -> Lan:
         raw = json.loads(text)
         raw["gateways"] = [Gateway(**g) for g in raw["gateways"]]
         raw["hosts"] = [(str(mac), str(ip)) for mac, ip in raw["hosts"]]
+        if raw.get("gateway_ip6") is not None:
+            ll, gua = raw["gateway_ip6"]
+            raw["gateway_ip6"] = (str(ll), str(gua))
+        raw["host_ip6s"] = [(str(mac), str(ip6)) for mac, ip6 in raw.get("host_ip6s", [])]
         return cls(**raw)
 
     def to_json(self) -> str:
@@ -78,10 +88,15 @@ def updates(lan: Lan) -> list[Update]:
         Update(Op.INSERT, ent.learn_digest()),
         *(Update(Op.INSERT, ent.bucket(b, g.port, g.mac)) for b, g in sorted(lan.assignment().items())),
     ]
+    if lan.gateway_ip6 is not None:
+        ll, gua = (ipaddress.IPv6Address(a) for a in lan.gateway_ip6)
+        out += [Update(Op.MODIFY, ent.nd_settings(ll, gua)), Update(Op.INSERT, ent.learn_ip6_digest())]
     ageing_ns = int(TimingConfig.model_fields["ageing_s"].default * 1e9)
-    table = HostTable({lan.host_port}, lan.gateway_ip, ip_wait_s=0)
+    table = HostTable({lan.host_port}, lan.gateway_ip, ip_wait_s=0, gateway_ip6s=frozenset(lan.gateway_ip6 or ()))
     for mac, ip in lan.hosts:
         out.extend(ent.host_update(w, ageing_ns) for w in table.learn(mac, lan.host_port, ip, now=0.0))
+    for mac, ip6 in lan.host_ip6s:
+        out.extend(ent.host_update(w, ageing_ns) for w in table.learn_ip6(mac, lan.host_port, ip6, now=0.0))
     return out
 
 

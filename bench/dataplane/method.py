@@ -7,12 +7,13 @@ from bench.dataplane import testbed
 
 def method_text(
     switch_cpu: int, traffic_cpu: int, seconds: float, repeat: int, writes: int, rig_packets: int, rig_repeat: int,
-    hosts: int, buckets: int, no_loss: float,
+    hosts: int, buckets: int, no_loss: float, ipv6_size: int,
 ) -> str:
     return f"""\
 **Goals**: `switch_pps_64` >= 1,000,000 frames per second on one core (BMv2's own docs put
-BMv2 near 80 kpps); `move_rtt_ms` <= 5 ms. Frame sizes are Ethernet sizes including the 4-byte
-FCS (60 and 1396 bytes on the veth).
+BMv2 near 80 kpps), and the same for the IPv6 row, `switch_pps_ipv6_{ipv6_size}`; `move_rtt_ms` <= 5 ms.
+Frame sizes are Ethernet sizes including the 4-byte FCS (60 and 1396 bytes on the veth;
+{ipv6_size} B, {ipv6_size - 4} on the veth, is the smallest frame an IPv6/UDP datagram fits in).
 
 **What is measured: the shipped switch, as deployed.** `targets/ebpf/bin/supergw-switch` with
 its default flags (only device id, P4Runtime address, CPU port, pin directory and `-i` ports
@@ -22,14 +23,21 @@ the state the controller writes (`bench/dataplane/lan_state.py`, built with the 
 own entity builders, initial bucket assignment and `HostTable`): the pipeline, `settings`,
 `port_roles`, the host flood group, the learn digest, all {buckets} buckets spread over the two
 gateways (smooth weighted round robin), and {hosts} learned hosts (`learned_sources` with the
-default ageing as idle timeout, `mac_table`, `host_ips`). The gateways' MACs are not vmacs, so
-every frame is rewritten.
+default ageing as idle timeout, `mac_table`, `host_ips`). The LAN is dual stack: `nd_settings`
+holds the gateway's link-local and global IPv6 addresses, the IPv6 learn digest is configured,
+and every host's IPv6 address (its IPv4 address's twin in fd00:98::/64) is learned as the
+controller learns it (`learned_ip6s`, `host_ip6s`), so an IPv6 frame takes the switch's IPv6
+fast path (its `nd_settings` and `learned_ip6s` lookups) and raises no digest. The gateways'
+MACs are not vmacs, so every frame is rewritten.
 
 **Traffic** (`sgw-traffic`, targets/ebpf/cmd/sgw-traffic): an XDP program run with
 `BPF_PROG_RUN` + `BPF_F_TEST_XDP_LIVE_FRAMES` on core {traffic_cpu} transmits frames out of the
 host's (or a gateway's) veth into the switch's port. Frame i gets the headers of plan frame
 i mod {hosts}: host -> gateway, from each of the {hosts} hosts' MACs to its own vmac (all
-{buckets} buckets, both gateways); gateway -> host, from gateway 1's MAC to each host's MAC.
+{buckets} buckets, both gateways); gateway -> host, from gateway 1's MAC to each host's MAC;
+**the IPv6 row**, host -> gateway again but IPv6/UDP from each host's IPv6 address (the
+generator writes each frame's 62 bytes of Ethernet, IPv6 and UDP headers instead of 42), in
+the same run, on the same switch, state, cores and sinks, counted and charged as the IPv4 rows.
 Unpaced, it offers several times what the switch's core can take, so the switch never waits
 for frames; what does not fit is dropped at the switch port's receive ring (the
 `delivered_share` column), as a NIC drops when its ring is full.

@@ -5,6 +5,7 @@ appends its runs to `rows` and returns the figures the report is made of."""
 from __future__ import annotations
 
 import json
+import dataclasses
 import statistics
 import subprocess
 import sys
@@ -25,8 +26,12 @@ P4INFO = REPO / "p4src" / "v1model" / "supergw.p4info.txtpb"
 P4_PROGRAM = REPO / "p4src" / "v1model" / "supergw.p4"
 LOG_DIR = REPO / "bench" / "results"  # *.log there is git-ignored
 SIZES = (64, 1400)
+# The IPv6 row: 66 B is the smallest Ethernet frame an IPv6/UDP datagram fits in (62 bytes on
+# the veth; 64 B holds only IPv4's 20-byte header), the IPv6 twin of the 64 B row.
+SIZES6 = (66, 1400)
 N_HOSTS = 1024
 GATEWAY_IP = "10.98.0.1"
+GATEWAY_LL6 = "fe80::1"  # the gateway's link-local address (the emulation's gateway_ll)
 VMAC_BASE = "02:5e:98:00:00:00"
 BUCKETS = 256
 NO_LOSS = 0.99  # a paced rate "passes" when at least this share of the frames arrives
@@ -123,8 +128,18 @@ def least_busy_cpu(sample_s: float = 1.0) -> int:
 
 
 def the_lan() -> Lan:
+    """The benchmark's dual-stack LAN: the IPv4 and the IPv6 rows run on the same switch state."""
     gateways = [Gateway(f"g{i}", port, mac) for i, (port, mac) in enumerate(zip(testbed.GATEWAY_PORTS, testbed.GATEWAY_MACS), 1)]
-    return Lan(testbed.HOST_PORT, gateways, [(h.mac, h.ip) for h in frames.hosts(N_HOSTS)], GATEWAY_IP, VMAC_BASE, BUCKETS)
+    lan = frames.hosts(N_HOSTS)
+    return Lan(testbed.HOST_PORT, gateways, [(h.mac, h.ip) for h in lan], GATEWAY_IP, VMAC_BASE, BUCKETS,
+               gateway_ip6=(GATEWAY_LL6, frames.ip6_of(GATEWAY_IP)), host_ip6s=[(h.mac, h.ip6) for h in lan])
+
+
+def direction_ipv6(lan: Lan) -> trial.Direction:
+    """host -> gateway in IPv6: from each host's IPv6 address to its own vmac, as after its
+    Neighbor Solicitation for the gateway's address; the same sinks, shares and check."""
+    to_gateway, _ = directions(lan)
+    return dataclasses.replace(to_gateway, label="IPv6 host -> gateway", ipv6=True)
 
 
 def directions(lan: Lan) -> tuple[trial.Direction, trial.Direction]:
@@ -146,10 +161,10 @@ def directions(lan: Lan) -> tuple[trial.Direction, trial.Direction]:
 def plan_file(tmp: Path, lan: Lan, direction: trial.Direction, size: int) -> Path:
     lan_hosts = [frames.Host(mac, ip) for mac, ip in lan.hosts]
     if direction.rewritten is trial.dst_rewritten:
-        plan = frames.host_to_gateway(lan_hosts, lan.vmac_base, lan.buckets)
+        plan = frames.host_to_gateway(lan_hosts, lan.vmac_base, lan.buckets, ipv6=direction.ipv6)
     else:
         plan = frames.gateway_to_host(lan.gateways[0].mac, lan_hosts)
-    path = tmp / f"plan-{direction.rewritten.__name__}-{size}.bin"
+    path = tmp / f"plan-{direction.rewritten.__name__}{'-ipv6' if direction.ipv6 else ''}-{size}.bin"
     frames.write_plan(path, plan, size)
     return path
 
@@ -180,11 +195,12 @@ def measure_switch(
     bed: testbed.Testbed, traffic: Traffic, lan: Lan, tmp: Path, s: Settings, rows: list[dict[str, object]],
 ) -> dict[str, list[trial.Trial]]:
     """Unpaced runs per direction and size: the generator offers more than the switch's core
-    can take, so the switch's NAPI thread never waits for frames."""
+    can take, so the switch's NAPI thread never waits for frames. The IPv6 row goes through
+    the same switch with the same state, between the IPv4 runs and the profile run."""
     meter = SwitchMeter(bed.switch_cpu, bed.switch_threads, bed.switch_pid)
     to_gateway, to_host = directions(lan)
     out: dict[str, list[trial.Trial]] = {}
-    for direction, sizes in ((to_gateway, SIZES), (to_host, (64,))):
+    for direction, sizes in ((to_gateway, SIZES), (to_host, (64,)), (direction_ipv6(lan), SIZES6)):
         for size in sizes:
             plan = plan_file(tmp, lan, direction, size)
             key = f"{direction.label} {size}"

@@ -38,6 +38,7 @@ class Direction:
     sinks: dict[str, float]  # NETNS:DEV -> the share of the plan's frames meant for it
     rewritten: Callable[[SinkCount], int]  # frames at a sink whose rewrite checks out
     rewrite: str  # what `rewritten` checks, for the report
+    ipv6: bool = False  # IPv6/UDP frames (from the hosts' IPv6 addresses), else IPv4/UDP
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,9 @@ def run(
 
 def check(trial: Trial) -> None:
     d = trial.direction
+    family = "ipv6" if d.ipv6 else "ipv4"
+    if trial.traffic.family != family:
+        raise TrialError(f"{d.label}: the generator sent a plan of {trial.traffic.family} frames, not {family}")
     for s in trial.traffic.sinks:
         if d.rewritten(s) != s.frames:
             raise TrialError(f"{d.label}: {s.frames - d.rewritten(s)} of {s.frames} frames reached {s.at} without "

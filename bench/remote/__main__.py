@@ -38,6 +38,7 @@ from typing import Any
 
 from bench.remote.measure import (MODES, DrainTrial, FailoverTrial, IkeRound, MoveSoak, RemoteBenchError, TransferRun,
                                   drain, failover, holder, ike_round, rebalance_soak, states, transfer)
+from bench.remote.sessions import PAPER, SessionRun, TraceError, session_workload
 from bench.report import Metric, Series, write_report
 from supergw_gateway.ra.client import RemoteClient
 from topologies import raclients
@@ -52,6 +53,9 @@ PAPER_PER_CLIENT_MBIT = {6: 375 * 8 / 1000, 25: 88 * 8 / 1000}
 # gateways on 2 cores share the same cores and capacity cannot grow with N.
 IKE_GATEWAY_CPU_PERCENT = 25.0
 FAILOVER_RUN_S = 60.0
+# The sessions part's clients: connected ~20 s, gone ~40 s (exponential means): about five
+# connections per client in 300 s.
+SESSION_ON_OFF_S = (20.0, 40.0)
 FAILOVER_TAIL_BUDGET_S = 5.0
 DRAIN_TIMEOUT_S = 60.0
 
@@ -68,6 +72,8 @@ class Plan:
     moves: int
     moves_s: float
     quick: bool
+    sessions_s: float = 300.0
+    seed: int = 1
 
 
 @dataclass
@@ -77,17 +83,18 @@ class Results:
     failovers: list[FailoverTrial] = field(default_factory=list)
     drains: list[DrainTrial] = field(default_factory=list)
     soak: MoveSoak | None = None
+    sessions: SessionRun | None = None
     client_start_s: dict[int, float] = field(default_factory=dict)
     failures: list[dict[str, object]] = field(default_factory=list)
 
 
 def plan_from(args: argparse.Namespace) -> Plan:
     if args.quick:
-        return Plan([1, 2], 4, [1, 4], 3.0, 1, 2, 1, 20, 15.0, True)
+        return Plan([1, 2], 4, [1, 4], 3.0, 1, 2, 1, 20, 15.0, True, 40.0, args.seed)
     ns = sorted({int(x) for x in args.gateways.split(",")})
     counts = sorted({int(x) for x in args.counts.split(",") if int(x) <= args.clients})
     return Plan(ns, args.clients, counts, args.seconds, args.rounds, max(2, args.failover_n), args.failover_trials,
-                args.moves, args.moves_s, False)
+                args.moves, args.moves_s, False, args.sessions_s, args.seed)
 
 
 @contextmanager
@@ -118,6 +125,8 @@ def run_n(n: int, plan: Plan, res: Results) -> None:
                 runs.append(run)
         res.transfers[n] = runs
         if n == plan.failover_n:
+            if plan.sessions_s > 0:
+                sessions_part(site, fleet, plan, res)
             failovers_and_moves(site, fleet, plan, res)
     print(f"== N = {n}: IKE capacity, gateways capped at {IKE_GATEWAY_CPU_PERCENT:.0f} % of a core", flush=True)
     with remote_site(n, plan.clients, IKE_GATEWAY_CPU_PERCENT) as (site, fleet):
@@ -130,6 +139,23 @@ def run_n(n: int, plan: Plan, res: Results) -> None:
                 res.failures.append({"trial": f"IKE N={n} round {r + 1}", "why": f"{rnd.clients - rnd.connected} clients not up"})
             rounds.append(rnd)
         res.ike[n] = rounds
+
+
+def sessions_part(site: Site, fleet: list[RemoteClient], plan: Plan, res: Results) -> None:
+    on_s, off_s = (5.0, 5.0) if plan.quick else SESSION_ON_OFF_S
+    print(f"   sessions: {len(fleet)} clients come and go for {plan.sessions_s:.0f} s (connected ~{on_s:.0f} s, "
+          f"gone ~{off_s:.0f} s, seed {plan.seed})", flush=True)
+    try:
+        run = session_workload(site, fleet, site.topo.hosts[0].ip, plan.sessions_s, plan.seed, on_s, off_s)
+    except TraceError as exc:
+        raise RemoteBenchError(f"sessions: {exc}") from None
+    print(f"   sessions: {run.connects} connections, {run.recorded} recorded, "
+          f"{len(run.connect_failures)} failed to connect", flush=True)
+    res.failures += [{"trial": "sessions", "why": why} for why in run.connect_failures]
+    res.sessions = run
+    back = raclients.connect(fleet, 60)
+    if back.failures:
+        raise RemoteBenchError(f"after the sessions: clients not back: {sorted(back.failures)}")
 
 
 def failovers_and_moves(site: Site, fleet: list[RemoteClient], plan: Plan, res: Results) -> None:
@@ -224,9 +250,43 @@ def report(plan: Plan, res: Results, results_dir: Path | None = None) -> None:
     if res.soak is not None:
         metrics["move_disruptions"] = Metric(len(res.soak.disrupted), "clients",
                                              note=f"goal 0; over {res.soak.moves} bucket moves, {res.soak.clients} clients")
+    tables: dict[str, list[dict[str, object]]] = {}
+    if res.sessions is not None and res.sessions.analysis is not None:
+        session_metrics, tables = sessions_report(res.sessions)
+        metrics.update(session_metrics)
     write_report("remote", metrics, rows, series, title="Remote-access clients (issue 18; Shue et al. §III)",
                  method=METHOD + ("\n\n**Quick run**: proves the benchmark works; not a result." if plan.quick else ""),
-                 failures=res.failures, results_dir=results_dir)
+                 failures=res.failures, results_dir=results_dir, tables=tables, log_y=True)
+
+
+def sessions_report(run: SessionRun) -> tuple[dict[str, Metric | float], dict[str, list[dict[str, object]]]]:
+    """Fig. 6 on this system: needed / actual per strategy and lifetime, the paper's beside."""
+    a = run.analysis
+    assert a is not None
+    cycle = run.on_mean_s + run.off_mean_s
+    metrics: dict[str, Metric | float] = {
+        "sessions_actual": Metric(a.actual, "exchanges", note=f"full exchanges the gateways recorded over "
+                                  f"{run.seconds:.0f} s, {a.clients} clients, {a.connections} sessions"),
+        "sessions_unrecorded": Metric(max(0, run.connects - len(run.connect_failures) - run.recorded), "sessions",
+                                      note=f"goal 0: connections made ({run.connects}) that no session log holds"),
+    }
+    rows: list[dict[str, object]] = []
+    for r in a.time_rows:
+        for strategy in ("clocked", "clocked+reauth", "established"):
+            rows.append({"strategy": strategy, "lifetime": f"{r.lifetime:g} s ({r.lifetime / cycle:g} cycles)",
+                         "actual": a.actual, "needed": r.needed[strategy],
+                         "needed_of_actual_pct": round(100 * r.needed[strategy] / max(1, a.actual), 1)})
+    for r in a.data_rows:
+        rows.append({"strategy": "data", "lifetime": f"{r.lifetime:g} B", "actual": a.actual,
+                     "needed": r.needed["data"], "needed_of_actual_pct": round(100 * r.needed["data"] / max(1, a.actual), 1)})
+    for strategy, k in (("clocked", 4.0), ("established", 1.0)):
+        row = next(r for r in a.time_rows if abs(r.lifetime - round(k * cycle, 1)) < 1e-6)
+        metrics[f"ike_cache_{strategy}_{k:g}cycles_pct"] = Metric(
+            round(100 * row.needed[strategy] / max(1, a.actual), 1), "% of actual", higher_is_better=False,
+            note=f"lifetime {row.lifetime:g} s; the paper (30-day campus logs): "
+                 + ("clocked 8 h < 50 %" if strategy == "clocked" else "established 2 h < 20 %"))
+    return metrics, {"Fig. 6 on this system: IKE exchanges needed under caching (supergw-ike-cache's analysis)": rows,
+                     "The paper's figures (Shue et al. §IV-B)": list(PAPER)}
 
 
 METHOD = """Real remote-access emulation (topologies/remote-access.yaml): N strongSwan gateways
@@ -247,8 +307,10 @@ client_drain_s = the drain call -> the first answered ping (0.3 s wait) while th
 only an SA on another gateway; worst gap = the longest time without any answer. Moves: every client probes while
 the operator moves buckets (REST); disrupted = IKE SA SPIs changed, a new IKE_AUTH, or a
 probe lost. The paper: one Openswan/KLIPS server, 1-6 clients downloading 56.47 MB with wget
-(Fig. 1); its Figs. 2-5 characterise a 30-day log (no analogue on an emulation; the session
-log and `supergw-ike-cache` give Fig. 6)."""
+(Fig. 1); its Figs. 2-5 characterise a 30-day log (no analogue on an emulation). Fig. 6 on
+this system: at the failover N every client comes and goes on a seeded schedule (connected
+~20 s, gone ~40 s, exponential; strategy `none`), the agents' session logs record every IKE
+SA, and `supergw-ike-cache`'s replay gives the exchanges each strategy would have needed."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -263,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--failover-trials", type=int, default=3)
     p.add_argument("--moves", type=int, default=200)
     p.add_argument("--moves-s", type=float, default=60.0)
+    p.add_argument("--sessions-s", type=float, default=300.0,
+                   help="seconds of clients coming and going for Fig. 6 (0: skip; default %(default)s)")
+    p.add_argument("--seed", type=int, default=1, help="the sessions' schedule (default %(default)s)")
     p.add_argument("--quick", action="store_true")
     args = p.parse_args(argv)
     if os.geteuid() != 0:

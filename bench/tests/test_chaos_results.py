@@ -6,20 +6,22 @@ import json
 from pathlib import Path
 
 from bench.chaos.checker import Injected, Silence, Violation
-from bench.chaos.results import per_kind, write
+from bench.chaos.results import BAD_INPUT_TABLE, per_kind, rewrite_bad_input, write
 from bench.chaos.runner import Record
 from bench.chaos.schedule import Fault
+from supergw_proto.badinput import Tally
 
 
 def record(violations: list[Violation], log: Path) -> Record:
     faults = [Fault(0, 10.0, "gateway_freeze", "a", "agw1", 3.0, 0.0, None),
               Fault(1, 11.0, "leader_kill", "a", "leader", 5.0, 0.0, 0),
-              Fault(2, 40.0, "gateway_freeze", "b", "bgw2", 2.0, 0.0, None)]
+              Fault(2, 40.0, "gateway_freeze", "b", "bgw2", 2.0, 0.0, None),
+              Fault(3, 50.0, "wan_delay", "a", "wan", 5.0, 100.0, None)]
     rec = Record(seed=5, minutes=1.0, schedule=faults)
     rec.injected = {0: Injected(faults[0], 10.0, 13.0), 1: Injected(faults[1], 11.0, 16.0),
                     2: Injected(faults[2], 40.0, 42.0)}
     rec.recovery_s = {0: 0.3, 1: 0.9, 2: 0.5}
-    rec.outcomes = {0: "agw1", 1: "c2", 2: "bgw2"}
+    rec.outcomes = {0: "agw1", 1: "c2", 2: "bgw2", 3: "wan (not injected: no sch_netem)"}
     rec.flows = ["ah1 -> bh1"]
     rec.sent, rec.answered = {"ah1 -> bh1": 3000}, {"ah1 -> bh1": 2950}
     rec.silences = [Silence("ah1 -> bh1", 10.0, 10.3, False)]
@@ -50,6 +52,8 @@ def test_report_and_replay_files(tmp_path: Path) -> None:
     replay = write(record([v], logs / "controller-c1.log"), "method", quick=True, out_dir=out)
     report = json.loads((out / "chaos.json").read_text())
     assert report["metrics"]["faults_injected"] == 3
+    assert report["metric_details"]["faults_injected"]["note"].endswith("; not injected: #3 wan_delay (wan (not "
+                                                                         "injected: no sch_netem))")
     assert report["metrics"]["invariant_violations"] == 1
     assert report["metrics"]["probes_lost"] == 50
     assert report["failures"][0]["invariant"] == "log"
@@ -57,7 +61,8 @@ def test_report_and_replay_files(tmp_path: Path) -> None:
     labels = {s["label"] for s in report["series"]}
     assert {"sgw-a/controller-c1 RSS MB", "sgw-a/controller-c1 asyncio tasks", "all processes: fds"} <= labels
     history = json.loads((replay / "history.json").read_text())
-    assert history["seed"] == 5 and [f["outcome"] for f in history["faults"]] == ["agw1", "c2", "bgw2"]
+    assert history["seed"] == 5 and [f["outcome"] for f in history["faults"]][:3] == ["agw1", "c2", "bgw2"]
+    assert history["faults"][3]["started"] is None
     assert history["faults"][1]["within"] == 0 and history["faults"][1]["recovery_ms"] == 900.0
     assert (replay / "logs" / "sgw-a" / "controller-c1.log").exists()
 
@@ -65,3 +70,47 @@ def test_report_and_replay_files(tmp_path: Path) -> None:
 def test_no_logs_copied_without_a_violation(tmp_path: Path) -> None:
     replay = write(record([], tmp_path / "none.log"), "method", quick=False, out_dir=tmp_path)
     assert not (replay / "logs").exists()
+
+
+def tally(interface: str, variant: str, tried: int, **counts: int) -> Tally:
+    t = Tally(interface, variant, crashes=counts.pop("crashes", 0), server_errors=counts.pop("server_errors", 0))
+    for outcome, n in counts.items():
+        t.count(outcome, n)
+    return t
+
+
+def test_bad_input_tallies_in_the_report(tmp_path: Path) -> None:
+    tallies = tmp_path / "bad-input"
+    tally("rest", "admin", 0, **{"2xx": 10, "4xx": 90}).write(tallies)
+    tally("heartbeat-udp", "", 0, server_errors=0, crashes=1, **{"refused:malformed": 50}).write(tallies)
+    out = tmp_path / "results"
+    write(record([], tmp_path / "x.log"), "method", quick=True, out_dir=out, bad_input_dir=tallies)
+    report = json.loads((out / "chaos.json").read_text())
+    assert report["metrics"]["bad_inputs_tried"] == 150
+    assert report["metrics"]["bad_input_crashes"] == 1  # the probe can fail: a crash is counted
+    assert "heartbeat-udp/" in report["metric_details"]["bad_input_crashes"]["note"]
+    table = {(r["interface"], r["variant"]): r for r in report["tables"][BAD_INPUT_TABLE]}
+    assert table[("rest", "admin")]["outcomes"] == "4xx 90, 2xx 10"
+    assert "## Bad input per interface" in (out / "chaos.md").read_text()
+
+
+def test_no_tallies_is_said_not_zero(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    write(record([], tmp_path / "x.log"), "method", quick=True, out_dir=out, bad_input_dir=tmp_path / "none")
+    details = json.loads((out / "chaos.json").read_text())["metric_details"]
+    assert details["bad_input_crashes"]["value"] is None and "make unit" in details["bad_input_crashes"]["note"]
+
+
+def test_rewrite_keeps_the_run_and_refreshes_the_tallies(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    write(record([], tmp_path / "x.log"), "the method", quick=True, out_dir=out, bad_input_dir=tmp_path / "none")
+    before = json.loads((out / "chaos.json").read_text())
+    tallies = tmp_path / "bad-input"
+    tally("config-yaml", "gateway", 0, **{"refused": 7}).write(tallies)
+    rewrite_bad_input(out, tallies)
+    after = json.loads((out / "chaos.json").read_text())
+    assert after["metrics"]["bad_inputs_tried"] == 7
+    for key in ("faults_injected", "invariant_violations", "probes_lost"):
+        assert after["metrics"][key] == before["metrics"][key]
+    assert after["rows"] == before["rows"] and after["method"] == before["method"]
+    assert after["series"] == before["series"] and after["rows_title"] == "Recovery per fault kind"

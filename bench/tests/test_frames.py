@@ -59,3 +59,30 @@ def test_hosts_are_distinct_and_bounded() -> None:
 def test_too_small_frame_is_rejected() -> None:
     with pytest.raises(ValueError, match="below the 46-byte"):
         frames.Frame("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.1", "10.0.0.2", 1).encode(40)
+
+
+@pytest.mark.parametrize("size", [66, 1400])
+def test_ipv6_host_to_gateway_plan_holds_valid_frames(tmp_path: Path, size: int) -> None:
+    from scapy.layers.inet import UDP
+    from scapy.layers.inet6 import IPv6
+    from scapy.layers.l2 import Ether
+
+    lan = frames.hosts(300)
+    path = tmp_path / "plan.bin"
+    assert frames.write_plan(path, frames.host_to_gateway(lan, BASE, 256, ipv6=True), size) == 300
+    for host, frame in zip(lan, _records(path.read_bytes())):
+        assert len(frame) == size - frames.FCS_BYTES
+        assert frame[0:6] == bytes.fromhex(vmac(BASE, bucket_of(host.mac, 256)).replace(":", ""))
+        pkt = Ether(frame)
+        assert pkt.type == 0x86DD and pkt[IPv6].src == host.ip6 and pkt[IPv6].dst == frames.REMOTE_IP6
+        assert pkt[IPv6].plen == size - frames.FCS_BYTES - 54 and pkt[IPv6].hlim == 64
+        # scapy's own checksum over the IPv6 pseudo-header agrees with the plan's
+        again = Ether(frame)
+        del again[UDP].chksum
+        assert bytes(again) == frame, f"UDP checksum {pkt[UDP].chksum:#06x} differs from scapy's"
+    assert lan[0].ip6 == "fd00:98::100" and lan[0].ip == "10.98.1.0"  # the twin: the same offset into the /64
+
+
+def test_too_small_ipv6_frame_is_rejected() -> None:
+    with pytest.raises(ValueError, match="below the 66-byte Ethernet\\+IPv6\\+UDP minimum"):
+        frames.Frame("02:00:00:00:00:01", "02:00:00:00:00:02", "fd00:98::1", "fd00:97::1", 1).encode(64)

@@ -74,3 +74,26 @@ def test_move_timing_needs_two_gateways(tmp_path: Path, capsys: pytest.CaptureFi
     lan.write_text("[")
     assert control.main(["--addr", "127.0.0.1:1", "--device-id", "1", "--p4info", "x", "--lan", str(lan)]) == 1
     assert capsys.readouterr().err.startswith("control: ")
+
+
+def _lan6(hosts: int = 8) -> Lan:
+    lan = frames.hosts(hosts)
+    return Lan(1, GATEWAYS, [(h.mac, h.ip) for h in lan], "10.98.0.1", "02:5e:98:00:00:00", 16,
+               gateway_ip6=("fe80::1", frames.ip6_of("10.98.0.1")), host_ip6s=[(h.mac, h.ip6) for h in lan])
+
+
+def test_a_dual_stack_lan_gets_the_controllers_nd_state_and_learned_ipv6_addresses() -> None:
+    lan = _lan6()
+    ups = updates(lan)
+    tables = Counter(_table(u) for u in ups)
+    assert [u.op for u in ups if _table(u) == pc.TABLE_ND_SETTINGS] == [Op.MODIFY]
+    nd = next(u.entity for u in ups if _table(u) == pc.TABLE_ND_SETTINGS)
+    assert nd.action.name == pc.ACTION_SET_ND_CONFIG
+    assert tables["P4DigestEntry"] == 2  # the IPv4 and the IPv6 learn digests
+    for table in (pc.TABLE_LEARNED_IP6S, pc.TABLE_HOST_IP6S):
+        assert tables[table] == len(lan.host_ip6s)
+    # learned once each: the IPv6 learning of a host already learned adds no IPv4-side entries
+    for table in (pc.TABLE_LEARNED_SOURCES, pc.TABLE_MAC_TABLE, pc.TABLE_HOST_IPS):
+        assert tables[table] == len(lan.hosts)
+    assert Lan.from_json(lan.to_json()) == lan
+    assert lan.gateway_ip6 == ("fe80::1", "fd00:98::1")

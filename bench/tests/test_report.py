@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.report import Metric, ReportError, Series, write_report
+from bench.report import Metric, ReportError, Series, read_report, write_report
 
 
 def test_writes_three_files_with_goal_and_ratio(tmp_path: Path) -> None:
@@ -83,3 +83,10 @@ def test_bad_input_is_rejected(
     with pytest.raises(ReportError, match=message):
         write_report(name, metrics, series=series, results_dir=tmp_path)  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_read_report_refuses_what_it_did_not_write(tmp_path: Path) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text('{"name": "x"}')
+    with pytest.raises(ReportError, match="not a report written by bench.report"):
+        read_report(bad)

@@ -12,11 +12,11 @@ G1, G2 = "sgw-bench-g1:eth0", "sgw-bench-g2:eth0"
 TO_GATEWAY = trial.Direction("host -> gateway", "sgw-bench-h:eth0", {G1: 0.5, G2: 0.5}, trial.dst_rewritten, "dst")
 
 
-def _trial(g1: SinkCount, g2: SinkCount) -> trial.Trial:
-    traffic = TrafficResult(sent=100_000, seconds=1.0, offered_pps=1e5, frame_bytes=60, plan_frames=1024, cpu=1,
-                            sinks=[g1, g2], programs=[])
+def _trial(g1: SinkCount, g2: SinkCount, family: str = "ipv4", direction: trial.Direction = TO_GATEWAY) -> trial.Trial:
+    traffic = TrafficResult(sent=100_000, seconds=1.0, offered_pps=1e5, frame_bytes=60, family=family, plan_frames=1024,
+                            cpu=1, sinks=[g1, g2], programs=[])
     cpu = SwitchCpu(threads=0.04, process=0.01, core_busy=0.1, core_softirq=0.0, core_steal=0.0, wall=1.0)
-    return trial.Trial(TO_GATEWAY, 64, traffic, cpu, None)
+    return trial.Trial(direction, 64, traffic, cpu, None)
 
 
 def _sink(at: str, frames: int, rewritten: int | None = None) -> SinkCount:
@@ -44,3 +44,13 @@ def test_a_gateway_with_the_wrong_share_fails() -> None:
 
 def test_a_share_is_not_judged_on_a_handful_of_frames() -> None:
     trial.check(_trial(_sink(G1, 30), _sink(G2, 0)))
+
+
+def test_a_plan_of_the_other_family_fails() -> None:
+    to_gateway6 = trial.Direction("IPv6 host -> gateway", "sgw-bench-h:eth0", {G1: 0.5, G2: 0.5}, trial.dst_rewritten,
+                                  "dst", ipv6=True)
+    trial.check(_trial(_sink(G1, 25_000), _sink(G2, 25_000), "ipv6", to_gateway6))
+    with pytest.raises(trial.TrialError, match="IPv6 host -> gateway: the generator sent a plan of ipv4 frames, not ipv6"):
+        trial.check(_trial(_sink(G1, 25_000), _sink(G2, 25_000), "ipv4", to_gateway6))
+    with pytest.raises(trial.TrialError, match="a plan of ipv6 frames, not ipv4"):
+        trial.check(_trial(_sink(G1, 25_000), _sink(G2, 25_000), "ipv6"))

@@ -23,6 +23,8 @@ from pydantic import (
     model_validator,
 )
 
+from supergw_proto import certfiles
+from supergw_proto.certfiles import Kind
 from supergw_proto.addresses import mac_to_int, normalise_mac
 from supergw_proto.bucket import BucketHashName
 from supergw_proto.p4constants import CPU_PORT, MAX_BUCKETS, BucketHash
@@ -1024,19 +1026,11 @@ def parse_config(data: Any, base_dir: Path, source: str = "<config>") -> Config:
         elif len(cfg.api.token_file.read_text().strip()) < 8:
             missing.append(f"api.token_file: token in {cfg.api.token_file} is shorter than 8 characters")
     if cfg.api.tls is not None:
-        for key, p in (("cert", cfg.api.tls.cert), ("key", cfg.api.tls.key)):
-            if not p.is_file():
-                missing.append(f"api.tls.{key}: file not found: {p}")
+        missing += _missing_tls_files("api.tls", cfg.api.tls, "server")
     if cfg.switch.tls is not None:
-        for key in ("cacert", "cert", "key"):
-            p = getattr(cfg.switch.tls, key)
-            if p is not None and not p.is_file():
-                missing.append(f"switch.tls.{key}: file not found: {p}")
+        missing += _missing_tls_files("switch.tls", cfg.switch.tls, "client")
     if cfg.store.etcd is not None and cfg.store.etcd.tls is not None:
-        for key in ("cacert", "cert", "key"):
-            p = getattr(cfg.store.etcd.tls, key)
-            if p is not None and not p.is_file():
-                missing.append(f"store.etcd.tls.{key}: file not found: {p}")
+        missing += _missing_tls_files("store.etcd.tls", cfg.store.etcd.tls, "client")
     ra = cfg.remote_access
     if ra is not None and ra.pipeline is not None:
         files: list[tuple[str, Path | None]] = [("p4info", ra.pipeline.p4info), ("device_config", ra.pipeline.device_config)]
@@ -1044,15 +1038,23 @@ def parse_config(data: Any, base_dir: Path, source: str = "<config>") -> Config:
             if f is not None and not f.is_file():
                 missing.append(f"remote_access.pipeline.{key}: file not found: {f}")
     if ra is not None and ra.switch.tls is not None:
-        for key in ("cacert", "cert", "key"):
-            p = getattr(ra.switch.tls, key)
-            if p is not None and not p.is_file():
-                missing.append(f"remote_access.switch.tls.{key}: file not found: {p}")
+        missing += _missing_tls_files("remote_access.switch.tls", ra.switch.tls, "client")
     cfg, problems = _read_secrets(cfg)
     missing += problems
     if missing:
         raise ConfigError(f"{source}: invalid config:\n  " + "\n  ".join(missing))
     return cfg
+
+
+def _missing_tls_files(where: str, tls: TlsConfig | SwitchTlsConfig | EtcdTlsConfig, own: Kind) -> list[str]:
+    """One line per TLS file of `where` that does not exist, saying how to make it: `cacert`
+    is the site's CA, `cert` and `key` this program's own certificate (`own`: server or client)."""
+    out: list[str] = []
+    for key in ("cacert", "cert", "key"):
+        p = getattr(tls, key, None)
+        if p is not None and not p.is_file():
+            out.append(f"{where}.{key}: {certfiles.missing(p, 'ca' if key == 'cacert' else own)}")
+    return out
 
 
 def _resolve_remote_access(base: Path, ra: RemoteAccessConfig | None) -> RemoteAccessConfig | None:

@@ -134,7 +134,7 @@ def test_agent_ca_file_must_be_a_ca_bundle(tmp_path: Path) -> None:
     junk.write_text("not a certificate\n")
     with pytest.raises(ValidationError, match="is not a usable PEM CA bundle"):
         Controller(url="https://127.0.0.1:1", token=AGENT, ca_file=junk)  # type: ignore[arg-type]
-    with pytest.raises(ValidationError, match="does not exist"):
+    with pytest.raises(ValidationError, match="file not found: .*nope.pem: copy there the ca.crt"):
         Controller(url="https://127.0.0.1:1", token=AGENT, ca_file=tmp_path / "nope.pem")  # type: ignore[arg-type]
 
 

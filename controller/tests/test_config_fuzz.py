@@ -78,10 +78,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def gateway_doc() -> dict[str, Any]:
-    """The example site's gw1.yaml with its secrets inline (no files, no environment)."""
+    """The example site's gw1.yaml with its secrets inline and without its CA file (no files,
+    no environment)."""
     doc: dict[str, Any] = yaml.safe_load((ROOT / "packaging/example-site/gw1.yaml").read_text())
     doc["auth"]["psk"] = "0123456789abcdef-unit"
     doc["controller"].pop("token_file")
+    doc["controller"].pop("ca_file")
     doc["controller"]["token"] = "agent-gw1-unit-token-0123456789"
     return doc
 

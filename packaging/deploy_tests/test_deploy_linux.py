@@ -5,8 +5,9 @@ from a debootstrapped image (packaging/sgwdeploy), configured with the guide's f
 (packaging/example-site/), started by their units; then the site is checked as an operator
 would: tunnels, a LAN host pinging the remote site through the super gateway, a gateway
 box losing power and failing over, a drained gateway upgraded with apt and undrained
-without losing a packet, and a clean stop. Each test is one section of the guide; a failed
-step skips the later ones (conftest.py). Root, systemd-nspawn, debootstrap and the
+without losing a packet, and a clean stop. REST and P4Runtime run over TLS, as the packaged
+configs say, with certificates issued by `supergw-gateway pki` in one of the machines. Each
+test is one section of the guide; a failed step skips the later ones (conftest.py). Root, systemd-nspawn, debootstrap and the
 Debian mirror are needed; `SGW_DEPLOY_KEEP=1` leaves the machines running afterwards.
 """
 
@@ -132,6 +133,43 @@ def test_install_with_apt(site: Site) -> None:
         assert "usage" in site.machines[box].run([cmd, "--help"]).stdout.lower()
 
 
+def test_units_refuse_to_start_without_certificates(site: Site) -> None:
+    """Guide: "Certificates" — TLS is on in the packaged configs: with no certificate yet a unit
+    does not start, and its journal names the missing file and the pki command that makes it."""
+    site.write_switch_config()
+    site.write_controller_config()
+    for box, unit, first in (("sw", "supergw-switch.service", "--grpc-server-cert: file not found: "
+                              f"{lab.TLS_DIR}/p4rt-sw.crt: make it with `supergw-gateway pki --out DIR --server p4rt-sw="),
+                             ("ctl", "supergw-controller.service", "api.tls.cert: file not found: "
+                              f"{lab.TLS_DIR}/rest-ctl.crt: make it with `supergw-gateway pki --out DIR --server rest-ctl=")):
+        m = site.machines[box]
+        with stage(f"{box}: systemctl start {unit} before its certificates are there"):
+            m.run(["systemctl", "start", unit], check=False, timeout=60)
+            wait_for(f"{unit} names its missing certificate",
+                     lambda: None if first in site.journal(box, unit, 400) else "not in the journal yet", 30)
+            m.run(["systemctl", "stop", unit])
+            m.run(["systemctl", "reset-failed", unit], check=False)
+        say(f"{box}: {next(line for line in site.journal(box, unit, 400).splitlines() if first in line).strip()}")
+        assert inactive(m, unit) is None
+
+
+def test_certificates_issued_and_installed(site: Site) -> None:
+    """Guide: "Certificates" — `supergw-gateway pki` on the CA box; each box gets its own files, keys 0600."""
+    with stage(f"{lab.CA_BOX}: {' '.join(lab.PKI_COMMAND)}"):
+        files = site.issue_certificates()
+    for box, (names, _owner) in lab.TLS_FILES.items():
+        assert set(names) <= set(files), f"pki made {sorted(files)}, not {box}'s {names}"
+        with stage(f"{box}: {', '.join(names)} into {lab.TLS_DIR}"):
+            site.install_certificates(box)
+    ls = site.machines["ctl"].run(["stat", "-c", "%a %U %n", f"{lab.TLS_DIR}/rest-ctl.key",
+                                   f"{lab.TLS_DIR}/p4rt-controller.key"]).stdout.splitlines()
+    assert all(line.startswith("600 supergw ") for line in ls), ls
+    assert site.machines["sw"].run(["stat", "-c", "%a %U", f"{lab.TLS_DIR}/p4rt-sw.key"]).stdout.strip() == "600 root"
+    # Issued by the package's own command: the switch's certificate names its address.
+    san = site.machines[lab.CA_BOX].run(["pki", "--print", "--in", f"{lab.PKI_DIR}/p4rt-sw.crt"]).stdout
+    assert lab.MGMT["sw"].split("/")[0] in san, san
+
+
 def test_units_start(site: Site) -> None:
     """Guide: "The switch box", "Controllers", "Gateways" — configs in /etc/supergw, units enabled and started."""
     with stage("sw: switch.env, systemctl enable --now supergw-switch"):
@@ -166,6 +204,7 @@ def test_units_start(site: Site) -> None:
     assert site.machines["gw1"].run(["stat", "-c", "%a %U", "/etc/supergw/gateway/gw1.yaml"]).stdout.strip() == "600 root"
     # Logs in the journal.
     assert "serving P4Runtime" in site.journal("sw", "supergw-switch.service")
+    assert 'transport="mutual TLS"' in site.journal("sw", "supergw-switch.service")
     wait_for("the controller's journal says it is primary",
              lambda: None if "primary and reconciled" in site.journal("ctl", "supergw-controller.service", 200)
              else "not yet", 30)

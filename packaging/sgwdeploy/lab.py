@@ -9,7 +9,9 @@ Hosts (plain namespaces, like the emulation's): h1, h2 on the LAN; r1 (via peer1
 r2 (via peer2) on the remote LAN. Management: sw, ctl, gw1, gw2 on one bridge.
 
 The configs are packaging/example-site/ (the files the guide shows), secrets filled in
-here; the switch's port map and the gateways' LAN MACs are read from those files.
+here; the switch's port map and the gateways' LAN MACs are read from those files. REST and
+P4Runtime run over TLS, as those files say, with certificates `supergw-gateway pki` issues
+on gw1 (standing in for the operator's CA box: it has the command and strongswan-pki).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from sgwdeploy.network import End
 PACKAGING = Path(__file__).resolve().parent.parent
 SITE = PACKAGING / "example-site"
 OPERATOR_TOKEN = "/etc/supergw/controller/operator.token"
+TLS_DIR = "/etc/supergw/tls"
+CA_BOX, PKI_DIR = "gw1", "/root/supergw-pki"
 MGMT = {"sw": "10.255.70.2/24", "ctl": "10.255.70.3/24", "gw1": "10.255.70.11/24", "gw2": "10.255.70.12/24"}
 LAN_HOSTS = {"h1": (1, "10.70.0.11/24"), "h2": (2, "10.70.0.12/24")}  # switch port, address
 REMOTE_HOSTS = {"r1": ("10.71.0.11/24", "peer1"), "r2": ("10.71.0.12/24", "peer2")}  # address, via
@@ -46,6 +50,26 @@ PACKAGE_OF = {"sw": "supergw-switch", "ctl": "supergw-controller", "gw1": "super
 ALSO = {"ctl": ["supergw-proto"]}
 # Debian packages an operator installs beside ours (none: the guide's recipes use supergwctl).
 EXTRA: dict[str, list[str]] = {}
+
+
+def _ip(box: str) -> str:
+    return MGMT[box].split("/")[0]
+
+
+# The site's certificates (docs/deploy-linux.md, "Certificates"): the switch's P4Runtime
+# server at its management address, the controller's REST API at its own and at 127.0.0.1
+# (supergwctl on the box), the controller's P4Runtime client certificate.
+PKI_COMMAND = ("supergw-gateway", "pki", "--out", PKI_DIR, "--server", f"p4rt-sw={_ip('sw')}",
+               "--server", f"rest-ctl={_ip('ctl')},127.0.0.1", "--client", "p4rt-controller")
+# box -> the files of PKI_DIR copied into its TLS_DIR, and the user that reads its keys.
+TLS_FILES = {
+    "sw": (("ca.crt", "p4rt-sw.crt", "p4rt-sw.key"), "root"),
+    "ctl": (("ca.crt", "rest-ctl.crt", "rest-ctl.key", "p4rt-controller.crt", "p4rt-controller.key"), "supergw"),
+    **{gw: (("ca.crt",), "root") for gw in GATEWAYS},
+}
+# What supergwctl needs on the controller box (the guide's checklist exports the same).
+SUPERGWCTL_ENV = (f"SUPERGW_TOKEN_FILE={OPERATOR_TOKEN}", "SUPERGW_URL=https://127.0.0.1:8080",
+                  f"SUPERGW_CA_FILE={TLS_DIR}/ca.crt")
 
 
 def packages_of(box: str) -> list[str]:
@@ -191,19 +215,42 @@ class Site:
     def install(self, box: str) -> None:
         self.apt_install(box, [self.debs[p] for p in packages_of(box)], EXTRA.get(box, []))
 
-    def configure_switch(self) -> None:
-        sw = self.machines["sw"]
-        sw.write("/etc/supergw/switch.env", self.render("switch.env"))
-        sw.run(["systemctl", "enable", "--now", "supergw-switch.service"])
+    def write_switch_config(self) -> None:
+        self.machines["sw"].write("/etc/supergw/switch.env", self.render("switch.env"))
 
-    def configure_controller(self) -> None:
+    def write_controller_config(self) -> None:
         ctl = self.machines["ctl"]
         d = "/etc/supergw/controller"
         for name in ("operator", "viewer", *(f"agent-{g}" for g in GATEWAYS)):
             ctl.write(f"{d}/{name}.token", self.secrets.values[name] + "\n", 0o600, owner="supergw")
         ctl.write(f"{d}/controller.yaml", self.render("controller.yaml"), 0o640)
         ctl.run(["chgrp", "supergw", f"{d}/controller.yaml"])
-        ctl.run(["systemctl", "enable", "--now", "supergw-controller.service"])
+
+    def issue_certificates(self) -> dict[str, str]:
+        """PKI_COMMAND on the CA box; returns what it printed (file name -> path there)."""
+        out = self.machines[CA_BOX].run(list(PKI_COMMAND)).stdout
+        files = json.loads(out)
+        assert isinstance(files, dict)
+        return {str(k): str(v) for k, v in files.items()}
+
+    def install_certificates(self, box: str) -> None:
+        """Copies the box's files from the CA box into TLS_DIR: keys mode 0600 owned by the
+        user that reads them, certificates 0644."""
+        names, owner = TLS_FILES[box]
+        ca = self.machines[CA_BOX]
+        for name in names:
+            text = ca.run(["cat", f"{PKI_DIR}/{name}"]).stdout
+            key = name.endswith(".key")
+            self.machines[box].write(f"{TLS_DIR}/{name}", text, 0o600 if key else 0o644,
+                                     owner=owner if key else None)
+
+    def configure_switch(self) -> None:
+        self.write_switch_config()
+        self.machines["sw"].run(["systemctl", "enable", "--now", "supergw-switch.service"])
+
+    def configure_controller(self) -> None:
+        self.write_controller_config()
+        self.machines["ctl"].run(["systemctl", "enable", "--now", "supergw-controller.service"])
 
     def configure_gateway(self, box: str) -> None:
         m = self.machines[box]
@@ -218,10 +265,9 @@ class Site:
 
     # -- what the test looks at ----------------------------------------------------------
     def supergwctl(self, *argv: str) -> str:
-        """`supergwctl ARGV` on the controller box with the operator's token file, as the
-        guide runs it; its output."""
-        out = self.machines["ctl"].run(["env", f"SUPERGW_TOKEN_FILE={OPERATOR_TOKEN}", "supergwctl", *argv],
-                                       check=False, timeout=30)
+        """`supergwctl ARGV` on the controller box with the operator's token file and the
+        site's CA, as the guide runs it; its output."""
+        out = self.machines["ctl"].run(["env", *SUPERGWCTL_ENV, "supergwctl", *argv], check=False, timeout=30)
         if out.returncode != 0:
             raise DeployError(f"supergwctl {' '.join(argv)} on ctl: exit {out.returncode}: {out.stderr.strip()}")
         return out.stdout

@@ -7,6 +7,8 @@ import ast
 import re
 from pathlib import Path
 
+from sgwdeploy import lab
+
 REPO = Path(__file__).resolve().parents[2]
 GUIDE = REPO / "docs/deploy-linux.md"
 DEPLOY_TEST = REPO / "packaging/deploy_tests/test_deploy_linux.py"
@@ -40,3 +42,13 @@ def test_every_tested_by_tag_names_a_real_test() -> None:
             assert f.is_file(), f"tested by {path}: no such file"
             if func:
                 assert re.search(rf"def {func}\b", f.read_text()), f"{path} has no {func}"
+
+
+def test_the_guide_issues_the_certificates_the_deploy_test_issues() -> None:
+    """Section "Certificates" shows the very pki command the deploy test runs, and every file
+    the test copies to a box is in the guide's table."""
+    text = GUIDE.read_text()
+    assert " ".join(lab.PKI_COMMAND) in text
+    for names, _owner in lab.TLS_FILES.values():
+        for name in names:
+            assert f"`{name}" in text, f"the guide's certificate table lacks {name}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import string
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -15,8 +16,11 @@ import yaml
 
 from sgwdeploy import image, lab
 from sgwdeploy.host import DeployError
+from supergw_controller.config import ConfigError
 from supergw_controller.config import parse_config as parse_controller_config
+from supergw_gateway.cli import main as gateway_cli
 from supergw_gateway.config import parse_config
+from supergw_gateway.errors import ConfigError as GatewayConfigError
 
 PACKAGING = Path(__file__).resolve().parent.parent
 SITE = PACKAGING / "example-site"
@@ -34,8 +38,9 @@ def _netns_helper() -> ModuleType:
 netns = _netns_helper()
 
 
-def gateway_file(name: str, tmp_path: Path) -> dict[str, Any]:
-    """An example gateway config with its secrets filled in and its token file under tmp_path."""
+def gateway_file(name: str, tmp_path: Path, certificates: bool = True) -> dict[str, Any]:
+    """An example gateway config with its secrets filled in and its token file under tmp_path
+    (and, with `certificates`, its CA file made by the guide's pki command)."""
     text = string.Template((SITE / f"{name}.yaml").read_text()).substitute(PSK_1="x" * 24, PSK_2="y" * 24)
     data = yaml.safe_load(text)
     assert isinstance(data, dict)
@@ -43,7 +48,21 @@ def gateway_file(name: str, tmp_path: Path) -> dict[str, Any]:
         token = tmp_path / f"{name}.token"
         token.write_text("t" * 32 + "\n")
         data["controller"]["token_file"] = str(token)
+        if certificates:
+            data["controller"]["ca_file"] = str(issued(tmp_path, data["controller"]["ca_file"]))
     return data
+
+
+def issued(tmp_path: Path, path: str) -> Path:
+    """Where the guide's `supergw-gateway pki` command (lab.PKI_COMMAND, run into tmp_path)
+    put the file the example configs read as `path` in /etc/supergw/tls."""
+    out = tmp_path / "pki"
+    if not (out / "ca.crt").exists():
+        assert lab.PKI_COMMAND[:4] == ("supergw-gateway", "pki", "--out", lab.PKI_DIR)
+        assert gateway_cli(["pki", "--out", str(out), *lab.PKI_COMMAND[4:]]) == 0
+    dirname, _, name = path.rpartition("/")
+    assert dirname == lab.TLS_DIR and (out / name).is_file(), f"{path}: the guide's pki command makes no {name}"
+    return out / name
 
 
 @pytest.mark.parametrize("name", ["gw1", "gw2", "peer1", "peer2"])
@@ -69,9 +88,32 @@ def test_the_example_controller_config_validates_with_the_packaged_p4info(tmp_pa
         t["token_file"] = token(t["token_file"])
     for g in data["gateways"]:
         g["agent_token_file"] = token(g["agent_token_file"])
+    # Secure by default: REST over https, P4Runtime over mutual TLS. Without the files
+    # (a fresh box) the controller names each and the pki command that makes it.
+    with pytest.raises(ConfigError) as e:
+        parse_controller_config(data, tmp_path, "controller.yaml")
+    assert "api.tls.cert: file not found: /etc/supergw/tls/rest-ctl.crt: make it with " \
+           "`supergw-gateway pki --out DIR --server rest-ctl=ADDRESS[,NAME]`" in str(e.value)
+    assert "switch.tls.key: file not found: /etc/supergw/tls/p4rt-controller.key: make it with " \
+           "`supergw-gateway pki --out DIR --client p4rt-controller`" in str(e.value)
+    assert "switch.tls.cacert: file not found: /etc/supergw/tls/ca.crt: copy there the ca.crt" in str(e.value)
+    for section in (data["api"]["tls"], data["switch"]["tls"]):
+        for key, path in section.items():
+            section[key] = str(issued(tmp_path, path))
     cfg = parse_controller_config(data, tmp_path, "controller.yaml")
     assert {g.name for g in cfg.gateways} == set(lab.GATEWAYS)
     assert cfg.api.ops_token_required  # secure by default: /metrics and /healthz need a token
+    assert cfg.api.tls is not None and cfg.switch.tls is not None and cfg.switch.tls.cert is not None
+    # The REST certificate the guide issues names the addresses the agents and supergwctl use.
+    rest = subprocess.run(["openssl", "x509", "-noout", "-ext", "subjectAltName", "-in", str(cfg.api.tls.cert)],
+                          capture_output=True, text=True, check=True).stdout
+    assert f"IP Address:{lab.MGMT['ctl'].split('/')[0]}" in rest and "IP Address:127.0.0.1" in rest
+
+
+def test_a_gateway_without_its_ca_file_names_it_and_how_to_get_it(tmp_path: Path) -> None:
+    with pytest.raises(GatewayConfigError, match="controller: ca_file: file not found: /etc/supergw/tls/ca.crt: "
+                       r"copy there the ca.crt of the site's CA \(`supergw-gateway pki --out DIR"):
+        parse_config(gateway_file("gw1", tmp_path, certificates=False), "gw1")
 
 
 def test_the_netns_helper_names_every_mismatch(tmp_path: Path) -> None:
@@ -96,7 +138,8 @@ def test_the_site_cabling_agrees_with_the_guide_files() -> None:
     for g in ctl["gateways"]:
         assert ctl["ports"][g["port"]] == "gateway"
         gw = yaml.safe_load((SITE / f"{g['name']}.yaml").read_text())
-        assert gw["controller"]["url"] == "http://" + lab.MGMT["ctl"].split("/")[0] + ":" + ctl["api"]["listen"].split(":")[1]
+        assert gw["controller"]["url"] == "https://" + lab.MGMT["ctl"].split("/")[0] + ":" + ctl["api"]["listen"].split(":")[1]
+        assert gw["controller"]["ca_file"] == ctl["switch"]["tls"]["cacert"] == f"{lab.TLS_DIR}/ca.crt"
     assert ctl["switch"]["address"].split(":")[0] == lab.MGMT["sw"].split("/")[0]
     env = (SITE / "switch.env").read_text()
     assert f"--grpc-server-addr {ctl['switch']['address']}" in env and f"--device-id {ctl['switch']['device_id']}" in env

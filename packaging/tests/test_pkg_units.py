@@ -97,7 +97,18 @@ def test_the_switch_env_file_defines_what_the_unit_expands() -> None:
     used = set(re.findall(r"\$(\w+)", directives("supergw-switch.service")["ExecStart"][0]))
     env = (PACKAGING / "etc/switch.env").read_text()
     defined = set(re.findall(r"^(\w+)=", env, re.M))
-    assert used == defined == {"SUPERGW_SWITCH_PORTS", "SUPERGW_SWITCH_OPTS"}
+    assert used == defined == {"SUPERGW_SWITCH_PORTS", "SUPERGW_SWITCH_TLS", "SUPERGW_SWITCH_OPTS"}
+
+
+@pytest.mark.parametrize("env", ["etc/switch.env", "example-site/switch.env"])
+def test_the_packaged_switch_serves_mutual_tls(env: str) -> None:
+    """Secure by default: P4Runtime over TLS with client certificates, files in /etc/supergw/tls."""
+    tls = re.search(r'^SUPERGW_SWITCH_TLS="([^"]*)"', (PACKAGING / env).read_text(), re.M)
+    assert tls is not None
+    flags = tls[1].split()
+    assert {"--grpc-server-ssl", "--grpc-server-with-client-auth"} <= set(flags)
+    for flag in ("--grpc-server-cert", "--grpc-server-key", "--grpc-server-cacert"):
+        assert flags[flags.index(flag) + 1].startswith("/etc/supergw/tls/"), flag
 
 
 @pytest.mark.parametrize(("name", "script"), [(p.name, s) for p in SPEC.packages.values() for s in p.scripts])

@@ -47,13 +47,18 @@ class Tally:
 
     def write(self, directory: Path | None = None) -> Path:
         """Write the tally (replacing an older one of the same interface and variant)."""
-        out = directory or Path(os.environ.get("SUPERGW_BADINPUT_DIR", DEFAULT_DIR))
+        out = directory or tally_dir()
         out.mkdir(parents=True, exist_ok=True)
         path = out / self.file_name
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(self), indent=1, sort_keys=True) + "\n")
         tmp.replace(path)
         return path
+
+
+def tally_dir() -> Path:
+    """Where tallies are written and read: $SUPERGW_BADINPUT_DIR, else DEFAULT_DIR."""
+    return Path(os.environ.get("SUPERGW_BADINPUT_DIR", DEFAULT_DIR))
 
 
 def read_all(directory: Path) -> list[Mapping[str, Any]]:

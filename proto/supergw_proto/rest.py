@@ -26,6 +26,7 @@ from typing import Any, Self, TypeVar
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
+from supergw_proto import certfiles
 from supergw_proto.api import (
     BucketView,
     ClientView,
@@ -99,6 +100,8 @@ def _detail(resp: httpx.Response) -> str:
 
 def trust(ca_file: Path) -> ssl.SSLContext:
     """A TLS context that trusts only the CA in `ca_file` (PEM), for `verify`."""
+    if not ca_file.exists():
+        raise ValueError(certfiles.missing(ca_file, "ca"))
     try:
         return ssl.create_default_context(cafile=str(ca_file))
     except (OSError, ssl.SSLError) as exc:

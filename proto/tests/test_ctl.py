@@ -89,6 +89,8 @@ def test_ca_file(tmp_path: Path) -> None:
     junk.write_text("not a certificate\n")
     with pytest.raises(UsageError, match="junk.pem: cannot load the CA certificate"):
         tls_trust("https://c:8443", None, {"SUPERGW_CA_FILE": str(junk)})
+    with pytest.raises(UsageError, match=r"file not found: .*/ca.crt: copy there the ca.crt .*supergw-gateway pki --out DIR"):
+        tls_trust("https://c:8443", tmp_path / "ca.crt", {})
 
 
 def test_target_never_shows_the_token(token_file: Path) -> None:

@@ -6,3 +6,5 @@ require (
 	github.com/gopacket/gopacket v1.7.7
 	golang.org/x/sys v0.48.0
 )
+
+require golang.org/x/net v0.60.0

@@ -15,9 +15,10 @@ from topologies.configs import Secrets, validate_with_owners, write_all
 from topologies.model import TopologyError
 from topologies.paths import SitePaths
 from topologies.schema import load
-from topologies.switch import site_command
+from topologies.switch import outside_command, site_command
 
 TWO_SITE = Path(__file__).resolve().parents[1] / "two-site.yaml"
+REMOTE_ACCESS = Path(__file__).resolve().parents[1] / "remote-access.yaml"
 
 
 def needs_pki() -> None:
@@ -98,6 +99,30 @@ def test_configs_and_certificates(tmp_path: Path, replicas: int) -> None:
     assert argv[-8:] == ["--grpc-server-ssl", "--grpc-server-cert", str(pki.dir / "p4rt-switch.crt"),
                          "--grpc-server-key", str(pki.dir / "p4rt-switch.key"), "--grpc-server-cacert", str(pki.ca),
                          "--grpc-server-with-client-auth"]
+
+
+def test_the_outside_switch_of_remote_access_serves_mutual_tls_too(tmp_path: Path) -> None:
+    """`make run TOPO=remote-access TLS=1`: the controller dials the outside switch as it dials
+    the LAN switch (its client certificate, the site's CA), and the outside switch serves the
+    switches' certificate, which names its management address, requiring client certificates."""
+    pytest.importorskip("supergw_controller.config")
+    pytest.importorskip("supergw_gateway.config")
+    needs_pki()
+    topo = load(REMOTE_ACCESS, tls=True).single
+    paths = SitePaths(tmp_path, tmp_path / "logs")
+    gen = write_all(topo, paths, Secrets.fresh(16))
+    assert validate_with_owners(gen) == []
+    pki = api_tls.site_pki(paths)
+    for path in gen.controllers.values():
+        ctl = yaml.safe_load(path.read_text())
+        assert ctl["remote_access"]["switch"]["tls"] == ctl["switch"]["tls"] == api_tls.switch_tls_config(pki)
+    outside_host = topo.outside_p4runtime_addr.rpartition(":")[0]
+    assert f"IP Address:{outside_host}" in san_text(pki.pair("p4rt-switch")[0])
+    argv = outside_command(topo, paths.logs, api_tls.switch_options(topo, paths)).argv()
+    assert argv[-8:] == list(api_tls.switch_options(topo, paths)) and "--grpc-server-with-client-auth" in argv
+    plain = load(REMOTE_ACCESS).single
+    gen = write_all(plain, SitePaths(tmp_path / "plain", tmp_path / "plain/logs"), Secrets.fresh(16))
+    assert all("tls" not in yaml.safe_load(p.read_text())["remote_access"]["switch"] for p in gen.controllers.values())
 
 
 def test_configs_without_tls_name_no_certificate(tmp_path: Path) -> None:

@@ -82,6 +82,16 @@ def test_wait_ready_names_the_unresolved_hosts(sock: Path) -> None:
         HostsimClient(sock).wait_ready(timeout=0.1)
 
 
+def test_wait_ready_names_the_hosts_without_the_gateways_ipv6_address(sock: Path) -> None:
+    status = b'{"ok": true, "hosts": 2, "resolved": 2, "resolved6": 1, "ready": false, "run": {"state": "idle"}}\n'
+    hosts = (b'{"ok": true, "totals": {}, "run": {}, "hosts": [{"ip": "10.60.0.100", "gateway_mac": "02:5e:60:00:00:01",'
+             b' "ip6": "fd00:60::64", "gateway_mac6": "02:5e:60:00:00:01"}, {"ip": "10.60.0.101", "gateway_mac":'
+             b' "02:5e:60:00:00:02", "ip6": "fd00:60::65", "gateway_mac6": null}]}\n')
+    _serve(sock, [status, status, hosts])
+    with pytest.raises(HostsimError, match=r"1 of 2 simulated hosts did not resolve the gateway's IPv6 address .*fd00:60::65"):
+        HostsimClient(sock).wait_ready(timeout=0.1)
+
+
 def _flows(run: int, tx: list[tuple[str, int]], rx: list[tuple[str, int, int]]) -> tuple[dict[str, Any], dict[str, Any]]:
     t = {"run": {"id": run}, "flows_tx": [{"flow": i, "src": "a", "dst": d, "sent": n} for i, (d, n) in enumerate(tx)]}
     r = {"flows_rx": [{"flow": i, "src": "a", "dst": d, "run": run, "received": n, "duplicates": dup, "max_gap_ms": 1.5 * i}
@@ -110,6 +120,7 @@ def test_the_topology_starts_hostsim_with_the_sites_ranges(tmp_path: Path) -> No
     assert HostsimProcess.argv("x", tmp_path, "1.1.1.1", "1.1.1.2", "00:00:00:00:00:01", 1, netns="n")[:4] == \
         ["ip", "netns", "exec", "n"]
     assert RunLayout(Path("/r")).site(b.prefix, several=True).hostsim_socket == Path("/r/sgw-b/hostsim.sock")
+    assert "--gateway-ip6" not in argv and not a.dual_stack  # the paper's LANs are IPv4 only
     # vmac(bucket(mac)) with the site's identity hash and K = 4096: mac & 0xfff
     assert simhosts.expected_gateway_mac(a, "00:00:03:00:18:00") == "02:88:88:88:08:00"
     assert simhosts.expected_gateway_mac(b, "00:00:04:00:f7:00") == "02:88:88:88:07:00"
@@ -141,3 +152,15 @@ def test_the_site_refuses_simulated_hosts_overlapping_its_hosts(tmp_path: Path) 
                                "first_mac": "02:77:00:00:00:01"}
     with pytest.raises(ValidationError, match="switch ports used twice"):
         Topology.model_validate(data)
+
+
+def test_a_dual_stack_site_starts_hostsim_with_the_twins_of_its_addresses(tmp_path: Path) -> None:
+    a, b = load(TWO_SITE_TOPOLOGY).sites
+    sim = a.simulated_hosts
+    assert sim is not None and a.dual_stack
+    argv = simhosts.argv(a, tmp_path / "s.sock")
+    # the router's link-local address (the RAs' source), host 0's IPv4 address's twin
+    assert argv[argv.index("--gateway-ip6") + 1] == "fe80::1"
+    assert argv[argv.index("--first-ip6") + 1] == str(a.lan6(sim.first_ip)) == "fd00:60::64"
+    six = simhosts.ip6s(b)
+    assert six[0] == b.lan6(b.simulated_hosts.ips()[0]) and six[1] == six[0] + 1  # type: ignore[union-attr]

@@ -5,22 +5,26 @@ Checks: the controller is primary on the switch and pushed its pipeline over TLS
 switch refuses a plaintext P4Runtime client); every agent reports over https (its config
 says https and the CA, the controller counts it alive with reports arriving); the REST API
 answers over https to a client trusting the site's CA, and refuses plain http and a client
-that does not trust that CA; `up`'s output shows https and curl's `--cacert`. Needs root,
-the built switch and strongSwan; under a minute.
+that does not trust that CA; `up`'s output shows https and curl's `--cacert`. Then the same
+with three controller replicas on etcd (`make run HA=1 TLS=1`): a leader killed, a backup
+takes the switch over TLS. Needs root, the built switch and strongSwan (and etcd for the
+second); the outside switch of `TOPO=remote-access` over TLS too. About a minute each.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import time
 
 import pytest
 import yaml
 
 from supergw_proto.rest import ApiError, ControllerClient
-from topologies import api_tls, components
+from topologies import api_tls, components, ha
 from topologies.emulation import Emulation
-from topologies.tests.emulation import EMULATION_MARKS, assert_gone, run_topologies, skip_if_running
+from topologies.schema import REMOTE_ACCESS_TOPOLOGY
+from topologies.tests.emulation import EMULATION_MARKS, assert_gone, booted, run_topologies, skip_if_running
 
 pytestmark = EMULATION_MARKS
 
@@ -80,3 +84,61 @@ def test_up_tls_rest_and_p4runtime() -> None:
         down = run_topologies("down")
         assert down.returncode == 0, down.stdout + down.stderr
     assert_gone(EMU)
+
+
+@pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd not installed (etcd-server)")
+def test_up_tls_with_replicas_leader_and_takeover_over_tls() -> None:
+    """`make run HA=1 TLS=1`: three replicas on etcd (TLS, client certificates, auth), each
+    serving https and dialing the switch over mutual TLS; the leader is primary on the switch,
+    and when it is killed a backup takes the switch over, still over TLS, with every gateway
+    alive in its view (the agents report to every replica over https)."""
+    emu = Emulation.from_file(tls=True, replicas=ha.HA_REPLICAS)
+    topo = emu.spec.single
+    skip_if_running(emu)
+    try:
+        up = run_topologies("up", "--tls", "--replicas", str(ha.HA_REPLICAS))
+        assert up.returncode == 0, up.stdout + up.stderr
+        for stage in ("switch", "controller", "agents", "end-to-end ping"):
+            assert f"ok  {stage}:" in up.stdout, up.stdout
+        running = Emulation.attach()
+        assert running is not None and running.spec == emu.spec
+        site = running.site()
+        names = topo.controller.replica_names()
+        for n in names:
+            ctl = yaml.safe_load(site.paths.controller_config(n).read_text())
+            assert ctl["api"]["tls"] and ctl["switch"]["tls"]["cert"].endswith("p4rt-controller.crt"), n
+            assert ctl["store"]["etcd"]["tls"]["cert"] and all(e.startswith("https://") for e in ctl["store"]["etcd"]["endpoints"])
+        leader = site.agreed_leader(names, 10, primary=True)
+        site.kill_controller(leader)
+        successor = site.agreed_leader([n for n in names if n != leader], 15, primary=True)
+        status = site.api(successor).status()
+        assert status.connected and status.role == "primary" and status.p4rt_errors_total == 0, status
+        gws = site.wait_gateways(lambda g: all(v.state == "alive" for v in g.values()), "every gateway alive", 10,
+                                 replica=successor)
+        assert set(gws) == {g.name for g in topo.gateways}
+    finally:
+        down = run_topologies("down")
+        assert down.returncode == 0, down.stdout + down.stderr
+    assert_gone(emu)
+
+
+def test_remote_access_outside_switch_over_mutual_tls() -> None:
+    """`make run TOPO=remote-access TLS=1`: the controller configures the outside switch over
+    mutual TLS too (a client reaches the LAN only through what it programmed there), and the
+    outside switch refuses a plaintext P4Runtime client."""
+    emu = Emulation.from_file(REMOTE_ACCESS_TOPOLOGY, changes={"gateways": 2, "clients": 1}, tls=True)
+    with booted(emu):
+        site = emu.site()
+        topo = site.topo
+        stages = emu.state.stages
+        assert str(stages.get("clients reach LAN")).startswith("ok"), stages
+        ctl = yaml.safe_load(site.paths.controller_config().read_text())
+        assert ctl["remote_access"]["switch"]["tls"] == api_tls.switch_tls_config(api_tls.site_pki(site.paths))
+        assert site.api().status().p4rt_errors_total == 0
+        ra = topo.remote_access
+        assert ra is not None
+        probe = [topo.outside_p4runtime_addr, str(ra.outside.device_id)]
+        ok, detail = components.probe_in_netns(topo.outside_ns, *api_tls.probe_options(topo, site.paths), "pipeline", *probe)
+        assert ok, detail
+        ok, detail = components.probe_in_netns(topo.outside_ns, "pipeline", *probe)
+        assert not ok and "UNAVAILABLE" in detail, detail

@@ -7,9 +7,11 @@
 //
 // Generator: an XDP program run with BPF_PROG_RUN and BPF_F_TEST_XDP_LIVE_FRAMES
 // on DEV's ingress returns XDP_TX, so the kernel transmits every frame out of DEV
-// (a veth) into its peer, the switch's port. Each frame gets the first 42 bytes
-// (Ethernet, IPv4, UDP headers) of the next frame of the plan, round robin, so the
-// frames carry the plan's many source and destination MACs. This process runs it
+// (a veth) into its peer, the switch's port. Each frame gets the headers of the next
+// frame of the plan, round robin (the first 42 bytes, Ethernet, IPv4 and UDP, of a
+// plan of IPv4 frames; the first 62, Ethernet, IPv6 and UDP, of a plan of IPv6
+// frames: the plan's ethertype says which), so the frames carry the plan's many
+// source and destination MACs and addresses. This process runs it
 // pinned to -cpu; without -rate it sends as fast as it can for -seconds, with
 // -rate R it sends R frames per second, evenly spaced (a token bucket in the XDP
 // program: a run without a token drops its frame instead of sending it).
@@ -23,8 +25,9 @@
 // (BPF_ENABLE_STATS, for this process's lifetime only) and reports the runs and run
 // time of the programs attached with TCX to DEV's ingress during the traffic.
 //
-// FILE holds frames as <u16 little-endian length><bytes>, all of one length (the
-// format of bench/dataplane/frames.py). Prints one JSON object on stdout. Root.
+// FILE holds frames as <u16 little-endian length><bytes>, all of one length and one
+// ethertype, IPv4 or IPv6 (the format of bench/dataplane/frames.py). Prints one JSON
+// object on stdout (its "family" says which the plan was). Root.
 package main
 
 import (
@@ -51,7 +54,8 @@ func init() {
 }
 
 const (
-	headerLen  = 42      // SGW_GEN_HEADER_LEN in traffic.c
+	headerLen  = 62      // SGW_GEN_HEADER_LEN in traffic.c: Ethernet + IPv6 + UDP
+	headerLen4 = 42      // SGW_GEN_HEADER_LEN_IPV4: Ethernet + IPv4 + UDP
 	maxFrames  = 4096    // SGW_GEN_MAX_FRAMES
 	firstCall  = 1 << 16 // program runs in the first BPF_PROG_RUN call
 	callTarget = time.Second
@@ -118,6 +122,7 @@ type Result struct {
 	Seconds    float64      `json:"seconds"` // first frame to last frame handed to the kernel
 	OfferedPPS float64      `json:"offered_pps"`
 	FrameBytes int          `json:"frame_bytes"` // without FCS
+	Family     string       `json:"family"`      // the plan's frames: "ipv4" or "ipv6"
 	PlanFrames int          `json:"plan_frames"`
 	CPU        int          `json:"cpu"`
 	Sinks      []SinkResult `json:"sinks"`
@@ -190,43 +195,79 @@ func parseFlags(args []string) (options, error) {
 	return o, nil
 }
 
+// plan is the frames of a plan file and how many bytes of each the generator writes.
+type plan struct {
+	frames  [][]byte
+	ipv6    bool
+	headers int // headerLen or headerLen4
+}
+
+func (p plan) family() string {
+	if p.ipv6 {
+		return "ipv6"
+	}
+	return "ipv4"
+}
+
 // readFrames reads the plan: at least one frame, at most maxFrames, all of one
-// length that holds the Ethernet, IPv4 and UDP headers.
-func readFrames(path string) ([][]byte, error) {
+// length and one ethertype, IPv4 or IPv6, each holding its Ethernet, IP and UDP headers.
+func readFrames(path string) (plan, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return plan{}, err
 	}
-	var frames [][]byte
+	var p plan
 	for off := 0; off < len(data); {
 		if off+2 > len(data) {
-			return nil, fmt.Errorf("%s: truncated length at byte %d", path, off)
+			return plan{}, fmt.Errorf("%s: truncated length at byte %d", path, off)
 		}
 		n := int(binary.LittleEndian.Uint16(data[off:]))
 		off += 2
-		if n < headerLen || off+n > len(data) {
-			return nil, fmt.Errorf("%s: frame %d: length %d (want >= %d, within the file)", path, len(frames), n, headerLen)
+		if n < 14 || off+n > len(data) {
+			return plan{}, fmt.Errorf("%s: frame %d: length %d (want an Ethernet frame within the file)", path, len(p.frames), n)
 		}
-		if len(frames) > 0 && n != len(frames[0]) {
-			return nil, fmt.Errorf("%s: frame %d is %d bytes, frame 0 is %d: one length per plan", path, len(frames), n, len(frames[0]))
-		}
-		frames = append(frames, data[off:off+n])
+		f := data[off : off+n]
 		off += n
+		ipv6 := false
+		switch et := binary.BigEndian.Uint16(f[12:]); et {
+		case 0x0800:
+		case 0x86dd:
+			ipv6 = true
+		default:
+			return plan{}, fmt.Errorf("%s: frame %d: ethertype %#04x, want IPv4 (0x0800) or IPv6 (0x86dd)", path, len(p.frames), et)
+		}
+		if len(p.frames) == 0 {
+			p.ipv6, p.headers = ipv6, headerLen4
+			if ipv6 {
+				p.headers = headerLen
+			}
+		}
+		if n < p.headers {
+			return plan{}, fmt.Errorf("%s: frame %d: length %d (want >= %d for %s/UDP headers)", path, len(p.frames), n, p.headers, p.family())
+		}
+		if len(p.frames) > 0 && n != len(p.frames[0]) {
+			return plan{}, fmt.Errorf("%s: frame %d is %d bytes, frame 0 is %d: one length per plan", path, len(p.frames), n, len(p.frames[0]))
+		}
+		if ipv6 != p.ipv6 {
+			return plan{}, fmt.Errorf("%s: frame %d is not %s as frame 0 is: one family per plan", path, len(p.frames), p.family())
+		}
+		p.frames = append(p.frames, f)
 	}
-	if len(frames) == 0 || len(frames) > maxFrames {
-		return nil, fmt.Errorf("%s: %d frames, want 1..%d", path, len(frames), maxFrames)
+	if len(p.frames) == 0 || len(p.frames) > maxFrames {
+		return plan{}, fmt.Errorf("%s: %d frames, want 1..%d", path, len(p.frames), maxFrames)
 	}
-	return frames, nil
+	return p, nil
 }
 
 func run(o options) (Result, error) {
 	if os.Geteuid() != 0 {
 		return Result{}, errors.New("needs root (eBPF, namespaces)")
 	}
-	frames, err := readFrames(o.framesFile)
+	p, err := readFrames(o.framesFile)
 	if err != nil {
 		return Result{}, err
 	}
+	frames := p.frames
 	var set unix.CPUSet
 	set.Set(o.cpu)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
@@ -238,6 +279,7 @@ func run(o options) (Result, error) {
 	}
 	for name, value := range map[string]any{
 		"sgw_gen_count":        uint32(len(frames)),
+		"sgw_gen_ipv6":         boolByte(p.ipv6),
 		"sgw_gen_rate":         uint64(o.rate),
 		"sgw_sink_vmac_base":   [6]byte(o.vmacBase),
 		"sgw_sink_bucket_mask": o.bucketMask,
@@ -273,7 +315,7 @@ func run(o options) (Result, error) {
 	cleanup = append(cleanup, func() { gen.Close() })
 	for i, f := range frames {
 		var h [headerLen]byte
-		copy(h[:], f)
+		copy(h[:], f[:p.headers])
 		if err := gen.SgwGenHeaders.Put(uint32(i), h); err != nil {
 			return Result{}, fmt.Errorf("plan frame %d: %w", i, err)
 		}
@@ -310,11 +352,18 @@ func run(o options) (Result, error) {
 	if r.Programs, err = watched.results(); err != nil {
 		return Result{}, err
 	}
-	r.FrameBytes, r.PlanFrames, r.CPU = len(frames[0]), len(frames), o.cpu
+	r.FrameBytes, r.Family, r.PlanFrames, r.CPU = len(frames[0]), p.family(), len(frames), o.cpu
 	if r.Seconds > 0 {
 		r.OfferedPPS = float64(r.Sent) / r.Seconds
 	}
 	return r, nil
+}
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 type watchedProg struct {

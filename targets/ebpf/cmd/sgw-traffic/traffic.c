@@ -9,15 +9,17 @@
 #include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
 
-/* Ethernet + IPv4 + UDP: the part of each planned frame the generator writes. */
-#define SGW_GEN_HEADER_LEN 42
+/* The part of each planned frame the generator writes: Ethernet + IPv6 + UDP, or
+ * Ethernet + IPv4 + UDP for a plan of IPv4 frames (sgw_gen_ipv6 = 0). */
+#define SGW_GEN_HEADER_LEN 62
+#define SGW_GEN_HEADER_LEN_IPV4 42
 #define SGW_GEN_MAX_FRAMES 4096
 
 struct sgw_gen_header {
 	__u8 bytes[SGW_GEN_HEADER_LEN];
 };
 
-/* Frame i of the plan differs from the template only in its first 42 bytes. */
+/* Frame i of the plan differs from the template only in its headers (the first 42 or 62 bytes). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, SGW_GEN_MAX_FRAMES);
@@ -42,6 +44,7 @@ struct {
 } sgw_gen SEC(".maps");
 
 volatile const __u32 sgw_gen_count = 1; /* frames in the plan, set before loading */
+volatile const __u8 sgw_gen_ipv6; /* the plan's frames are IPv6: 62 bytes of headers, else 42 */
 volatile const __u64 sgw_gen_rate; /* frames per second; 0: every run sends */
 
 #define SGW_GEN_NS 1000000000ULL
@@ -83,7 +86,7 @@ int sgw_gen_tx(struct xdp_md *ctx)
 	struct sgw_gen_state *st;
 	__u32 zero = 0, i;
 
-	if (data + SGW_GEN_HEADER_LEN > end)
+	if (data + (sgw_gen_ipv6 ? SGW_GEN_HEADER_LEN : SGW_GEN_HEADER_LEN_IPV4) > end)
 		return XDP_ABORTED;
 	st = bpf_map_lookup_elem(&sgw_gen, &zero);
 	if (!st)
@@ -95,7 +98,15 @@ int sgw_gen_tx(struct xdp_md *ctx)
 	h = bpf_map_lookup_elem(&sgw_gen_headers, &i);
 	if (!h)
 		return XDP_ABORTED;
-	__builtin_memcpy(data, h->bytes, SGW_GEN_HEADER_LEN);
+	if (sgw_gen_ipv6) {
+		if (data + SGW_GEN_HEADER_LEN > end)
+			return XDP_ABORTED;
+		__builtin_memcpy(data, h->bytes, SGW_GEN_HEADER_LEN);
+	} else {
+		if (data + SGW_GEN_HEADER_LEN_IPV4 > end)
+			return XDP_ABORTED;
+		__builtin_memcpy(data, h->bytes, SGW_GEN_HEADER_LEN_IPV4);
+	}
 	st->sent++;
 	return XDP_TX;
 }

@@ -9,9 +9,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"google.golang.org/grpc/credentials"
 )
@@ -72,6 +75,9 @@ func (o Options) ServerCredentials(logger *slog.Logger) (credentials.TransportCr
 	if !o.SSL {
 		return nil, nil
 	}
+	if err := o.filesExist(); err != nil {
+		return nil, err
+	}
 	pair, err := tls.LoadX509KeyPair(o.Cert, o.Key)
 	if err != nil {
 		return nil, fmt.Errorf("--grpc-server-cert %s / --grpc-server-key %s: %w", o.Cert, o.Key, err)
@@ -92,6 +98,32 @@ func (o Options) ServerCredentials(logger *slog.Logger) (credentials.TransportCr
 		}
 	}
 	return &logged{TransportCredentials: credentials.NewTLS(cfg), logger: logger}, nil
+}
+
+// filesExist names the first missing file and the `supergw-gateway pki` command
+// that makes it (the Python programs' wording: supergw_proto/certfiles.py). pki
+// writes NAME.crt and NAME.key for --server NAME=..., and the CA as ca.crt.
+func (o Options) filesExist() error {
+	const guide = `docs/deploy-linux.md, "Certificates"`
+	for _, f := range []struct{ flag, path string }{
+		{"--grpc-server-cert", o.Cert}, {"--grpc-server-key", o.Key}, {"--grpc-server-cacert", o.CACert},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if f.flag == "--grpc-server-cacert" {
+			return fmt.Errorf("%s: file not found: %s: copy there the ca.crt of the site's CA "+
+				"(`supergw-gateway pki --out DIR ...` makes DIR/ca.crt with the first certificate; %s)", f.flag, f.path, guide)
+		}
+		name := strings.TrimSuffix(filepath.Base(f.path), filepath.Ext(f.path))
+		return fmt.Errorf("%s: file not found: %s: make it with `supergw-gateway pki --out DIR --server %s=ADDRESS[,NAME]` "+
+			"(on the box that keeps the CA) and copy DIR/%s.crt and DIR/%s.key there, the key mode 0600 (%s)",
+			f.flag, f.path, name, name, name, guide)
+	}
+	return nil
 }
 
 type logged struct {

@@ -100,6 +100,10 @@ func TestBadFilesAreClearErrors(t *testing.T) {
 		want string
 	}{
 		{Options{SSL: true, Cert: filepath.Join(dir, "nope.crt"), Key: key}, "--grpc-server-cert"},
+		{Options{SSL: true, Cert: cert, Key: filepath.Join(dir, "p4rt-sw.key")},
+			"--grpc-server-key: file not found: " + dir + "/p4rt-sw.key: make it with `supergw-gateway pki --out DIR --server p4rt-sw=ADDRESS[,NAME]`"},
+		{Options{SSL: true, Cert: cert, Key: key, CACert: filepath.Join(dir, "ca.crt")},
+			"--grpc-server-cacert: file not found: " + dir + "/ca.crt: copy there the ca.crt of the site's CA"},
 		{Options{SSL: true, Cert: cert, Key: junk}, "--grpc-server-key"},
 		{Options{SSL: true, Cert: cert, Key: key, CACert: filepath.Join(dir, "nope.pem")}, "--grpc-server-cacert"},
 		{Options{SSL: true, Cert: cert, Key: key, CACert: junk}, "no PEM certificate"},

@@ -38,6 +38,8 @@ func run() error {
 	macStep := flag.Uint64("mac-step", 1, "distance between two hosts' MACs (256: the paper's §4.3 hosts ..:18:00, ..:19:00, ...)")
 	count := flag.Int("count", 0, "number of hosts")
 	prefixLen := flag.Int("prefix-len", 24, "the LAN's prefix length")
+	gw6 := flag.String("gateway-ip6", "", "dual stack: the gateway's IPv6 address the hosts resolve with Neighbor Discovery (its link-local LL_G)")
+	firstIP6 := flag.String("first-ip6", "", "dual stack: global IPv6 address of host 0 in a /64 (host k has first-ip6 + k)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %v", flag.Args())
@@ -69,6 +71,17 @@ func run() error {
 	if cfg.FirstMAC, err = net.ParseMAC(*firstMAC); err != nil {
 		return fmt.Errorf("--first-mac: %w", err)
 	}
+	if (*gw6 == "") != (*firstIP6 == "") {
+		return fmt.Errorf("--gateway-ip6 and --first-ip6 go together (dual stack) or not at all (IPv4 only)")
+	}
+	if *gw6 != "" {
+		if cfg.GatewayIP6, err = netip.ParseAddr(*gw6); err != nil {
+			return fmt.Errorf("--gateway-ip6: %w", err)
+		}
+		if cfg.FirstIP6, err = netip.ParseAddr(*firstIP6); err != nil {
+			return fmt.Errorf("--first-ip6: %w", err)
+		}
+	}
 	link, err := sim.OpenPacketLink(*iface, 200*time.Millisecond)
 	if err != nil {
 		return err
@@ -93,7 +106,11 @@ func run() error {
 		return err
 	}
 	go s.ResolveLoop(stop)
-	fmt.Printf("hostsim: %d hosts %s.. on %s, IP_G %s; ready to take commands on %s\n", cfg.Count, cfg.FirstIP, *iface,
+	dual := ""
+	if s.IPv6() {
+		dual = fmt.Sprintf(" and %s.., gateway %s", cfg.FirstIP6, cfg.GatewayIP6)
+	}
+	fmt.Printf("hostsim: %d hosts %s..%s on %s, IP_G %s; ready to take commands on %s\n", cfg.Count, cfg.FirstIP, dual, *iface,
 		cfg.GatewayIP, *socket)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)

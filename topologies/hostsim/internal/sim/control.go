@@ -32,6 +32,11 @@ type Totals struct {
 	ARPRequests uint64    `json:"arp_requests_sent"`
 	ARPReplies  uint64    `json:"arp_replies_sent"`
 	ICMPReplies uint64    `json:"icmp_replies_sent"`
+	// Dual stack: Neighbor Solicitations for the gateway, Neighbor Advertisements and ICMPv6
+	// echo replies sent.
+	NSSent       uint64 `json:"ns_sent"`
+	NASent       uint64 `json:"na_sent"`
+	ICMP6Replies uint64 `json:"icmpv6_replies_sent"`
 }
 
 // HostStats is one host in `stats`.
@@ -40,10 +45,16 @@ type HostStats struct {
 	IP         string  `json:"ip"`
 	MAC        string  `json:"mac"`
 	GatewayMAC *string `json:"gateway_mac"`
-	TxPackets  uint64  `json:"tx_packets"`
-	TxBytes    uint64  `json:"tx_bytes"`
-	RxPackets  uint64  `json:"rx_packets"`
-	RxBytes    uint64  `json:"rx_bytes"`
+	// Dual stack only: the host's global and link-local IPv6 addresses, and the MAC the
+	// Neighbor Advertisement for the gateway's IPv6 address gave it (null until then, and
+	// always for IPv4-only hosts).
+	IP6         string  `json:"ip6,omitempty"`
+	LinkLocal   string  `json:"link_local,omitempty"`
+	GatewayMAC6 *string `json:"gateway_mac6"`
+	TxPackets   uint64  `json:"tx_packets"`
+	TxBytes     uint64  `json:"tx_bytes"`
+	RxPackets   uint64  `json:"rx_packets"`
+	RxBytes     uint64  `json:"rx_bytes"`
 }
 
 // Stats is the `stats` answer.
@@ -62,9 +73,10 @@ func (s *Sim) Snapshot(hosts, flows bool) Stats {
 	for _, h := range s.hosts {
 		hs := HostStats{Index: h.Index, IP: h.IP.String(), MAC: h.MAC.String(), TxPackets: h.txPackets.Load(),
 			TxBytes: h.txBytes.Load(), RxPackets: h.rxPackets.Load(), RxBytes: h.rxBytes.Load()}
-		if gw := h.GatewayMAC(); gw != nil {
-			m := gw.String()
-			hs.GatewayMAC = &m
+		hs.GatewayMAC = macString(h.GatewayMAC())
+		if h.IP6.IsValid() {
+			hs.IP6, hs.LinkLocal = h.IP6.String(), h.LinkLocal.String()
+			hs.GatewayMAC6 = macString(h.GatewayMAC6())
 		}
 		t.TxPackets += hs.TxPackets
 		t.TxBytes += hs.TxBytes
@@ -77,6 +89,7 @@ func (s *Sim) Snapshot(hosts, flows bool) Stats {
 	t.TestTx, t.TestRx = s.c.testTx.Load(), s.c.testRx.Load()
 	t.Malformed, t.Ignored = s.c.malformed.Load(), s.c.ignored.Load()
 	t.ARPRequests, t.ARPReplies, t.ICMPReplies = s.c.arpRequests.Load(), s.c.arpReplies.Load(), s.c.icmpReplies.Load()
+	t.NSSent, t.NASent, t.ICMP6Replies = s.c.nsSent.Load(), s.c.naSent.Load(), s.c.icmp6Replies.Load()
 	rx := s.rx.snapshot()
 	var latSum uint64
 	var received uint64
@@ -106,6 +119,14 @@ func (s *Sim) Snapshot(hosts, flows bool) Stats {
 	return st
 }
 
+func macString(m net.HardwareAddr) *string {
+	if m == nil {
+		return nil
+	}
+	str := m.String()
+	return &str
+}
+
 // Reset zeroes every counter; refused during a run.
 func (s *Sim) Reset() error {
 	s.runMu.Lock()
@@ -127,6 +148,9 @@ func (s *Sim) Reset() error {
 		c.icmpReplies.Store(0)
 		c.testTx.Store(0)
 		c.testRx.Store(0)
+		c.nsSent.Store(0)
+		c.naSent.Store(0)
+		c.icmp6Replies.Store(0)
 	}
 	s.rx.reset()
 	if s.run != nil {
@@ -227,10 +251,15 @@ func (srv *Server) handle(line []byte) (map[string]any, error) {
 	s := srv.sim
 	switch req.Cmd {
 	case "hello":
-		return map[string]any{"version": APIVersion, "iface": srv.Iface, "hosts": len(s.hosts), "gateway_ip": s.cfg.GatewayIP.String()}, nil
+		var gw6 any // null: IPv4 only
+		if s.IPv6() {
+			gw6 = s.cfg.GatewayIP6.String()
+		}
+		return map[string]any{"version": APIVersion, "iface": srv.Iface, "hosts": len(s.hosts), "gateway_ip": s.cfg.GatewayIP.String(),
+			"gateway_ip6": gw6}, nil
 	case "status":
-		r := s.Resolved()
-		return map[string]any{"hosts": len(s.hosts), "resolved": r, "ready": r == len(s.hosts), "run": s.CurrentRun()}, nil
+		v4, v6 := s.Resolved()
+		return map[string]any{"hosts": len(s.hosts), "resolved": v4, "resolved6": v6, "ready": s.Ready(), "run": s.CurrentRun()}, nil
 	case "resolve":
 		n, err := s.Resolve(req.All)
 		return map[string]any{"requested": n}, err

@@ -28,13 +28,25 @@ func (s *Sim) Prometheus() string {
 			fmt.Fprintf(&b, "%s{host=%q,mac=%q} %d\n", m.name, h.IP, h.MAC, m.get(h))
 		}
 	}
-	family("supergw_hostsim_host_resolved", "gauge", "1 when the host resolved IP_G")
-	for _, h := range st.Hosts {
-		v := 0
-		if h.GatewayMAC != nil {
-			v = 1
+	type resolvedGauge struct {
+		name, help string
+		mac        func(h HostStats) *string
+	}
+	resolved := []resolvedGauge{{"supergw_hostsim_host_resolved", "1 when the host resolved IP_G",
+		func(h HostStats) *string { return h.GatewayMAC }}}
+	if s.IPv6() {
+		resolved = append(resolved, resolvedGauge{"supergw_hostsim_host_resolved6",
+			"1 when the host resolved the gateway's IPv6 address", func(h HostStats) *string { return h.GatewayMAC6 }})
+	}
+	for _, g := range resolved {
+		family(g.name, "gauge", g.help)
+		for _, h := range st.Hosts {
+			v := 0
+			if g.mac(h) != nil {
+				v = 1
+			}
+			fmt.Fprintf(&b, "%s{host=%q,mac=%q} %d\n", g.name, h.IP, h.MAC, v)
 		}
-		fmt.Fprintf(&b, "supergw_hostsim_host_resolved{host=%q,mac=%q} %d\n", h.IP, h.MAC, v)
 	}
 	t := st.Totals
 	for _, c := range []struct {

@@ -51,6 +51,7 @@ type TxFlowStats struct {
 
 type txFlow struct {
 	host *Host
+	src  netip.Addr // the host's address of dst's family
 	dst  netip.Addr
 	tmpl *Template
 	seq  uint32 // the next sequence number
@@ -96,15 +97,20 @@ func (s *Sim) buildFlows(spec *RunSpec, run uint16) ([]*txFlow, error) {
 		return nil, fmt.Errorf("mode %q is neither pairs nor mesh", spec.Mode)
 	}
 	if len(spec.Destinations) == 0 {
-		return nil, errors.New("destinations is empty: give the remote hosts' IPv4 addresses")
+		return nil, errors.New("destinations is empty: give the remote hosts' IPv4 (or, dual stack, IPv6) addresses")
 	}
 	dsts := make([]netip.Addr, len(spec.Destinations))
 	for i, d := range spec.Destinations {
 		a, err := netip.ParseAddr(d)
-		if err != nil || !a.Is4() {
-			return nil, fmt.Errorf("destinations[%d] %q is not an IPv4 address", i, d)
+		if err != nil || a.Zone() != "" || a.Is4In6() {
+			return nil, fmt.Errorf("destinations[%d] %q is not an IPv4 or IPv6 address", i, d)
 		}
-		if s.subnet.Contains(a) {
+		switch {
+		case a.Is6() && !s.IPv6():
+			return nil, fmt.Errorf("destinations[%d] %s is IPv6, and these hosts speak IPv4 only (start hostsim with --first-ip6 and --gateway-ip6)", i, a)
+		case a.Is6() && (!a.IsGlobalUnicast() || s.subnet6.Contains(a)):
+			return nil, fmt.Errorf("destinations[%d] %s is not a global unicast address off this LAN (%s): the generator sends through the gateway", i, a, s.subnet6)
+		case a.Is4() && s.subnet.Contains(a):
 			return nil, fmt.Errorf("destinations[%d] %s is on this LAN (%s): the generator sends through IP_G", i, a, s.subnet)
 		}
 		dsts[i] = a
@@ -124,19 +130,22 @@ func (s *Sim) buildFlows(spec *RunSpec, run uint16) ([]*txFlow, error) {
 	}
 	var flows []*txFlow
 	add := func(h *Host, dst netip.Addr) error {
-		gw := h.GatewayMAC()
+		gw, src, what := h.GatewayMACFor(dst), h.IP, fmt.Sprintf("IP_G %s", s.cfg.GatewayIP)
+		if dst.Is6() {
+			src, what = h.IP6, fmt.Sprintf("the gateway's IPv6 address %s", s.cfg.GatewayIP6)
+		}
 		if gw == nil {
-			return fmt.Errorf("host %d (%s) has not resolved IP_G %s yet: wait for status.ready or send resolve", h.Index, h.IP, s.cfg.GatewayIP)
+			return fmt.Errorf("host %d (%s) has not resolved %s yet: wait for status.ready or send resolve", h.Index, src, what)
 		}
 		if len(flows) >= MaxFlows {
 			return fmt.Errorf("more than %d flows", MaxFlows)
 		}
 		id := uint16(len(flows))
-		t, err := NewTemplate(spec.FrameBytes, h.MAC, gw, h.IP, dst, 10000+uint16(h.Index%50000), uint16(spec.DstPort), run, id)
+		t, err := NewTemplate(spec.FrameBytes, h.MAC, gw, src, dst, 10000+uint16(h.Index%50000), uint16(spec.DstPort), run, id)
 		if err != nil {
 			return err
 		}
-		flows = append(flows, &txFlow{host: h, dst: dst, tmpl: t})
+		flows = append(flows, &txFlow{host: h, src: src, dst: dst, tmpl: t})
 		return nil
 	}
 	for i, h := range senders {
@@ -215,7 +224,7 @@ func (s *Sim) TxFlows() []TxFlowStats {
 	defer r.mu.Unlock()
 	out := make([]TxFlowStats, len(r.flows))
 	for i, f := range r.flows {
-		out[i] = TxFlowStats{Flow: uint16(i), Src: f.host.IP.String(), Dst: f.dst.String(), Sent: f.sent,
+		out[i] = TxFlowStats{Flow: uint16(i), Src: f.src.String(), Dst: f.dst.String(), Sent: f.sent,
 			FirstSentNs: f.firstSent, LastSentNs: f.lastSent}
 	}
 	return out

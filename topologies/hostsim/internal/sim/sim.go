@@ -1,6 +1,7 @@
-// Package sim emulates many hosts behind one Ethernet port: ARP for the gateway IP, ARP and ICMP
-// echo answers, per-host counters, and a paced UDP traffic generator whose receiver counts loss,
-// reordering, one-way latency and gaps per flow (topologies/hostsim/README.md).
+// Package sim emulates many hosts behind one Ethernet port: ARP for the gateway IP (and, dual
+// stack, Neighbor Discovery for the gateway's IPv6 address), ARP, NS and ICMP/ICMPv6 echo answers,
+// per-host counters, and a paced UDP traffic generator whose receiver counts loss, reordering,
+// one-way latency and gaps per flow (topologies/hostsim/README.md).
 package sim
 
 import (
@@ -25,11 +26,17 @@ type Link interface {
 	Close() error
 }
 
-// Config names the emulated hosts: host k has FirstIP+k and FirstMAC+k*MACStep.
+// Config names the emulated hosts: host k has FirstIP+k and FirstMAC+k*MACStep; dual stack
+// (FirstIP6 set) also FirstIP6+k and the link-local address of its MAC (LinkLocal).
 type Config struct {
 	GatewayIP netip.Addr
-	FirstIP   netip.Addr
-	FirstMAC  net.HardwareAddr
+	// GatewayIP6 is the router's IPv6 address the hosts resolve with Neighbor Discovery and send
+	// off-link IPv6 through (the source of the Router Advertisements, LL_G); set with FirstIP6.
+	GatewayIP6 netip.Addr
+	// FirstIP6 is host 0's global IPv6 address, in a /64 (invalid: the hosts speak IPv4 only).
+	FirstIP6 netip.Addr
+	FirstIP  netip.Addr
+	FirstMAC net.HardwareAddr
 	// MACStep is the distance between two hosts' MACs (0 means 1); the clustering paper's
 	// §4.3 hosts 00:00:03:00:18:00, 19:00, ... are 256 apart.
 	MACStep   uint64
@@ -43,40 +50,64 @@ const MaxHosts = 4096
 
 // Host is one emulated host and its counters.
 type Host struct {
-	Index     int
-	IP        netip.Addr
-	MAC       net.HardwareAddr
-	gwMAC     atomic.Pointer[net.HardwareAddr]
-	txPackets atomic.Uint64
-	txBytes   atomic.Uint64
-	rxPackets atomic.Uint64
-	rxBytes   atomic.Uint64
+	Index int
+	IP    netip.Addr
+	MAC   net.HardwareAddr
+	// IP6 and LinkLocal are the host's IPv6 addresses (invalid when the hosts speak IPv4 only).
+	IP6, LinkLocal netip.Addr
+	gwMAC          atomic.Pointer[net.HardwareAddr]
+	gwMAC6         atomic.Pointer[net.HardwareAddr]
+	txPackets      atomic.Uint64
+	txBytes        atomic.Uint64
+	rxPackets      atomic.Uint64
+	rxBytes        atomic.Uint64
 }
 
 // GatewayMAC is IP_G's MAC as this host resolved it, or nil.
-func (h *Host) GatewayMAC() net.HardwareAddr {
-	if p := h.gwMAC.Load(); p != nil {
-		return *p
+func (h *Host) GatewayMAC() net.HardwareAddr { return loadMAC(&h.gwMAC) }
+
+// GatewayMAC6 is the MAC the Neighbor Advertisement for GatewayIP6 gave this host, or nil.
+func (h *Host) GatewayMAC6() net.HardwareAddr { return loadMAC(&h.gwMAC6) }
+
+// GatewayMACFor is the MAC this host sends off-link traffic of dst's family to, or nil.
+func (h *Host) GatewayMACFor(dst netip.Addr) net.HardwareAddr {
+	if dst.Is6() {
+		return h.GatewayMAC6()
+	}
+	return h.GatewayMAC()
+}
+
+func loadMAC(p *atomic.Pointer[net.HardwareAddr]) net.HardwareAddr {
+	if m := p.Load(); m != nil {
+		return *m
 	}
 	return nil
 }
 
+// resolved tells whether the host knows the gateway's MAC in every family it speaks.
+func (h *Host) resolved() bool {
+	return h.GatewayMAC() != nil && (!h.IP6.IsValid() || h.GatewayMAC6() != nil)
+}
+
 type counters struct {
 	malformed, ignored, arpRequests, arpReplies, icmpReplies, testTx, testRx atomic.Uint64
+	nsSent, naSent, icmp6Replies                                             atomic.Uint64
 }
 
 // Sim is the emulated hosts on one link.
 type Sim struct {
-	cfg    Config
-	subnet netip.Prefix
-	link   Link
-	hosts  []*Host
-	c      counters
-	rx     *receiver
-	txMu   sync.Mutex // serialises Send between the generator and the answers
-	runMu  sync.Mutex
-	run    *Run
-	runSeq uint16
+	cfg     Config
+	subnet  netip.Prefix
+	subnet6 netip.Prefix         // the hosts' /64 (invalid: IPv4 only)
+	byIP6   map[netip.Addr]*Host // every host's global and link-local address
+	link    Link
+	hosts   []*Host
+	c       counters
+	rx      *receiver
+	txMu    sync.Mutex // serialises Send between the generator and the answers
+	runMu   sync.Mutex
+	run     *Run
+	runSeq  uint16
 }
 
 func New(cfg Config, link Link) (*Sim, error) {
@@ -102,9 +133,14 @@ func New(cfg Config, link Link) (*Sim, error) {
 	if cfg.MACStep == 0 {
 		cfg.MACStep = 1
 	}
-	s := &Sim{cfg: cfg, subnet: subnet, link: link, rx: newReceiver()}
+	s := &Sim{cfg: cfg, subnet: subnet, link: link, rx: newReceiver(), byIP6: map[netip.Addr]*Host{}}
+	if cfg.FirstIP6.IsValid() || cfg.GatewayIP6.IsValid() {
+		if err := s.checkIPv6(); err != nil {
+			return nil, err
+		}
+	}
 	macBase := macToUint(cfg.FirstMAC)
-	ip := cfg.FirstIP
+	ip, ip6 := cfg.FirstIP, cfg.FirstIP6
 	for k := 0; k < cfg.Count; k++ {
 		if !subnet.Contains(ip) || ip == cfg.GatewayIP || ip == subnet.Addr() {
 			return nil, fmt.Errorf("host %d's IP %s is not a host address of %s other than the gateway's", k, ip, subnet)
@@ -113,7 +149,14 @@ func New(cfg Config, link Link) (*Sim, error) {
 		if cfg.MACStep>>48 != 0 || mac>>48 != 0 {
 			return nil, fmt.Errorf("host %d's MAC overflows 48 bits", k)
 		}
-		s.hosts = append(s.hosts, &Host{Index: k, IP: ip, MAC: uintToMAC(mac)})
+		h := &Host{Index: k, IP: ip, MAC: uintToMAC(mac)}
+		if s.subnet6.IsValid() {
+			if err := s.addIPv6(h, ip6); err != nil {
+				return nil, err
+			}
+			ip6 = ip6.Next()
+		}
+		s.hosts = append(s.hosts, h)
 		ip = ip.Next()
 	}
 	if last := s.hosts[len(s.hosts)-1].IP; last == netip.PrefixFrom(last, cfg.PrefixLen).Masked().Addr() {
@@ -121,6 +164,38 @@ func New(cfg Config, link Link) (*Sim, error) {
 	}
 	return s, nil
 }
+
+// checkIPv6 validates the dual-stack part of the config and sets the hosts' /64.
+func (s *Sim) checkIPv6() error {
+	g, f := s.cfg.GatewayIP6, s.cfg.FirstIP6
+	if !g.IsValid() || !f.IsValid() {
+		return fmt.Errorf("IPv6 needs both the gateway's IPv6 address and the first host's IPv6 address")
+	}
+	if !f.Is6() || f.Is4In6() || !f.IsGlobalUnicast() || f.Zone() != "" {
+		return fmt.Errorf("first IPv6 address %s is not a global unicast IPv6 address", f)
+	}
+	s.subnet6 = netip.PrefixFrom(f, 64).Masked()
+	if !g.Is6() || g.Is4In6() || g.Zone() != "" || !(g.IsLinkLocalUnicast() || s.subnet6.Contains(g)) {
+		return fmt.Errorf("gateway IPv6 address %s is neither link-local (fe80::/10) nor in the hosts' %s", g, s.subnet6)
+	}
+	return nil
+}
+
+// addIPv6 gives host h its global address a (FirstIP6 + its index) and its link-local address.
+func (s *Sim) addIPv6(h *Host, a netip.Addr) error {
+	if !s.subnet6.Contains(a) || a == s.cfg.GatewayIP6 || a == s.subnet6.Addr() {
+		return fmt.Errorf("host %d's IPv6 address %s is not a host address of %s other than the gateway's", h.Index, a, s.subnet6)
+	}
+	h.IP6, h.LinkLocal = a, LinkLocal(h.MAC)
+	if other := s.byIP6[h.LinkLocal]; other != nil {
+		return fmt.Errorf("hosts %d and %d share the link-local address %s", other.Index, h.Index, h.LinkLocal)
+	}
+	s.byIP6[h.IP6], s.byIP6[h.LinkLocal] = h, h
+	return nil
+}
+
+// IPv6 tells whether the hosts speak IPv6 too.
+func (s *Sim) IPv6() bool { return s.subnet6.IsValid() }
 
 func macToUint(m net.HardwareAddr) uint64 {
 	var b [8]byte
@@ -174,50 +249,87 @@ func (s *Sim) send(h *Host, frames ...[]byte) error {
 	return err
 }
 
-// Resolve sends an ARP request for IP_G from every host (all) or every host that has no answer yet.
+// Resolve sends an ARP request for IP_G (and, dual stack, a Neighbor Solicitation for
+// GatewayIP6) from every host (all) or every host that has no answer yet in that family; it
+// returns how many hosts asked.
 func (s *Sim) Resolve(all bool) (int, error) {
 	n := 0
 	for _, h := range s.hosts {
-		if !all && h.GatewayMAC() != nil {
-			continue
+		asked := false
+		if all || h.GatewayMAC() == nil {
+			if all {
+				h.gwMAC.Store(nil)
+			}
+			f, err := ARPFrame(layers.ARPRequest, h.MAC, h.IP, nil, s.cfg.GatewayIP)
+			if err != nil {
+				return n, err
+			}
+			if err := s.send(h, f); err != nil {
+				return n, fmt.Errorf("ARP request from %s: %w", h.IP, err)
+			}
+			s.c.arpRequests.Add(1)
+			asked = true
 		}
-		if all {
-			h.gwMAC.Store(nil)
+		if h.IP6.IsValid() && (all || h.GatewayMAC6() == nil) {
+			if all {
+				h.gwMAC6.Store(nil)
+			}
+			// From the global address, as Linux solicits when the packet waiting for the
+			// router's MAC comes from it (ndisc_solicit): the switch learns that address at once.
+			f, err := NSFrame(h.MAC, h.IP6, s.cfg.GatewayIP6)
+			if err != nil {
+				return n, err
+			}
+			if err := s.send(h, f); err != nil {
+				return n, fmt.Errorf("Neighbor Solicitation from %s: %w", h.IP6, err)
+			}
+			s.c.nsSent.Add(1)
+			asked = true
 		}
-		f, err := ARPFrame(layers.ARPRequest, h.MAC, h.IP, nil, s.cfg.GatewayIP)
-		if err != nil {
-			return n, err
+		if asked {
+			n++
 		}
-		if err := s.send(h, f); err != nil {
-			return n, fmt.Errorf("ARP request from %s: %w", h.IP, err)
-		}
-		s.c.arpRequests.Add(1)
-		n++
 	}
 	return n, nil
 }
 
-// Resolved counts the hosts that know IP_G's MAC.
-func (s *Sim) Resolved() int {
-	n := 0
+// Resolved counts the hosts that know IP_G's MAC, and (dual stack) GatewayIP6's.
+func (s *Sim) Resolved() (v4, v6 int) {
 	for _, h := range s.hosts {
 		if h.GatewayMAC() != nil {
-			n++
+			v4++
+		}
+		if h.GatewayMAC6() != nil {
+			v6++
 		}
 	}
-	return n
+	return v4, v6
+}
+
+// Ready tells whether every host resolved the gateway in every family it speaks.
+func (s *Sim) Ready() bool {
+	for _, h := range s.hosts {
+		if !h.resolved() {
+			return false
+		}
+	}
+	return true
 }
 
 // Handle processes one received frame as the hosts' NICs and stacks would.
 func (s *Sim) Handle(p *Parser, frame []byte, now uint64) {
+	if !s.IPv6() && len(frame) >= 14 && layers.EthernetType(binary.BigEndian.Uint16(frame[12:])) == layers.EthernetTypeIPv6 {
+		s.c.ignored.Add(1) // IPv4-only hosts: their stacks would have IPv6 off
+		return
+	}
 	if err := p.Decode(frame); err != nil {
 		s.c.malformed.Add(1)
 		return
 	}
 	dst := p.Eth.DstMAC
-	broadcast := bytes.Equal(dst, layers.EthernetBroadcast)
+	group := dst[0]&1 == 1 // broadcast or multicast
 	var h *Host
-	if !broadcast {
+	if !group {
 		if h = s.hostByMAC(dst); h == nil {
 			s.c.ignored.Add(1) // another NIC's unicast: filtered by ours
 			return
@@ -226,7 +338,7 @@ func (s *Sim) Handle(p *Parser, frame []byte, now uint64) {
 	switch {
 	case p.Has(layers.LayerTypeARP):
 		target := s.hostByIP(netip.AddrFrom4([4]byte(p.ARP.DstProtAddress)))
-		if target == nil || (h != nil && h != target) {
+		if target == nil || (h != nil && h != target) || !bytes.Equal(dst, layers.EthernetBroadcast) && h == nil {
 			s.c.ignored.Add(1)
 			return
 		}
@@ -252,6 +364,8 @@ func (s *Sim) Handle(p *Parser, frame []byte, now uint64) {
 				s.rx.record(src, h.IP, probe, now)
 			}
 		}
+	case p.Has(layers.LayerTypeIPv6) && s.IPv6():
+		s.handleIPv6(h, p, frame, now)
 	default:
 		s.c.ignored.Add(1)
 	}
@@ -270,6 +384,70 @@ func (s *Sim) handleARP(h *Host, p *Parser) {
 		if err == nil && s.send(h, reply) == nil {
 			s.c.arpReplies.Add(1)
 		}
+	}
+}
+
+// handleIPv6 is a dual-stack host's IPv6: Neighbor Solicitations for its addresses (multicast to
+// their solicited-node group, or unicast), the Neighbor Advertisement for the gateway's address,
+// echo requests and test traffic to its addresses. h is nil for a multicast frame.
+func (s *Sim) handleIPv6(h *Host, p *Parser, frame []byte, now uint64) {
+	dst, _ := netip.AddrFromSlice(p.IP6.DstIP)
+	nd := p.IP6.NextHeader == layers.IPProtocolICMPv6 && p.IP6.HopLimit == ndHopLimit && p.ICMP6.TypeCode.Code() == 0
+	var to *Host // the host the frame is for, by its IPv6 destination or, for an NS, its target
+	switch {
+	case p.Has(layers.LayerTypeICMPv6NeighborSolicitation) && nd:
+		target, _ := netip.AddrFromSlice(p.NS.TargetAddress)
+		if to = s.byIP6[target]; h == nil && dst != SolicitedNode(target) {
+			to = nil // multicast, but not to the target's group
+		}
+	case p.Has(layers.LayerTypeICMPv6NeighborSolicitation), p.Has(layers.LayerTypeICMPv6NeighborAdvertisement) && !nd:
+		to = nil // not valid ND (RFC 4861 §7.1.1, §7.1.2): silently discarded
+	default:
+		to = s.byIP6[dst]
+	}
+	if to == nil || (h != nil && h != to) {
+		s.c.ignored.Add(1)
+		return
+	}
+	to.rxPackets.Add(1)
+	to.rxBytes.Add(uint64(len(frame)))
+	switch {
+	case p.Has(layers.LayerTypeICMPv6NeighborSolicitation):
+		s.answerNS(to, p)
+	case p.Has(layers.LayerTypeICMPv6NeighborAdvertisement):
+		target, _ := netip.AddrFromSlice(p.NA.TargetAddress)
+		mac := linkLayerOption(p.NA.Options, layers.ICMPv6OptTargetAddress)
+		if target == s.cfg.GatewayIP6 && mac != nil {
+			m := net.HardwareAddr(bytes.Clone(mac))
+			to.gwMAC6.Store(&m)
+		}
+	case p.Has(layers.LayerTypeICMPv6Echo) && p.ICMP6.TypeCode.Type() == layers.ICMPv6TypeEchoRequest:
+		if reply, err := Echo6Reply(to.MAC, p.Eth.SrcMAC, &p.IP6, &p.Echo6); err == nil && s.send(to, reply) == nil {
+			s.c.icmp6Replies.Add(1)
+		}
+	case p.Has(layers.LayerTypeUDP):
+		if probe, ok := ParseProbe(p.UDP.Payload); ok {
+			s.c.testRx.Add(1)
+			src, _ := netip.AddrFromSlice(p.IP6.SrcIP)
+			s.rx.record(src, dst, probe, now)
+		}
+	}
+}
+
+// answerNS answers a Neighbor Solicitation for one of h's addresses (RFC 4861 §7.2.4): to the
+// solicitor (its source link-layer option, else the frame's source), solicited and override;
+// a duplicate address detection probe (source ::) is answered to all nodes, not solicited.
+func (s *Sim) answerNS(h *Host, p *Parser) {
+	target, _ := netip.AddrFromSlice(p.NS.TargetAddress)
+	src, _ := netip.AddrFromSlice(p.IP6.SrcIP)
+	dst, dstMAC, flags := src, p.Eth.SrcMAC, uint8(NASolicited|NAOverride)
+	if src.IsUnspecified() {
+		dst, dstMAC, flags = allNodes, MulticastMAC(allNodes), NAOverride
+	} else if sll := linkLayerOption(p.NS.Options, layers.ICMPv6OptSourceAddress); sll != nil {
+		dstMAC = sll
+	}
+	if reply, err := NAFrame(h.MAC, dstMAC, dst, target, flags); err == nil && s.send(h, reply) == nil {
+		s.c.naSent.Add(1)
 	}
 }
 
@@ -298,7 +476,7 @@ func (s *Sim) Receive(stop <-chan struct{}, batch int) error {
 	}
 }
 
-// ResolveLoop re-ARPs every second for the hosts without an answer, as a host's stack retries.
+// ResolveLoop re-ARPs (and re-solicits) every second for the hosts without an answer, as a host's stack retries.
 func (s *Sim) ResolveLoop(stop <-chan struct{}) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -307,7 +485,7 @@ func (s *Sim) ResolveLoop(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
-			if s.Resolved() < len(s.hosts) {
+			if !s.Ready() {
 				_, _ = s.Resolve(false)
 			}
 		}

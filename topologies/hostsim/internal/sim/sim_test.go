@@ -152,8 +152,8 @@ func TestARPReplyFromTheGatewayResolvesOnlyItsTarget(t *testing.T) {
 	if got := h.GatewayMAC(); !bytes.Equal(got, vmac) {
 		t.Fatalf("gateway MAC %v, want %v", got, vmac)
 	}
-	if s.Resolved() != 1 || s.Hosts()[0].GatewayMAC() != nil {
-		t.Fatalf("resolved %d hosts, want only host 1", s.Resolved())
+	if s.resolvedV4() != 1 || s.Hosts()[0].GatewayMAC() != nil {
+		t.Fatalf("resolved %d hosts, want only host 1", s.resolvedV4())
 	}
 	if st := s.Snapshot(true, false); st.Hosts[1].RxPackets != 2 || st.Totals.RxPackets != 2 {
 		t.Fatalf("rx counters %+v", st.Hosts[1])
@@ -328,8 +328,8 @@ func TestMalformedAndForeignFramesAreIgnoredAndCounted(t *testing.T) {
 	if st.Totals.Malformed != uint64(len(malformed)) || st.Totals.Ignored != 3 {
 		t.Fatalf("malformed %d (want %d), ignored %d (want 3)", st.Totals.Malformed, len(malformed), st.Totals.Ignored)
 	}
-	if len(l.take()) != 0 || s.Resolved() != 0 || st.Totals.RxPackets != 0 {
-		t.Fatalf("a bad frame changed state: rx %d, resolved %d", st.Totals.RxPackets, s.Resolved())
+	if len(l.take()) != 0 || s.resolvedV4() != 0 || st.Totals.RxPackets != 0 {
+		t.Fatalf("a bad frame changed state: rx %d, resolved %d", st.Totals.RxPackets, s.resolvedV4())
 	}
 }
 
