@@ -93,6 +93,7 @@ class WanNetOnly(StrictModel):
 class WanNet(StrictModel):
     netns: str = Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")
     subnet: ipaddress.IPv4Network
+    subnet6: ipaddress.IPv6Network | None = None  # IPv6 outer between the pairs (model.WanSpec)
 
 
 class SimulatedHosts(StrictModel):
@@ -181,7 +182,8 @@ class TwoSiteFile(StrictModel):
                     **({"subnet6": str(s.lan6)} if s.lan6 is not None else {})},
             "hosts": hosts,
             "gateways": gws,
-            "wan": {"subnet": str(self.wan.subnet)},
+            "wan": {"subnet": str(self.wan.subnet),
+                    **({"subnet6": str(self.wan.subnet6)} if self.wan.subnet6 is not None else {})},
             "remote": {"subnet": str(o.lan),
                        "hosts": [{"name": h["name"], "ip": h["ip"], "via": o_gws[j % len(o_gws)]["name"]}
                                  for j, h in enumerate(o_hosts)],

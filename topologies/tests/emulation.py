@@ -19,6 +19,13 @@ from topologies.paths import REPO, SWITCH_BIN
 from topologies.poll import Timeout
 from topologies.site import Gateways, Site
 
+# The longest silence an integration test accepts in a flow through a gateway that fails, from
+# its last answer before the failure to its first answer after (bench/gaps.py): the
+# controller's failover budget (3 missed 100 ms heartbeats; bench/probes.py GOAL_MS, 500 ms,
+# is the goal the benchmarks measure on a quiet machine) plus the ping interval and the
+# scheduling of a loaded 2-core machine; packaging/deploy_tests allows the same 2 s.
+FAILOVER_GAP_S = 2.0
+
 EMULATION_MARKS = [
     pytest.mark.integration,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces and eBPF"),
