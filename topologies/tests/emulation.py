@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -72,6 +74,24 @@ def until(site: Site, what: str, cond: Callable[[Gateways], bool], timeout: floa
 
 def all_alive(gws: Gateways) -> bool:
     return all(g.state == "alive" for g in gws.values())
+
+
+@contextmanager
+def captured(netns: str, iface: str, pcap: Path, bpf: str) -> Iterator[None]:
+    """tcpdump of `iface` in `netns` ("any": every interface there) into `pcap` for the block:
+    listening before the block starts, every frame written when it ends."""
+    with subprocess.Popen(["ip", "netns", "exec", netns, "tcpdump", "-i", iface, "-n", "-U", "-w", str(pcap), bpf],
+                          stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stderr is not None
+            said = [proc.stderr.readline()]  # "listening on ...", after "data link type ..." with -i any
+            while "listening on" not in said[-1] and said[-1]:
+                said.append(proc.stderr.readline())
+            assert "listening on" in said[-1], f"tcpdump in {netns} did not start: {''.join(said)}"
+            yield
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=10)
 
 
 _SUMMARY = re.compile(r"(\d+) packets transmitted, (\d+) received")

@@ -42,6 +42,20 @@ SHORT_NUD_SYSCTLS = {
     "mcast_resolicit": "0",
 }
 
+# The traffic that keeps the router's entry in use without confirming it: one UDP datagram
+# every `interval` s to the discard port of a remote host, through the router. Not ping:
+# iputils ping sends with MSG_CONFIRM once it got a reply, which tells the kernel the
+# neighbour is reachable and so spares it every NUD probe; TCP's ACKs do the same. A send
+# error (the route or the neighbour lost) ends the sender with the error.
+UDP_SENDER = """
+import socket, sys, time
+dst, interval = sys.argv[1], float(sys.argv[2])
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+while True:
+    s.sendto(b"nud", (dst, 9))
+    time.sleep(interval)
+"""
+
 STATES = ("INCOMPLETE", "REACHABLE", "STALE", "DELAY", "PROBE", "FAILED", "NOARP", "PERMANENT", "NONE")
 
 

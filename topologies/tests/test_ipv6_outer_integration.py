@@ -13,7 +13,6 @@ and tcpdump; about 40 s.
 from __future__ import annotations
 
 import ipaddress
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -29,7 +28,7 @@ from topologies.emulation import Emulation
 from topologies.model import Topology
 from topologies.schema import TWO_SITE_TOPOLOGY
 from topologies.site import Site
-from topologies.tests.emulation import EMULATION_MARKS, booted, ping_counts
+from topologies.tests.emulation import EMULATION_MARKS, booted, captured, ping_counts
 
 pytestmark = EMULATION_MARKS
 
@@ -66,6 +65,21 @@ def _wait_route6(topo: Topology, host: str) -> None:
     raise AssertionError(f"{host}: no IPv6 default route from the RAs within {ROUTE_WAIT_S:.0f} s: {route!r}")
 
 
+def _announce(site: Site, host: str, addr: str) -> None:
+    """`host` sends one IPv6 packet from `addr` (to its own gateway address), so that its switch
+    learns the address and answers the gateways' Neighbor Solicitations for it. Without it a
+    gateway cannot resolve an address its host never sent from: the switch punts the NS
+    (GATEWAY_ND_MISS) and the controller ignores an address it does not know, as it does a
+    gateway's ARP for an unknown IPv4 address (controller/README.md, "IPv6 learning")."""
+    gua = str(site.topo.lan.gateway_ip6)
+    _in(site.topo.ns(host), "ping", "-6", "-n", "-c", "1", "-W", "1", "-I", addr, gua)
+    mac = next(h.mac for h in site.topo.hosts if h.name == host)
+    deadline = time.monotonic() + 5
+    while addr not in next((h.ipv6 for h in site.api().hosts() if h.mac == mac), []):
+        assert time.monotonic() < deadline, f"{site.prefix} did not learn {host}'s {addr} from its packet"
+        time.sleep(0.2)
+
+
 def _outer_families(pcap: Path) -> tuple[int, int]:
     """(IPv4, IPv6) frames in the capture of IKE and ESP on the WAN."""
     v4 = v6 = 0
@@ -92,26 +106,18 @@ def test_ipv6_outer_carries_ipv4_and_ipv6_inside(tmp_path: Path) -> None:
                 assert (local, remote) == want and ipaddress.ip_address(local) in WAN6, (
                     f"{g.name}'s IKE SA runs between {local} and {remote}, not the IPv6 twins {want}")
         pairs = [(a, a.topo.hosts[0], b.topo.hosts[0]), (b, b.topo.hosts[1], a.topo.hosts[1])]
-        for site, src, _ in pairs:
+        for site, src, dst in pairs:
             _wait_route6(site.topo, src.name)
+            other = b if site is a else a
+            _announce(other, dst.name, str(other.topo.lan6(dst.ip)))
         pcap = tmp_path / "wan.pcap"
         assert emu.spec.shared_wan is not None
-        with subprocess.Popen(["ip", "netns", "exec", emu.spec.shared_wan, "tcpdump", "-i", "any", "-n", "-U",
-                               "-w", str(pcap), "udp port 500 or udp port 4500 or ip proto 50 or ip6 proto 50"],
-                              stderr=subprocess.PIPE, text=True) as capture:
-            try:
-                assert capture.stderr is not None
-                ready = capture.stderr.readline()
-                assert "listening on" in ready, f"tcpdump did not start: {ready!r}"
-                for site, src, dst in pairs:
-                    for addr in (str(dst.ip), str(site.topo.remote6(dst.ip))):
-                        ping = _in(site.topo.ns(src.name), "ping", "-n", "-c", str(PINGS), "-i", "0.05", "-W", "2",
-                                   addr)
-                        sent, got = ping_counts(ping.stdout)
-                        assert got == sent == PINGS, f"{src.name} -> {dst.name} {addr}: {got}/{sent}\n{ping.stdout}"
-            finally:
-                capture.send_signal(signal.SIGINT)
-                capture.wait(timeout=10)
+        with captured(emu.spec.shared_wan, "any", pcap, "udp port 500 or udp port 4500 or ip proto 50 or ip6 proto 50"):
+            for site, src, dst in pairs:
+                for addr in (str(dst.ip), str(site.topo.remote6(dst.ip))):
+                    ping = _in(site.topo.ns(src.name), "ping", "-n", "-c", str(PINGS), "-i", "0.05", "-W", "2", addr)
+                    sent, got = ping_counts(ping.stdout)
+                    assert got == sent == PINGS, f"{src.name} -> {dst.name} {addr}: {got}/{sent}\n{ping.stdout}"
         after = {s.prefix: _child_packets(s) for s in (a, b)}
     v4, v6 = _outer_families(pcap)
     counted = sum(after[p][g][2] - before[p][g][2] for p in after for g in after[p])
