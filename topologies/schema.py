@@ -150,6 +150,12 @@ class TwoSiteFile(StrictModel):
                               f"(hosts 1-{self.hosts_per_site}, gateways 251-254)")
         if self.wan.subnet.num_addresses < 32:
             errors.append(f"wan.subnet {self.wan.subnet} is too small (needs .11-.24)")
+        for s in self.sites:  # addresses are derived by index: a subnet too small has none to give
+            if s.lan.num_addresses < 256:
+                errors.append(f"sites[{s.name}].lan {s.lan} is too small: hosts and gateways take "
+                              f".{self.first_host}-.254 (a /24 or larger)")
+            if s.mgmt.num_addresses < 16:
+                errors.append(f"sites[{s.name}].mgmt {s.mgmt} is too small: gateways take .11-.14 (a /28 or larger)")
         if errors:
             raise ValueError("; ".join(errors))
         return self
@@ -225,6 +231,17 @@ class RemoteAccessFile(StrictModel):
     mgmt: MgmtSpec
     gateway_cpu_percent: float | None = Field(default=None, gt=0, le=6400)
     remote_access: dict[str, Any]  # RemoteAccessSpec without `clients` (the top-level key sets it)
+
+    @model_validator(mode="after")
+    def _sizes(self) -> RemoteAccessFile:
+        """Addresses are derived by index (class doc): each subnet must hold the highest one."""
+        need = {"lan.subnet": (self.lan.subnet, 256), "wan.subnet": (self.wan.subnet, 32),
+                "remote_subnet": (self.remote_subnet, 256), "mgmt.subnet": (self.mgmt.subnet, 16)}
+        small = [f"{k} {net} is too small for the addresses derived in it (at least {n} addresses)"
+                 for k, (net, n) in need.items() if net.num_addresses < n]
+        if small:
+            raise ValueError("; ".join(small))
+        return self
 
     def derive(self) -> EmulationSpec:
         lan, wan, rlan, mgmt = self.lan.subnet, self.wan.subnet, self.remote_subnet, self.mgmt.subnet

@@ -1,6 +1,6 @@
 """What the emulation's integration tests share: their pytest marks, the CLI, booting a plan
 for a test module (skipped when something runs here already; everything removed after),
-and waiting on a site's gateways."""
+waiting on a site's gateways, a packet capture for a block, and the failover allowance."""
 
 from __future__ import annotations
 

@@ -19,8 +19,8 @@ The default topology is dual-stack (`lan.subnet6`); the fixture removes h1's con
 address so only what the RA gives is left, and turns IPv6 off and on on its interface so the
 host solicits (RS, answered by the controller on h1's port). Once on the eBPF switch and once
 on BMv2 (skipped with the reason when BMv2 or `make p4`'s JSON is missing). Needs root, the
-built switch, strongSwan and tcpdump; about 80 s per switch. `SGW_NUD_HOURS=N` runs N hours'
-worth of NUD probes instead of one (about 15 s each).
+built switch, strongSwan and tcpdump; 35-50 s per switch here, boot included (the NUD run
+10-16 s of it). `SGW_NUD_HOURS=N` runs N hours' worth of NUD probes instead of one.
 """
 
 from __future__ import annotations
