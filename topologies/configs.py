@@ -222,8 +222,8 @@ def gateway_config(
             {"role": "lan", "device": "lan0", "address": lan_addr},
             {"role": "wan", "device": "wan0", "address": f"{wan}/{wan_len}"},
         ],
-        "local": {"address": str(wan), "subnets": [str(local_net)]},
-        "remote": {"address": str(peer_wan), "subnets": [str(remote_net)]},
+        "local": {"address": str(topo.outer(wan)), "subnets": [str(local_net)]},
+        "remote": {"address": str(topo.outer(peer_wan)), "subnets": [str(remote_net)]},
         "auth": {"method": "psk", "psk": sec.psk},
         # Members initiate; peers at the remote site answer. Both ends are loaded first.
         # Facing a partner super gateway, exactly one of the two sites initiates.
@@ -231,8 +231,10 @@ def gateway_config(
         "dpd": {"delay_s": 5, "timeout_s": 15, "action": "restart"},
         "state_dir": str(state_dir),
     }
+    if topo.wan.subnet6 is not None:  # IPv6 outer: the gateway puts its twin on its WAN interface
+        cfg["interfaces"][1]["addresses6"] = [f"{topo.outer(wan)}/{topo.wan.subnet6.prefixlen}"]
     if topo.dual_stack:
-        # the tunnel carries IPv6 inside (its traffic selectors); the outer stays IPv4
+        # the tunnel carries IPv6 inside (its traffic selectors); the outer is IPv4 unless wan.subnet6
         lan6 = topo.lan6(g.lan_ip) if side == "lan" else topo.remote6(g.peer.lan_ip)
         cfg["interfaces"][0]["addresses6"] = [f"{lan6}/64"]
         local6, remote6 = topo.lan.subnet6, topo.remote.subnet6

@@ -156,6 +156,9 @@ class GatewaySpec(StrictModel):
 
 class WanSpec(StrictModel):
     subnet: ipaddress.IPv4Network
+    # IPv6 outer: the tunnels run between the WAN addresses' twins in this prefix (twin6);
+    # every gateway and peer also holds its twin on its WAN interface. None: IPv4 outer.
+    subnet6: ipaddress.IPv6Network | None = None
 
 
 class RemoteHostSpec(StrictModel):
@@ -382,6 +385,15 @@ class Topology(StrictModel, Prefixed):
             for net, net6 in ((self.lan.subnet, self.lan.subnet6), (self.remote.subnet, self.remote.subnet6)):
                 if net.num_addresses > net6.num_addresses:
                     errors.append(f"{net6} is smaller than {net}: not every address has an IPv6 twin")
+        if (wan6 := self.wan.subnet6) is not None:
+            if self.wan.subnet.num_addresses > wan6.num_addresses:
+                errors.append(f"wan.subnet6 {wan6} is smaller than wan.subnet {self.wan.subnet}: not every WAN "
+                              "address has an IPv6 twin")
+            errors += [f"wan.subnet6 {wan6} overlaps {label} {net}" for label, net in
+                       (("lan.subnet6", self.lan.subnet6), ("remote.subnet6", self.remote.subnet6))
+                       if net is not None and net.overlaps(wan6)]
+            if self.remote_access is not None:
+                errors.append("wan.subnet6: remote access is IPv4 only (the outside switch dispatches IPv4)")
         if self.remote_access is not None:
             errors += self._remote_access_checks(self.remote_access)
         if errors:
@@ -397,6 +409,11 @@ class Topology(StrictModel, Prefixed):
         if self.lan.subnet6 is None:
             raise ValueError(f"site {self.prefix} is IPv4 only")
         return twin6(ip, self.lan.subnet, self.lan.subnet6)
+
+    def outer(self, wan_ip: ipaddress.IPv4Address) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+        """A tunnel end's outer address: its WAN address, or that address's twin in
+        wan.subnet6 with an IPv6 outer."""
+        return wan_ip if self.wan.subnet6 is None else twin6(wan_ip, self.wan.subnet, self.wan.subnet6)
 
     def remote6(self, ip: ipaddress.IPv4Address) -> ipaddress.IPv6Address:
         """The IPv6 twin of a remote-LAN address (dual stack only)."""

@@ -93,6 +93,7 @@ class WanNetOnly(StrictModel):
 class WanNet(StrictModel):
     netns: str = Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")
     subnet: ipaddress.IPv4Network
+    subnet6: ipaddress.IPv6Network | None = None  # IPv6 outer between the pairs (model.WanSpec)
 
 
 class SimulatedHosts(StrictModel):
@@ -149,6 +150,12 @@ class TwoSiteFile(StrictModel):
                               f"(hosts 1-{self.hosts_per_site}, gateways 251-254)")
         if self.wan.subnet.num_addresses < 32:
             errors.append(f"wan.subnet {self.wan.subnet} is too small (needs .11-.24)")
+        for s in self.sites:  # addresses are derived by index: a subnet too small has none to give
+            if s.lan.num_addresses < 256:
+                errors.append(f"sites[{s.name}].lan {s.lan} is too small: hosts and gateways take "
+                              f".{self.first_host}-.254 (a /24 or larger)")
+            if s.mgmt.num_addresses < 16:
+                errors.append(f"sites[{s.name}].mgmt {s.mgmt} is too small: gateways take .11-.14 (a /28 or larger)")
         if errors:
             raise ValueError("; ".join(errors))
         return self
@@ -181,7 +188,8 @@ class TwoSiteFile(StrictModel):
                     **({"subnet6": str(s.lan6)} if s.lan6 is not None else {})},
             "hosts": hosts,
             "gateways": gws,
-            "wan": {"subnet": str(self.wan.subnet)},
+            "wan": {"subnet": str(self.wan.subnet),
+                    **({"subnet6": str(self.wan.subnet6)} if self.wan.subnet6 is not None else {})},
             "remote": {"subnet": str(o.lan),
                        "hosts": [{"name": h["name"], "ip": h["ip"], "via": o_gws[j % len(o_gws)]["name"]}
                                  for j, h in enumerate(o_hosts)],
@@ -223,6 +231,17 @@ class RemoteAccessFile(StrictModel):
     mgmt: MgmtSpec
     gateway_cpu_percent: float | None = Field(default=None, gt=0, le=6400)
     remote_access: dict[str, Any]  # RemoteAccessSpec without `clients` (the top-level key sets it)
+
+    @model_validator(mode="after")
+    def _sizes(self) -> RemoteAccessFile:
+        """Addresses are derived by index (class doc): each subnet must hold the highest one."""
+        need = {"lan.subnet": (self.lan.subnet, 256), "wan.subnet": (self.wan.subnet, 32),
+                "remote_subnet": (self.remote_subnet, 256), "mgmt.subnet": (self.mgmt.subnet, 16)}
+        small = [f"{k} {net} is too small for the addresses derived in it (at least {n} addresses)"
+                 for k, (net, n) in need.items() if net.num_addresses < n]
+        if small:
+            raise ValueError("; ".join(small))
+        return self
 
     def derive(self) -> EmulationSpec:
         lan, wan, rlan, mgmt = self.lan.subnet, self.wan.subnet, self.remote_subnet, self.mgmt.subnet

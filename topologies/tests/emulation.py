@@ -1,15 +1,17 @@
 """What the emulation's integration tests share: their pytest marks, the CLI, booting a plan
 for a test module (skipped when something runs here already; everything removed after),
-and waiting on a site's gateways."""
+waiting on a site's gateways, a packet capture for a block, and the failover allowance."""
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +20,13 @@ from topologies.network import existing_namespaces
 from topologies.paths import REPO, SWITCH_BIN
 from topologies.poll import Timeout
 from topologies.site import Gateways, Site
+
+# The longest silence an integration test accepts in a flow through a gateway that fails, from
+# its last answer before the failure to its first answer after (bench/gaps.py): the
+# controller's failover budget (3 missed 100 ms heartbeats; bench/probes.py GOAL_MS, 500 ms,
+# is the goal the benchmarks measure on a quiet machine) plus the ping interval and the
+# scheduling of a loaded 2-core machine; packaging/deploy_tests allows the same 2 s.
+FAILOVER_GAP_S = 2.0
 
 EMULATION_MARKS = [
     pytest.mark.integration,
@@ -65,6 +74,24 @@ def until(site: Site, what: str, cond: Callable[[Gateways], bool], timeout: floa
 
 def all_alive(gws: Gateways) -> bool:
     return all(g.state == "alive" for g in gws.values())
+
+
+@contextmanager
+def captured(netns: str, iface: str, pcap: Path, bpf: str) -> Iterator[None]:
+    """tcpdump of `iface` in `netns` ("any": every interface there) into `pcap` for the block:
+    listening before the block starts, every frame written when it ends."""
+    with subprocess.Popen(["ip", "netns", "exec", netns, "tcpdump", "-i", iface, "-n", "-U", "-w", str(pcap), bpf],
+                          stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stderr is not None
+            said = [proc.stderr.readline()]  # "listening on ...", after "data link type ..." with -i any
+            while "listening on" not in said[-1] and said[-1]:
+                said.append(proc.stderr.readline())
+            assert "listening on" in said[-1], f"tcpdump in {netns} did not start: {''.join(said)}"
+            yield
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=10)
 
 
 _SUMMARY = re.compile(r"(\d+) packets transmitted, (\d+) received")

@@ -120,6 +120,26 @@ def test_bad_sites_are_refused(tmp_path: Path) -> None:
         load_two_site(tmp_path / "missing.yaml")
 
 
+@pytest.mark.parametrize(("key", "value", "needle"), [
+    ("lan", "0.0.0.0/32", r"sites\[a\].lan 0.0.0.0/32 is too small"),  # was an IndexError (the config fuzz found it)
+    ("lan", "10.60.0.0/25", "is too small"),
+    ("mgmt", "10.255.61.0/29", r"sites\[a\].mgmt 10.255.61.0/29 is too small"),
+])
+def test_a_site_subnet_too_small_for_its_derived_addresses_is_named(tmp_path: Path, key: str, value: str,
+                                                                     needle: str) -> None:
+    data = yaml.safe_load(TWO_SITE_TOPOLOGY.read_text())
+    sites = [dict(data["sites"][0], **{key: value}), data["sites"][1]]
+    with pytest.raises(TopologyError, match=needle):
+        load_two_site(_write(tmp_path, sites=sites))
+
+
+def test_a_remote_access_subnet_too_small_is_named() -> None:
+    from topologies.schema import REMOTE_ACCESS_TOPOLOGY
+
+    with pytest.raises(TopologyError, match="remote_subnet 10.71.0.0/30 is too small"):
+        load(REMOTE_ACCESS_TOPOLOGY, changes={"remote_subnet": "10.71.0.0/30"})
+
+
 def test_the_kind_key_picks_the_form() -> None:
     assert len(load(TWO_SITE_TOPOLOGY).sites) == 2
     assert len(load(DEFAULT_TOPOLOGY).sites) == 1
