@@ -16,14 +16,11 @@ from topologies.network import outside_interfaces, switch_interfaces
 from topologies.paths import SitePaths
 from topologies.raclients import client_configs
 from topologies.schema import REMOTE_ACCESS_TOPOLOGY, load
+from topologies.tests.topofiles import changed_topology
 
 
 def _write(tmp_path: Path, **changes: Any) -> Path:
-    data = yaml.safe_load(REMOTE_ACCESS_TOPOLOGY.read_text())
-    data.update(changes)
-    path = tmp_path / "t.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return changed_topology(REMOTE_ACCESS_TOPOLOGY, tmp_path, **changes)
 
 
 def test_the_file_derives_one_site_with_an_outside_switch_and_clients() -> None:

@@ -16,6 +16,7 @@ from topologies.model import DEFAULT_TOPOLOGY, Topology, TopologyError
 from topologies.network import switch_interfaces
 from topologies.paths import SitePaths
 from topologies.schema import TWO_SITE_PAPER_TOPOLOGY, TWO_SITE_TOPOLOGY, load
+from topologies.tests.topofiles import changed_topology
 
 
 def load_two_site(path: Path = TWO_SITE_TOPOLOGY, **changes: Any) -> tuple[Any, list[Topology]]:
@@ -29,11 +30,7 @@ def paths(root: Path) -> SitePaths:
 
 
 def _write(tmp_path: Path, **changes: Any) -> Path:
-    data = yaml.safe_load(TWO_SITE_TOPOLOGY.read_text())
-    data.update(changes)
-    path = tmp_path / "t.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return changed_topology(TWO_SITE_TOPOLOGY, tmp_path, **changes)
 
 
 def test_default_file_gives_two_sites_paired_by_index() -> None:
