@@ -108,10 +108,11 @@ def session_workload(site: Site, fleet: Sequence[RemoteClient], target: ipaddres
         t.join()
     logs = session_logs(site)
     # A session is written when its IKE SA is gone, at the agent's next event or poll.
+    def all_recorded() -> tuple[bool, str]:
+        n = len(recorded_since(logs, t0))  # every log read once per poll
+        return n >= run.connects - len(run.connect_failures), f"{n} of {run.connects} sessions recorded"
     try:
-        wait_until(lambda: (len(recorded_since(logs, t0)) >= run.connects - len(run.connect_failures),
-                            f"{len(recorded_since(logs, t0))} of {run.connects} sessions recorded"),
-                   settle_s, "the gateways' session logs")
+        wait_until(all_recorded, settle_s, "the gateways' session logs")
     except Timeout:
         pass  # the report counts what is missing (sessions_unrecorded)
     conns = recorded_since(logs, t0)
