@@ -5,6 +5,8 @@ Writes bench/results/dataplane.{json,md,png} with
                                   to the gateway MAC, per CPU-second of the shipped supergw-switch (its ports'
                                   NAPI threads and its process, all on the switch's core); goal for 64 B >= 1e6
   switch_wall_pps_64              the same run's frames per wall-clock second
+  switch_pps_64_by_<generator>    switch_pps_64 with each generator mode (xdp-live-frames, af-packet-tx-ring): the
+                                  headline's mode is the fastest this kernel allows; null with the kernel's refusal
   switch_pps_64_gateway_to_host   gateway -> host frames that reached the host with src rewritten to a vmac, per
                                   CPU-second of the switch
   switch_pps_ipv6_66,             the IPv6 row: host -> gateway IPv6/UDP frames (66 B: the smallest Ethernet frame
@@ -22,6 +24,7 @@ See bench/dataplane/README.md for the method. Every object is named sgw-bench-* 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import subprocess
@@ -35,7 +38,8 @@ from bench.dataplane.generators import Dpbench, Traffic
 from bench.dataplane.method import method_text
 from bench.dataplane.runs import (
     BUCKETS, FULL, LOG_DIR, N_HOSTS, NO_LOSS, P4_PROGRAM, P4INFO, QUICK, REPO, SIZES, SIZES6, SWITCH_BIN, Settings,
-    configure, least_busy_cpu, measure_bmv2, measure_program, measure_rig, measure_switch, median_trial, say,
+    configure, least_busy_cpu, measure_bmv2, measure_other_generators, measure_program, measure_rig, measure_switch,
+    median_trial, say,
     the_lan, time_moves, wait_grpc,
 )
 from bench.report import Metric, Series, write_report
@@ -89,6 +93,17 @@ def main(argv: list[str] | None = None) -> int:
         try:
             dpbench = Dpbench.build(REPO)
             traffic = Traffic.build(REPO)
+            modes = traffic.modes()
+            allowed = [m for m in modes if m.allowed]
+            if not allowed:
+                raise testbed.TestbedError("no generator mode works on this kernel: " + "; ".join(
+                    f"{m.mode}: {m.why}" for m in modes))
+            traffic = dataclasses.replace(traffic, mode=allowed[0].mode)
+            for m in modes:
+                rows.append({"what": f"generator mode {m.mode}", "allowed": m.allowed,
+                             "used": "headline" if m.mode == traffic.mode else ("comparison" if m.allowed else "no"),
+                             "why": m.why})
+                say(f"generator {m.mode}: {'allowed' if m.allowed else 'refused'} ({m.why})")
             rig_pps = measure_rig(dpbench, s, switch_cpu, rows)
         except (testbed.TestbedError, subprocess.SubprocessError, OSError, ValueError, TypeError) as exc:
             say(f"FAILED (rig): {exc}")
@@ -112,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{len(lan.hosts)} hosts, {lan.buckets} buckets over {len(lan.gateways)} gateways over P4Runtime")
             configure(lan, tmp)
             switch = measure_switch(bed, traffic, lan, tmp, s, rows)
+            other_generators = measure_other_generators(bed, traffic, lan, tmp, s, rows, modes)
             program_ns, switch_ns = measure_program(bed, traffic, lan, tmp, s, rows)
             bucket = frames.bucket_of_host(lan.hosts[0][0], lan.buckets)
             say(f"timing {s.writes} MODIFYs of bucket {bucket} ...")
@@ -140,6 +156,19 @@ def main(argv: list[str] | None = None) -> int:
     h64, h1400, g64 = head["host -> gateway 64"], head["host -> gateway 1400"], head["gateway -> host 64"]
     v6_small, v6_1400 = head[f"IPv6 host -> gateway {SIZES6[0]}"], head["IPv6 host -> gateway 1400"]
     runs = f"median of {s.repeat} run{'s' if s.repeat > 1 else ''} of {s.seconds:g} s"
+    gen_note = f"generator {traffic.mode}"
+    by_generator: dict[str, Metric] = {}
+    for m in modes:
+        ts = switch["host -> gateway 64"] if m.mode == traffic.mode else other_generators.get(m.mode)
+        key = f"switch_pps_64_by_{m.mode.replace('-', '_')}"
+        if ts:
+            t = median_trial(ts)
+            by_generator[key] = Metric(t.pps_per_cpu_second, "pps", note=(
+                f"as switch_pps_64, frames sent by {m.mode} ({'the headline runs' if m.mode == traffic.mode else 'runs of their own'}, "
+                f"{runs}): {m.why}; {t.delivered_share:.0%} of {t.traffic.offered_pps:,.0f}/s offered got through, "
+                f"switch threads {t.cpu.threads / t.cpu.wall:.0%} of the core"))
+        else:
+            by_generator[key] = Metric(None, "pps", note=f"{m.mode} not measured: {m.why}")
     bmv2_note = bmv2_missing or (
         f"highest paced rate delivered with < {1 - NO_LOSS:.0%} loss, frames per wall-clock second, BMv2 and its "
         f"ports' NAPI threads on core {switch_cpu}; {bmv2_tool.binary if bmv2_tool else ''}"
@@ -149,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
             f"host -> gateway, {N_HOSTS} source MACs over {BUCKETS} buckets on 2 gateways, frames that reached the "
             f"gateways with dst = the gateway's MAC per CPU-second of supergw-switch (its ports' NAPI threads "
             f"{h64.cpu.threads:.2f} s + its process {h64.cpu.process:.2f} s, core {switch_cpu}); {runs}; "
-            f"{h64.pps_per_core_second:,.0f} per busy second of the whole core")),
+            f"{h64.pps_per_core_second:,.0f} per busy second of the whole core; {gen_note}")),
+        **by_generator,
         "switch_wall_pps_64": Metric(h64.pps, "pps", note=(
             f"the same run per wall-clock second; the switch's threads had {h64.cpu.threads / h64.cpu.wall:.0%} of "
             f"core {switch_cpu}, {h64.delivered_share:.0%} of {h64.traffic.offered_pps:,.0f}/s offered got through")),
@@ -202,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         log_y=bool(bmv2),  # BMv2 sits two orders of magnitude below the eBPF lines
         failures=[{"trial": "BMv2", "why": bmv2_missing}] if bmv2_failed else (),
         method=method_text(switch_cpu, traffic_cpu, s.seconds, s.repeat, s.writes, s.rig_packets, s.rig_repeat,
-                           N_HOSTS, BUCKETS, NO_LOSS, SIZES6[0])
+                           N_HOSTS, BUCKETS, NO_LOSS, SIZES6[0], traffic.mode)
         + f"\n\nLoad average before this run: {load1:.2f} (1 min), {load5:.2f} (5 min) on {ncpu} CPUs."
         " On a shared machine the rates move with other work; run it on an idle one for stable numbers.",
     )

@@ -2,8 +2,10 @@
 
 - `Traffic`: `sgw-traffic` (targets/ebpf/cmd/sgw-traffic), against the shipped
   `supergw-switch` process (and BMv2) in the testbed: frames of a plan (many hosts, many
-  buckets) made in the kernel by XDP (BPF_F_TEST_XDP_LIVE_FRAMES) on the traffic core, sent
-  into a switch port, counted with the MAC rewrite checked by a tc sink at the receiving end.
+  buckets) sent from the traffic core into a switch port, counted with the MAC rewrite
+  checked by a tc sink at the receiving end. Its generator mode is the kernel's choice
+  (`Traffic.modes`): made in the kernel by XDP (BPF_F_TEST_XDP_LIVE_FRAMES) where the kernel
+  allows it, else written into an AF_PACKET TX ring; every result names the mode.
 - `Dpbench`: the rig, `sgw-dpbench` (targets/ebpf/cmd/sgw-dpbench): its own namespace and
   switch made of the same eBPF programs configured directly (no P4Runtime, no switch
   process), one repeated frame whose gateway MAC is its vmac (the rewrite writes nothing),
@@ -46,6 +48,23 @@ class ProgRuns:
 
 
 @dataclass(frozen=True)
+class GeneratorMode:
+    """How sgw-traffic or sgw-dpbench sent a run's frames, and why that way."""
+
+    mode: str  # "xdp-live-frames" or "af-packet-tx-ring" (targets/ebpf/internal/pktgen)
+    why: str
+
+
+@dataclass(frozen=True)
+class ModeAvailability:
+    """Whether this kernel allows a generator mode (`sgw-traffic -modes`)."""
+
+    mode: str
+    allowed: bool
+    why: str  # what the mode costs per frame, or why the kernel refuses it
+
+
+@dataclass(frozen=True)
 class TrafficResult:
     sent: int  # frames the generator handed to the kernel
     seconds: float  # first to last frame sent
@@ -56,6 +75,7 @@ class TrafficResult:
     cpu: int
     sinks: list[SinkCount]
     programs: list[ProgRuns]
+    generator: GeneratorMode
 
     @property
     def received(self) -> int:
@@ -65,18 +85,21 @@ class TrafficResult:
 @dataclass(frozen=True)
 class Traffic:
     """`sgw-traffic` (targets/ebpf/cmd/sgw-traffic): sends a plan's frames out of one
-    interface and counts what reaches the sinks."""
+    interface and counts what reaches the sinks. `mode` is its -gen-mode."""
 
     binary: Path
+    mode: str = "auto"
 
     @classmethod
     def build(cls, repo: Path) -> Traffic:
         return cls(_build(repo, "sgw-traffic"))
 
-    def describe(self) -> str:
-        return ("sgw-traffic: an XDP program run with BPF_PROG_RUN + BPF_F_TEST_XDP_LIVE_FRAMES transmits the "
-                "plan's frames round robin out of the sending veth; a tc program on each receiving veth counts "
-                "and drops (targets/ebpf/cmd/sgw-traffic)")
+    def modes(self) -> list[ModeAvailability]:
+        """The generator modes, fastest first, and whether this kernel allows each."""
+        proc = subprocess.run([str(self.binary), "-modes"], capture_output=True, text=True, timeout=30, check=False)
+        if proc.returncode != 0:
+            raise testbed.TestbedError(f"sgw-traffic -modes failed: {proc.stderr.strip()[-500:]}")
+        return [ModeAvailability(**m) for m in json.loads(proc.stdout)]
 
     def run(self, gen: str, sinks: list[str], plan: Path, seconds: float, cpu: int, vmac_base: str, buckets: int,
             rate: float | None = None, prog_stats: list[str] | None = None) -> TrafficResult:
@@ -84,6 +107,7 @@ class Traffic:
         (the kernel's statistics are on for this run only)."""
         argv = [str(self.binary), "-gen", gen, "-frames", str(plan), "-seconds", f"{seconds:g}", "-cpu", str(cpu),
                 "-vmac-base", vmac_base, "-bucket-mask", str(buckets - 1),
+                "-gen-mode", self.mode,
                 *(a for s in sinks for a in ("-sink", s)), *(["-rate", f"{rate:.0f}"] if rate else []),
                 *(a for p in prog_stats or [] for a in ("-prog-stats", p))]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=False)
@@ -92,6 +116,7 @@ class Traffic:
         raw = json.loads(proc.stdout)
         raw["sinks"] = [SinkCount(**s) for s in raw["sinks"]]
         raw["programs"] = [ProgRuns(**p) for p in raw["programs"]]
+        raw["generator"] = GeneratorMode(**raw["generator"])
         return TrafficResult(**raw)
 
 
@@ -116,6 +141,7 @@ class DpbenchResult:
     mpps: float
     cpu: int
     family: str = "ipv4"  # sgw-dpbench -ipv6: IPv6/UDP frames
+    generator: GeneratorMode | None = None  # how a live run sent its frames (None for progrun)
     cpu_seconds: float = 0.0  # whole sgw-dpbench process (setup included), one mode per call
     ksoftirqd_seconds: float = 0.0
     core_softirq_seconds: float = 0.0
@@ -154,5 +180,8 @@ class Dpbench:
         lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
         if len(lines) != 1:
             raise testbed.TestbedError(f"sgw-dpbench printed {len(lines)} results, expected 1: {proc.stdout[-300:]!r}")
-        return DpbenchResult(**json.loads(lines[0]), cpu_seconds=child, ksoftirqd_seconds=ksoft,
+        raw = json.loads(lines[0])
+        if raw.get("generator") is not None:
+            raw["generator"] = GeneratorMode(**raw["generator"])
+        return DpbenchResult(**raw, cpu_seconds=child, ksoftirqd_seconds=ksoft,
                              core_softirq_seconds=meter.core_softirq_seconds())

@@ -7,7 +7,7 @@ from bench.dataplane import testbed
 
 def method_text(
     switch_cpu: int, traffic_cpu: int, seconds: float, repeat: int, writes: int, rig_packets: int, rig_repeat: int,
-    hosts: int, buckets: int, no_loss: float, ipv6_size: int,
+    hosts: int, buckets: int, no_loss: float, ipv6_size: int, generator: str,
 ) -> str:
     return f"""\
 **Goals**: `switch_pps_64` >= 1,000,000 frames per second on one core (BMv2's own docs put
@@ -30,17 +30,27 @@ controller learns it (`learned_ip6s`, `host_ip6s`), so an IPv6 frame takes the s
 fast path (its `nd_settings` and `learned_ip6s` lookups) and raises no digest. The gateways'
 MACs are not vmacs, so every frame is rewritten.
 
-**Traffic** (`sgw-traffic`, targets/ebpf/cmd/sgw-traffic): an XDP program run with
-`BPF_PROG_RUN` + `BPF_F_TEST_XDP_LIVE_FRAMES` on core {traffic_cpu} transmits frames out of the
-host's (or a gateway's) veth into the switch's port. Frame i gets the headers of plan frame
-i mod {hosts}: host -> gateway, from each of the {hosts} hosts' MACs to its own vmac (all
+**Traffic** (`sgw-traffic`, targets/ebpf/cmd/sgw-traffic) on core {traffic_cpu}, out of the
+host's (or a gateway's) veth into the switch's port, in the fastest generator mode this kernel
+allows (asked with `sgw-traffic -modes` at the start; this run: **{generator}**): either an XDP
+program run with `BPF_PROG_RUN` + `BPF_F_TEST_XDP_LIVE_FRAMES` (the kernel builds each frame
+from a recycled page and transmits it; the program writes the plan frame's headers), or an
+AF_PACKET TX ring with the qdisc bypassed (the generator writes whole plan frames into a shared
+ring, one `send()` per batch; the kernel allocates an skb and copies each frame, on the
+traffic core). The switch's side differs between them: a live frame reaches the switch port
+as an XDP frame and the switch's core builds its skb; a TX-ring frame arrives as an skb built
+on the traffic core. So `switch_pps_64_by_*` runs host -> gateway 64 B with every mode the
+kernel allows, side by side (a refused mode is null with the kernel's answer). Frame i is
+plan frame i mod {hosts}: host -> gateway, from each of the {hosts} hosts' MACs to its own vmac (all
 {buckets} buckets, both gateways); gateway -> host, from gateway 1's MAC to each host's MAC;
 **the IPv6 row**, host -> gateway again but IPv6/UDP from each host's IPv6 address (the
-generator writes each frame's 62 bytes of Ethernet, IPv6 and UDP headers instead of 42), in
+live-frame generator writes each frame's 62 bytes of Ethernet, IPv6 and UDP headers instead of 42), in
 the same run, on the same switch, state, cores and sinks, counted and charged as the IPv4 rows.
-Unpaced, it offers several times what the switch's core can take, so the switch never waits
-for frames; what does not fit is dropped at the switch port's receive ring (the
-`delivered_share` column), as a NIC drops when its ring is full.
+Unpaced, it offers as much as it can (the `offered_pps` column; the rows give the share of
+the core the switch's threads got): with live frames several times what the switch's core
+can take, so the switch never waits and what does not fit is dropped at the switch port's
+receive ring (the `delivered_share` column), as a NIC drops when its ring is full; the TX
+ring waits for the receiving ring instead of dropping.
 
 **Counted at the receiving end**: a tc program on each receiving veth (the gateways' and the
 host's eth0) counts every frame and checks the rewrite: host -> gateway frames must arrive
@@ -96,7 +106,7 @@ is installed (`/opt/p4tools/perf/bin`), else the one on PATH (the rows record wh
 whether it has packet logging compiled in); it is never started with
 `--log-file`/`--log-console`, since a logging BMv2 measures its logger. An overloaded BMv2
 spends its time dropping, so after one unpaced run the generator is paced (`sgw-traffic
--rate`: a token bucket in the XDP program spaces the frames evenly) and `bmv2_pps_*` is the
+-rate`: a token bucket, in the XDP program or in the TX-ring sender, spaces the frames evenly) and `bmv2_pps_*` is the
 highest delivered rate among paced runs of {seconds:g} s that lose under {1 - no_loss:.0%} (up by
 1.3x from the unpaced rate while runs pass, then bisecting; a losing rate is run twice).
 `switch_over_bmv2_64` = `switch_pps_64` / BMv2's delivered frames per CPU-second (its process

@@ -17,7 +17,7 @@ from pathlib import Path
 from bench.dataplane import bmv2 as bmv2_tools
 from bench.dataplane import frames, testbed, trial
 from bench.dataplane.cputime import SwitchMeter
-from bench.dataplane.generators import Dpbench, DpbenchResult, Traffic
+from bench.dataplane.generators import Dpbench, DpbenchResult, ModeAvailability, Traffic
 from bench.dataplane.lan_state import Gateway, Lan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -173,7 +173,8 @@ def _dpbench_row(r: DpbenchResult, size: int, label: str) -> dict[str, object]:
     return {"what": f"rig: sgw-dpbench {label} {size} B", "frames": r.packets, "forwarded": r.forwarded,
             "seconds": round(r.seconds, 3), "ns_per_frame": round(r.ns_per_packet, 1), "pps": round(r.mpps * 1e6),
             "cpu_seconds": round(r.cpu_seconds + r.ksoftirqd_seconds, 3),
-            "pps_per_cpu_second": round(r.pps_per_cpu_second) if label != "progrun" else None, "cpu": r.cpu}
+            "pps_per_cpu_second": round(r.pps_per_cpu_second) if label != "progrun" else None, "cpu": r.cpu,
+            "generator": r.generator.mode if r.generator else None}
 
 
 def measure_rig(dpbench: Dpbench, s: Settings, cpu: int, rows: list[dict[str, object]]) -> float:
@@ -212,6 +213,31 @@ def measure_switch(
                 say(f"supergw-switch {key} B {attempt}/{s.repeat}: {t.pps_per_cpu_second:,.0f} frames per switch "
                     f"CPU-second, {t.pps:,.0f} per wall second (switch threads {t.cpu.threads / t.cpu.wall:.0%} of "
                     f"the core; {t.delivered_share:.0%} of {t.traffic.offered_pps:,.0f}/s offered)")
+    return out
+
+
+def measure_other_generators(
+    bed: testbed.Testbed, traffic: Traffic, lan: Lan, tmp: Path, s: Settings, rows: list[dict[str, object]],
+    modes: list[ModeAvailability],
+) -> dict[str, list[trial.Trial]]:
+    """host -> gateway 64 B again with every other generator mode this kernel allows (the
+    headline runs used `traffic.mode`), so the report shows how much the way frames are
+    sent moves the switch's figure. Mode -> its runs."""
+    meter = SwitchMeter(bed.switch_cpu, bed.switch_threads, bed.switch_pid)
+    to_gateway, _ = directions(lan)
+    plan = plan_file(tmp, lan, to_gateway, 64)
+    out: dict[str, list[trial.Trial]] = {}
+    for m in modes:
+        if not m.allowed or m.mode == traffic.mode:
+            continue
+        other = dataclasses.replace(traffic, mode=m.mode)
+        out[m.mode] = []
+        for attempt in range(1, s.repeat + 1):
+            t = trial.run(other, to_gateway, plan, 64, s.seconds, bed.traffic_cpu, meter, lan.vmac_base, lan.buckets)
+            rows.append({**t.row(), "what": f"generator {m.mode}: supergw-switch {to_gateway.label} 64 B"})
+            out[m.mode].append(t)
+            say(f"generator {m.mode}, host -> gateway 64 B {attempt}/{s.repeat}: {t.pps_per_cpu_second:,.0f} frames "
+                f"per switch CPU-second ({t.delivered_share:.0%} of {t.traffic.offered_pps:,.0f}/s offered)")
     return out
 
 

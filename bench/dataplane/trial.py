@@ -76,7 +76,7 @@ class Trial:
         t, c = self.traffic, self.cpu
         return {
             "what": f"supergw-switch {self.direction.label} {self.size} B" + (f", paced {self.rate:,.0f}/s" if self.rate else ""),
-            "sent": t.sent, "offered_pps": round(t.offered_pps), "delivered": self.delivered,
+            "generator": t.generator.mode, "sent": t.sent, "offered_pps": round(t.offered_pps), "delivered": self.delivered,
             "delivered_share": round(self.delivered_share, 4), "seconds": round(t.seconds, 3),
             "pps": round(self.pps), "switch_threads_s": round(c.threads, 3), "switch_process_s": round(c.process, 3),
             "pps_per_cpu_second": round(self.pps_per_cpu_second), "ns_per_frame": round(1e9 / max(1.0, self.pps_per_cpu_second), 1),

@@ -6,7 +6,7 @@ import pytest
 
 from bench.dataplane import trial
 from bench.dataplane.cputime import SwitchCpu
-from bench.dataplane.generators import SinkCount, TrafficResult
+from bench.dataplane.generators import GeneratorMode, SinkCount, TrafficResult
 
 G1, G2 = "sgw-bench-g1:eth0", "sgw-bench-g2:eth0"
 TO_GATEWAY = trial.Direction("host -> gateway", "sgw-bench-h:eth0", {G1: 0.5, G2: 0.5}, trial.dst_rewritten, "dst")
@@ -14,7 +14,7 @@ TO_GATEWAY = trial.Direction("host -> gateway", "sgw-bench-h:eth0", {G1: 0.5, G2
 
 def _trial(g1: SinkCount, g2: SinkCount, family: str = "ipv4", direction: trial.Direction = TO_GATEWAY) -> trial.Trial:
     traffic = TrafficResult(sent=100_000, seconds=1.0, offered_pps=1e5, frame_bytes=60, family=family, plan_frames=1024,
-                            cpu=1, sinks=[g1, g2], programs=[])
+                            cpu=1, sinks=[g1, g2], programs=[], generator=GeneratorMode("af-packet-tx-ring", "test"))
     cpu = SwitchCpu(threads=0.04, process=0.01, core_busy=0.1, core_softirq=0.0, core_steal=0.0, wall=1.0)
     return trial.Trial(direction, 64, traffic, cpu, None)
 
@@ -28,6 +28,7 @@ def test_good_trial_passes_and_counts_per_switch_cpu_second() -> None:
     trial.check(t)
     assert t.delivered == 50_500
     assert t.pps_per_cpu_second == pytest.approx(50_500 / 0.05)
+    assert t.row()["generator"] == "af-packet-tx-ring"
     assert t.pps == pytest.approx(50_500)
     assert t.delivered_share == pytest.approx(0.505)
 

@@ -16,6 +16,7 @@ import (
 	"supergw/targets/ebpf/internal/bucket"
 	"supergw/targets/ebpf/internal/dataplane"
 	"supergw/targets/ebpf/internal/p4constants"
+	"supergw/targets/ebpf/internal/pktgen"
 )
 
 // Topology inside sgw-dp-bench-<pid>:
@@ -215,18 +216,19 @@ func (e *benchEnv) progRun() (Result, error) {
 	return rate("progrun", e.o, n, n, per*time.Duration(n)), nil
 }
 
-// xdpMd is struct xdp_md as BPF_PROG_RUN takes it.
-type xdpMd struct {
-	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
-}
-
-// live sends real frames: sgw_gen_tx returns XDP_TX in live-frame mode, so the
-// kernel transmits each frame out of sgw-dp-bgen into the switch port
-// sgw-dp-bh, whose tc program forwards it out of sgw-dp-bg to the sink. The
-// generator, the switch and the sink share one core: a lower bound.
-// Live-frame pages are recycled without being rewritten, and the switch edits
-// frames in place, so here too the bucket's gateway MAC is the vmac itself.
+// live sends real frames into the switch port sgw-dp-bh, whose tc program forwards
+// them out of sgw-dp-bg to the sink, in the generator mode this kernel allows
+// (internal/pktgen): sgw_gen_tx returning XDP_TX in live-frame mode out of sgw-dp-bgen,
+// or an AF_PACKET TX ring on sgw-dp-bgen. The generator, the switch and the sink share
+// one core: a lower bound. Live-frame pages are recycled without being rewritten, and
+// the switch edits frames in place, so here too the bucket's gateway MAC is the vmac
+// itself (the TX ring copies the frame anew each time; the same setting keeps both
+// modes on one path).
 func (e *benchEnv) live() (Result, error) {
+	choice, err := pktgen.Choose(e.o.genMode, pktgen.ProbeLiveFrames)
+	if err != nil {
+		return Result{}, err
+	}
 	if err := e.dp.SetBucket(e.bucket, gwPort, e.vmac); err != nil {
 		return Result{}, err
 	}
@@ -248,10 +250,16 @@ func (e *benchEnv) live() (Result, error) {
 	if out, err := exec.Command("ethtool", "-K", "sgw-dp-bh", "gro", "on").CombinedOutput(); err != nil {
 		return Result{}, fmt.Errorf("ethtool -K sgw-dp-bh gro on: %v: %s", err, out)
 	}
-	for _, a := range []struct {
+	type xdpAttach struct {
 		prog *ebpf.Program
 		idx  int
-	}{{objs.SgwGenPass, gen}, {objs.SgwSinkDrop, sink}} {
+	}
+	attach := []xdpAttach{{objs.SgwSinkDrop, sink}}
+	if choice.Mode == pktgen.LiveFrames {
+		// Live-frame XDP_TX needs an XDP program on the generator's veth.
+		attach = append(attach, xdpAttach{objs.SgwGenPass, gen})
+	}
+	for _, a := range attach {
 		l, err := link.AttachXDP(link.XDPOptions{Program: a.prog, Interface: a.idx})
 		if err != nil {
 			return Result{}, fmt.Errorf("attach XDP to ifindex %d: %w", a.idx, err)
@@ -264,14 +272,19 @@ func (e *benchEnv) live() (Result, error) {
 		return Result{}, err
 	}
 	start := time.Now()
-	_, err = objs.SgwGenTx.Run(&ebpf.RunOptions{
-		Data:    frame,
-		Repeat:  uint32(e.o.packets),
-		Flags:   unix.BPF_F_TEST_XDP_LIVE_FRAMES,
-		Context: xdpMd{DataEnd: uint32(len(frame)), IngressIfindex: uint32(gen)},
-	})
+	sent := uint64(e.o.packets)
+	if choice.Mode == pktgen.LiveFrames {
+		_, err = objs.SgwGenTx.Run(&ebpf.RunOptions{
+			Data:    frame,
+			Repeat:  uint32(e.o.packets),
+			Flags:   unix.BPF_F_TEST_XDP_LIVE_FRAMES,
+			Context: pktgen.XDPMd{DataEnd: uint32(len(frame)), IngressIfindex: uint32(gen)},
+		})
+	} else {
+		sent, err = sendRing(gen, frame, sent)
+	}
 	if err != nil {
-		return Result{}, fmt.Errorf("live frames: %w", err)
+		return Result{}, fmt.Errorf("live frames (%s): %w", choice.Mode, err)
 	}
 	// Let the last NAPI batch drain before reading the counters.
 	time.Sleep(50 * time.Millisecond)
@@ -283,7 +296,21 @@ func (e *benchEnv) live() (Result, error) {
 	if e.o.verbose {
 		e.dumpStats()
 	}
-	return rate("live", e.o, uint64(e.o.packets), txAfter.Packets-txBefore.Packets, elapsed), nil
+	r := rate("live", e.o, sent, txAfter.Packets-txBefore.Packets, elapsed)
+	r.Generator = &choice
+	return r, nil
+}
+
+// sendRing sends n copies of frame through an AF_PACKET TX ring on ifindex gen (at
+// most a minute's worth) and returns how many the kernel took.
+func sendRing(gen int, frame []byte, n uint64) (uint64, error) {
+	ring, err := pktgen.OpenTxRing(gen)
+	if err != nil {
+		return 0, err
+	}
+	defer ring.Close()
+	st, err := ring.Send([][]byte{frame}, pktgen.SendOptions{Duration: time.Minute, Frames: n})
+	return st.Sent, err
 }
 
 func (e *benchEnv) close() {

@@ -2,9 +2,10 @@
 // (host → vmac → gateway) for 64-byte frames, on one core:
 //
 //	progrun  BPF_PROG_RUN with Repeat on the tc program (ns per packet, no I/O)
-//	live     real frames: an XDP program in BPF_F_TEST_XDP_LIVE_FRAMES mode
-//	         transmits them into the switch's host port (a veth) where the tc
-//	         program attached by dataplane.New forwards them to the gateway port
+//	live     real frames into the switch's host port (a veth), where the tc program
+//	         attached by dataplane.New forwards them to the gateway port: sent by an
+//	         XDP program in BPF_F_TEST_XDP_LIVE_FRAMES mode where the kernel allows it,
+//	         else through an AF_PACKET TX ring (-gen-mode; the result names the mode)
 //
 // It builds its own namespace sgw-dp-bench-<pid> with two veth pairs and removes
 // it on exit. Needs root. Results go to stdout, as JSON with -json.
@@ -21,6 +22,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"supergw/targets/ebpf/internal/pktgen"
 )
 
 func init() {
@@ -37,6 +40,7 @@ type options struct {
 	jsonOut  bool
 	verbose  bool
 	ipv6     bool
+	genMode  pktgen.Mode
 }
 
 // Result is one measurement.
@@ -50,6 +54,8 @@ type Result struct {
 	NsPerPacket float64 `json:"ns_per_packet"`
 	Mpps        float64 `json:"mpps"`
 	CPU         int     `json:"cpu"`
+	// Generator says how a live run sent its frames (nil for progrun).
+	Generator *pktgen.Choice `json:"generator,omitempty"`
 }
 
 func main() {
@@ -62,7 +68,13 @@ func main() {
 	flag.BoolVar(&o.jsonOut, "json", false, "print results as JSON lines")
 	flag.BoolVar(&o.verbose, "v", false, "print link and drop statistics after the live run")
 	flag.BoolVar(&o.ipv6, "ipv6", false, "IPv6/UDP frames from a learned address, nd_settings configured (needs -size >= 62)")
+	mode := flag.String("gen-mode", string(pktgen.Auto), "live mode's generator: auto (the first this kernel allows), "+
+		string(pktgen.LiveFrames)+" or "+string(pktgen.PacketTxRing))
 	flag.Parse()
+	var err error
+	if o.genMode, err = pktgen.ParseMode(*mode); err != nil {
+		log.Fatalf("-gen-mode: %v", err)
+	}
 	results, err := runBench(o)
 	if err != nil {
 		log.Fatal(err)
@@ -75,6 +87,9 @@ func main() {
 		}
 		fmt.Printf("%-8s %s %d-byte frames: %d sent, %d forwarded in %.3f s: %.1f ns/packet, %.2f Mpps (cpu %d)\n",
 			r.Mode, r.Family, r.FrameBytes, r.Packets, r.Forwarded, r.Seconds, r.NsPerPacket, r.Mpps, r.CPU)
+		if r.Generator != nil {
+			fmt.Printf("         generator %s: %s\n", r.Generator.Mode, r.Generator.Why)
+		}
 	}
 }
 

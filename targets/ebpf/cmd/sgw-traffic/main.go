@@ -5,16 +5,22 @@
 //	sgw-traffic -gen NETNS:DEV -frames FILE -seconds S -cpu N [-rate R]
 //	            -sink NETNS:DEV [-sink NETNS:DEV ...] [-vmac-base MAC -bucket-mask M]
 //
-// Generator: an XDP program run with BPF_PROG_RUN and BPF_F_TEST_XDP_LIVE_FRAMES
-// on DEV's ingress returns XDP_TX, so the kernel transmits every frame out of DEV
-// (a veth) into its peer, the switch's port. Each frame gets the headers of the next
-// frame of the plan, round robin (the first 42 bytes, Ethernet, IPv4 and UDP, of a
-// plan of IPv4 frames; the first 62, Ethernet, IPv6 and UDP, of a plan of IPv6
-// frames: the plan's ethertype says which), so the frames carry the plan's many
-// source and destination MACs and addresses. This process runs it
-// pinned to -cpu; without -rate it sends as fast as it can for -seconds, with
-// -rate R it sends R frames per second, evenly spaced (a token bucket in the XDP
-// program: a run without a token drops its frame instead of sending it).
+// Generator (-gen-mode, default auto: the first this kernel allows, named in the result's
+// "generator"; internal/pktgen):
+//   - xdp-live-frames: an XDP program run with BPF_PROG_RUN and BPF_F_TEST_XDP_LIVE_FRAMES
+//     on DEV's ingress returns XDP_TX, so the kernel transmits every frame out of DEV
+//     (a veth) into its peer, the switch's port. Each frame gets the headers of the next
+//     frame of the plan, round robin (the first 42 bytes, Ethernet, IPv4 and UDP, of a
+//     plan of IPv4 frames; the first 62, Ethernet, IPv6 and UDP, of a plan of IPv6
+//     frames: the plan's ethertype says which), so the frames carry the plan's many
+//     source and destination MACs and addresses. With -rate R a token bucket in the
+//     XDP program keeps to R frames a second (a run without a token drops its frame
+//     instead of sending it).
+//   - af-packet-tx-ring: the plan's whole frames, round robin, through an AF_PACKET TX
+//     ring on DEV (qdisc bypassed); with -rate R a token bucket in this process.
+//
+// This process runs pinned to -cpu; without -rate it sends as fast as it can for
+// -seconds, with -rate R it sends R frames per second, evenly spaced.
 //
 // Sink: a tc (TCX ingress) program on each sink DEV counts frames, bytes, frames
 // whose dst MAC is DEV's own (the kernel's PACKET_HOST) and frames whose src MAC
@@ -27,7 +33,9 @@
 //
 // FILE holds frames as <u16 little-endian length><bytes>, all of one length and one
 // ethertype, IPv4 or IPv6 (the format of bench/dataplane/frames.py). Prints one JSON
-// object on stdout (its "family" says which the plan was). Root.
+// object on stdout (its "family" says which the plan was, its "generator" how the frames
+// were sent and why that way). Root. `sgw-traffic -modes` prints which generator modes
+// this kernel allows (a JSON list, fastest first).
 package main
 
 import (
@@ -46,6 +54,9 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"supergw/targets/ebpf/internal/netns"
+	"supergw/targets/ebpf/internal/pktgen"
 )
 
 func init() {
@@ -96,6 +107,7 @@ type options struct {
 	vmacBase   net.HardwareAddr
 	bucketMask uint16
 	drain      time.Duration
+	genMode    pktgen.Mode
 }
 
 // SinkResult is what one sink counted.
@@ -118,18 +130,25 @@ type ProgResult struct {
 
 // Result is the run.
 type Result struct {
-	Sent       uint64       `json:"sent"`
-	Seconds    float64      `json:"seconds"` // first frame to last frame handed to the kernel
-	OfferedPPS float64      `json:"offered_pps"`
-	FrameBytes int          `json:"frame_bytes"` // without FCS
-	Family     string       `json:"family"`      // the plan's frames: "ipv4" or "ipv6"
-	PlanFrames int          `json:"plan_frames"`
-	CPU        int          `json:"cpu"`
-	Sinks      []SinkResult `json:"sinks"`
-	Programs   []ProgResult `json:"programs"`
+	Sent       uint64        `json:"sent"`
+	Seconds    float64       `json:"seconds"` // first frame to last frame handed to the kernel
+	OfferedPPS float64       `json:"offered_pps"`
+	FrameBytes int           `json:"frame_bytes"` // without FCS
+	Family     string        `json:"family"`      // the plan's frames: "ipv4" or "ipv6"
+	PlanFrames int           `json:"plan_frames"`
+	CPU        int           `json:"cpu"`
+	Sinks      []SinkResult  `json:"sinks"`
+	Programs   []ProgResult  `json:"programs"`
+	Generator  pktgen.Choice `json:"generator"` // how the frames were sent, and why that way
 }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "-modes" {
+		// What the benchmark asks first: which generator modes this kernel allows.
+		out, _ := json.Marshal(pktgen.Available())
+		fmt.Println(string(out))
+		return
+	}
 	o, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sgw-traffic: %v\n", err)
@@ -157,6 +176,8 @@ func parseFlags(args []string) (options, error) {
 	vmac := fs.String("vmac-base", "00:00:00:00:00:00", "vmac base the sinks recognise in src MACs")
 	mask := fs.Uint("bucket-mask", 0, "bucket mask (K-1) of the vmacs")
 	fs.DurationVar(&o.drain, "drain", 200*time.Millisecond, "wait after the last frame before reading the sinks")
+	mode := fs.String("gen-mode", string(pktgen.Auto), "how to send: auto (the first this kernel allows), "+
+		string(pktgen.LiveFrames)+" or "+string(pktgen.PacketTxRing))
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -191,6 +212,9 @@ func parseFlags(args []string) (options, error) {
 	o.bucketMask = uint16(*mask)
 	if o.drain < 0 {
 		return o, fmt.Errorf("-drain %v: want >= 0", o.drain)
+	}
+	if o.genMode, err = pktgen.ParseMode(*mode); err != nil {
+		return o, fmt.Errorf("-gen-mode: %w", err)
 	}
 	return o, nil
 }
@@ -268,6 +292,10 @@ func run(o options) (Result, error) {
 		return Result{}, err
 	}
 	frames := p.frames
+	choice, err := pktgen.Choose(o.genMode, pktgen.ProbeLiveFrames)
+	if err != nil {
+		return Result{}, err
+	}
 	var set unix.CPUSet
 	set.Set(o.cpu)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
@@ -308,37 +336,19 @@ func run(o options) (Result, error) {
 		cleanup = append(cleanup, func() { l.Close() })
 		sinks[i] = objs
 	}
-	gen := new(trafficObjects)
-	if err := spec.LoadAndAssign(gen, nil); err != nil {
-		return Result{}, fmt.Errorf("load generator: %w", err)
-	}
-	cleanup = append(cleanup, func() { gen.Close() })
-	for i, f := range frames {
-		var h [headerLen]byte
-		copy(h[:], f[:p.headers])
-		if err := gen.SgwGenHeaders.Put(uint32(i), h); err != nil {
-			return Result{}, fmt.Errorf("plan frame %d: %w", i, err)
-		}
-	}
 	watched, err := watchPrograms(o.progStats)
 	if err != nil {
 		return Result{}, err
 	}
 	defer watched.close()
 	var r Result
-	err = inNetns(o.gen.netns, func() error {
-		idx, err := ifindex(o.gen.dev)
-		if err != nil {
-			return fmt.Errorf("generator %s: %w", o.gen, err)
-		}
-		r.Seconds, err = send(gen.SgwGenTx, idx, frames[0], o)
-		return err
-	})
-	if err != nil {
-		return Result{}, err
+	switch r.Generator = choice; choice.Mode {
+	case pktgen.LiveFrames:
+		r.Sent, r.Seconds, err = sendLiveFrames(spec, p, o)
+	default:
+		r.Sent, r.Seconds, err = sendTxRing(p, o)
 	}
-	time.Sleep(o.drain)
-	if r.Sent, err = sentFrames(gen.SgwGen); err != nil {
+	if err != nil {
 		return Result{}, err
 	}
 	for i, objs := range sinks {
@@ -357,6 +367,62 @@ func run(o options) (Result, error) {
 		r.OfferedPPS = float64(r.Sent) / r.Seconds
 	}
 	return r, nil
+}
+
+// sendLiveFrames sends with the XDP program in live-frame mode and waits o.drain: it
+// returns the frames the program handed to XDP_TX and how long it sent.
+func sendLiveFrames(spec *ebpf.CollectionSpec, p plan, o options) (uint64, float64, error) {
+	gen := new(trafficObjects)
+	if err := spec.LoadAndAssign(gen, nil); err != nil {
+		return 0, 0, fmt.Errorf("load generator: %w", err)
+	}
+	defer gen.Close()
+	for i, f := range p.frames {
+		var h [headerLen]byte
+		copy(h[:], f[:p.headers])
+		if err := gen.SgwGenHeaders.Put(uint32(i), h); err != nil {
+			return 0, 0, fmt.Errorf("plan frame %d: %w", i, err)
+		}
+	}
+	var seconds float64
+	err := netns.Do(o.gen.netns, func() error {
+		idx, err := ifindex(o.gen.dev)
+		if err != nil {
+			return fmt.Errorf("generator %s: %w", o.gen, err)
+		}
+		seconds, err = send(gen.SgwGenTx, idx, p.frames[0], o)
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	time.Sleep(o.drain)
+	sent, err := sentFrames(gen.SgwGen)
+	return sent, seconds, err
+}
+
+// sendTxRing sends the plan's frames through an AF_PACKET TX ring on the generator's
+// interface and waits o.drain.
+func sendTxRing(p plan, o options) (uint64, float64, error) {
+	var st pktgen.SendStats
+	err := netns.Do(o.gen.netns, func() error {
+		idx, err := ifindex(o.gen.dev)
+		if err != nil {
+			return fmt.Errorf("generator %s: %w", o.gen, err)
+		}
+		ring, err := pktgen.OpenTxRing(idx)
+		if err != nil {
+			return fmt.Errorf("generator %s: %w", o.gen, err)
+		}
+		defer ring.Close()
+		st, err = ring.Send(p.frames, pktgen.SendOptions{Duration: time.Duration(o.seconds * float64(time.Second)), Rate: o.rate})
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	time.Sleep(o.drain)
+	return st.Sent, st.Elapsed.Seconds(), nil
 }
 
 func boolByte(b bool) uint8 {
@@ -390,7 +456,7 @@ func watchPrograms(at []endpoint) (*watchedProgs, error) {
 		return nil, fmt.Errorf("enable eBPF run-time statistics: %w", err)
 	}
 	for _, e := range at {
-		err := inNetns(e.netns, func() error {
+		err := netns.Do(e.netns, func() error {
 			idx, err := ifindex(e.dev)
 			if err != nil {
 				return err
@@ -452,7 +518,7 @@ func (w *watchedProgs) close() {
 }
 
 func attachSink(at endpoint, prog *ebpf.Program) (l link.Link, err error) {
-	err = inNetns(at.netns, func() error {
+	err = netns.Do(at.netns, func() error {
 		idx, err := ifindex(at.dev)
 		if err != nil {
 			return fmt.Errorf("sink %s: %w", at, err)
@@ -466,17 +532,12 @@ func attachSink(at endpoint, prog *ebpf.Program) (l link.Link, err error) {
 	return l, err
 }
 
-// xdpMd is struct xdp_md as BPF_PROG_RUN takes it.
-type xdpMd struct {
-	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
-}
-
 // send runs the generator until o.seconds have passed and returns how long it
 // sent. Each BPF_PROG_RUN call has a fixed cost (it sets up and tears down a page
 // pool, which waits for an RCU grace period: tens of ms on a VM), so calls are sized
 // to last up to callTarget each, from the rate of the call before.
 func send(prog *ebpf.Program, idx int, template []byte, o options) (float64, error) {
-	ctx := xdpMd{DataEnd: uint32(len(template)), IngressIfindex: uint32(idx)}
+	ctx := pktgen.XDPMd{DataEnd: uint32(len(template)), IngressIfindex: uint32(idx)}
 	start := time.Now()
 	deadline := start.Add(time.Duration(o.seconds * float64(time.Second)))
 	repeat := uint64(firstCall)
@@ -535,28 +596,4 @@ func ifindex(dev string) (int, error) {
 		return 0, err
 	}
 	return i.Index, nil
-}
-
-// inNetns runs f with this (locked) thread in /run/netns/name, then returns it to
-// the namespace it was in.
-func inNetns(name string, f func() error) error {
-	orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(orig)
-	target, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("namespace %s: %w", name, err)
-	}
-	defer unix.Close(target)
-	if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
-		return fmt.Errorf("enter %s: %w", name, err)
-	}
-	ferr := f()
-	if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
-		// This thread is stuck in the wrong namespace: nothing after this may run on it.
-		panic("sgw-traffic: cannot return from namespace " + name + ": " + err.Error())
-	}
-	return ferr
 }

@@ -28,6 +28,7 @@ func TestParseFlagsRejectsBadInput(t *testing.T) {
 		{append(base, "-bucket-mask", "70000"), "-bucket-mask"},
 		{append(base, "-prog-stats", "x"), "want NETNS:DEV"},
 		{append(base, "extra"), "unexpected arguments"},
+		{append(base, "-gen-mode", "dpdk"), `generator mode "dpdk"`},
 	} {
 		_, err := parseFlags(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -5,19 +5,42 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"supergw/targets/ebpf/internal/netns"
+	"supergw/targets/ebpf/internal/netnstest"
+	"supergw/targets/ebpf/internal/pktgen"
 )
+
+// eachMode runs f once per generator mode as a subtest; a mode this kernel refuses
+// is skipped with the kernel's answer, so the tests run whichever modes exist here.
+func eachMode(t *testing.T, f func(t *testing.T, mode pktgen.Mode)) {
+	for _, mode := range []pktgen.Mode{pktgen.LiveFrames, pktgen.PacketTxRing} {
+		t.Run(string(mode), func(t *testing.T) {
+			if mode == pktgen.LiveFrames {
+				if err := pktgen.ProbeLiveFrames(); err != nil {
+					t.Skipf("%v", err)
+				}
+			}
+			f(t, mode)
+		})
+	}
+}
 
 // TestSinkTellsRewrittenFromNot sends a plan through a veth pair and checks that the
 // sink counts every frame, and tells frames to its own MAC and frames from a vmac
 // from the others: the benchmark's rewrite checks rest on these counters.
 func TestSinkTellsRewrittenFromNot(t *testing.T) {
-	ns := vethNamespace(t)
+	eachMode(t, testSinkTellsRewrittenFromNot)
+}
+
+func testSinkTellsRewrittenFromNot(t *testing.T, mode pktgen.Mode) {
+	ns := netnstest.VethPair(t, "sgw-tr-test")
 	own := []byte{0x02, 0, 0, 0, 0, 0x99}
 	vmac := []byte{0x02, 0x5e, 0x98, 0, 0, 0x07}  // bucket 7 of 02:5e:98:00:00:00/256
 	other := []byte{0x02, 0x5e, 0x98, 0, 0x01, 0} // low bits above the mask: not a vmac
@@ -33,10 +56,10 @@ func TestSinkTellsRewrittenFromNot(t *testing.T) {
 		frames = append(frames, f)
 	}
 	start := time.Now()
-	r := sendPaced(t, ns, frames)
+	r := sendPaced(t, ns, frames, mode)
 	s := r.Sinks[0]
-	if r.Sent == 0 || s.Frames != r.Sent || r.Family != "ipv4" {
-		t.Fatalf("sent %d (%s), the sink counted %d", r.Sent, r.Family, s.Frames)
+	if r.Sent == 0 || s.Frames != r.Sent || r.Family != "ipv4" || r.Generator.Mode != mode {
+		t.Fatalf("sent %d (%s, generator %+v), the sink counted %d", r.Sent, r.Family, r.Generator, s.Frames)
 	}
 	// Paced at pacedRate for 0.2 s: about 100 frames, not the millions an unpaced run sends.
 	if max := uint64(pacedRate*time.Since(start).Seconds()) + 64; r.Sent > max {
@@ -59,7 +82,11 @@ func TestSinkTellsRewrittenFromNot(t *testing.T) {
 // the sink's veth with a packet socket (it sees frames before the tc sink drops them): every
 // frame carries the 62 bytes of headers of one plan frame, and both plan frames arrive.
 func TestIPv6PlanFramesCarryAllTheirHeaders(t *testing.T) {
-	ns := vethNamespace(t)
+	eachMode(t, testIPv6PlanFramesCarryAllTheirHeaders)
+}
+
+func testIPv6PlanFramesCarryAllTheirHeaders(t *testing.T, mode pktgen.Mode) {
+	ns := netnstest.VethPair(t, "sgw-tr-test")
 	var frames [][]byte
 	for i := byte(1); i <= 2; i++ {
 		f := make([]byte, 80)
@@ -73,7 +100,9 @@ func TestIPv6PlanFramesCarryAllTheirHeaders(t *testing.T) {
 		frames = append(frames, f)
 	}
 	var fd int
-	if err := inNetns(ns, func() error {
+	runtime.LockOSThread() // netns.Do switches this thread's namespace
+	defer runtime.UnlockOSThread()
+	if err := netns.Do(ns, func() error {
 		var err error
 		fd, err = packetSocket("sink0")
 		return err
@@ -81,7 +110,7 @@ func TestIPv6PlanFramesCarryAllTheirHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	r := sendPaced(t, ns, frames)
+	r := sendPaced(t, ns, frames, mode)
 	if r.Sent == 0 || r.Sinks[0].Frames != r.Sent || r.Family != "ipv6" {
 		t.Fatalf("sent %d (%s), the sink counted %d", r.Sent, r.Family, r.Sinks[0].Frames)
 	}
@@ -128,8 +157,24 @@ func packetSocket(dev string) (int, error) {
 // 0.2 s, and at 2000/s (400 frames) the ring overflowed there: 52 of 373 counted.
 const pacedRate = 500
 
+// TestAutoModeIsWhatTheKernelAllows: without -gen-mode the generator uses live frames
+// exactly where the kernel allows them, and its result says which mode it used and why.
+func TestAutoModeIsWhatTheKernelAllows(t *testing.T) {
+	ns := netnstest.VethPair(t, "sgw-tr-test")
+	f := make([]byte, 60)
+	binary.BigEndian.PutUint16(f[12:], 0x0800)
+	r := sendPaced(t, ns, [][]byte{f}, pktgen.Auto)
+	want := pktgen.LiveFrames
+	if pktgen.ProbeLiveFrames() != nil {
+		want = pktgen.PacketTxRing
+	}
+	if r.Generator.Mode != want || r.Generator.Why == "" || r.Sent == 0 || r.Sinks[0].Frames != r.Sent {
+		t.Fatalf("auto: generator %+v (want %s), sent %d, counted %d", r.Generator, want, r.Sent, r.Sinks[0].Frames)
+	}
+}
+
 // sendPaced sends the plan out of gen0 at pacedRate frames a second for 0.2 s, sink on sink0.
-func sendPaced(t *testing.T, ns string, frames [][]byte) Result {
+func sendPaced(t *testing.T, ns string, frames [][]byte, mode pktgen.Mode) Result {
 	t.Helper()
 	var data []byte
 	for _, f := range frames {
@@ -141,47 +186,16 @@ func sendPaced(t *testing.T, ns string, frames [][]byte) Result {
 		t.Fatal(err)
 	}
 	o, err := parseFlags([]string{"-gen", ns + ":gen0", "-sink", ns + ":sink0", "-frames", file, "-seconds", "0.2",
-		"-rate", fmt.Sprint(pacedRate), "-vmac-base", "02:5e:98:00:00:00", "-bucket-mask", "255", "-drain", "1s"}) // a loaded machine delivers late
+		"-rate", fmt.Sprint(pacedRate), "-vmac-base", "02:5e:98:00:00:00", "-bucket-mask", "255", "-drain", "1s", "-gen-mode", string(mode)}) // a loaded machine delivers late
 	if err != nil {
 		t.Fatal(err)
 	}
+	// run switches this thread's namespace and CPU affinity: keep the goroutine on it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	r, err := run(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
-}
-
-// vethNamespace is a namespace with a veth pair gen0 -> sink0 (sink0 has MAC 02:00:00:00:00:99).
-func vethNamespace(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (namespaces, eBPF)")
-	}
-	ns := fmt.Sprintf("sgw-tr-test-%d", os.Getpid())
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-	}
-	ip("netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	// No IPv6 in the namespace: its autoconfiguration frames (MLD, DAD) would reach the
-	// sink without having been sent by the generator.
-	for _, k := range []string{"net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"} {
-		if out, err := exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", k).CombinedOutput(); err != nil {
-			t.Fatalf("sysctl %s: %v: %s", k, err, out)
-		}
-	}
-	sinkMAC := "02:00:00:00:00:99"
-	ip("-n", ns, "link", "add", "gen0", "type", "veth", "peer", "name", "sink0")
-	ip("-n", ns, "link", "set", "sink0", "address", sinkMAC)
-	ip("-n", ns, "link", "set", "gen0", "up")
-	ip("-n", ns, "link", "set", "sink0", "up")
-	// Live frames need the receiving veth to run NAPI (GRO gives it one).
-	if out, err := exec.Command("ip", "netns", "exec", ns, "ethtool", "-K", "sink0", "gro", "on").CombinedOutput(); err != nil {
-		t.Fatalf("ethtool: %v: %s", err, out)
-	}
-	return ns
 }

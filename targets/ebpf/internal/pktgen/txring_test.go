@@ -1,0 +1,205 @@
+package pktgen
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"golang.org/x/sys/unix"
+
+	"supergw/targets/ebpf/internal/dataplane"
+	"supergw/targets/ebpf/internal/netns"
+	"supergw/targets/ebpf/internal/netnstest"
+)
+
+// testEthertype marks the tests' frames (IEEE 802 local experimental).
+const testEthertype = 0x88b5
+
+func testFrame(n int, tag byte) []byte {
+	f := make([]byte, n)
+	copy(f, []byte{0x02, 0, 0, 0, 0, 0x99, 0x02, 0xaa, 0, 0, 0, 0x01})
+	binary.BigEndian.PutUint16(f[12:], testEthertype)
+	f[14] = tag
+	return f
+}
+
+// inPair runs f in a fresh veth pair's namespace with the calling goroutine's thread held.
+func inPair(t *testing.T, f func() error) {
+	t.Helper()
+	ns := netnstest.VethPair(t, "sgw-pg-test")
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := netns.Do(ns, f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// receiver is a packet socket on sink0 that reads the tests' frames.
+type receiver struct{ fd int }
+
+func listen(t *testing.T) receiver {
+	t.Helper()
+	idx, err := dataplane.Ifindex("sink0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const proto = (testEthertype&0xff)<<8 | testEthertype>>8 // network byte order
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(proto))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: proto, Ifindex: idx}); err != nil {
+		t.Fatal(err)
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
+	return receiver{fd}
+}
+
+// frames reads what arrived within wait.
+func (r receiver) frames(wait time.Duration) [][]byte {
+	var got [][]byte
+	buf := make([]byte, 4096)
+	tv := unix.NsecToTimeval(wait.Nanoseconds())
+	_ = unix.SetsockoptTimeval(r.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	for {
+		n, _, err := unix.Recvfrom(r.fd, buf, 0)
+		if err != nil {
+			return got
+		}
+		got = append(got, bytes.Clone(buf[:n]))
+	}
+}
+
+// TestTxRingSendsThePlanRoundRobin: every frame the ring says it sent arrives at the
+// other end, whole, in the plan's order.
+func TestTxRingSendsThePlanRoundRobin(t *testing.T) {
+	plan := [][]byte{testFrame(60, 1), testFrame(60, 2), testFrame(60, 3)}
+	inPair(t, func() error {
+		rx := listen(t)
+		idx, err := dataplane.Ifindex("gen0")
+		if err != nil {
+			return err
+		}
+		ring, err := OpenTxRing(idx)
+		if err != nil {
+			return err
+		}
+		defer ring.Close()
+		st, err := ring.Send(plan, SendOptions{Duration: 5 * time.Second, Frames: 300})
+		if err != nil {
+			return err
+		}
+		got := rx.frames(300 * time.Millisecond)
+		if st.Sent != 300 || len(got) != 300 {
+			t.Fatalf("the ring sent %d of 300, %d arrived", st.Sent, len(got))
+		}
+		for i, f := range got {
+			if !bytes.Equal(f, plan[i%3]) {
+				t.Fatalf("frame %d arrived as % x, want plan frame %d", i, f[:16], i%3)
+			}
+		}
+		return nil
+	})
+}
+
+// TestTxRingKeepsToItsRate: paced, the ring sends about rate x duration (plus one
+// burst), not as many as it can.
+func TestTxRingKeepsToItsRate(t *testing.T) {
+	inPair(t, func() error {
+		rx := listen(t)
+		idx, err := dataplane.Ifindex("gen0")
+		if err != nil {
+			return err
+		}
+		ring, err := OpenTxRing(idx)
+		if err != nil {
+			return err
+		}
+		defer ring.Close()
+		const rate = 1000
+		st, err := ring.Send([][]byte{testFrame(60, 1)}, SendOptions{Duration: 300 * time.Millisecond, Rate: rate})
+		if err != nil {
+			return err
+		}
+		most := uint64(rate*st.Elapsed.Seconds()) + burst + 1
+		if st.Sent < rate*3/10/2 || st.Sent > most {
+			t.Errorf("paced at %d/s for %v: sent %d (want %d..%d)", rate, st.Elapsed, st.Sent, rate*3/10/2, most)
+		}
+		if got := len(rx.frames(200 * time.Millisecond)); uint64(got) != st.Sent {
+			t.Errorf("sent %d, %d arrived", st.Sent, got)
+		}
+		return nil
+	})
+}
+
+func TestTxRingRefusesBadInput(t *testing.T) {
+	inPair(t, func() error {
+		if _, err := OpenTxRing(1 << 20); err == nil || !strings.Contains(err.Error(), "bind to ifindex") {
+			t.Errorf("a ring on a missing interface: %v", err)
+		}
+		idx, err := dataplane.Ifindex("gen0")
+		if err != nil {
+			return err
+		}
+		ring, err := OpenTxRing(idx)
+		if err != nil {
+			return err
+		}
+		defer ring.Close()
+		for _, tc := range []struct {
+			frames [][]byte
+			o      SendOptions
+			want   string
+		}{
+			{nil, SendOptions{Duration: time.Second}, "no frames"},
+			{[][]byte{testFrame(60, 1), make([]byte, MaxFrame+1)}, SendOptions{Duration: time.Second}, "frame 1: 2017 bytes"},
+			{[][]byte{make([]byte, 10)}, SendOptions{Duration: time.Second}, "frame 0: 10 bytes"},
+			{[][]byte{testFrame(60, 1)}, SendOptions{}, "duration 0s"},
+		} {
+			if _, err := ring.Send(tc.frames, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: error %v", tc.want, err)
+			}
+		}
+		return nil
+	})
+}
+
+// TestProbeTellsTheTruth: where the probe says the kernel allows live frames, a real
+// live-frame run transmits; where it says the kernel refuses, a real run is refused.
+func TestProbeTellsTheTruth(t *testing.T) {
+	probe := ProbeLiveFrames()
+	inPair(t, func() error {
+		rx := listen(t)
+		idx, err := dataplane.Ifindex("gen0")
+		if err != nil {
+			return err
+		}
+		tx, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "Dual MIT/GPL",
+			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 3 /* XDP_TX */), asm.Return()}})
+		if err != nil {
+			return err
+		}
+		defer tx.Close()
+		f := testFrame(60, 7)
+		_, err = tx.Run(&ebpf.RunOptions{Data: f, Repeat: 10, Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES,
+			Context: XDPMd{DataEnd: uint32(len(f)), IngressIfindex: uint32(idx)}})
+		switch {
+		case probe == nil && err != nil:
+			t.Errorf("the probe says live frames are allowed, a live run failed: %v", err)
+		case probe == nil && len(rx.frames(300*time.Millisecond)) == 0:
+			t.Error("the probe says live frames are allowed, a live run sent nothing")
+		case probe != nil && err == nil:
+			t.Errorf("the probe says %v, yet a live run was allowed", probe)
+		case probe != nil && !errors.Is(probe, ErrLiveFramesRefused):
+			t.Errorf("the probe's refusal is not ErrLiveFramesRefused: %v", probe)
+		}
+		return nil
+	})
+}
