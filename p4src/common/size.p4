@@ -12,9 +12,12 @@
 #define PORT_ROLES_TABLE_SIZE 512
 // Keyless: only its default action is ever written.
 #define SETTINGS_TABLE_SIZE 1
-#define HOST_IPS_TABLE_SIZE 4096
-#define MAC_TABLE_SIZE 4096
-#define LEARNED_SOURCES_TABLE_SIZE 4096
+// Hosts: each learned host takes one entry in each of these three (on the LAN switch).
+// 65,536 hold a site of 50,000 hosts with room to spare (docs/DESIGN.md, "Sizing"); the
+// controller refuses, counts and logs a host beyond the smallest of the switch's sizes.
+#define HOST_IPS_TABLE_SIZE 65536
+#define MAC_TABLE_SIZE 65536
+#define LEARNED_SOURCES_TABLE_SIZE 65536
 // Remote access. Keyless, like settings.
 #define RA_SETTINGS_TABLE_SIZE 1
 // LAN switch: one address pool per gateway, a few prefixes each.
@@ -27,8 +30,8 @@
 // IPv6 ND. Keyless, like settings.
 #define ND_SETTINGS_TABLE_SIZE 1
 // A host has a link-local and one or more global addresses: two per learned host.
-#define HOST_IP6S_TABLE_SIZE 8192
-#define LEARNED_IP6S_TABLE_SIZE 8192
+#define HOST_IP6S_TABLE_SIZE 131072
+#define LEARNED_IP6S_TABLE_SIZE 131072
 
 // Indexed by drop_reason_t; room for reasons added later without resizing the counter.
 #define DROP_COUNTER_SIZE 32

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The TNA program through p4c's front and mid end (p4test) for Tofino 1 (tna.p4) and
 # Tofino 2 (t2na.p4), then a check that the committed Tofino-shaped P4Info is current,
+# then the tables' SRAM/TCAM estimate against one pipe (resources.py --check),
 # then the full Tofino compile where bf-p4c is installed (compile-tofino.sh).
 # Run by `make p4` (p4src/build.sh) and on its own: p4src/tna/check.sh
 #
@@ -69,6 +70,13 @@ else
         exit 1
     fi
     echo "p4 tna: $shape is current"
+    # The tables' sizes (p4src/common/size.p4) must fit one Tofino 1 pipe's SRAM and TCAM.
+    if ! "$py" p4src/tna/resources.py --check "$shape" >"$out/resources.md"; then
+        echo "p4 tna: FAILED — the tables do not fit a Tofino 1 pipe (estimate above; $out/resources.md)" >&2
+        exit 1
+    fi
+    echo "p4 tna: the tables fit a Tofino 1 pipe by p4src/tna/resources.py's estimate:" \
+         "$(grep -o '\*\*[0-9]*\*\* of [0-9]* ([0-9.]* %)' "$out/resources.md" | head -1 | tr -d '*') SRAM"
 fi
 
 rc=0

@@ -7,7 +7,8 @@ data widths from the TNA program) and applies the usual Tofino 1 packing rules p
 - SRAM: 12 stages x 80 blocks of 1024 words x 128 bits; TCAM: 12 x 24 blocks of 512 x 44 bits.
 - An exact-match entry takes key bits + 4 (version/valid) + the action selector bits
   + the action data when it fits immediate (<= 32 bits); entries pack into 128-bit
-  words; hash ways get 25 % headroom for collisions.
+  words, an entry wider than a word across 2 to 4 of them, at the width that packs best
+  (two 180-bit IPv6 entries in three words); hash ways get 25 % headroom for collisions.
 - Wider action data goes to its own SRAM words (rounded up to 2^n bits per entry).
 - A PACKETS_AND_BYTES counter cell takes a whole 128-bit word (64 + 64 bits); idle
   timeout adds one map RAM per 1024 x 4 entries (not counted as SRAM).
@@ -19,7 +20,12 @@ data widths from the TNA program) and applies the usual Tofino 1 packing rules p
 This is an estimate; bf-p4c's `pipe/logs/mau.resources.log` is the real figure
 (docs/deploy-tofino.md, "Resources"). Writes a markdown table:
 
-    resources.py [P4INFO]     (default: p4src/tna/supergw.tofino-shape.p4info.txtpb)
+    resources.py [--check] [P4INFO]     (default: p4src/tna/supergw.tofino-shape.p4info.txtpb)
+
+`--check` (run by check.sh, so by `make p4`) also exits 1 when the tables need more SRAM
+or TCAM than the pipe has, naming the largest, and warns above WARN_PERCENT: bf-p4c must
+also place the tables in a chain of dependent stages, so a pipe nearly full by this count
+will likely not compile.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ STAGES = 12
 OVERHEAD_BITS = 4
 IMMEDIATE_MAX_BITS = 32
 HASH_HEADROOM = 1.25
+MAX_WIDE_WORDS = 4  # an exact-match entry spans at most this many 128-bit words
+WARN_PERCENT = 85.0
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,14 @@ def _srams(words: float) -> int:
     return max(1, math.ceil(words / WORDS_PER_SRAM)) if words > 0 else 0
 
 
+def entries_per_word(entry_bits: int) -> float:
+    """Exact-match entries per 128-bit word at the best width of 1..MAX_WIDE_WORDS words."""
+    best = max((w * WORD_BITS // entry_bits) / w for w in range(1, MAX_WIDE_WORDS + 1))
+    if best == 0:
+        raise ValueError(f"an exact-match entry of {entry_bits} bits is wider than {MAX_WIDE_WORDS} words")
+    return best
+
+
 def table_cost(info: p4i.P4Info, table: p4i.Table) -> TableCost:
     actions = {a.preamble.id: a for a in info.actions}
     refs = [actions[r.id] for r in table.action_refs]
@@ -83,8 +99,7 @@ def table_cost(info: p4i.P4Info, table: p4i.Table) -> TableCost:
         match = _srams(table.size / max(1, WORD_BITS // slot))
     else:
         entry_bits = key_bits + OVERHEAD_BITS + selector_bits + (data_bits if immediate else 0)
-        per_word = max(1, WORD_BITS // entry_bits)
-        match = _srams(table.size / per_word * HASH_HEADROOM)
+        match = _srams(table.size / entries_per_word(entry_bits) * HASH_HEADROOM)
     action = 0
     if not immediate and key_bits:
         slot = 1 << math.ceil(math.log2(data_bits))
@@ -123,12 +138,40 @@ def markdown(costs: list[TableCost]) -> str:
     return "\n".join(rows) + "\n"
 
 
+def check(costs: list[TableCost]) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of the budget check: over the pipe's SRAM or TCAM is an error,
+    over WARN_PERCENT of either a warning; each names the three largest objects."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    for what, used, budget, size in (
+        ("SRAM", sum(c.srams for c in costs), SRAM_PER_STAGE * STAGES, lambda c: c.srams),
+        ("TCAM", sum(c.tcam_blocks for c in costs), TCAM_PER_STAGE * STAGES, lambda c: c.tcam_blocks),
+    ):
+        top = ", ".join(f"{c.name.removeprefix('pipe.')} {size(c)}" for c in sorted(costs, key=size, reverse=True)[:3])
+        line = f"{what}: {used} of {budget} blocks ({100 * used / budget:.1f} %); largest: {top}"
+        if used > budget:
+            errors.append(f"{line} -- does not fit one Tofino 1 pipe: shrink the tables in p4src/common/size.p4")
+        elif 100 * used / budget > WARN_PERCENT:
+            warnings.append(f"{line} -- above {WARN_PERCENT:.0f} %: bf-p4c may not place it")
+    return errors, warnings
+
+
 def main(argv: list[str]) -> int:
-    path = Path(argv[0]) if argv else DEFAULT_P4INFO
+    checking = "--check" in argv
+    args = [a for a in argv if a != "--check"]
+    path = Path(args[0]) if args else DEFAULT_P4INFO
     info = p4i.P4Info()
     text_format.Parse(path.read_text(), info)
-    sys.stdout.write(markdown(estimate(info)))
-    return 0
+    costs = estimate(info)
+    sys.stdout.write(markdown(costs))
+    if not checking:
+        return 0
+    errors, warnings = check(costs)
+    for w in warnings:
+        print(f"p4 tna resources: WARNING {w}", file=sys.stderr)
+    for e in errors:
+        print(f"p4 tna resources: FAILED {e}", file=sys.stderr)
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":

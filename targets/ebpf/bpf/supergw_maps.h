@@ -23,8 +23,14 @@
 #ifndef SGW_MAX_LEARNED
 #define SGW_MAX_LEARNED LEARNED_SOURCES_TABLE_SIZE
 #endif
+/* Sources remembered for the digest hold-off (LRU), as many as the learning tables hold:
+ * at a site's cold start every host is a miss at once, and an evicted source only costs
+ * one more digest, which the P4Runtime server's digest engine suppresses while unacked. */
 #ifndef SGW_MAX_DIGEST_HOLDOFF
-#define SGW_MAX_DIGEST_HOLDOFF 4096 /* sources remembered for the digest hold-off (LRU) */
+#define SGW_MAX_DIGEST_HOLDOFF LEARNED_SOURCES_TABLE_SIZE
+#endif
+#ifndef SGW_MAX_DIGEST_IP6_HOLDOFF
+#define SGW_MAX_DIGEST_IP6_HOLDOFF LEARNED_IP6S_TABLE_SIZE
 #endif
 #ifndef SGW_MAX_FLOOD_GROUPS
 #define SGW_MAX_FLOOD_GROUPS 8
@@ -32,8 +38,11 @@
 #ifndef SGW_MAX_FLOOD_PORTS
 #define SGW_MAX_FLOOD_PORTS 32
 #endif
+/* 4 MiB: a digest record takes 48 bytes, so a cold start of LEARNED_SOURCES_TABLE_SIZE
+ * hosts (one digest each, all at once) fits while userspace catches up; a record that
+ * does not fit is not sent and its source is digested again on its next frame. */
 #ifndef SGW_EVENTS_BYTES
-#define SGW_EVENTS_BYTES (1 << 20)
+#define SGW_EVENTS_BYTES (1 << 22)
 #endif
 #ifndef SGW_PUNT_MAX
 #define SGW_PUNT_MAX 2048 /* frame bytes carried by a packet-in event; a power of two */
@@ -202,7 +211,7 @@ struct {
 /* (src IPv6, src MAC) -> time of the last learn_ip6_digest_t, for the hold-off. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, SGW_MAX_DIGEST_HOLDOFF);
+	__uint(max_entries, SGW_MAX_DIGEST_IP6_HOLDOFF);
 	__type(key, struct sgw_learn_ip6_key);
 	__type(value, __u64);
 } sgw_digest_ip6_sent SEC(".maps");
