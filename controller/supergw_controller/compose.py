@@ -25,7 +25,17 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from supergw_proto import p4constants as pc
-from supergw_proto.api import BucketView, ClientView, EventView, GatewayView, HistoryView, HostView, RebalanceView, StatusView
+from supergw_proto.api import (
+    BucketView,
+    ClientView,
+    EventView,
+    GatewayView,
+    HistoryView,
+    HostPage,
+    HostQuery,
+    RebalanceView,
+    StatusView,
+)
 from supergw_proto.reports import AgentOrders, GatewayReport, Heartbeat
 from supergw_controller.bucket_stats import BucketStats
 from supergw_controller.config import Config, RebalancePolicy
@@ -135,7 +145,7 @@ class ControllerCore:
             config, self.registry, buckets, self.eventlog, self.durable, self.stats, may_write=self.permission
         )
         self.liveness = Liveness(config, self.registry, self._on_liveness, clock=clock)
-        self.hosts_learning = HostLearning(config, self.switch, clock=clock)
+        self.hosts_learning = HostLearning(config, self.switch, capacity=self.switch.host_capacity(), clock=clock)
         self.advertiser: RouterAdvertiser | None = build_advertiser(config, self.switch, clock=clock)
         self.read = ReadModel(
             config,
@@ -358,8 +368,8 @@ class ControllerCore:
         await self.placement.move(bucket, gateway, reason)
         return self.read.bucket_view(bucket)
 
-    async def hosts(self) -> list[HostView]:
-        return await self.read.hosts()
+    async def hosts(self, query: HostQuery = HostQuery()) -> HostPage:
+        return await self.read.hosts(query)
 
     async def clients(self) -> list[ClientView]:
         return await self.read.clients()

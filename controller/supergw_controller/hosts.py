@@ -15,11 +15,21 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from supergw_proto import p4constants as pc
+from supergw_proto.bucket import bucket_of
 from supergw_controller.config import Config, PortRoleName
 from supergw_controller.errors import SwitchUnavailable
 from supergw_controller.learning import ARP_REQUEST, HostTable, arp_reply, parse_arp
 from supergw_controller.ndp import neighbor_advert_frame, parse_neighbor_solicitation
-from supergw_controller.southbound.domain import HeldHosts, HostIdle, HostSeen, HostWrite, Ip6Idle, Ip6Seen, PacketIn
+from supergw_controller.southbound.domain import (
+    HeldHosts,
+    HostCapacity,
+    HostIdle,
+    HostSeen,
+    HostWrite,
+    Ip6Idle,
+    Ip6Seen,
+    PacketIn,
+)
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +42,24 @@ class HostSwitch(Protocol):
 
 
 class HostLearning:
-    def __init__(self, config: Config, switch: HostSwitch, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: Config,
+        switch: HostSwitch,
+        *,
+        capacity: HostCapacity = HostCapacity(None, None),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`capacity`: what the switch's host tables hold; hosts beyond it are refused."""
         v6 = config.gateway_ip6
+        k, how = config.buckets, config.dispatch.hash
         self.table = HostTable(
             set(config.ports_with_role(PortRoleName.HOST)),
             str(config.gateway_ip),
             ip_wait_s=config.learning.ip_wait_s,
             gateway_ip6s=frozenset() if v6 is None else frozenset(str(a) for a in (v6.link_local, v6.global_) if a),
+            capacity=capacity,
+            bucket_of=lambda mac: bucket_of(mac, k, how),
         )
         self._switch = switch
         self._clock = clock

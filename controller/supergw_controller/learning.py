@@ -13,6 +13,12 @@ any non-IP frame: digest `src_ip` = 0) gets its `mac_table` entry at once, but i
 frames keep producing digests (the switch sends at most one per (MAC, port) per 10 ms and
 none while one is unacked). A host that stays IP-less for `ip_wait_s` is completed
 without an IP (`sweep`), so a non-IP host costs digests for a bounded time only.
+
+The switch's tables bound what can be learned (`HostCapacity`, from the P4Info it runs): a
+new host beyond them, or a new IPv6 address beyond theirs, is refused, counted
+(`refused_hosts`, `refused_ip6s`) and logged, never written (the switch would refuse the
+write, and the host would be retried at every digest). A refused host still reaches the
+gateways (dispatch needs no entry); traffic to it floods the host ports.
 """
 
 from __future__ import annotations
@@ -20,11 +26,13 @@ from __future__ import annotations
 import ipaddress
 import logging
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from supergw_proto.addresses import mac_to_bytes, mac_to_str
 from supergw_controller.southbound.domain import (
     HeldHosts,
+    HostCapacity,
     HostIp,
     HostIp6,
     HostWrite,
@@ -39,9 +47,10 @@ log = logging.getLogger(__name__)
 ETH_ARP = 0x0806
 ARP_REQUEST = 1
 ARP_REPLY = 2
+REFUSAL_LOG_EVERY_S = 10.0  # refusals of a full table: the first logged at once, then a count this often
 
 
-@dataclass
+@dataclass(slots=True)
 class Host:
     mac: str
     port: int
@@ -52,6 +61,32 @@ class Host:
     # then `waiting_since` is when the first IP-less digest (or the adoption) came.
     learned: bool = True
     waiting_since: float = 0.0
+    bucket: int = -1  # its bucket (HostTable's `bucket_of`), fixed by its MAC
+
+
+class RefusalLog:
+    """Refusals of one full table, logged without flooding the log: the first at once, then
+    at most one line per REFUSAL_LOG_EVERY_S with the count since the last line."""
+
+    def __init__(self, what: str, advice: str) -> None:
+        self.total = 0
+        self._what = what
+        self._advice = advice
+        self._logged_at: float | None = None
+        self._since_logged = 0
+
+    def refuse(self, item: str, held: int, capacity: int, now: float) -> None:
+        self.total += 1
+        self._since_logged += 1
+        if self._logged_at is not None and now - self._logged_at < REFUSAL_LOG_EVERY_S:
+            return
+        log.warning(
+            "%s full: the switch holds %d of %d; %s not learned (%d refused in the last %.0f s, %d in all). %s",
+            self._what, held, capacity, item, self._since_logged,
+            0.0 if self._logged_at is None else now - self._logged_at, self.total, self._advice,
+        )  # fmt: skip
+        self._logged_at = now
+        self._since_logged = 0
 
 
 @dataclass(frozen=True)
@@ -66,26 +101,70 @@ class ArpPacket:
 
 class HostTable:
     def __init__(
-        self, host_ports: set[int], gateway_ip: str, *, ip_wait_s: float, gateway_ip6s: frozenset[str] = frozenset()
+        self,
+        host_ports: set[int],
+        gateway_ip: str,
+        *,
+        ip_wait_s: float,
+        gateway_ip6s: frozenset[str] = frozenset(),
+        capacity: HostCapacity = HostCapacity(None, None),
+        bucket_of: Callable[[str], int] = lambda _mac: -1,
     ) -> None:
         """`ip_wait_s`: how long a host without a known IP may keep sending IP-less digests
         before it is learned without an IP (0: at once, on its first digest).
-        `gateway_ip6s`: the gateway's IPv6 addresses, never a host's."""
+        `gateway_ip6s`: the gateway's IPv6 addresses, never a host's.
+        `capacity`: what the switch's host tables hold (None: unbounded).
+        `bucket_of`: a MAC's bucket, kept with each host for the views."""
         if ip_wait_s < 0:
             raise ValueError(f"ip_wait_s must be >= 0, got {ip_wait_s}")
         self._host_ports = host_ports
         self._gateway_ip = gateway_ip
         self._gateway_ip6s = gateway_ip6s
         self._ip_wait_s = ip_wait_s
+        self.capacity = capacity
+        self._bucket_of = bucket_of
         self._hosts: dict[str, Host] = {}
         self._ip_owner: dict[str, str] = {}
         self._ip6_owner: dict[str, str] = {}  # ip6 -> mac, for every address in host_ip6s
+        self._waiting: set[str] = set()  # hosts not yet learned (no learned_sources entry): the sweep's
+        self._order: list[Host] | None = None  # hosts by MAC, rebuilt after a host came or went
+        advice = ("Its frames still reach the gateways (dispatch needs no entry) and traffic to it floods the "
+                  "host ports. Age hosts out sooner (timing.ageing_s) or use a switch with larger tables "
+                  "(docs/DESIGN.md, \"Sizing\").")
+        self.refused_hosts = RefusalLog("host table (learned_sources, mac_table, host_ips)", advice)
+        self.refused_ip6s = RefusalLog("IPv6 address table (learned_ip6s, host_ip6s)",
+                                       "The gateways' Neighbor Solicitations for it go to the controller, "
+                                       "unanswered. Age addresses out sooner or use larger tables.")
 
     def __len__(self) -> int:
         return len(self._hosts)
 
+    @property
+    def ip6_count(self) -> int:
+        return len(self._ip6_owner)
+
     def hosts(self) -> list[Host]:
-        return sorted(self._hosts.values(), key=lambda h: h.mac)
+        """Every host, by MAC (sorted once per change of the host set, not per call)."""
+        if self._order is None:
+            self._order = sorted(self._hosts.values(), key=lambda h: h.mac)
+        return self._order
+
+    def _add(self, h: Host) -> None:
+        self._hosts[h.mac] = h
+        self._order = None
+        self._mark(h)
+
+    def _drop(self, mac: str) -> None:
+        del self._hosts[mac]
+        self._waiting.discard(mac)
+        self._order = None
+
+    def _mark(self, h: Host) -> None:
+        """Keep the sweep's set of waiting hosts in step with `h.learned`."""
+        if h.learned:
+            self._waiting.discard(h.mac)
+        else:
+            self._waiting.add(h.mac)
 
     def get(self, mac: str) -> Host | None:
         return self._hosts.get(mac)
@@ -111,8 +190,12 @@ class HostTable:
         at = 0  # where learned_sources goes: after the delete of a moved host's old entry
         h = self._hosts.get(mac)
         if h is None:
-            h = Host(mac=mac, port=port, seen=now, learned=False, waiting_since=now)
-            self._hosts[mac] = h
+            full = self.capacity.hosts
+            if full is not None and len(self._hosts) >= full:
+                self.refused_hosts.refuse(f"host {mac} on port {port}", len(self._hosts), full, now)
+                return []
+            h = Host(mac=mac, port=port, seen=now, learned=False, waiting_since=now, bucket=self._bucket_of(mac))
+            self._add(h)
             out.append(HostWrite(Op.INSERT, L2Entry(mac, port)))
         elif h.port != port:
             log.info("host %s moved from port %d to %d", mac, h.port, port)
@@ -136,7 +219,8 @@ class HostTable:
                 log.info("host %s sent no IPv4 source for %.1fs: learned without an IP", mac, self._ip_wait_s)
             out.insert(at, HostWrite(Op.INSERT, LearnedSource(mac, port)))
             h.learned = True
-        elif out:
+        self._mark(h)
+        if not h.learned and out:
             log.debug("host %s on port %d: forwarding, waiting for an IPv4 source", mac, port)
         return out
 
@@ -158,8 +242,15 @@ class HostTable:
         if h is None or h.port != port:
             # Its MAC digest is on the way or lost: learn the MAC as well.
             out += self.learn(mac, port, None, now)
-            h = self._hosts[mac]
+            got = self._hosts.get(mac)
+            if got is None:
+                return out  # refused: the host table is full
+            h = got
         owner = self._ip6_owner.get(ip6)
+        full = self.capacity.ip6s
+        if owner is None and full is not None and len(self._ip6_owner) >= full:
+            self.refused_ip6s.refuse(f"{ip6} of {mac}", len(self._ip6_owner), full, now)
+            return out
         if owner == mac:
             # The switch missed learned_ip6s (it aged out while this digest was in flight).
             out.append(HostWrite(Op.INSERT, LearnedIp6(ip6, mac)))
@@ -182,6 +273,7 @@ class HostTable:
             log.info("host %s learned by its IPv6 address %s", mac, ip6)
             out.append(HostWrite(Op.INSERT, LearnedSource(mac, h.port)))
             h.learned = True
+            self._mark(h)
         return out
 
     def expire_ip6(self, ip6: str, mac: str) -> list[HostWrite]:
@@ -202,12 +294,14 @@ class HostTable:
         updates to write."""
         macs: list[str] = []
         out: list[HostWrite] = []
-        for h in self.hosts():
-            if not h.learned and now - h.waiting_since >= self._ip_wait_s:
+        for mac in sorted(self._waiting):
+            h = self._hosts[mac]
+            if now - h.waiting_since >= self._ip_wait_s:
                 log.info("host %s sent no IPv4 source for %.1fs: learned without an IP", h.mac, self._ip_wait_s)
                 out.append(HostWrite(Op.INSERT, LearnedSource(h.mac, h.port)))
                 h.learned = True
                 macs.append(h.mac)
+        self._waiting.difference_update(macs)
         return macs, out
 
     def unlearn(self, macs: list[str]) -> None:
@@ -216,6 +310,7 @@ class HostTable:
             h = self._hosts.get(mac)
             if h is not None:
                 h.learned = False
+                self._mark(h)
 
     def _set_ip(self, h: Host, ip: str) -> list[HostWrite]:
         """`ip` is h's address from now on: it replaces the addresses h had."""
@@ -249,7 +344,7 @@ class HostTable:
         if h is None or h.port != port:
             # Stale entry for a port the host has left: delete only that entry.
             return [HostWrite(Op.DELETE, LearnedSource(mac, port))]
-        del self._hosts[mac]
+        self._drop(mac)
         out = [HostWrite(Op.DELETE, LearnedSource(mac, port)), HostWrite(Op.DELETE, L2Entry(mac, h.port))]
         for ip in sorted(h.ips):
             if self._ip_owner.get(ip) == mac:
@@ -281,6 +376,8 @@ class HostTable:
         """
         self._hosts.clear()
         self._ip_owner.clear()
+        self._waiting.clear()
+        self._order = None
         out: list[HostWrite] = []
         mac_port = {mac: (-1 if port is None else port) for mac, port in held.l2.items()}
         for src in held.learned:
@@ -288,7 +385,7 @@ class HostTable:
             if port not in self._host_ports:
                 out.append(HostWrite(Op.DELETE, LearnedSource(mac, port)))
                 continue
-            self._hosts[mac] = Host(mac=mac, port=port, seen=now)
+            self._add(Host(mac=mac, port=port, seen=now, bucket=self._bucket_of(mac)))
             if mac_port.get(mac) != port:
                 out.append(HostWrite(Op.MODIFY if mac in mac_port else Op.INSERT, L2Entry(mac, port)))
         for mac, port in mac_port.items():
@@ -297,7 +394,8 @@ class HostTable:
             elif mac not in self._hosts:
                 # L2 entry without a learned source (a host waiting for its IP): keep
                 # forwarding; its next digest or the sweep after ip_wait_s settles it.
-                self._hosts[mac] = Host(mac=mac, port=port, seen=now, learned=False, waiting_since=now)
+                self._add(Host(mac=mac, port=port, seen=now, learned=False, waiting_since=now,
+                               bucket=self._bucket_of(mac)))
         for ip, mac in held.ips.items():
             self._ip_owner[ip] = mac
             if mac in self._hosts:

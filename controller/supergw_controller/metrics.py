@@ -139,6 +139,11 @@ def _status_families(s: StatusView) -> Iterator[Metric]:
             "gateway ARP requests for an IP no learned host has (unanswered)",
             s.arp_misses_unknown_total,
         ),
+        "supergw_hosts_refused": ("new hosts refused: the switch's host tables were full", s.hosts_refused_total),
+        "supergw_host_ip6s_refused": (
+            "new host IPv6 addresses refused: the switch's IPv6 tables were full",
+            s.host_ip6s_refused_total,
+        ),
     }
     for name, (doc, value) in counters.items():
         yield CounterMetricFamily(name, doc, value=float(value))
@@ -151,10 +156,17 @@ def _status_families(s: StatusView) -> Iterator[Metric]:
         "supergw_buckets": ("K, buckets in the dispatch table", float(s.buckets)),
         "supergw_buckets_unassigned": ("buckets with no gateway", float(s.buckets_unassigned)),
         "supergw_hosts": ("learned hosts", float(s.hosts)),
+        "supergw_host_ip6s": ("learned host IPv6 addresses", float(s.host_ip6s)),
         "supergw_uptime_seconds": ("seconds since the controller started", s.uptime_s),
     }
     for name, (doc, level) in gauges.items():
         yield GaugeMetricFamily(name, doc, value=level)
+    for name, doc, cap in (
+        ("supergw_host_capacity", "hosts the switch's host tables hold", s.host_capacity),
+        ("supergw_host_ip6_capacity", "host IPv6 addresses the switch's tables hold", s.host_ip6_capacity),
+    ):
+        if cap is not None:
+            yield GaugeMetricFamily(name, doc, value=float(cap))
     if s.remote_access is not None:
         yield from _remote_access_families(s.remote_access)
 

@@ -8,17 +8,30 @@ counters, the event log).
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
 import time
+from collections import Counter
 from collections.abc import Callable
 
-from supergw_proto.api import BucketView, ClientView, EventView, GatewayView, HistoryView, HostView, StatusView
-from supergw_proto.bucket import bucket_of, vmac
+from supergw_proto.api import (
+    BucketView,
+    ClientView,
+    EventView,
+    GatewayView,
+    HistoryView,
+    HostPage,
+    HostQuery,
+    HostView,
+    StatusView,
+)
+from supergw_proto.bucket import vmac
 from supergw_controller.bucket_stats import BucketStats
 from supergw_controller.config import Config
 from supergw_controller.eventlog import EventLog
 from supergw_controller.history import GatewayNow
 from supergw_controller.hosts import HostLearning
+from supergw_controller.learning import Host
 from supergw_controller.liveness import Liveness
 from supergw_controller.placement import Placement
 from supergw_controller.remote_access import RemoteAccess
@@ -88,6 +101,11 @@ class ReadModel:
             arp_misses_unknown_total=hosts.arp_misses_unknown_total,
             switch_stream_rejected=dict(sw.stream_rejected),
             remote_access=None if self._ra is None else self._ra.status_view(),
+            host_capacity=hosts.table.capacity.hosts,
+            host_ip6s=hosts.table.ip6_count,
+            host_ip6_capacity=hosts.table.capacity.ip6s,
+            hosts_refused_total=hosts.table.refused_hosts.total,
+            host_ip6s_refused_total=hosts.table.refused_ip6s.total,
         )
 
     async def clients(self) -> list[ClientView]:
@@ -95,14 +113,18 @@ class ReadModel:
         return [] if self._ra is None else self._ra.client_views()
 
     async def gateways(self) -> list[GatewayView]:
-        return [self.gateway_view(g.name) for g in self._registry.all()]
+        held = Counter(self._placement.assignment.values())  # one pass over K, not one per gateway
+        return [self.gateway_view(g.name, held) for g in self._registry.all()]
 
     async def gateway(self, name: str) -> GatewayView:
         return self.gateway_view(name)
 
-    def gateway_view(self, name: str) -> GatewayView:
+    def gateway_view(self, name: str, held: Counter[str] | None = None) -> GatewayView:
+        """`held`: buckets per gateway, when the caller counted them for many views."""
         g = self._registry.get(name)
         now = self._clock()
+        if held is None:
+            held = Counter(v for v in self._placement.assignment.values() if v == g.name)
         return GatewayView(
             name=g.name,
             port=g.port,
@@ -112,7 +134,7 @@ class ReadModel:
             drained=g.drained,
             alive=not g.dead,
             port_up=g.port_up,
-            buckets=sum(1 for v in self._placement.assignment.values() if v == g.name),
+            buckets=held[g.name],
             load=g.load,
             heartbeat_age_s=self._registry.heartbeat_age(name, now),
             tunnel_up=g.tunnel_up,
@@ -144,27 +166,59 @@ class ReadModel:
             bps=rate.bps if rate else 0.0,
         )
 
-    async def hosts(self) -> list[HostView]:
+    async def hosts(self, query: HostQuery) -> HostPage:
+        """One page of the hosts matching `query`, by MAC. Filters run over the host list
+        (kept sorted by the table) without building a view per host, so a page of a site of
+        50,000 hosts costs milliseconds; only the page's hosts become views."""
+        table = self._hosts.table
+        found = self._matching(query)
+        start = 0 if query.after is None else bisect.bisect_right(found, query.after, key=lambda h: h.mac)
+        page = found[start : start + query.limit]
+        more = start + query.limit < len(found)
         now = self._clock()
-        k = self._config.buckets
         assignment = self._placement.assignment
-        out = []
-        for h in self._hosts.table.hosts():
-            b = bucket_of(h.mac, k, self._config.dispatch.hash)
-            out.append(
-                HostView(
-                    mac=h.mac,
-                    port=h.port,
-                    ip=sorted(h.ips)[0] if h.ips else None,
-                    ipv6=sorted(h.ip6s, key=ipaddress.IPv6Address),
-                    bucket=b,
-                    vmac=vmac(self._config.vmac_base, b),
-                    gateway=assignment.get(b),
-                    idle_s=max(0.0, now - h.seen),
-                    learned=h.learned,
-                )
-            )
-        return out
+        return HostPage(
+            hosts=[self._host_view(h, assignment.get(h.bucket), now) for h in page],
+            total=len(table),
+            matched=len(found),
+            next_after=page[-1].mac if more and page else None,
+        )
+
+    def _matching(self, q: HostQuery) -> list[Host]:
+        """The hosts `q`'s filters select, in MAC order."""
+        table = self._hosts.table
+        if q.mac is not None or q.ip is not None:
+            owner = None if q.ip is None else (table.mac_of_ip(q.ip) or table.mac_of_ip6(q.ip))
+            if q.ip is not None and (owner is None or q.mac not in (None, owner)):
+                return []
+            one = table.get(q.mac if q.mac is not None else owner or "")
+            hosts = [] if one is None else [one]
+        else:
+            hosts = table.hosts()
+        if q.gateway is not None:
+            assignment = self._placement.assignment
+            held = {b for b, g in assignment.items() if g == q.gateway}
+            hosts = [h for h in hosts if h.bucket in held]
+        if q.bucket is not None:
+            hosts = [h for h in hosts if h.bucket == q.bucket]
+        if q.port is not None:
+            hosts = [h for h in hosts if h.port == q.port]
+        if q.learned is not None:
+            hosts = [h for h in hosts if h.learned is q.learned]
+        return hosts
+
+    def _host_view(self, h: Host, gateway: str | None, now: float) -> HostView:
+        return HostView(
+            mac=h.mac,
+            port=h.port,
+            ip=min(h.ips) if h.ips else None,
+            ipv6=sorted(h.ip6s, key=ipaddress.IPv6Address),
+            bucket=h.bucket,
+            vmac=vmac(self._config.vmac_base, h.bucket),
+            gateway=gateway,
+            idle_s=max(0.0, now - h.seen),
+            learned=h.learned,
+        )
 
     async def events(self, limit: int = 100, since_id: int = 0) -> list[EventView]:
         return await self._log.events(limit, since_id)

@@ -27,7 +27,18 @@ from supergw_controller.rebalancer import (
 )
 from supergw_proto.reports import ORDERS_HEADER, TIMING_HEADER, AgentOrders, GatewayReport, Heartbeat
 from supergw_controller.views import OperatorAction
-from supergw_proto.api import BucketView, ClientView, EventView, GatewayView, HostView, MoveView, RebalanceView, StatusView
+from supergw_proto.api import (
+    BucketView,
+    ClientView,
+    EventView,
+    GatewayView,
+    HostPage,
+    HostQuery,
+    HostView,
+    MoveView,
+    RebalanceView,
+    StatusView,
+)
 
 TOKEN = "test-token-0123456789"
 READER_TOKEN = "reader-token-0123456789"
@@ -68,6 +79,7 @@ class FakeCore:
         self.pins: dict[int, str] = {}
         self.pps: dict[int, float] = {b: float(1 + b % 7) for b in range(K)}
         self.events_log: list[EventView] = []
+        self.host_queries: list[HostQuery] = []
         self.reports: list[GatewayReport] = []
         self.heartbeats: list[Heartbeat] = []
         self.orders: dict[str, AgentOrders] = {}
@@ -168,8 +180,10 @@ class FakeCore:
         self.assign[bucket] = gateway
         return await self.bucket(bucket)
 
-    async def hosts(self) -> list[HostView]:
-        return [HostView(mac="02:00:00:00:00:aa", port=1, ip="10.0.0.10", bucket=3, vmac=vmac(VMAC_BASE, 3), gateway=self.assign[3], idle_s=1.0)]
+    async def hosts(self, query: HostQuery = HostQuery()) -> HostPage:
+        self.host_queries.append(query)
+        h = HostView(mac="02:00:00:00:00:aa", port=1, ip="10.0.0.10", bucket=3, vmac=vmac(VMAC_BASE, 3), gateway=self.assign[3], idle_s=1.0)
+        return HostPage(hosts=[h], total=1, matched=1)
 
     async def clients(self) -> list[ClientView]:
         return [ClientView(gateway="gw1", identity="c1", remote_host="198.51.100.1", remote_port=4500, vips=["10.90.0.2"],
@@ -539,3 +553,27 @@ def test_real_core_without_switch() -> None:
     assert c.get(API_PREFIX + "/gateways/gw9", headers=AUTH).status_code == 404
     assert c.get("/healthz").json()["status"] == "ok"
     assert c.get("/metrics").status_code == 200
+
+
+def test_hosts_query_reaches_the_core_and_bad_filters_are_refused(client: TestClient, core: FakeCore) -> None:
+    r = client.get(API_PREFIX + "/hosts", params={"limit": 50, "after": "02:00:00:00:00:AA", "gateway": "gw2",
+                                                  "bucket": 3, "port": 1, "ip": "fd00::0:1", "learned": "false"},
+                   headers=AUTH)
+    assert r.status_code == 200, r.text
+    assert r.json()["total"] == 1 and r.json()["next_after"] is None
+    assert core.host_queries[-1] == HostQuery(limit=50, after="02:00:00:00:00:aa", gateway="gw2", bucket=3, port=1,
+                                              ip="fd00::1", learned=False)
+    asked = len(core.host_queries)
+    for params, code, said in [
+        ({"mac": "02:00:00"}, 422, "query.mac"),
+        ({"after": "zz"}, 422, "query.after"),
+        ({"ip": "10.0.0.300"}, 422, "query.ip"),
+        ({"limit": 0}, 422, "query.limit"),
+        ({"limit": 5001}, 422, "query.limit"),
+        ({"port": 70000}, 422, "query.port"),
+        ({"gateway": "gw9"}, 404, "query.gateway: no gateway named 'gw9'"),
+        ({"bucket": K}, 404, f"query.bucket: bucket {K} out of range 0..{K - 1}"),
+    ]:
+        r = client.get(API_PREFIX + "/hosts", params=params, headers=AUTH)
+        assert r.status_code == code and said in r.json()["detail"], (params, r.text)
+    assert len(core.host_queries) == asked  # nothing refused reached the core

@@ -192,12 +192,12 @@ async def test_dispatcher_learns_the_ip_from_a_later_digest(disp: tuple[Controll
     await d.switch.on_digest(digest(MAC, 1, None))
     assert [ops(b) for b in s.batches] == [[(Op.INSERT, pc.TABLE_MAC_TABLE)]]
     assert s.sent == ["ack"]
-    [hv] = await d.hosts()
+    [hv] = (await d.hosts()).hosts
     assert (hv.mac, hv.ip, hv.learned) == (MAC, None, False)
     clock.t += 1
     await d.switch.on_digest(digest(MAC, 1, "10.0.0.11"))
     assert ops(s.batches[-1]) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES), (Op.INSERT, pc.TABLE_HOST_IPS)]
-    [hv] = await d.hosts()
+    [hv] = (await d.hosts()).hosts
     assert (hv.ip, hv.learned) == ("10.0.0.11", True)
     assert (await d.status()).digests_total == 2
 
@@ -215,7 +215,7 @@ async def test_dispatcher_sweep_learns_waiting_hosts(disp: tuple[ControllerCore,
     s.fail = False
     await d.hosts_learning.sweep()
     assert ops(s.batches[-1]) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES)]
-    assert (await d.hosts())[0].learned
+    assert (await d.hosts()).hosts[0].learned
 
 
 async def test_dispatcher_counts_gateway_arp_misses_for_unknown_ips(disp: tuple[ControllerCore, RecordingSession]) -> None:

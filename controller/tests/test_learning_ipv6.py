@@ -139,7 +139,7 @@ def test_core_learns_ages_answers_and_shows_ipv6(tmp_path: Path) -> None:
         await core.ip6s_seen([Ip6Seen(MAC, 1, GUA)])
         written = [(u.op, u.entity.table_id) for b in session.batches for u in b]
         assert (Op.INSERT, pc.TABLE_HOST_IP6S) in written and (Op.INSERT, pc.TABLE_LEARNED_IP6S) in written
-        hosts = await core.hosts()
+        hosts = (await core.hosts()).hosts
         assert [(h.mac, h.ipv6, h.learned) for h in hosts] == [(MAC, [GUA], True)]
         # a gateway's NS the switch punted (host_ip6s missed): answered from what we know
         await core.packet_in(PacketIn(pc.PuntReason.GATEWAY_ND_MISS, 11, _gateway_ns(GUA)))
@@ -162,7 +162,7 @@ def test_core_learns_ages_answers_and_shows_ipv6(tmp_path: Path) -> None:
         await core.ip6s_idle([Ip6Idle(GUA, MAC)])
         assert [(u.op, u.entity.table_id) for u in session.batches[0]] == [
             (Op.DELETE, pc.TABLE_LEARNED_IP6S), (Op.DELETE, pc.TABLE_HOST_IP6S)]
-        assert (await core.hosts())[0].ipv6 == []
+        assert (await core.hosts()).hosts[0].ipv6 == []
 
     asyncio.run(body())
 

@@ -79,8 +79,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def serve(tmp_path: Path, pki: Pki | None = None) -> Iterator[Served]:
-    """The app on a uvicorn server in its own thread and event loop (the core's loop too)."""
+def serve(tmp_path: Path, pki: Pki | None = None, hosts: tuple[HostSeen, ...] = (HOST,)) -> Iterator[Served]:
+    """The app on a uvicorn server in its own thread and event loop (the core's loop too),
+    with `hosts` learned."""
     port = free_port()
     started: dict[str, Any] = {}
     ready = threading.Event()
@@ -88,7 +89,7 @@ def serve(tmp_path: Path, pki: Pki | None = None) -> Iterator[Served]:
     async def run() -> None:
         config = make_config(tmp_path, api=API)
         core, session = await running_core(config, Clock())
-        await core.hosts_seen([HOST])
+        await core.hosts_seen(list(hosts))
         server = uvicorn.Server(uvicorn.Config(
             create_app(core, config), host="127.0.0.1", port=port, log_level="warning", lifespan="off",
             ssl_certfile=None if pki is None else str(pki.server_cert),
@@ -172,8 +173,50 @@ def test_hosts(served: Served) -> None:
     assert ran.code == EXIT_OK, ran.err
     row = rows(ran.out)[HOST.mac]
     assert row[1] == HOST.ip and row[2] == "-" and row[3] == "1"  # no IPv6 address: "-"
+    assert ran.out.strip().endswith("1 of 1 matching hosts shown (1 learned in all)")
     as_json = ctl(served, "hosts", "--json").json()
-    assert [h["mac"] for h in as_json] == [HOST.mac] and as_json == served.api("/hosts")
+    assert [h["mac"] for h in as_json["hosts"]] == [HOST.mac]
+    assert as_json == served.api("/hosts?limit=100") and as_json["next_after"] is None
+
+
+MANY = tuple(HostSeen(mac=f"02:00:00:00:01:{i:02x}", port=1, ip=f"10.0.0.{100 + i}") for i in range(7))
+
+
+@pytest.fixture
+def served_many(tmp_path: Path) -> Iterator[Served]:
+    yield from serve(tmp_path, hosts=MANY)
+
+
+def test_hosts_pages_and_filters(served_many: Served) -> None:
+    served = served_many
+    macs = sorted(h.mac for h in MANY)
+    first = ctl(served, "hosts", "--limit", "3")
+    assert first.code == EXIT_OK, first.err
+    assert [m for m in rows(first.out) if m in macs] == macs[:3]
+    last_line = first.out.strip().splitlines()[-1]
+    assert last_line == (f"3 of 7 matching hosts shown (7 learned in all); next page: "
+                         f"supergwctl hosts --limit 3 --after {macs[2]}")
+    second = ctl(served, "hosts", "--limit", "3", "--after", macs[2].upper())
+    assert [m for m in rows(second.out) if m in macs] == macs[3:6]
+    everything = ctl(served, "hosts", "--limit", "2", "--all", "--json").json()
+    assert [h["mac"] for h in everything["hosts"]] == macs and everything["next_after"] is None
+    # filters: the gateway holding a host's bucket, its IP, its MAC
+    by_ip = ctl(served, "hosts", "--ip", "10.0.0.103", "--json").json()
+    assert [h["mac"] for h in by_ip["hosts"]] == ["02:00:00:00:01:03"] and by_ip["matched"] == 1
+    gw = by_ip["hosts"][0]["gateway"]
+    on_gw = ctl(served, "hosts", "--gateway", gw, "--json").json()
+    assert "02:00:00:00:01:03" in [h["mac"] for h in on_gw["hosts"]]
+    assert all(h["gateway"] == gw for h in on_gw["hosts"]) and on_gw["total"] == 7
+    assert on_gw == served.api(f"/hosts?gateway={gw}&limit=100")
+    assert ctl(served, "hosts", "--mac", "02:00:00:00:01:05", "--ip", "10.0.0.103", "--json").json()["hosts"] == []
+
+
+def test_hosts_bad_filters(served_many: Served) -> None:
+    for argv in (["--mac", "02:00:00"], ["--ip", "10.0.0.300"], ["--limit", "0"], ["--after", "nope"]):
+        ran = ctl(served_many, "hosts", *argv)
+        assert ran.code == EXIT_USAGE and ran.out == "", argv
+    unknown = ctl(served_many, "hosts", "--gateway", "nope")
+    assert unknown.code == EXIT_API and "HTTP 404" in unknown.err and "no gateway named 'nope'" in unknown.err
 
 
 def test_clients_without_remote_access(served: Served) -> None:

@@ -112,7 +112,7 @@ def test_malformed_digests_and_packet_ins_are_dropped_counted_and_the_stream_goe
     # every digest list that was one is acknowledged, the malformed ones too
     assert [m for m in session.sent if str(m).startswith("ack:")] == [f"ack:{id(d)}" for d in digests if d != 42]
     # the good host after all that was learned; nothing else was
-    assert [h.mac for h in asyncio.run(core.hosts())] == [MAC]
+    assert [h.mac for h in asyncio.run(core.hosts()).hosts] == [MAC]
     assert status.packet_ins_total == len(ODD_PACKETS) and status.arp_misses_unknown_total == 0
     assert "Traceback" not in caplog.text and "not understood, dropped" in caplog.text
     assert len(caplog.records) <= 2 * 10 + 2 + 20, "rate-limited: the first ten of each stream, then every 1000th"
@@ -136,7 +136,7 @@ def test_any_digest_item_or_packet_in_metadata_is_handled_or_dropped(
     feed(core, [DigestList([item]), DigestList([GOOD_ITEM])], [Packet(metadata, payload)])
     status = asyncio.run(core.status())
     rejected = status.switch_stream_rejected
-    assert MAC in {h.mac for h in asyncio.run(core.hosts())}
+    assert MAC in {h.mac for h in asyncio.run(core.hosts()).hosts}
     widths = {pc.DIGEST_LEARN_DIGEST_SRC_MAC: 48, pc.DIGEST_LEARN_DIGEST_SRC_IP: 32, pc.DIGEST_LEARN_DIGEST_PORT: 32}
     a_host = all(type(item.get(f)) is int and 0 <= item[f] < 1 << bits for f, bits in widths.items())
     assert rejected.get("digest", 0) == (0 if a_host else 1), (item, rejected)

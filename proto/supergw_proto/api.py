@@ -6,10 +6,12 @@ operator CLI) reads them from here.
 
 from __future__ import annotations
 
-from typing import Literal
+import ipaddress
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from supergw_proto.addresses import normalise_mac
 from supergw_proto.reports import GatewayReport
 
 MarkerKind = Literal["gateway_dead", "gateway_recovering", "moves"]
@@ -66,6 +68,52 @@ class HostView(_View):
     # False while the host waits for an IPv4 source (forwarded, learned_sources not yet
     # installed, see learning.ip_wait_s)
     learned: bool = True
+
+
+class HostPage(_View):
+    """One page of `GET /hosts`: the hosts matching the filters, by MAC, after `after`."""
+
+    hosts: list[HostView]
+    total: int  # hosts the controller knows
+    matched: int  # of those, how many match the filters (on every page, not only this one)
+    # the MAC to pass as `after` for the next page; None: this is the last page
+    next_after: str | None = None
+
+
+HOSTS_PAGE_DEFAULT = 500  # hosts per page unless `limit` says otherwise
+HOSTS_PAGE_MAX = 5000
+
+
+def _ip_address(value: str) -> str:
+    return str(ipaddress.ip_address(value))  # canonical form (IPv6 compressed), ValueError otherwise
+
+
+MAC_PATTERN = r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$"  # what a MAC query parameter takes
+MacText = Annotated[str, AfterValidator(normalise_mac)]
+IpText = Annotated[str, AfterValidator(_ip_address)]
+
+
+class HostQuery(_View):
+    """A page of hosts and its filters (`GET /hosts`; every filter optional, all must match).
+    Pages follow MAC order: pass a page's `next_after` as `after` for the next one."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    limit: int = Field(default=HOSTS_PAGE_DEFAULT, ge=1, le=HOSTS_PAGE_MAX)
+    after: MacText | None = None  # hosts with a larger MAC
+    gateway: str | None = None  # hosts whose bucket this gateway holds
+    bucket: int | None = Field(default=None, ge=0)
+    port: int | None = Field(default=None, ge=0, lt=1 << 16)
+    ip: IpText | None = None  # the host with this IPv4 or IPv6 address
+    mac: MacText | None = None
+    learned: bool | None = None  # False: hosts still waiting for an IPv4 source
+
+    def params(self) -> dict[str, str]:
+        """The query string of `GET /hosts` for this query (defaults left out)."""
+        out: dict[str, str] = {}
+        for name, value in self.model_dump(exclude_defaults=True).items():
+            out[name] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
 
 
 class EventView(_View):
@@ -131,6 +179,13 @@ class StatusView(_View):
     switch_stream_rejected: dict[str, int] = {}
     # remote access (None without it): the outside switch and its client pins
     remote_access: RemoteAccessStatus | None = None
+    # what the switch's host tables hold (their P4Info sizes; None: not stated), and the new
+    # hosts and IPv6 addresses refused because they were full (docs/DESIGN.md, "Sizing")
+    host_capacity: int | None = None
+    host_ip6s: int = 0  # IPv6 addresses learned (learned_ip6s / host_ip6s entries)
+    host_ip6_capacity: int | None = None
+    hosts_refused_total: int = 0
+    host_ip6s_refused_total: int = 0
 
 
 class RemoteAccessStatus(_View):

@@ -28,6 +28,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from supergw_proto import certfiles
 from supergw_proto.api import (
+    HOSTS_PAGE_MAX,
     BucketView,
     ClientView,
     EventView,
@@ -35,6 +36,8 @@ from supergw_proto.api import (
     GatewayView,
     Health,
     HistoryView,
+    HostPage,
+    HostQuery,
     HostView,
     RebalanceView,
     ReplicaHealth,
@@ -53,7 +56,7 @@ _GATEWAY = TypeAdapter(GatewayView)
 _GATEWAYS = TypeAdapter(list[GatewayView])
 _BUCKET = TypeAdapter(BucketView)
 _BUCKETS = TypeAdapter(list[BucketView])
-_HOSTS = TypeAdapter(list[HostView])
+_HOST_PAGE = TypeAdapter(HostPage)
 _CLIENTS = TypeAdapter(list[ClientView])
 _EVENTS = TypeAdapter(list[EventView])
 _HISTORY = TypeAdapter(HistoryView)
@@ -219,8 +222,20 @@ class ControllerClient:
 
     # -- hosts, events, history --------------------------------------------------------
 
-    def hosts(self) -> list[HostView]:
-        return self._model(_HOSTS, "GET", "/hosts")
+    def hosts_page(self, query: HostQuery = HostQuery()) -> HostPage:
+        """One page of hosts matching `query` (its `next_after` is the next page's `after`)."""
+        return self._model(_HOST_PAGE, "GET", "/hosts", params=query.params())
+
+    def hosts(self, query: HostQuery = HostQuery(limit=HOSTS_PAGE_MAX)) -> list[HostView]:
+        """Every host matching `query`'s filters, page after page (for small sites and
+        tests; a large site's operator wants `hosts_page`)."""
+        out: list[HostView] = []
+        while True:
+            page = self.hosts_page(query)
+            out.extend(page.hosts)
+            if page.next_after is None:
+                return out
+            query = query.model_copy(update={"after": page.next_after})
 
     def clients(self) -> list[ClientView]:
         """Remote-access clients per gateway (empty without remote access)."""

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 
-from supergw_proto.api import ReplicaHealth
+from supergw_proto.api import HostQuery, ReplicaHealth
 from supergw_proto.reports import Heartbeat
 from supergw_proto.rest import ApiError, ControllerClient, read_token
 
@@ -60,7 +61,7 @@ ROUTES: dict[tuple[str, str], tuple[int, Any]] = {
     ("POST", "/api/v1/buckets/5/move"): (200, BUCKET),
     ("POST", "/api/v1/buckets/6/move"): (409, {"detail": "gateway gw3 is drained"}),
     ("POST", "/api/v1/rebalance"): (200, REBALANCE),
-    ("GET", "/api/v1/hosts"): (200, [HOST]),
+    ("GET", "/api/v1/hosts"): (200, {"hosts": [HOST], "total": 1, "matched": 1, "next_after": None}),
     ("GET", "/api/v1/events"): (200, [EVENT]),
     ("GET", "/api/v1/history"): (200, HISTORY),
     ("POST", "/api/v1/gateways/gw1/heartbeat"): (204, None),
@@ -205,3 +206,33 @@ def test_token_files(tmp_path: Path) -> None:
         read_token(token)
     with pytest.raises(ValueError, match="cannot read"):
         read_token(tmp_path / "missing")
+
+
+def test_hosts_follows_pages_and_sends_the_filters() -> None:
+    """`hosts_page` sends the query's filters; `hosts` asks page after page until the
+    answer has no `next_after`, starting each after the last page's last MAC."""
+    macs = [f"02:00:00:00:01:{i:02x}" for i in range(7)]
+    asked: list[dict[str, str]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        q = dict(request.url.params)
+        asked.append(q)
+        after, limit = q.get("after"), int(q.get("limit", "500"))
+        rest = [m for m in macs if after is None or m > after]
+        page = rest[:limit]
+        more = len(rest) > limit
+        body = {"hosts": [{**HOST, "mac": m} for m in page], "total": len(macs), "matched": len(macs),
+                "next_after": page[-1] if more else None}
+        return httpx.Response(200, json=body)
+
+    with ControllerClient("http://ctl", transport=httpx.MockTransport(answer)) as api:
+        got = api.hosts(HostQuery(limit=3, gateway="gw2", learned=True))
+        assert [h.mac for h in got] == macs
+        assert asked == [
+            {"limit": "3", "gateway": "gw2", "learned": "true"},
+            {"limit": "3", "gateway": "gw2", "learned": "true", "after": macs[2]},
+            {"limit": "3", "gateway": "gw2", "learned": "true", "after": macs[5]},
+        ]
+        page = api.hosts_page(HostQuery(limit=2, after=macs[4].upper()))
+        assert [h.mac for h in page.hosts] == macs[5:7] and page.next_after is None
+        assert asked[-1] == {"limit": "2", "after": macs[4]}  # the MAC as the API wants it

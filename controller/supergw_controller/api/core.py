@@ -11,7 +11,16 @@ from typing import Protocol
 from supergw_proto.api import HistoryView
 from supergw_proto.reports import AgentOrders, GatewayReport, Heartbeat
 from supergw_controller.views import OperatorAction
-from supergw_proto.api import BucketView, ClientView, EventView, GatewayView, HostView, RebalanceView, StatusView
+from supergw_proto.api import (
+    BucketView,
+    ClientView,
+    EventView,
+    GatewayView,
+    HostPage,
+    HostQuery,
+    RebalanceView,
+    StatusView,
+)
 
 
 class Core(Protocol):
@@ -26,7 +35,7 @@ class Core(Protocol):
     async def pin(self, bucket: int, gateway: str) -> BucketView: ...
     async def unpin(self, bucket: int) -> BucketView: ...
     async def move(self, bucket: int, gateway: str, reason: str = "operator") -> BucketView: ...
-    async def hosts(self) -> list[HostView]: ...
+    async def hosts(self, query: HostQuery) -> HostPage: ...
     async def clients(self) -> list[ClientView]: ...
     async def events(self, limit: int = 100, since_id: int = 0) -> list[EventView]: ...
     async def history(self, since: float | None = None, limit: int = 600) -> HistoryView: ...

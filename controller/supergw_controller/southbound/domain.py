@@ -71,6 +71,17 @@ class HostWrite:
 
 
 @dataclass(frozen=True)
+class HostCapacity:
+    """What the switch's host tables hold, from the sizes in the P4Info it runs: `hosts` the
+    smallest of `learned_sources`, `mac_table` and `host_ips` (one entry per host each),
+    `ip6s` the smaller of `learned_ip6s` and `host_ip6s` (one per IPv6 address); None when
+    the P4Info states no size (the target decides)."""
+
+    hosts: int | None
+    ip6s: int | None
+
+
+@dataclass(frozen=True)
 class HeldHosts:
     """The host tables as the switch holds them (read at reconcile and by a backup).
 

@@ -31,6 +31,7 @@ from supergw_proto import p4constants as pc
 from supergw_proto.addresses import int_to_ipv4, int_to_mac, ipv4_to_int, mac_to_int
 from supergw_controller.southbound.domain import (
     HeldHosts,
+    HostCapacity,
     HostEntry,
     HostIdle,
     HostIp,
@@ -267,6 +268,19 @@ def packet_out(frame: bytes, egress_port: int) -> P4PacketOut:
 
 
 # -- host tables: the core's entries <-> table entries
+
+
+def host_capacity(schema: P4Schema) -> HostCapacity:
+    """How many hosts and IPv6 addresses the tables of `schema` hold (size 0: unstated)."""
+
+    def smallest(*tables: str) -> int | None:
+        sizes = [schema.tables[t].size for t in tables]
+        return None if not all(sizes) else min(sizes)
+
+    return HostCapacity(
+        hosts=smallest(pc.TABLE_LEARNED_SOURCES, pc.TABLE_MAC_TABLE, pc.TABLE_HOST_IPS),
+        ip6s=smallest(pc.TABLE_LEARNED_IP6S, pc.TABLE_HOST_IP6S),
+    )
 
 
 def host_update(w: HostWrite, idle_timeout_ns: int) -> Update:

@@ -27,7 +27,17 @@ from supergw_controller.config import Config, PortRoleName
 from supergw_controller.errors import SwitchUnavailable
 from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.arbitration import ReplicaStream
-from supergw_controller.southbound.domain import HeldHosts, HostIdle, HostSeen, HostWrite, Ip6Idle, Ip6Seen, Op, PacketIn
+from supergw_controller.southbound.domain import (
+    HeldHosts,
+    HostCapacity,
+    HostIdle,
+    HostSeen,
+    HostWrite,
+    Ip6Idle,
+    Ip6Seen,
+    Op,
+    PacketIn,
+)
 from supergw_controller.southbound.entities import BucketEntry, Update
 from supergw_controller.southbound.reconcile import diff_entries
 from supergw_controller.southbound.session import Role, SwitchSession
@@ -134,6 +144,10 @@ class Southbound:
     @property
     def errors(self) -> int:
         return self.session.errors
+
+    def host_capacity(self) -> HostCapacity:
+        """What the host tables of the pipeline hold (its P4Info's sizes)."""
+        return ent.host_capacity(self.session.schema)
 
     @property
     def reconnects(self) -> int:

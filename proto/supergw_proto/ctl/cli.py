@@ -4,6 +4,7 @@ says what happened (EXIT_* below, also in `--help`)."""
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import math
 import os
@@ -16,6 +17,8 @@ import argcomplete
 import httpx
 from argcomplete.shell_integration import shellcode
 
+from supergw_proto.addresses import normalise_mac
+from supergw_proto.api import HOSTS_PAGE_MAX
 from supergw_proto.ctl import commands
 from supergw_proto.ctl.target import DEFAULT_URL, ENV_CA_FILE, ENV_TOKEN, ENV_TOKEN_FILE, ENV_URL, Target, UsageError, resolve
 from supergw_proto.rest import DEFAULT_TIMEOUT_S, ApiError, ControllerClient
@@ -64,6 +67,30 @@ def finite(text: str) -> float:
     return value
 
 
+def mac_text(text: str) -> str:
+    try:
+        return normalise_mac(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def ip_text(text: str) -> str:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 or IPv6 address") from None
+
+
+def page_size(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= HOSTS_PAGE_MAX:
+        raise argparse.ArgumentTypeError(f"{text!r}: a page holds 1..{HOSTS_PAGE_MAX} hosts")
+    return value
+
+
 def positive_seconds(text: str) -> float:
     value = finite(text)
     if value <= 0:
@@ -106,7 +133,18 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("name", nargs="?", metavar="NAME", help="one gateway")
     c = add("buckets", commands.buckets, "the bucket map, or one bucket (GET /buckets[/B])")
     c.add_argument("bucket", nargs="?", type=bucket_index, metavar="B", help="one bucket")
-    add("hosts", commands.hosts, "learned hosts with their bucket and gateway (GET /hosts)")
+    c = add("hosts", commands.hosts, "learned hosts with their bucket and gateway, one page by MAC, filtered "
+                                     "(GET /hosts)")
+    c.add_argument("--gateway", metavar="NAME", help="only hosts whose bucket this gateway holds")
+    c.add_argument("--bucket", type=bucket_index, metavar="B", help="only hosts of bucket B")
+    c.add_argument("--port", type=int, metavar="P", help="only hosts on switch port P")
+    c.add_argument("--ip", type=ip_text, metavar="ADDR", help="the host with this IPv4 or IPv6 address")
+    c.add_argument("--mac", type=mac_text, metavar="MAC", help="the host with this MAC")
+    c.add_argument("--waiting", action="store_true", help="only hosts still waiting for an IPv4 source")
+    c.add_argument("--limit", type=page_size, default=100, metavar="N",
+                   help=f"hosts per page, 1..{HOSTS_PAGE_MAX} (default 100)")
+    c.add_argument("--after", type=mac_text, metavar="MAC", help="the page after this MAC (the last line says which)")
+    c.add_argument("--all", action="store_true", help="every matching host, page after page")
     add("clients", commands.clients, "remote-access clients per gateway, and whether each is pinned (GET /clients)")
     c = add("events", commands.events, "recent events, newest first (GET /events)")
     c.add_argument("--limit", type=int, default=100, metavar="N", help="at most N events, 1..1000 (default 100)")

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from supergw_proto.api import GatewayView
+from supergw_proto.api import GatewayView, HostQuery
 from supergw_proto.ctl import render
 from supergw_proto.rest import ControllerClient
 
@@ -54,8 +54,33 @@ def buckets(api: ControllerClient, args: argparse.Namespace) -> Shown:
 
 
 def hosts(api: ControllerClient, args: argparse.Namespace) -> Shown:
-    hs = api.hosts()
-    return Shown(as_json(hs), render.hosts(hs))
+    """One page of hosts (or, with --all, every page), and where the next page starts."""
+    query = HostQuery(limit=args.limit, after=args.after, gateway=args.gateway, bucket=args.bucket, port=args.port,
+                      ip=args.ip, mac=args.mac, learned=False if args.waiting else None)
+    page = api.hosts_page(query)
+    if args.all:
+        found = list(page.hosts)
+        while page.next_after is not None:
+            page = api.hosts_page(query.model_copy(update={"after": page.next_after}))
+            found.extend(page.hosts)
+        page = page.model_copy(update={"hosts": found})
+    return Shown(as_json(page), render.host_page(page, next_command(args, page.next_after)))
+
+
+def next_command(args: argparse.Namespace, after: str | None) -> str | None:
+    """The command line of the next page (the same filters, `--after` the last MAC shown)."""
+    if after is None:
+        return None
+    words = ["supergwctl", "hosts"]
+    for flag, value in (("--gateway", args.gateway), ("--bucket", args.bucket), ("--port", args.port),
+                        ("--ip", args.ip), ("--mac", args.mac)):
+        if value is not None:
+            words += [flag, str(value)]
+    if args.waiting:
+        words.append("--waiting")
+    if args.limit != 100:
+        words += ["--limit", str(args.limit)]
+    return " ".join(words + ["--after", after])
 
 
 def clients(api: ControllerClient, args: argparse.Namespace) -> Shown:

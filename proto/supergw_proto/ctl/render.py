@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
-from supergw_proto.api import BucketView, ClientView, EventView, GatewayView, HostView, RebalanceView, StatusView
+from supergw_proto.api import BucketView, ClientView, EventView, GatewayView, HostPage, HostView, RebalanceView, StatusView
 
 NONE = "-"
 
@@ -118,6 +118,15 @@ def hosts(hs: Sequence[HostView]) -> str:
     return table(("MAC", "IP", "IPV6", "PORT", "BUCKET", "VMAC", "GATEWAY", "IDLE", "LEARNED"),
                  ((h.mac, h.ip, ",".join(h.ipv6) or None, h.port, h.bucket, h.vmac, h.gateway, age(h.idle_s), h.learned)
                   for h in hs))
+
+
+def host_page(page: HostPage, next_command: str | None) -> str:
+    """The page's hosts, how many matched of how many in all, and the next page's command."""
+    shown = len(page.hosts)
+    said = f"{shown} of {page.matched} matching hosts shown ({page.total} learned in all)"
+    if next_command is not None:
+        said += f"; next page: {next_command}"
+    return f"{hosts(page.hosts)}\n\n{said}"
 
 
 def clients(cs: Sequence[ClientView]) -> str:

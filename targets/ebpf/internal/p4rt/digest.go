@@ -11,8 +11,10 @@ import (
 
 // digestEngine batches digest data into DigestLists (P4Runtime spec, "Digest
 // messages"): a list goes out when it holds max_list_size entries or its
-// oldest entry is max_timeout_ns old; data already pending or sent and not yet
-// acked (or timed out after ack_timeout_ns) is suppressed.
+// oldest entry is max_timeout_ns old (a timer armed by that entry, so a
+// batching controller waits max_timeout_ns for a lone host, not the idle
+// scan's tick); data already pending or sent and not yet acked (or timed out
+// after ack_timeout_ns) is suppressed.
 type digestEngine struct {
 	arb *arbiter
 	log *slog.Logger
@@ -91,12 +93,35 @@ func (d *digestEngine) add(id uint32, data *p4v1.P4Data, now time.Time) {
 	st.suppressed[key] = true
 	if len(st.pending) == 0 {
 		st.first = now
+		if timeout := time.Duration(st.cfg.GetMaxTimeoutNs()); timeout > 0 {
+			d.flushAfter(id, timeout)
+		}
 	}
 	st.pending = append(st.pending, data)
 	st.pendingKeys = append(st.pendingKeys, key)
 	if st.cfg.GetMaxTimeoutNs() == 0 || (st.cfg.GetMaxListSize() > 0 && len(st.pending) >= int(st.cfg.GetMaxListSize())) {
 		d.flush(id, st, now)
 	}
+}
+
+// flushAfter sends digest id's pending list once its oldest entry is
+// max_timeout_ns old. A list flushed earlier (full) leaves the timer nothing
+// to do, or a younger list, for which it waits again.
+func (d *digestEngine) flushAfter(id uint32, after time.Duration) {
+	time.AfterFunc(after, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		st := d.states[id]
+		if st == nil || len(st.pending) == 0 {
+			return
+		}
+		now := time.Now()
+		if due := st.first.Add(time.Duration(st.cfg.GetMaxTimeoutNs())); now.Before(due) {
+			d.flushAfter(id, due.Sub(now))
+			return
+		}
+		d.flush(id, st, now)
+	})
 }
 
 func (d *digestEngine) flush(id uint32, st *digestState, now time.Time) {

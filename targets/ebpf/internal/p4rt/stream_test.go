@@ -306,3 +306,42 @@ func TestIdleTimeoutNotification(t *testing.T) {
 		t.Errorf("time_since_last_hit: %v", got)
 	}
 }
+
+// A batched digest list goes out max_timeout_ns after its first entry, not at
+// the next idle scan (here an hour away): a lone host waits the timeout only.
+func TestDigestMaxTimeoutWithoutTick(t *testing.T) {
+	fake := dataplane.NewFake(1, 2, 3, 4)
+	srv, err := New(Config{DeviceID: testDevice, Dataplane: fake, IdleScanInterval: time.Hour})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	h := harnessFor(t, srv)
+	h.fake = fake
+	sc := h.primary()
+	d := h.srv.bind.learnDigest
+	timeout := 20 * time.Millisecond
+	h.mustWrite(digestUpdate(p4v1.Update_INSERT, d, &p4v1.DigestEntry_Config{MaxTimeoutNs: int64(timeout), MaxListSize: 64, AckTimeoutNs: int64(time.Hour)}))
+	start := time.Now()
+	h.fake.Emit(learnEvent(1))
+	h.fake.Emit(learnEvent(2))
+	m := sc.next(2 * time.Second)
+	waited := time.Since(start)
+	if m.GetDigest() == nil || len(m.GetDigest().GetData()) != 2 {
+		t.Fatalf("want one list of 2 after the timeout, got %v", m)
+	}
+	if waited < timeout || waited > timeout+500*time.Millisecond {
+		t.Errorf("list sent %v after its first entry, want about %v", waited, timeout)
+	}
+	// Full lists go at once; the timer of the first then finds a younger list and waits for it.
+	h.mustWrite(digestUpdate(p4v1.Update_MODIFY, d, &p4v1.DigestEntry_Config{MaxTimeoutNs: int64(200 * time.Millisecond), MaxListSize: 2, AckTimeoutNs: int64(time.Hour)}))
+	h.fake.Emit(learnEvent(3))
+	h.fake.Emit(learnEvent(4))
+	if got := sc.next(2 * time.Second).GetDigest(); got == nil || len(got.GetData()) != 2 {
+		t.Fatalf("full list: %v", got)
+	}
+	h.fake.Emit(learnEvent(5))
+	sc.none(100 * time.Millisecond)
+	if got := sc.next(2 * time.Second).GetDigest(); got == nil || len(got.GetData()) != 1 {
+		t.Fatalf("lone entry after its timeout: %v", got)
+	}
+}
