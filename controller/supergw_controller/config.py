@@ -339,6 +339,24 @@ class LearningConfig(StrictModel):
             "(0: learn every host on its first digest)"
         ),
     )
+    digest_list_size: int = Field(
+        default=256,
+        ge=1,
+        le=65536,
+        description=(
+            "at most this many hosts per digest list the switch sends: hosts that appear together (a cold "
+            "start of the site) are learned in one write per list, not one write per host"
+        ),
+    )
+    digest_timeout_ms: float = Field(
+        default=2.0,
+        ge=0,
+        le=1000,
+        description=(
+            "the switch sends a digest list at the latest this long after its first host (0: every digest at "
+            "once, one host per list): what a lone new host waits for its list"
+        ),
+    )
 
 
 class PrefixConfig(StrictModel):

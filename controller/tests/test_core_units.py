@@ -130,7 +130,7 @@ def test_learn_new_host_and_ip(schema: P4Schema) -> None:
     entities = host_updates(ups, 5_000_000_000)  # as the southbound writes them
     assert entities[0].entity.idle_timeout_ns == 5_000_000_000
     for u in entities:
-        u.entity.encode(schema)  # every entity fits the P4Info
+        u.entity.entity().encode(schema)  # every entity fits the P4Info
     assert t.mac_of_ip("10.0.0.11") == "02:00:00:00:00:01"
     # same host again: only the learned_sources entry is rewritten (it went missing)
     again = t.learn("02:00:00:00:00:01", 1, "10.0.0.11", 1.0)

@@ -43,12 +43,12 @@ def test_adopt_rewrites_a_learned_hosts_entry_with_another_role() -> None:
     assert held.l2 == {MAC: None}  # another role: points nowhere
     fixes = t.adopt(held, 0.0)
     assert ops(fixes) == [(Op.MODIFY, pc.TABLE_MAC_TABLE)]
-    assert host_updates(fixes)[0].entity == ent.mac_entry(MAC, 1)
+    assert host_updates(fixes)[0].entity.entity() == ent.mac_entry(MAC, 1)
 
 
 def test_adopt_deletes_an_unlearned_entry_with_another_role() -> None:
     t = HostTable({1, 2}, "10.0.0.1", ip_wait_s=30.0)
     fixes = t.adopt(ent.held_hosts([], [mac_entry_with_role(MAC2, 2, 200)], []), 0.0)
     assert ops(fixes) == [(Op.DELETE, pc.TABLE_MAC_TABLE)]
-    assert host_updates(fixes)[0].entity == ent.mac_key(MAC2)
+    assert host_updates(fixes)[0].entity.entity() == ent.mac_key(MAC2)
     assert t.get(MAC2) is None

@@ -17,7 +17,19 @@ from finsy.proto import p4r
 from supergw_proto import p4constants as pc
 from supergw_controller.errors import SwitchUnavailable
 from supergw_controller.southbound import entities as ent
-from supergw_controller.southbound.domain import HeldHosts, HostIdle, HostIp, HostSeen, HostWrite, L2Entry, LearnedSource, Op, PacketIn
+from supergw_controller.southbound.domain import (
+    HeldHosts,
+    HostIdle,
+    HostIp,
+    HostIp6,
+    HostSeen,
+    HostWrite,
+    L2Entry,
+    LearnedIp6,
+    LearnedSource,
+    Op,
+    PacketIn,
+)
 from supergw_controller.southbound.entities import BucketEncoder, BucketEntry
 from supergw_controller.southbound.session import Role
 from supergw_controller.southbound.switch import Southbound
@@ -63,6 +75,10 @@ def sb(tmp_path: Path) -> tuple[Southbound, RecordingSession]:
     return s, session
 
 
+# The learn digest as the default config wants it (learning.digest_list_size, digest_timeout_ms).
+BATCHED = ent.learn_digest(256, 2_000_000)
+
+
 def writes(batch: list[ent.Update]) -> list[tuple[str, str, Any]]:
     """(op, table or entity kind, key) of each update."""
     out: list[tuple[str, str, Any]] = []
@@ -70,6 +86,8 @@ def writes(batch: list[ent.Update]) -> list[tuple[str, str, Any]]:
         e = u.entity
         if isinstance(e, BucketEntry):
             out.append((u.op.name, pc.TABLE_BUCKETS, (e.bucket, e.port)))
+        elif isinstance(e, ent.HostRow):
+            out.append((u.op.name, e.table_id, tuple(sorted(e.match.items()))))
         elif isinstance(e, P4TableEntry):
             out.append((u.op.name, e.table_id, tuple(sorted(dict(e.match or {}).items()))))
         else:
@@ -108,13 +126,17 @@ async def test_host_writes_carry_the_ageing_timeout_and_delete_by_key(sb: tuple[
         HostWrite(Op.DELETE, HostIp("10.0.0.12", "02:00:00:00:00:01")),
     ])  # fmt: skip
     (batch,) = session.batches
-    assert batch[0].entity == ent.learned("02:00:00:00:00:01", 1, 300 * 10**9)
-    assert batch[1].entity == ent.mac_entry("02:00:00:00:00:01", 1)
-    assert batch[2].entity == ent.host_ip("10.0.0.11", "02:00:00:00:00:01")
-    assert batch[3].entity == ent.host_ip_key("10.0.0.12") and batch[3].op is Op.DELETE
+    rows = [u.entity for u in batch]
+    assert all(isinstance(r, ent.HostRow) for r in rows)
+    assert rows[0].entity() == ent.learned("02:00:00:00:00:01", 1, 300 * 10**9)
+    assert rows[1].entity() == ent.mac_entry("02:00:00:00:00:01", 1)
+    assert rows[2].entity() == ent.host_ip("10.0.0.11", "02:00:00:00:00:01")
+    assert rows[3].entity() == ent.host_ip_key("10.0.0.12") and batch[3].op is Op.DELETE
     schema = P4Schema(P4INFO)
-    for u in batch:
-        u.entity.encode(schema)  # every entity fits the P4Info
+    encoder = ent.HostEncoder(schema)
+    for u in batch:  # the fast encoding is finsy's, byte for byte
+        want = p4r.Update(type=int(u.op), entity=u.entity.entity().encode(schema))
+        assert encoder.encode(u.op, u.entity).SerializeToString(deterministic=True) == want.SerializeToString(deterministic=True)
 
 
 async def test_packet_out_and_counter_reads(sb: tuple[Southbound, RecordingSession]) -> None:
@@ -136,7 +158,7 @@ def held_switch(session: RecordingSession) -> None:
         pc.TABLE_PORT_ROLES: [ent.port_role(1, pc.PortRole.HOST), ent.port_role(2, pc.PortRole.GATEWAY),
                               ent.port_role(7, pc.PortRole.HOST)],
         "P4MulticastGroupEntry": [ent.flood_group([1])],
-        "P4DigestEntry": [ent.learn_digest()],
+        "P4DigestEntry": [BATCHED],
         pc.TABLE_LEARNED_SOURCES: [ent.learned("02:00:00:00:00:01", 1, 1)],
         pc.TABLE_MAC_TABLE: [ent.mac_entry("02:00:00:00:00:01", 1)],
         pc.TABLE_HOST_IPS: [ent.host_ip("10.0.0.11", "02:00:00:00:00:01")],
@@ -186,7 +208,7 @@ async def test_reconcile_of_a_switch_in_line_writes_nothing(sb: tuple[Southbound
     session.tables.update({
         pc.TABLE_PORT_ROLES: [ent.port_role(p, pc.PortRole.HOST if p < 10 else pc.PortRole.GATEWAY) for p in cfg.ports],
         "P4MulticastGroupEntry": [ent.flood_group([1, 2])],
-        "P4DigestEntry": [ent.learn_digest()],
+        "P4DigestEntry": [BATCHED],
         pc.TABLE_BUCKETS: [ent.bucket(b, 11, MAC1) for b in range(16)],
         pc.TABLE_SETTINGS: [ent.settings(str(cfg.gateway_ip), cfg.vmac_base, cfg.bucket_mask, cfg.dispatch.hash)],
         pc.TABLE_ND_SETTINGS: [ent.nd_settings(None, None)],
@@ -306,3 +328,35 @@ def test_a_4096_bucket_failover_encodes_faster_than_finsy() -> None:
     f, g = min(fast() for _ in range(3)), min(generic() for _ in range(3))
     print(f"encode {len(entries)} bucket updates: BucketEncoder {f * 1e3:.1f} ms, finsy {g * 1e3:.1f} ms ({g / f:.1f}x)")
     assert f < g
+
+
+@pytest.mark.parametrize("op", [Op.INSERT, Op.MODIFY, Op.DELETE])
+@pytest.mark.parametrize("entry", [
+    LearnedSource("02:00:00:00:00:01", 7),
+    L2Entry("0a:bc:de:f0:12:34", 200),
+    HostIp("10.64.0.255", "02:00:00:00:00:00"),
+    LearnedIp6("fe80::ff:fe00:1", "02:00:00:00:00:01"),
+    HostIp6("fd00:64::c0a8:1", "ff:ff:ff:ff:ff:fe"),
+])  # fmt: skip
+def test_the_fast_host_encoding_is_finsys(op: Op, entry: Any) -> None:
+    schema = P4Schema(P4INFO)
+    row = ent.host_update(HostWrite(op, entry), 300 * 10**9).entity
+    want = p4r.Update(type=int(op), entity=row.entity().encode(schema)).SerializeToString(deterministic=True)
+    assert ent.HostEncoder(schema).encode(op, row).SerializeToString(deterministic=True) == want
+
+
+@pytest.mark.parametrize("entry", [L2Entry("02:00:00:00:00", 1), HostIp("10.0.0.300", "02:00:00:00:00:01"),
+                                   HostIp6("fd00::g", "02:00:00:00:00:01"), L2Entry("02:00:00:00:00:01", 1 << 20)])
+def test_the_fast_host_encoding_refuses_what_does_not_fit(entry: Any) -> None:
+    with pytest.raises(ValueError):
+        ent.HostEncoder(P4Schema(P4INFO)).encode(Op.INSERT, ent.host_update(HostWrite(Op.INSERT, entry), 1).entity)
+
+
+async def test_reconcile_turns_a_held_per_host_digest_into_batches(sb: tuple[Southbound, RecordingSession]) -> None:
+    """A switch left with one digest per list (a controller before batching) is reconfigured."""
+    s, session = sb
+    held_switch(session)
+    session.tables["P4DigestEntry"] = [ent.learn_digest()]
+    await s.reconcile(lambda held: [], lambda held, before: dict(held))
+    digests = [u for batch in session.batches for u in batch if u.entity.__class__.__name__ == "P4DigestEntry"]
+    assert [(u.op, u.entity.max_list_size, u.entity.max_timeout_ns) for u in digests] == [(Op.MODIFY, 256, 2_000_000)]

@@ -10,6 +10,7 @@ through the switch's P4Schema, so no ID appears here.
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -35,6 +36,7 @@ from supergw_controller.southbound.domain import (
     HostEntry,
     HostIdle,
     HostIp,
+    HostIp6,
     HostSeen,
     HostWrite,
     Ip6Idle,
@@ -247,15 +249,25 @@ def flood_group(ports: Iterable[int], group: int = pc.HOST_FLOOD_GROUP) -> P4Mul
     return P4MulticastGroupEntry(group, replicas=tuple((p, 0) for p in sorted(ports)))
 
 
-def learn_digest(ack_timeout_ns: int = 500_000_000, name: str = pc.DIGEST_LEARN_DIGEST) -> P4DigestEntry:
-    # One digest per message and no batching delay: learning latency matters more than
-    # message count at LAN host counts.
-    return P4DigestEntry(name, max_list_size=1, max_timeout_ns=0, ack_timeout_ns=ack_timeout_ns)
+def learn_digest(
+    max_list_size: int = 1,
+    max_timeout_ns: int = 0,
+    *,
+    ack_timeout_ns: int = 500_000_000,
+    name: str = pc.DIGEST_LEARN_DIGEST,
+) -> P4DigestEntry:
+    """The learn digest's config: lists of at most `max_list_size` hosts, sent at the latest
+    `max_timeout_ns` after their first (the controller's `learning.digest_*`: many hosts at
+    once are learned in one write per list; a lone host waits the timeout). The defaults,
+    one host per list at once, are the outside switch's, whose uplinks are few."""
+    if max_timeout_ns == 0:
+        max_list_size = 1  # "at once" makes every list one digest long anyway
+    return P4DigestEntry(name, max_list_size=max_list_size, max_timeout_ns=max_timeout_ns, ack_timeout_ns=ack_timeout_ns)
 
 
-def learn_ip6_digest() -> P4DigestEntry:
+def learn_ip6_digest(max_list_size: int = 1, max_timeout_ns: int = 0) -> P4DigestEntry:
     """The IPv6 address digest, configured as the MAC one."""
-    return learn_digest(name=pc.DIGEST_LEARN_IP6_DIGEST)
+    return learn_digest(max_list_size, max_timeout_ns, name=pc.DIGEST_LEARN_IP6_DIGEST)
 
 
 def bucket_counters() -> P4DirectCounterEntry:
@@ -283,22 +295,160 @@ def host_capacity(schema: P4Schema) -> HostCapacity:
     )
 
 
+@dataclass(frozen=True)
+class HostRow:
+    """One host-table entry as the southbound writes it (`HostEncoder` encodes it without a
+    finsy entity; `entity()` is the same entry as finsy's, for reading it back or a fallback)."""
+
+    entry: HostEntry
+    key_only: bool  # a DELETE: the match fields only
+    idle_timeout_ns: int
+
+    @property
+    def table_id(self) -> str:
+        """The P4 table (finsy's P4TableEntry names it the same way)."""
+        return _HOST_TABLE[type(self.entry)]
+
+    @property
+    def match(self) -> dict[str, int]:
+        e = self.entity()
+        return dict(e.match or {})
+
+    def entity(self) -> P4TableEntry:
+        e, delete, idle = self.entry, self.key_only, self.idle_timeout_ns
+        if isinstance(e, LearnedSource):
+            return learned_key(e.mac, e.port) if delete else learned(e.mac, e.port, idle)
+        if isinstance(e, L2Entry):
+            return mac_key(e.mac) if delete else mac_entry(e.mac, e.port)
+        if isinstance(e, HostIp):
+            return host_ip_key(e.ip) if delete else host_ip(e.ip, e.mac)
+        if isinstance(e, LearnedIp6):
+            return learned_ip6_key(e.ip6, e.mac) if delete else learned_ip6(e.ip6, e.mac, idle)
+        return host_ip6_key(e.ip6) if delete else host_ip6(e.ip6, e.mac)
+
+
+_HOST_TABLE: dict[type, str] = {
+    LearnedSource: pc.TABLE_LEARNED_SOURCES,
+    L2Entry: pc.TABLE_MAC_TABLE,
+    HostIp: pc.TABLE_HOST_IPS,
+    LearnedIp6: pc.TABLE_LEARNED_IP6S,
+    HostIp6: pc.TABLE_HOST_IP6S,
+}
+
+
 def host_update(w: HostWrite, idle_timeout_ns: int) -> Update:
     """The table update of one host write (a DELETE carries only the key)."""
-    e: HostEntry = w.entry
-    delete = w.op is Op.DELETE
-    entity: P4TableEntry
-    if isinstance(e, LearnedSource):
-        entity = learned_key(e.mac, e.port) if delete else learned(e.mac, e.port, idle_timeout_ns)
-    elif isinstance(e, L2Entry):
-        entity = mac_key(e.mac) if delete else mac_entry(e.mac, e.port)
-    elif isinstance(e, HostIp):
-        entity = host_ip_key(e.ip) if delete else host_ip(e.ip, e.mac)
-    elif isinstance(e, LearnedIp6):
-        entity = learned_ip6_key(e.ip6, e.mac) if delete else learned_ip6(e.ip6, e.mac, idle_timeout_ns)
-    else:
-        entity = host_ip6_key(e.ip6) if delete else host_ip6(e.ip6, e.mac)
-    return Update(w.op, entity)
+    return Update(w.op, HostRow(w.entry, w.op is Op.DELETE, idle_timeout_ns))
+
+
+def _fast_mac(mac: str) -> int:
+    """`mac_int` for the canonical "aa:bb:cc:dd:ee:ff" the host table holds, ten times faster."""
+    if len(mac) == 17 and mac[2::3] == ":::::":
+        try:
+            return int(mac.replace(":", ""), 16)
+        except ValueError:
+            pass
+    return mac_int(mac)  # anything else: the strict parser (and its error)
+
+
+def _fast_ip(ip: str) -> int:
+    try:
+        return int.from_bytes(socket.inet_pton(socket.AF_INET, ip), "big")
+    except OSError:
+        return ip_int(ip)  # raises the usual ValueError
+
+
+def _fast_ip6(ip6: str) -> int:
+    try:
+        return int.from_bytes(socket.inet_pton(socket.AF_INET6, ip6), "big")
+    except OSError:
+        return ip6_int(ip6)
+
+
+def _canonical(value: int, bits: int) -> bytes:
+    """P4Runtime's canonical bytestring of `value` in a field of `bits` (finsy's too)."""
+    if not 0 <= value < 1 << bits:
+        raise ValueError(f"{value} does not fit {bits} bits")
+    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
+
+
+class HostEncoder:
+    """Encodes `HostRow` updates to `p4r.Update` straight from the row's fields, about five
+    times faster than building and encoding finsy entities: learning a site of 50,000 hosts
+    writes about a quarter of a million entries.
+
+    Table, field, action and parameter IDs and bitwidths are looked up BY NAME in `schema`
+    once; values are encoded canonically as finsy does (a unit test compares every kind of
+    row with finsy's encoding of `HostRow.entity()`).
+    """
+
+    def __init__(self, schema: P4Schema) -> None:
+        self.schema = schema
+
+        def table(name: str) -> tuple[int, dict[str, tuple[int, int]]]:
+            t = schema.tables[name]
+            return t.id, {f.name: (f.id, f.bitwidth) for f in t.match_fields}
+
+        def action(name: str) -> tuple[int, dict[str, tuple[int, int]]]:
+            a = schema.actions[name]
+            return a.id, {p.name: (p.id, p.bitwidth) for p in a.params}
+
+        self._learned = table(pc.TABLE_LEARNED_SOURCES)
+        self._mac = table(pc.TABLE_MAC_TABLE)
+        self._ips = table(pc.TABLE_HOST_IPS)
+        self._learned6 = table(pc.TABLE_LEARNED_IP6S)
+        self._ip6s = table(pc.TABLE_HOST_IP6S)
+        self._mark_known = action(pc.ACTION_MARK_KNOWN)
+        self._output = action(pc.ACTION_SET_OUTPUT_PORT)
+        self._reply = action(pc.ACTION_REPLY_WITH_HOST_MAC)
+        self._mark_ip6 = action(pc.ACTION_MARK_IP6_KNOWN)
+        self._advertise = action(pc.ACTION_ADVERTISE_HOST_MAC)
+
+    def encode(self, op: Op, row: HostRow) -> p4r.Update:
+        e = row.entry
+        match: dict[str, int]
+        args: dict[str, int] = {}
+        idle = 0
+        if isinstance(e, LearnedSource):
+            table, act = self._learned, self._mark_known
+            match = {pc.MATCH_LEARNED_SOURCES_SRC_MAC: _fast_mac(e.mac), pc.MATCH_LEARNED_SOURCES_PORT: e.port}
+            idle = row.idle_timeout_ns
+        elif isinstance(e, L2Entry):
+            table, act = self._mac, self._output
+            match = {pc.MATCH_MAC_TABLE_DST_MAC: _fast_mac(e.mac)}
+            args = {pc.PARAM_SET_OUTPUT_PORT_PORT: e.port, pc.PARAM_SET_OUTPUT_PORT_ROLE: int(pc.PortRole.HOST)}
+        elif isinstance(e, HostIp):
+            table, act = self._ips, self._reply
+            match = {pc.MATCH_HOST_IPS_TARGET_IP: _fast_ip(e.ip)}
+            args = {pc.PARAM_REPLY_WITH_HOST_MAC_HOST_MAC: _fast_mac(e.mac)}
+        elif isinstance(e, LearnedIp6):
+            table, act = self._learned6, self._mark_ip6
+            match = {pc.MATCH_LEARNED_IP6S_SRC_IP6: _fast_ip6(e.ip6), pc.MATCH_LEARNED_IP6S_SRC_MAC: _fast_mac(e.mac)}
+            idle = row.idle_timeout_ns
+        else:
+            table, act = self._ip6s, self._advertise
+            match = {pc.MATCH_HOST_IP6S_TARGET_IP6: _fast_ip6(e.ip6)}
+            args = {pc.PARAM_ADVERTISE_HOST_MAC_HOST_MAC: _fast_mac(e.mac)}
+        u = p4r.Update(type=int(op))  # type: ignore[arg-type]
+        te = u.entity.table_entry
+        te.table_id, fields = table
+        for name, value in match.items():
+            fid, bits = fields[name]
+            m = te.match.add()
+            m.field_id = fid
+            m.exact.value = _canonical(value, bits)
+        if not row.key_only:
+            action_id, params = act
+            a = te.action.action
+            a.action_id = action_id
+            for name, value in args.items():
+                pid, bits = params[name]
+                p = a.params.add()
+                p.param_id = pid
+                p.value = _canonical(value, bits)
+            if idle:
+                te.idle_timeout_ns = idle
+        return u
 
 
 def _match(e: P4TableEntry) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from finsy.proto import p4r
 from supergw_proto import p4constants as pc
 from supergw_controller.config import Config
 from supergw_controller.errors import NotPrimary, SwitchUnavailable
-from supergw_controller.southbound.entities import BucketEncoder, BucketEntry, Op, Update
+from supergw_controller.southbound.entities import BucketEncoder, BucketEntry, HostEncoder, HostRow, Op, Update
 from supergw_controller.southbound.p4names import canonical_p4info
 from supergw_controller.southbound.tls import channel_credentials, explain, probe, warn_if_plaintext
 
@@ -94,6 +94,7 @@ class SwitchSession:
         self._ever_up = False
         self._send_lock = asyncio.Lock()
         self._bucket_encoder: BucketEncoder | None = None
+        self._host_encoder: HostEncoder | None = None
         self.switch.ee.on(SwitchEvent.CHANNEL_UP, self._channel_up)
         self.switch.ee.on(SwitchEvent.CHANNEL_DOWN, self._channel_down)
         self.switch.ee.on(SwitchEvent.BECOME_BACKUP, self._become_backup)
@@ -249,10 +250,13 @@ class SwitchSession:
         schema = self.schema
         if self._bucket_encoder is None or self._bucket_encoder.schema is not schema:
             self._bucket_encoder = BucketEncoder(schema)
-        fast = self._bucket_encoder.encode
+            self._host_encoder = HostEncoder(schema)
+        buckets, hosts = self._bucket_encoder.encode, self._host_encoder.encode  # type: ignore[union-attr]
         msgs = [
-            fast(u.op, u.entity)
+            buckets(u.op, u.entity)
             if isinstance(u.entity, BucketEntry)
+            else hosts(u.op, u.entity)
+            if isinstance(u.entity, HostRow)
             else p4r.Update(type=int(u.op), entity=u.entity.encode(schema))  # type: ignore[arg-type]
             for u in updates
         ]
@@ -273,6 +277,8 @@ def _short(u: Update) -> str:
     e = u.entity
     if isinstance(e, BucketEntry):
         return f"{pc.TABLE_BUCKETS}[{e.bucket}]"
+    if isinstance(e, HostRow):
+        return f"{e.table_id}{e.entry}"
     table = getattr(e, "table_id", None)
     if table:
         return f"{table}{dict(getattr(e, 'match', None) or {})}"

@@ -287,7 +287,11 @@ class Southbound:
             batch.append(Update(Op.MODIFY, want_group))
 
         # Learn digest config (IPv6 addresses only when the LAN is dual-stack).
-        for want_digest in [ent.learn_digest()] + ([ent.learn_ip6_digest()] if cfg.gateway_ip6 is not None else []):
+        size, timeout = cfg.learning.digest_list_size, int(cfg.learning.digest_timeout_ms * 1e6)
+        wanted = [ent.learn_digest(size, timeout)]
+        if cfg.gateway_ip6 is not None:
+            wanted.append(ent.learn_ip6_digest(size, timeout))
+        for want_digest in wanted:
             digests = await s.read_or_none(P4DigestEntry(want_digest.digest_id))
             if not digests:
                 batch.append(Update(Op.INSERT, want_digest))
