@@ -210,7 +210,7 @@ class SimulatedHostsSpec(StrictModel):
     host k has first_ip + k and first_mac + k * mac_step; the program runs in namespace `<prefix>-hsim`
     on `hsim0`, whose peer is the switch's `sw-hsim`."""
 
-    count: int = Field(ge=1, le=4096)
+    count: int = Field(ge=1, le=65536)  # a whole site's host tables (p4src/common/size.p4), as hostsim's MaxHosts
     port: int = Field(ge=0, lt=2**16)
     first_ip: ipaddress.IPv4Address
     first_mac: Mac
@@ -237,6 +237,7 @@ class PartnerSite(StrictModel):
 
 
 MAX_CLIENTS = 1024
+MAX_SITE_GATEWAYS = 32  # bench/scale boots one site with 32 gateways and their peers
 # A client's node name is rw<i> ("road warrior"); its namespace <prefix>-rw<i>.
 CLIENT_NAME = "rw{}"
 
@@ -293,7 +294,7 @@ class Topology(StrictModel, Prefixed):
     switch: SwitchSpec
     lan: LanSpec
     hosts: list[HostSpec] = Field(min_length=1)
-    gateways: list[GatewaySpec] = Field(min_length=1, max_length=16)
+    gateways: list[GatewaySpec] = Field(min_length=1, max_length=MAX_SITE_GATEWAYS)
     wan: WanSpec
     remote: RemoteSpec
     mgmt: MgmtSpec

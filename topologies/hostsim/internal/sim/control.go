@@ -55,6 +55,9 @@ type HostStats struct {
 	TxBytes     uint64  `json:"tx_bytes"`
 	RxPackets   uint64  `json:"rx_packets"`
 	RxBytes     uint64  `json:"rx_bytes"`
+	// FirstTxNs is when the host's first frame went out (CLOCK_MONOTONIC ns; 0: none yet):
+	// where a switch's learning of the host starts.
+	FirstTxNs uint64 `json:"first_tx_ns"`
 }
 
 // Stats is the `stats` answer.
@@ -72,7 +75,7 @@ func (s *Sim) Snapshot(hosts, flows bool) Stats {
 	t := &st.Totals
 	for _, h := range s.hosts {
 		hs := HostStats{Index: h.Index, IP: h.IP.String(), MAC: h.MAC.String(), TxPackets: h.txPackets.Load(),
-			TxBytes: h.txBytes.Load(), RxPackets: h.rxPackets.Load(), RxBytes: h.rxBytes.Load()}
+			TxBytes: h.txBytes.Load(), RxPackets: h.rxPackets.Load(), RxBytes: h.rxBytes.Load(), FirstTxNs: h.firstTx.Load()}
 		hs.GatewayMAC = macString(h.GatewayMAC())
 		if h.IP6.IsValid() {
 			hs.IP6, hs.LinkLocal = h.IP6.String(), h.LinkLocal.String()

@@ -46,7 +46,8 @@ type Config struct {
 	Clock func() uint64
 }
 
-const MaxHosts = 4096
+// MaxHosts is one switch's host tables (p4src/common/size.p4: 65,536 hosts): a whole site on one port.
+const MaxHosts = 65536
 
 // Host is one emulated host and its counters.
 type Host struct {
@@ -59,6 +60,7 @@ type Host struct {
 	gwMAC6         atomic.Pointer[net.HardwareAddr]
 	txPackets      atomic.Uint64
 	txBytes        atomic.Uint64
+	firstTx        atomic.Uint64 // Clock() when the host's first frame went out (0: none yet)
 	rxPackets      atomic.Uint64
 	rxBytes        atomic.Uint64
 }
@@ -241,6 +243,9 @@ func (s *Sim) send(h *Host, frames ...[]byte) error {
 	n, err := s.link.Send(frames)
 	s.txMu.Unlock()
 	if h != nil {
+		if n > 0 && h.firstTx.Load() == 0 {
+			h.firstTx.CompareAndSwap(0, s.cfg.Clock())
+		}
 		for _, f := range frames[:n] {
 			h.txPackets.Add(1)
 			h.txBytes.Add(uint64(len(f)))

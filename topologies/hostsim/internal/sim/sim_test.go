@@ -564,3 +564,47 @@ func TestConfigIsChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Each host's first frame is stamped once, on the sim's clock: where a switch's learning of it starts.
+func TestFirstFrameIsStampedOncePerHost(t *testing.T) {
+	l := &memLink{}
+	now := uint64(1000)
+	s, err := New(Config{GatewayIP: gwIP, FirstIP: netip.MustParseAddr("192.168.203.24"),
+		FirstMAC: net.HardwareAddr{0, 0, 3, 0, 0, 0x18}, Count: 3, PrefixLen: 24, Clock: func() uint64 { return now }}, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Snapshot(true, false).Hosts[0].FirstTxNs; got != 0 {
+		t.Fatalf("first_tx_ns %d before any frame, want 0", got)
+	}
+	resolveAll(t, s) // hosts 0..2 know the gateway; only host 1 asks again below
+	if _, err := s.Resolve(true); err != nil {
+		t.Fatal(err)
+	}
+	now = 5000
+	if _, err := s.Resolve(true); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range s.Snapshot(true, false).Hosts {
+		if h.FirstTxNs != 1000 {
+			t.Errorf("host %d: first_tx_ns %d, want 1000 (its first frame, not its last)", h.Index, h.FirstTxNs)
+		}
+	}
+}
+
+// A whole site on one port: as many hosts as the switch's host tables hold, and no more.
+func TestASiteOfMaxHosts(t *testing.T) {
+	c := Config{GatewayIP: netip.MustParseAddr("10.64.0.1"), FirstIP: netip.MustParseAddr("10.64.0.10"),
+		FirstMAC: net.HardwareAddr{2, 0x64, 0, 0, 0, 0}, Count: MaxHosts, PrefixLen: 15}
+	s, err := New(c, &memLink{})
+	if err != nil || len(s.Hosts()) != 65536 {
+		t.Fatalf("New(%d hosts): %v", c.Count, err)
+	}
+	if h := s.hostByIP(netip.MustParseAddr("10.65.0.9")); h == nil || h.Index != 65535 {
+		t.Fatalf("the last host is not found by its IP: %v", h)
+	}
+	c.Count++
+	if _, err := New(c, &memLink{}); err == nil || !strings.Contains(err.Error(), "outside 1-65536") {
+		t.Fatalf("%d hosts accepted: %v", c.Count, err)
+	}
+}
