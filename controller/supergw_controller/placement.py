@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
@@ -304,7 +305,10 @@ class Placement:
 
     async def _round(self, *, dry_run: bool, mandatory_only: bool) -> RebalanceView:
         """Plan one round and (unless dry_run) write its moves. Hold the lock."""
+        started = time.perf_counter()
         plan = self.plan()
+        planned = time.perf_counter()
+        write_ms: float | None = None
         moves = [m for m in plan.moves if not (mandatory_only and m.reason in BUDGETED_REASONS)]
         for w in plan.warnings:
             log.debug("rebalancer: %s", w)
@@ -314,6 +318,7 @@ class Placement:
         if moves and not dry_run:
             await self._apply(moves)
             applied = True
+            write_ms = (time.perf_counter() - planned) * 1000
         if not dry_run and not mandatory_only:
             refilled = {m.dst for m in moves if m.reason is MoveReason.REFILL}
             for g in self.registry.all():
@@ -328,6 +333,8 @@ class Placement:
             ratio_before=plan.ratio_before,
             ratio_after=plan.ratio_after,
             warnings=list(plan.warnings),
+            plan_ms=(planned - started) * 1000,
+            write_ms=write_ms,
         )
 
     async def _apply(self, moves: Sequence[Move], detail: str = "") -> None:

@@ -144,3 +144,15 @@ async def test_intent_is_loaded_on_start(tmp_path: Path, clock: Clock) -> None:
     assert (await c.gateway("g2")).drained
     assert (await c.gateway("g1")).weight == 5.0
     assert c.placement.pins == {3: "g3"}
+
+
+async def test_a_rebalance_round_says_how_long_it_planned_and_wrote(core: tuple[ControllerCore, RecordingSession]) -> None:
+    c, sess = core
+    for b in range(8):  # g1 carries everything that moves
+        await c.move(b, "g1")
+    c.stats.update(1.0, {b: (0, 0) for b in range(16)})
+    c.stats.update(2.0, {b: (1000, 1_000_000) if b < 8 else (0, 0) for b in range(16)})
+    dry = await c.rebalance(dry_run=True)
+    assert dry.moves and dry.plan_ms is not None and dry.plan_ms >= 0 and dry.write_ms is None
+    done = await c.rebalance()
+    assert done.applied and done.write_ms is not None and done.write_ms >= 0 and done.plan_ms is not None

@@ -144,6 +144,8 @@ class RebalanceView(_View):
     ratio_before: float
     ratio_after: float
     warnings: list[str]
+    plan_ms: float | None = None  # the controller's time to plan the round
+    write_ms: float | None = None  # its time to write the moves to the switch (None: nothing written)
 
 
 class StatusView(_View):
