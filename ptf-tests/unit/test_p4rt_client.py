@@ -324,3 +324,16 @@ def test_connect_primary_raises_other_refusals_at_once(switch: tuple[FakeSwitch,
         P4RuntimeSession.connect_primary(addr, 7, 10, schema, timeout=30)
     assert fake.arbitrations == 1  # a backup's refusal is final, not retried
 
+
+
+def test_a_session_without_stream_never_arbitrates(switch: tuple[FakeSwitch, str], schema: P4Schema) -> None:
+    """An observer (bench/scale) reads without a StreamChannel: it can never become primary
+    (and receive the controller's digests) while the controller restarts."""
+    fake, addr = switch
+    with P4RuntimeSession(addr, DEVICE, 10, schema, stream=False) as observer:
+        with pytest.raises(grpc.RpcError) as none_yet:
+            observer.get_pipeline()  # RPCs work without a stream
+        assert none_yet.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        with pytest.raises(P4RuntimeClientError, match="no stream"):
+            observer.arbitrate(timeout=0.5)
+    assert fake.arbitrations == 0

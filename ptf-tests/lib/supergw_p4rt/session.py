@@ -35,10 +35,14 @@ STREAM_KINDS: tuple[StreamKind, ...] = get_args(StreamKind)
 
 class P4RuntimeSession:
     """One P4Runtime session with one device. `arbitrate()` (or `become_primary()`) before
-    writing; `close()` (or use it as a context manager) ends the stream and the channel."""
+    writing; `close()` (or use it as a context manager) ends the stream and the channel.
+    `stream=False`: Read and GetForwardingPipelineConfig only, with no StreamChannel, so an
+    observer never takes part in arbitration (a stream of any election id would become primary
+    while the controller restarts, and receive its digests)."""
 
     def __init__(
-        self, addr: str, device_id: int, election_low: int, schema: P4Schema, *, rpc_timeout: float = 10.0
+        self, addr: str, device_id: int, election_low: int, schema: P4Schema, *, rpc_timeout: float = 10.0,
+        stream: bool = True,
     ) -> None:
         self.addr = addr
         self.device_id = device_id
@@ -50,10 +54,11 @@ class P4RuntimeSession:
         self._out: queue.Queue[p4r.StreamMessageRequest | None] = queue.Queue()
         self._in: dict[StreamKind, queue.Queue[p4r.StreamMessageResponse]] = {k: queue.Queue() for k in STREAM_KINDS}
         self._closed = False
-        self._stream_end: str | None = None  # why the stream ended, once it has
-        self._stream = self.stub.StreamChannel(self._requests())
+        self._stream_end: str | None = None if stream else "this session has no stream (stream=False)"
+        self._stream = self.stub.StreamChannel(self._requests()) if stream else None
         self._reader = threading.Thread(target=self._read_stream, name="p4rt-stream", daemon=True)
-        self._reader.start()
+        if stream:
+            self._reader.start()
 
     @classmethod
     def connect_primary(
@@ -96,6 +101,7 @@ class P4RuntimeSession:
             yield msg
 
     def _read_stream(self) -> None:
+        assert self._stream is not None
         try:
             by_name: dict[str, queue.Queue[p4r.StreamMessageResponse]] = {str(k): q for k, q in self._in.items()}
             for msg in self._stream:
@@ -252,6 +258,7 @@ class P4RuntimeSession:
             return
         self._closed = True
         self._out.put(None)
-        self._stream.cancel()
-        self._reader.join(timeout=5)
+        if self._stream is not None:
+            self._stream.cancel()
+            self._reader.join(timeout=5)
         self.channel.close()
