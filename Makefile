@@ -125,7 +125,7 @@ integration: deps switch hostsim
 	@mkdir -p $(RESULTS)
 	@$(MAKE) -s $(P4_JSON) || echo "== integration: $(P4_JSON) did not build (output above): the BMv2 variants skip"
 	@echo "== integration: real switch, controller and strongSwan in namespaces"
-	@$(PY) -m pytest -q -m integration --junitxml=$(RESULTS)/python-integration.xml controller backends topologies
+	@$(PY) -m pytest -q -m integration --junitxml=$(RESULTS)/python-integration.xml controller backends topologies bench
 
 bench: deps switch hostsim
 	@$(PY) -m bench

@@ -39,14 +39,14 @@ def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-def ping_probe(netns: str, dst: str) -> subprocess.Popen[str]:
-    """A ping every 10 ms, PROBE_PINGS of them, from `netns` to `dst`: with timestamps (`-D`)
+def ping_probe(netns: str, dst: str, count: int = PROBE_PINGS) -> subprocess.Popen[str]:
+    """A ping every 10 ms, `count` of them, from `netns` to `dst`: with timestamps (`-D`)
     and a line for every probe still unanswered when the next goes out (`-O`), so the output
     shows when each probe was sent, answered or not (bench/gaps.py `ping_flow` reads it)."""
     # -c, not -w: with a deadline ping quits at the first error, and a gateway whose charon
     # died answers "net unreachable" until its hosts are failed over.
     return subprocess.Popen(["ip", "netns", "exec", netns, "ping", "-n", "-D", "-O", "-i", str(PING_INTERVAL_S),
-                             "-W", str(int(REPLY_WINDOW_S)), "-c", str(PROBE_PINGS), dst],
+                             "-W", str(int(REPLY_WINDOW_S)), "-c", str(count), dst],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
