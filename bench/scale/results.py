@@ -129,7 +129,7 @@ def metrics(run: Run) -> dict[str, Metric]:
     m["rebalance_plan_ms"] = Metric(None if rb is None else rb.plan_ms, "ms", higher_is_better=False,
                                     note="" if rb is None else f"one round at N = {rb.gateways} ({rb.moves} moves)")
     m["rebalance_write_ms"] = Metric(None if rb is None else rb.write_ms, "ms", higher_is_better=False)
-    pin = run.pins.get("1000")
+    pin = run.pins.get("1000") or next(iter(run.pins.values()), None)
     m["pins_per_s"] = Metric(None if pin is None else pin.pins_per_s, "pins/s",
                              note=run.pins_note or (f"{pin.clients} clients' pins on the outside switch" if pin else ""))
     if run.ha is not None:
