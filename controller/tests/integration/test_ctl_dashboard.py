@@ -9,6 +9,7 @@ CPU is a fixed per-gateway value (no crypto runs here). The page part needs Debi
 
 from __future__ import annotations
 
+import re
 import shutil
 import threading
 import time
@@ -22,6 +23,7 @@ import pytest
 from dashboard_browser import Plot, chromium, dashboard_url, parse_events, parse_plots, run_chromium
 from sgwctl_harness import TOKEN, Controller, Heartbeats, Setup, StandInAgent, TopologySpec
 from sgwctl_topo import REMOTE_IP, Endpoint
+from supergw_proto import p4constants as pc
 from supergw_proto.api import HistoryView
 from supergw_proto.bucket import bucket_of
 from supergw_proto.reports import GatewayReport
@@ -201,3 +203,16 @@ def test_dashboard_plots_have_data_in_chromium(run: Run, dom: str, tmp_path: Pat
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     if RESULTS.is_dir():
         shutil.copy(png, RESULTS / "dashboard.png")
+
+
+def test_dashboard_hosts_come_a_page_at_a_time(dom: str) -> None:
+    """The hosts section reads one page of GET /hosts and says how many there are of how many
+    the switch holds (a site of 50,000 hosts is never drawn at once)."""
+    info = re.search(r'<small id="hostinfo">(.*?)</small>', dom, re.S)
+    assert info, "no hosts summary on the page"
+    said = re.search(r"(\d+) of (\d+) hosts.*; (\d+) matching, (\d+) shown", info.group(1))
+    assert said, info.group(1)
+    total, capacity, matching, shown = map(int, said.groups())
+    assert total >= 1 and capacity == pc.LEARNED_SOURCES_TABLE_SIZE and matching == shown == total, said.groups()
+    rows = re.search(r'<tbody id="hostrows">(.*?)</tbody>', dom, re.S)
+    assert rows and rows.group(1).count("<tr>") == shown
