@@ -38,11 +38,12 @@
 #ifndef SGW_MAX_FLOOD_PORTS
 #define SGW_MAX_FLOOD_PORTS 32
 #endif
-/* 4 MiB: a digest record takes 48 bytes, so a cold start of LEARNED_SOURCES_TABLE_SIZE
- * hosts (one digest each, all at once) fits while userspace catches up; a record that
- * does not fit is not sent and its source is digested again on its next frame. */
+/* 8 MiB: a digest record takes 48 bytes, so a cold start of LEARNED_SOURCES_TABLE_SIZE
+ * dual-stack hosts (an IPv4 and an IPv6 digest each, all at once: 6 MiB) fits while
+ * userspace catches up; a record that does not fit is not sent and its source is digested
+ * again on its next frame (a host that sends nothing more stays unlearned until then). */
 #ifndef SGW_EVENTS_BYTES
-#define SGW_EVENTS_BYTES (1 << 22)
+#define SGW_EVENTS_BYTES (1 << 23)
 #endif
 #ifndef SGW_PUNT_MAX
 #define SGW_PUNT_MAX 2048 /* frame bytes carried by a packet-in event; a power of two */

@@ -55,6 +55,8 @@ type Server struct {
 	mcast    map[uint32]*p4v1.MulticastGroupEntry
 
 	digests *digestEngine
+	// idleNext: when each idle-timeout table is scanned next (idle.go); guarded by mu.
+	idleNext map[uint32]time.Time
 }
 
 // New builds a server for the supergw pipeline on dp.
