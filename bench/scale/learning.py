@@ -32,7 +32,7 @@ V6_EVERY = 2  # host_ip6s is read at every second poll of host_ips
 def poll_interval(hosts: int) -> float:
     """A read of 50,000 entries costs the switch and this process tens of ms: poll less often
     as the table grows, so the observer stays a small share of the machine."""
-    return 0.1 if hosts <= 5000 else 0.25
+    return 0.1 if hosts <= 5000 else 0.5
 
 
 @dataclass
@@ -54,7 +54,7 @@ class LearningRun:
             return None if v is None else round(1000 * v, 1)
 
         return {
-            "hosts": self.hosts, "learned": self.v4.learned, "learned_ip6": self.v6.learned,
+            "hosts": self.hosts, "sent": self.v4.hosts, "learned": self.v4.learned, "learned_ip6": self.v6.learned,
             "hosts_per_s": None if self.v4.hosts_per_s is None else round(self.v4.hosts_per_s),
             "span_s": None if self.v4.span_s is None else round(self.v4.span_s, 2),
             "p50_ms": ms(self.v4.latency(50)), "p99_ms": ms(self.v4.latency(99)), "max_ms": ms(self.v4.latency(100)),

@@ -360,3 +360,14 @@ async def test_reconcile_turns_a_held_per_host_digest_into_batches(sb: tuple[Sou
     await s.reconcile(lambda held: [], lambda held, before: dict(held))
     digests = [u for batch in session.batches for u in batch if u.entity.__class__.__name__ == "P4DigestEntry"]
     assert [(u.op, u.entity.max_list_size, u.entity.max_timeout_ns) for u in digests] == [(Op.MODIFY, 256, 2_000_000)]
+
+
+def test_the_digest_queue_holds_a_cold_start_of_the_whole_table() -> None:
+    from supergw_controller.southbound.switch import DIGEST_QUEUE_MAX, DIGEST_QUEUE_MIN, digest_queue_size
+
+    # finsy's default of 50 lists dropped most of a 50,000-host cold start (bench/scale)
+    assert digest_queue_size(65536, 256) == 514 and 514 * 256 >= 2 * 65536
+    assert digest_queue_size(131072, 256) == 1026
+    assert digest_queue_size(None, 256) == 514  # no stated size: the shipped tables'
+    assert digest_queue_size(100, 256) == DIGEST_QUEUE_MIN
+    assert digest_queue_size(65536, 1) == DIGEST_QUEUE_MAX  # one host per list: bounded

@@ -342,10 +342,12 @@ class Southbound:
     async def _on_primary(self, _session: SwitchSession, sw: Switch) -> None:
         listener = self._need_listener()
         await listener.primary()
-        digests = sw.read_digests(pc.DIGEST_LEARN_DIGEST)
+        capacity, per_list = self.host_capacity(), self._config.learning.digest_list_size
+        digests = sw.read_digests(pc.DIGEST_LEARN_DIGEST, queue_size=digest_queue_size(capacity.hosts, per_list))
         sw.create_task(self.pump(digests, self.on_digest, "digest"), name="digests")
         if self._config.gateway_ip6 is not None:
-            ip6_digests = sw.read_digests(pc.DIGEST_LEARN_IP6_DIGEST)
+            ip6_digests = sw.read_digests(pc.DIGEST_LEARN_IP6_DIGEST,
+                                          queue_size=digest_queue_size(capacity.ip6s, per_list))
             sw.create_task(self.pump(ip6_digests, self.on_ip6_digest, "IPv6 digest"), name="ip6-digests")
         sw.create_task(self.pump(sw.read_packets(), self.on_packet_in, "packet-in"), name="packet-ins")
         sw.create_task(self.pump(sw.read_idle_timeouts(), self.on_idle_timeout, "idle timeout"), name="idle-timeouts")
@@ -383,6 +385,19 @@ class Southbound:
 
     async def pump(self, stream: AsyncIterator[T], handle: Callable[[T], Awaitable[None]], what: str) -> None:
         await pump_stream(stream, handle, what, self.stream_rejected)
+
+
+DIGEST_QUEUE_MIN = 50  # finsy's own default
+DIGEST_QUEUE_MAX = 4096
+
+
+def digest_queue_size(capacity: int | None, per_list: int) -> int:
+    """How many digest lists the controller buffers while it learns: finsy drops a list that
+    finds its queue full (with a warning), and the switch does not send it again, so its hosts
+    would be learned only at their next frame. A cold start of a whole table arrives at once:
+    room for twice a full table's lists (65,536 hosts in lists of 256: 514), within bounds."""
+    lists = (capacity if capacity is not None else pc.LEARNED_SOURCES_TABLE_SIZE) // max(1, per_list) + 1
+    return min(max(DIGEST_QUEUE_MIN, 2 * lists), DIGEST_QUEUE_MAX)
 
 
 def count_rejected(counts: dict[str, int], stream: str, why: str) -> None:
