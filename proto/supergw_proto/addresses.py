@@ -46,7 +46,7 @@ def mac_to_int(mac: MacLike) -> int:
 def int_to_mac(value: int) -> str:
     if not 0 <= value < 1 << 48:
         raise ValueError(f"MAC value out of range: {value:#x}")
-    return mac_to_str(value.to_bytes(6, "big"))
+    return "%02x:%02x:%02x:%02x:%02x:%02x" % tuple(value.to_bytes(6, "big"))
 
 
 def normalise_mac(value: object) -> str:
@@ -69,4 +69,6 @@ def ipv4_to_int(ip: str | int | ipaddress.IPv4Address) -> int:
 
 
 def int_to_ipv4(value: int) -> str:
-    return str(ipaddress.IPv4Address(value))
+    if not 0 <= value < 1 << 32:
+        raise ValueError(f"IPv4 value out of range: {value:#x}")
+    return "%d.%d.%d.%d" % tuple(value.to_bytes(4, "big"))
