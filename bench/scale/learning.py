@@ -70,7 +70,10 @@ class PinnedTables:
 
 def tables(site: ScaleSite) -> Tables:
     if site.topo.switch.kind == "ebpf":
-        return PinnedTables(pin_dir(site.topo.prefix) / str(plan.DEVICE_ID))
+        # `ip netns exec` gives the switch a bpffs of its own mount namespace: reach it through
+        # the switch process's root.
+        pins = pin_dir(site.topo.prefix) / str(plan.DEVICE_ID)
+        return PinnedTables(Path(f"/proc/{site.switch_pid()}/root") / pins.relative_to("/"))
     return Observer(plan.p4runtime_addr(), plan.DEVICE_ID, P4INFO)
 
 
