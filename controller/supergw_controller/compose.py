@@ -145,7 +145,7 @@ class ControllerCore:
             config, self.registry, buckets, self.eventlog, self.durable, self.stats, may_write=self.permission
         )
         self.liveness = Liveness(config, self.registry, self._on_liveness, clock=clock)
-        self.hosts_learning = HostLearning(config, self.switch, capacity=self.switch.host_capacity(), clock=clock)
+        self.hosts_learning = HostLearning(config, self.switch, clock=clock)
         self.advertiser: RouterAdvertiser | None = build_advertiser(config, self.switch, clock=clock)
         self.read = ReadModel(
             config,
@@ -228,6 +228,8 @@ class ControllerCore:
     async def primary(self) -> None:
         """Just became primary: reconcile (retried until the switch answers)."""
         self.liveness.restart_grace()
+        # What this switch's host tables hold: the P4Info it runs says (a Tofino build may differ).
+        self.hosts_learning.table.capacity = self.switch.host_capacity()
         delay = 0.1
         while True:
             try:

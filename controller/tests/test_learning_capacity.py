@@ -105,3 +105,10 @@ async def test_the_core_refuses_and_says_so_in_status_and_metrics(tmp_path: Path
     st = await core.status()
     assert (st.hosts, st.host_capacity, st.hosts_refused_total) == (2, 2, 1)
     assert (st.host_ip6s, st.host_ip6_capacity, st.host_ip6s_refused_total) == (1, 1, 1)
+
+
+async def test_becoming_primary_reads_the_capacity_of_the_switchs_p4info(tmp_path: Path) -> None:
+    core, _sess = await running_core(make_config(tmp_path), Clock())
+    assert core.hosts_learning.table.capacity == HostCapacity(None, None)  # no switch yet: nothing refused
+    await core.primary()
+    assert core.hosts_learning.table.capacity == HostCapacity(pc.LEARNED_SOURCES_TABLE_SIZE, pc.HOST_IP6S_TABLE_SIZE)
