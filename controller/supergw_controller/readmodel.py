@@ -68,6 +68,8 @@ class ReadModel:
         self._election_id = election_id if election_id is not None else (lambda: f"{eid.high}:{eid.low}")
         self._clock = clock
         self._started = clock()
+        # Every bucket's vmac, made once: the bucket and host views of a large site ask for thousands.
+        self._vmacs = [vmac(config.vmac_base, b) for b in range(config.buckets)]
 
     async def status(self) -> StatusView:
         cfg = self._config
@@ -157,7 +159,7 @@ class ReadModel:
         rate = self._stats.rates.get(b)
         return BucketView(
             bucket=b,
-            vmac=vmac(self._config.vmac_base, b),
+            vmac=self._vmacs[b],
             gateway=self._placement.assignment.get(b),
             pinned=self._placement.pins.get(b),
             packets=pkts,
@@ -214,7 +216,7 @@ class ReadModel:
             ip=min(h.ips) if h.ips else None,
             ipv6=sorted(h.ip6s, key=ipaddress.IPv6Address),
             bucket=h.bucket,
-            vmac=vmac(self._config.vmac_base, h.bucket),
+            vmac=self._vmacs[h.bucket] if 0 <= h.bucket < len(self._vmacs) else vmac(self._config.vmac_base, h.bucket),
             gateway=gateway,
             idle_s=max(0.0, now - h.seen),
             learned=h.learned,

@@ -6,9 +6,14 @@ answer (a generated client and a conformance checker such as schemathesis rely o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
+
+from fastapi import Response
+from pydantic import TypeAdapter
 
 from supergw_proto.api import ErrorBody, ValidationErrorBody
+
+T = TypeVar("T")
 
 Responses = dict[int | str, dict[str, Any]]
 
@@ -39,3 +44,11 @@ AUTH = errors(401, 403)
 WRITE = errors(422, 503)
 # A route that reads a JSON body.
 BODY = errors(400, 422)
+
+
+def json_response(adapter: TypeAdapter[T], value: T) -> Response:
+    """`value` (already a validated model: the core built it) as the answer, serialized once.
+    FastAPI validates and serializes a route's return value against its `response_model` on
+    the way out, which for a large answer (4,096 buckets, a page of 5,000 hosts) cost more than
+    building it; the route keeps `response_model` for the OpenAPI."""
+    return Response(adapter.dump_json(value), media_type="application/json")

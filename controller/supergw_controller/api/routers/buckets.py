@@ -1,14 +1,16 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter, HTTPException, Response, status
+from pydantic import TypeAdapter
 
 from supergw_controller.api.audit import audited
 from supergw_controller.api.deps import ApiState, BucketIndex, Caller, CoreDep, State
-from supergw_controller.api.responses import BODY, WRITE, errors
+from supergw_controller.api.responses import BODY, WRITE, errors, json_response
 from supergw_proto.api import GatewayRef
 from supergw_proto.api import BucketView
 
 router = APIRouter(prefix="/buckets", tags=["buckets"])
+BUCKETS = TypeAdapter(list[BucketView])
 
 
 def _known(state: ApiState, ref: GatewayRef) -> str:
@@ -19,8 +21,8 @@ def _known(state: ApiState, ref: GatewayRef) -> str:
 
 
 @router.get("", response_model=list[BucketView], summary="The bucket map: all K buckets in index order")
-async def list_buckets(core: CoreDep) -> list[BucketView]:
-    return await core.buckets()
+async def list_buckets(core: CoreDep) -> Response:
+    return json_response(BUCKETS, await core.buckets())
 
 
 @router.get("/{b}", response_model=BucketView, summary="One bucket", responses=errors(404, 422))

@@ -3,15 +3,16 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, HTTPException, Query, Response, status
 from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from supergw_controller.api.deps import CoreDep, State
-from supergw_controller.api.responses import errors
+from supergw_controller.api.responses import errors, json_response
 from supergw_proto.api import HOSTS_PAGE_DEFAULT, HOSTS_PAGE_MAX, MAC_PATTERN, HostPage, HostQuery
 
 router = APIRouter(tags=["hosts"])
+HOST_PAGE = TypeAdapter(HostPage)
 
 
 @router.get(
@@ -33,7 +34,7 @@ async def list_hosts(
                   Query(description="the host with this IPv4 or IPv6 address")] = None,
     mac: Annotated[str | None, Query(pattern=MAC_PATTERN, description="the host with this MAC")] = None,
     learned: Annotated[bool | None, Query(description="false: hosts still waiting for an IPv4 source")] = None,
-) -> HostPage:
+) -> Response:
     if gateway is not None and gateway not in state.gateway_names:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "query.gateway: " + state.unknown_gateway(gateway))
     if bucket is not None and bucket >= state.buckets:
@@ -45,4 +46,4 @@ async def list_hosts(
         raise RequestValidationError(
             [{"loc": ("query", *e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
         ) from None
-    return await core.hosts(query)
+    return json_response(HOST_PAGE, await core.hosts(query))
