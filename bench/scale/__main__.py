@@ -34,7 +34,6 @@ from bench.dataplane.bmv2 import PERF_BUILD
 from bench.probes import BenchError
 from bench.scale import ha, pins, plan, point, results, writes
 from bench.scale.site import ScaleSite
-from bench.scale.switchtables import Observer
 from supergw_controller.config import TimingConfig
 from supergw_proto import p4constants as pc
 from topologies import bmv2

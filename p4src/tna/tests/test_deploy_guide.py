@@ -8,16 +8,15 @@ the controller config check and the vmac one-liner, and compares with what the g
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import yaml
+from tna_scripts import load
 
 from supergw_controller.config import load_config
 
@@ -26,16 +25,7 @@ GUIDE = ROOT / "docs" / "deploy-tofino.md"
 TNA = ROOT / "p4src" / "tna"
 
 
-def _script(name: str) -> ModuleType:
-    """A script beside the P4 program (not a package), loaded by path."""
-    spec = importlib.util.spec_from_file_location(f"supergw_tna_{name}", TNA / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-pre_prune = _script("pre_prune")
+pre_prune = load("pre_prune")
 
 # `[here]` commands and the test or make target that runs each (see the guide's table).
 RUN_HERE = {

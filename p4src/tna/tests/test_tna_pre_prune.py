@@ -6,28 +6,14 @@ the calls, and the XID mapping is checked against the expression in flood_prunin
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-
-TNA = Path(__file__).resolve().parents[1]
-
-
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("supergw_pre_prune", TNA / "pre_prune.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("supergw_pre_prune", mod)
-    spec.loader.exec_module(mod)
-    return mod
+from tna_scripts import TNA, load
 
 
-pre_prune = _module()
+pre_prune = load("pre_prune")
 DEV_PORTS = [pipe << 7 | port for pipe in range(4) for port in range(72)]
 
 

@@ -6,30 +6,19 @@ check naming the largest table, and an entry wider than four words cannot be pla
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from finsy.proto import p4i
 from google.protobuf import text_format
+from tna_scripts import TNA, load
 
-TNA = Path(__file__).resolve().parents[1]
 SHAPE = TNA / "supergw.tofino-shape.p4info.txtpb"
 
 
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("supergw_tna_resources", TNA / "resources.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("supergw_tna_resources", mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-resources = _module()
+resources = load("resources")
 
 
 def _shape(**sizes: int) -> p4i.P4Info:
