@@ -35,12 +35,20 @@ PROBE_INTERVAL_S = 0.01
 
 
 def probe_pair(site: ScaleSite) -> tuple[str, str, str]:
-    """(probe host's namespace, remote host's address, the gateway that serves the probe host)."""
-    host, remote = site.topo.hosts[0], site.topo.remote.hosts[0]
+    """(probe host's namespace, a remote host's address, the gateway that serves the probe host).
+    The remote site is plain routed peers: the remote host is one whose replies do not come
+    back through that gateway's peer (a LAN-side failover cannot restore that direction; the
+    two-site topology measures it, bench/failover --two-site)."""
+    host = site.topo.hosts[0]
     page = site.api.hosts_page(HostQuery(ip=str(host.ip)))
     if not page.hosts or page.hosts[0].gateway is None:
         raise BenchError(f"the controller has not learned {host.name} ({host.ip}) with a gateway")
-    return site.topo.ns(host.name), str(remote.ip), page.hosts[0].gateway
+    gateway = page.hosts[0].gateway
+    peer = next(g.peer.name for g in site.topo.gateways if g.name == gateway)
+    remote = next((r for r in site.topo.remote.hosts if r.via != peer), None)
+    if remote is None:
+        raise BenchError(f"every remote host returns through {peer}, the peer of {gateway}")
+    return site.topo.ns(host.name), str(remote.ip), gateway
 
 
 def wake_probe_host(site: ScaleSite) -> None:
@@ -91,7 +99,7 @@ def failover(site: ScaleSite) -> FailoverRun:
                              f"({entered} frames in 1 s)")
         t_freeze = time.time()
         site.site.signal_gateway(pids, signal.SIGSTOP)
-        out, _ = probe.communicate(timeout=30)
+        out, _ = probe.communicate(timeout=60)
     finally:
         if probe.poll() is None:
             probe.kill()
@@ -203,7 +211,8 @@ def restart(site: ScaleSite, hosts: int, probe_s: float) -> RestartRun:
         except Timeout as exc:
             raise BenchError(str(exc)) from None
         adopt = time.monotonic() - t_start
-        out, _ = probe.communicate(timeout=probe_s + 10)
+        # ping paces itself: on a loaded machine its count takes longer than count x interval
+        out, _ = probe.communicate(timeout=2 * probe_s + 30)
     finally:
         if probe.poll() is None:
             probe.kill()

@@ -41,7 +41,6 @@ CONTROLLER_IP = MGMT.network_address + 2
 SIM_FIRST_IP = LAN.network_address + 256  # 10.64.1.0: past the namespace hosts and gateways
 SIM_PORT = 200
 PROBE_HOST = "h1"
-REMOTE_HOST = "r1"
 
 
 @dataclass(frozen=True)
@@ -97,7 +96,10 @@ def topology(gateways: int, switch: str) -> dict[str, Any]:
         "gateways": gws,
         "wan": {"subnet": str(WAN)},
         "remote": {"subnet": str(REMOTE), "subnet6": str(REMOTE6),
-                   "hosts": [{"name": REMOTE_HOST, "ip": str(REMOTE.network_address + 11), "via": "peer1"}]},
+                   # Two remote hosts, returning through different peers: a failover probe uses the one
+                   # whose return path does not cross the frozen gateway (faults.probe_pair).
+                   "hosts": [{"name": "r1", "ip": str(REMOTE.network_address + 11), "via": "peer1"},
+                             {"name": "r2", "ip": str(REMOTE.network_address + 12), "via": "peer2"}]},
         "mgmt": {"subnet": str(MGMT), "host_ip": str(MGMT.network_address + 1), "controller_ip": str(CONTROLLER_IP)},
         # The engine's own hostsim (one host, checked at boot); each point starts its own set.
         "simulated_hosts": {"count": 1, "port": SIM_PORT, "first_ip": str(SIM_FIRST_IP),

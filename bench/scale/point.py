@@ -1,6 +1,7 @@
 """One point (N gateways, H hosts) on a booted site, phase after phase, each failure recorded
-with the phase it happened in (the next phases of the point are skipped; the next point
-starts from a fresh controller)."""
+with the phase it happened in. A phase that raised stops the point (the site may be in any
+state; the next point starts from a fresh controller); a measurement that failed (a probe that
+did not recover) is recorded and the point goes on."""
 
 from __future__ import annotations
 
@@ -52,15 +53,17 @@ class PointResult:
 
 def run(site: ScaleSite, switch: str, point: Point, index: int, s: Settings, say: Callable[[str], None]) -> PointResult:
     res = PointResult(switch, point)
+    broken: list[str] = []  # a phase that raised: the site may be in any state, the point stops
 
     def phase(name: str, fn: Callable[[], None]) -> bool:
-        if res.errors:
+        if broken:
             return False
         say(f"   {res.label}: {name}")
         try:
             fn()
             return True
         except Exception as exc:  # noqa: BLE001 - recorded with its phase; the point goes on to the report
+            broken.append(name)
             res.errors.append(f"{name}: {type(exc).__name__}: {exc}")
             say(f"   {res.label}: {name} FAILED: {exc}\n{traceback.format_exc(limit=4)}")
             return False
@@ -96,6 +99,8 @@ def run(site: ScaleSite, switch: str, point: Point, index: int, s: Settings, say
     def failover() -> None:
         res.failover = faults.failover(site)
         f = res.failover
+        if not f.flow.recovered:
+            res.errors.append(f"failover: the probe through {f.victim} did not recover: {f.flow.problem}")
         say(f"     failover of {f.victim} ({f.buckets} buckets): verdict {f.verdict_ms or 0:.0f} ms, write "
             f"{f.write_ms or 0:.1f} ms after it ({f.moved} moved); the probe's gap {f.flow.gap_ms:.0f} ms")
 
