@@ -83,7 +83,7 @@ def topology(gateways: int, switch: str) -> dict[str, Any]:
         gws.append({
             "name": f"gw{i}", "port": 10 + i, "lan_ip": str(LAN.network_address + 100 + i),
             "mac": mac_offset("02:64:00:00:01:00", i), "wan_ip": str(WAN.network_address + i),
-            "mgmt_ip": str(MGMT.network_address + 10 + i),
+            "mgmt_ip": str(MGMT.network_address + 100 + i),  # .31-.33: the controller replicas' (HA)
             "peer": {"name": f"peer{i}", "wan_ip": str(WAN.network_address + 100 + i),
                      "lan_ip": str(REMOTE.network_address + 200 + i)},
         })

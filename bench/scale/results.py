@@ -44,6 +44,7 @@ class Run:
     pins_note: str = ""
     ha: HaResult | None = None
     notes: list[str] = field(default_factory=list)
+    failed_parts: list[str] = field(default_factory=list)  # a whole part that raised (its points or run lost)
 
 
 def _rows(points: Sequence[PointResult], part: Callable[[PointResult], dict[str, Any] | None]) -> list[dict[str, Any]]:
@@ -313,7 +314,7 @@ def shortfalls(run: Run, m: dict[str, Metric]) -> list[str]:
     for p in run.points:
         for e in p.errors:
             out.append(f"{p.label}: {e}")
-    return out
+    return run.failed_parts + out
 
 
 LIMITS = {
@@ -337,7 +338,7 @@ def write(run: Run, method: str, results_dir: Path | None, quick: bool) -> tuple
              "hosts_per_s": round(p.learning.v4.hosts_per_s) if p.learning and p.learning.v4.hosts_per_s else None,
              "errors": "; ".join(p.errors) or None} for p in run.points]
     name = "scale-quick" if quick else "scale"
-    errors = [f"{p.label}: {e}" for p in run.points for e in p.errors]
+    errors = run.failed_parts + [f"{p.label}: {e}" for p in run.points for e in p.errors]
     notes = list(run.notes)
     if quick:  # the goals are the full run's (N = 32, 50,000 hosts): at the quick point they are notes
         notes += [f"goal of the full run, not met at this quick point: {s}" for s in short if s not in errors]

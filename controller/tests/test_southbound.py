@@ -4,6 +4,7 @@ difference, and the switch's streams reach the listener as plain events."""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import time
 from pathlib import Path
@@ -371,3 +372,33 @@ def test_the_digest_queue_holds_a_cold_start_of_the_whole_table() -> None:
     assert digest_queue_size(None, 256) == 514  # no stated size: the shipped tables'
     assert digest_queue_size(100, 256) == DIGEST_QUEUE_MIN
     assert digest_queue_size(65536, 1) == DIGEST_QUEUE_MAX  # one host per list: bounded
+
+
+async def test_a_pump_with_two_in_flight_works_on_the_next_item_while_one_waits() -> None:
+    """Digest lists are learned two at a time: the second starts while the first waits for its
+    write; every item is handled once, a failing one is counted and the others go on."""
+    from supergw_controller.southbound.switch import pump_stream
+
+    started: list[int] = []
+    release = asyncio.Event()
+
+    async def items() -> Any:
+        for i in range(5):
+            yield i
+
+    async def handle(i: int) -> None:
+        started.append(i)
+        if i == 0:
+            await release.wait()  # the first write is slow ...
+        if i == 3:
+            raise ValueError("a malformed list")
+
+    rejected: dict[str, int] = {}
+    task = asyncio.create_task(pump_stream(items(), handle, "digest", rejected, in_flight=2))
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert started == [0, 1, 2, 3, 4][: len(started)] and started[:2] == [0, 1]  # ... the next ones meanwhile
+    assert 0 in started and 4 in started  # one slot stays with item 0, the other works through the rest
+    release.set()
+    await task
+    assert sorted(started) == [0, 1, 2, 3, 4] and rejected == {"digest": 1}

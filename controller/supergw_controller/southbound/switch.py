@@ -344,11 +344,12 @@ class Southbound:
         await listener.primary()
         capacity, per_list = self.host_capacity(), self._config.learning.digest_list_size
         digests = sw.read_digests(pc.DIGEST_LEARN_DIGEST, queue_size=digest_queue_size(capacity.hosts, per_list))
-        sw.create_task(self.pump(digests, self.on_digest, "digest"), name="digests")
+        sw.create_task(self.pump(digests, self.on_digest, "digest", DIGESTS_IN_FLIGHT), name="digests")
         if self._config.gateway_ip6 is not None:
             ip6_digests = sw.read_digests(pc.DIGEST_LEARN_IP6_DIGEST,
                                           queue_size=digest_queue_size(capacity.ip6s, per_list))
-            sw.create_task(self.pump(ip6_digests, self.on_ip6_digest, "IPv6 digest"), name="ip6-digests")
+            sw.create_task(self.pump(ip6_digests, self.on_ip6_digest, "IPv6 digest", DIGESTS_IN_FLIGHT),
+                           name="ip6-digests")
         sw.create_task(self.pump(sw.read_packets(), self.on_packet_in, "packet-in"), name="packet-ins")
         sw.create_task(self.pump(sw.read_idle_timeouts(), self.on_idle_timeout, "idle timeout"), name="idle-timeouts")
         await listener.serving()
@@ -383,10 +384,14 @@ class Southbound:
         if ip6s := ent.idle_ip6s(self.session.schema, note.table_entry):
             await listener.ip6s_idle(ip6s)
 
-    async def pump(self, stream: AsyncIterator[T], handle: Callable[[T], Awaitable[None]], what: str) -> None:
-        await pump_stream(stream, handle, what, self.stream_rejected)
+    async def pump(self, stream: AsyncIterator[T], handle: Callable[[T], Awaitable[None]], what: str,
+                   in_flight: int = 1) -> None:
+        await pump_stream(stream, handle, what, self.stream_rejected, in_flight=in_flight)
 
 
+# Digest lists learned at once per digest: the next list is learned while the switch takes the
+# write of the one before (a cold start of 50,000 hosts waited on each write in turn).
+DIGESTS_IN_FLIGHT = 2
 DIGEST_QUEUE_MIN = 50  # finsy's own default
 DIGEST_QUEUE_MAX = 4096
 
@@ -409,11 +414,16 @@ def count_rejected(counts: dict[str, int], stream: str, why: str) -> None:
 
 
 async def pump_stream(
-    stream: AsyncIterator[T], handle: Callable[[T], Awaitable[None]], what: str, rejected: dict[str, int]
+    stream: AsyncIterator[T], handle: Callable[[T], Awaitable[None]], what: str, rejected: dict[str, int],
+    *, in_flight: int = 1,
 ) -> None:
     """Hand each item of a switch stream to `handle`; a failure is counted in `rejected` and
-    logged (without a traceback: it is the switch's input, not our bug), never the end."""
-    async for item in stream:
+    logged (without a traceback: it is the switch's input, not our bug), never the end.
+    `in_flight` > 1: that many items are handled at once, so the next one is worked on while
+    the switch takes an earlier one's write (learning: a digest list's hosts are its own; no
+    host is in two lists the switch has not both been acked for)."""
+
+    async def one(item: T) -> None:
         try:
             await handle(item)
         except SwitchUnavailable as exc:
@@ -422,6 +432,23 @@ async def pump_stream(
             raise
         except Exception as exc:
             count_rejected(rejected, what, f"{type(exc).__name__}: {exc} ({item!r:.200})")
+
+    if in_flight <= 1:
+        async for item in stream:
+            await one(item)
+        return
+    slots = asyncio.Semaphore(in_flight)
+
+    async def held(item: T) -> None:
+        try:
+            await one(item)
+        finally:
+            slots.release()
+
+    async with asyncio.TaskGroup() as group:  # cancelled with the pump: so are the items in flight
+        async for item in stream:
+            await slots.acquire()
+            group.create_task(held(item))
 
 
 async def learn_digest(
