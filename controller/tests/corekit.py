@@ -98,7 +98,7 @@ class RecordingSession:
     async def send(self, msgs: Sequence[Any]) -> None:
         self.sent.extend(msgs)
 
-    async def read(self, entity: Any) -> list[Any]:
+    async def read(self, entity: Any, *, yield_every: int = 0) -> list[Any]:
         return list(self.tables.get(getattr(entity, "table_id", None) or type(entity).__name__, []))
 
     async def read_or_none(self, entity: Any) -> list[Any] | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +111,38 @@ async def test_backup_and_disconnected_refuse_to_write(tmp_path: Path) -> None:
         await s.write(ups())
     assert fake.requests == []
     assert pc.TABLE_BUCKETS  # names come from the generated constants
+
+
+class ReadingSwitch:
+    """finsy's read: an async generator handing over one decoded entity at a time."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    async def read(self, _entity: Any) -> Any:
+        for i in range(self.n):
+            yield i
+
+
+async def test_a_long_read_lets_the_event_loop_run_other_work(tmp_path: Path) -> None:
+    """Reading 4,096 counters (or a site's hosts) must not hold the loop in one piece: other
+    tasks (a REST answer, a heartbeat) run every `yield_every` entities."""
+    s, _ = session(tmp_path, [])
+    s.switch = ReadingSwitch(1000)  # type: ignore[assignment]
+    ticks = 0
+
+    async def other() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(other())
+    await asyncio.sleep(0)
+    before = ticks
+    assert await s.read("whatever", yield_every=100) == list(range(1000))
+    assert ticks - before >= 9  # ran between the slices
+    before = ticks
+    await s.read("whatever")  # in one piece without it
+    assert ticks - before <= 1
+    task.cancel()

@@ -469,6 +469,11 @@ def held_bucket(e: P4TableEntry) -> tuple[int, int, int]:
     )
 
 
+def counter_bucket(e: P4TableEntry) -> int:
+    """The bucket of a `buckets` direct counter read back (its entry carries only the match)."""
+    return int(_match(e)[pc.MATCH_BUCKETS_BUCKET])
+
+
 def held_hosts(learned: Iterable[P4TableEntry], macs: Iterable[P4TableEntry], ips: Iterable[P4TableEntry]) -> HeldHosts:
     """The three host tables as read back, in the core's words."""
     l2: dict[str, int | None] = {}

@@ -93,7 +93,7 @@ class SessionLike(Protocol):
     def require_primary(self) -> None: ...
     async def write(self, updates: Sequence[Update], *, idempotent: bool = True) -> None: ...
     async def send(self, msgs: Sequence[Any]) -> None: ...
-    async def read(self, entity: Any) -> list[Any]: ...
+    async def read(self, entity: Any, *, yield_every: int = 0) -> list[Any]: ...
     async def read_or_none(self, entity: Any) -> list[Any] | None: ...
 
 
@@ -219,22 +219,22 @@ class Southbound:
     async def read_bucket_counters(self) -> dict[int, tuple[int, int]]:
         """bucket -> (packets, bytes) of every `buckets` entry's direct counter."""
         samples: dict[int, tuple[int, int]] = {}
-        for c in await self.session.read(ent.bucket_counters()):
+        for c in await self.session.read(ent.bucket_counters(), yield_every=READ_SLICE):
             if c.table_entry is None or c.data is None:
                 continue
-            samples[ent.held_bucket(c.table_entry)[0]] = (c.data.packet_count, c.data.byte_count)
+            samples[ent.counter_bucket(c.table_entry)] = (c.data.packet_count, c.data.byte_count)
         return samples
 
     async def read_hosts(self) -> HeldHosts:
-        learned = await self.session.read(P4TableEntry(pc.TABLE_LEARNED_SOURCES))
-        macs = await self.session.read(P4TableEntry(pc.TABLE_MAC_TABLE))
-        ips = await self.session.read(P4TableEntry(pc.TABLE_HOST_IPS))
+        async def table(name: str) -> list[Any]:
+            return await self.session.read(P4TableEntry(name), yield_every=READ_SLICE)
+
+        learned = await table(pc.TABLE_LEARNED_SOURCES)
+        macs = await table(pc.TABLE_MAC_TABLE)
+        ips = await table(pc.TABLE_HOST_IPS)
         held = ent.held_hosts(learned, macs, ips)
         if self._config.gateway_ip6 is not None:
-            held.learned_ip6s[:], ip6s = ent.held_ip6s(
-                await self.session.read(P4TableEntry(pc.TABLE_LEARNED_IP6S)),
-                await self.session.read(P4TableEntry(pc.TABLE_HOST_IP6S)),
-            )
+            held.learned_ip6s[:], ip6s = ent.held_ip6s(await table(pc.TABLE_LEARNED_IP6S), await table(pc.TABLE_HOST_IP6S))
             held.ip6s.update(ip6s)
         return held
 
@@ -389,6 +389,8 @@ class Southbound:
         await pump_stream(stream, handle, what, self.stream_rejected, in_flight=in_flight)
 
 
+# Large reads (counters, host tables) let other work run after this many entities.
+READ_SLICE = 256
 # Digest lists learned at once per digest: the next list is learned while the switch takes the
 # write of the one before (a cold start of 50,000 hosts waited on each write in turn).
 DIGESTS_IN_FLIGHT = 2
