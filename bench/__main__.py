@@ -1,4 +1,4 @@
-"""Run every benchmark in sequence: dataplane, controller, failover, gateway, ha, scaling, remote.
+"""Run every benchmark in sequence: dataplane, controller, failover, gateway, ha, scaling, remote, scale.
 
 Each runs as its own `python -m bench.<name>` process so that one failing or
 missing benchmark neither hides the others nor leaks state into them. The exit
@@ -14,7 +14,7 @@ import time
 from importlib.util import find_spec
 from pathlib import Path
 
-BENCHMARKS = ("dataplane", "controller", "failover", "gateway", "ha", "scaling", "remote")
+BENCHMARKS = ("dataplane", "controller", "failover", "gateway", "ha", "scaling", "remote", "scale")
 REPO = Path(__file__).resolve().parent.parent
 
 
