@@ -86,7 +86,7 @@ def measure(gateways: int, hosts: int, switch: str, workdir: Path, say: Say) -> 
             except Timeout as exc:
                 raise BenchError(str(exc)) from None
             takeover = time.monotonic() - k0
-            out, _ = probe.communicate(timeout=45)
+            out, _ = probe.communicate(timeout=90)  # 3,000 pings: 30 s and ping's own pacing on a loaded machine
         finally:
             if probe.poll() is None:
                 probe.kill()

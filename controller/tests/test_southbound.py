@@ -402,3 +402,77 @@ async def test_a_pump_with_two_in_flight_works_on_the_next_item_while_one_waits(
     release.set()
     await task
     assert sorted(started) == [0, 1, 2, 3, 4] and rejected == {"digest": 1}
+
+
+class QueuedSwitch:
+    """finsy's Switch as `_on_primary` uses it: a digest queue exists only once its reader
+    started (finsy drops a digest list that finds none), tasks run on the loop."""
+
+    def __init__(self) -> None:
+        self.queues: dict[str, asyncio.Queue[Any]] = {}
+        self.dropped: list[Any] = []
+        self.tasks: list[asyncio.Task[Any]] = []
+
+    async def _read(self, name: str) -> Any:
+        q: asyncio.Queue[Any] = asyncio.Queue(10)
+        self.queues[name] = q
+        try:
+            while True:
+                yield await q.get()
+        finally:
+            del self.queues[name]
+
+    def read_digests(self, digest_id: str, *, queue_size: int = 50) -> Any:
+        return self._read(digest_id)
+
+    def read_idle_timeouts(self) -> Any:
+        return self._read("idle")
+
+    def read_packets(self) -> Any:
+        return self._read("packets")
+
+    def deliver(self, name: str, item: Any) -> None:
+        q = self.queues.get(name)
+        if q is None:
+            self.dropped.append(item)  # what finsy does ("digest ignored")
+        else:
+            q.put_nowait(item)
+
+    def create_task(self, coro: Any, name: str = "") -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro, name=name)
+        self.tasks.append(task)
+        return task
+
+
+async def test_digests_that_come_during_the_reconcile_are_learned_after_it(tmp_path: Path) -> None:
+    """The switch sends a digest once: one arriving while a new primary reconciles must wait
+    in its queue, not be dropped, and be learned only once the reconcile rebuilt the table."""
+    s = Southbound(make_config(tmp_path), session=RecordingSession())
+    sw = QueuedSwitch()
+    events: list[str] = []
+    reconcile_done = asyncio.Event()
+
+    class Slow(Listener):
+        async def primary(self) -> None:
+            events.append("reconcile started")
+            sw.deliver(pc.DIGEST_LEARN_DIGEST, Digest([{pc.DIGEST_LEARN_DIGEST_SRC_MAC: ent.mac_int("02:00:00:00:00:07"),
+                                                        pc.DIGEST_LEARN_DIGEST_PORT: 1,
+                                                        pc.DIGEST_LEARN_DIGEST_SRC_IP: ent.ip_int("10.0.0.7")}]))
+            await reconcile_done.wait()
+            events.append("reconcile done")
+
+        async def hosts_seen(self, hosts: list[HostSeen]) -> None:
+            events.append(f"learned {hosts[0].mac}")
+
+    s.listen(Slow())
+    primary = asyncio.create_task(s._on_primary(None, sw))  # type: ignore[arg-type]
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert events == ["reconcile started"] and sw.dropped == []  # queued, not learned yet
+    reconcile_done.set()
+    await primary
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert events == ["reconcile started", "reconcile done", "learned 02:00:00:00:00:07"]
+    for t in sw.tasks:
+        t.cancel()

@@ -340,18 +340,35 @@ class Southbound:
             self._listener.role_changed(role)
 
     async def _on_primary(self, _session: SwitchSession, sw: Switch) -> None:
+        """Primary: reconcile, then serve. The digest and idle-timeout queues open first: the
+        switch sends a digest once (not again until it is acked or times out), and finsy drops
+        one that finds no queue, so a host whose digest came during the reconcile was never
+        learned if it sent nothing more. What arrives meanwhile waits until the reconcile is
+        done (it rebuilds the host table)."""
         listener = self._need_listener()
-        await listener.primary()
+        reconciled = asyncio.Event()
+
+        def after(handle: Callable[[T], Awaitable[None]]) -> Callable[[T], Awaitable[None]]:
+            async def handled(item: T) -> None:
+                await reconciled.wait()
+                await handle(item)
+
+            return handled
+
         capacity, per_list = self.host_capacity(), self._config.learning.digest_list_size
         digests = sw.read_digests(pc.DIGEST_LEARN_DIGEST, queue_size=digest_queue_size(capacity.hosts, per_list))
-        sw.create_task(self.pump(digests, self.on_digest, "digest", DIGESTS_IN_FLIGHT), name="digests")
+        sw.create_task(self.pump(digests, after(self.on_digest), "digest", DIGESTS_IN_FLIGHT), name="digests")
         if self._config.gateway_ip6 is not None:
             ip6_digests = sw.read_digests(pc.DIGEST_LEARN_IP6_DIGEST,
                                           queue_size=digest_queue_size(capacity.ip6s, per_list))
-            sw.create_task(self.pump(ip6_digests, self.on_ip6_digest, "IPv6 digest", DIGESTS_IN_FLIGHT),
+            sw.create_task(self.pump(ip6_digests, after(self.on_ip6_digest), "IPv6 digest", DIGESTS_IN_FLIGHT),
                            name="ip6-digests")
+        sw.create_task(self.pump(sw.read_idle_timeouts(), after(self.on_idle_timeout), "idle timeout"),
+                       name="idle-timeouts")
+        await asyncio.sleep(0)  # the pumps run up to their queue's first get: the queues exist now
+        await listener.primary()
+        reconciled.set()
         sw.create_task(self.pump(sw.read_packets(), self.on_packet_in, "packet-in"), name="packet-ins")
-        sw.create_task(self.pump(sw.read_idle_timeouts(), self.on_idle_timeout, "idle timeout"), name="idle-timeouts")
         await listener.serving()
 
     async def _on_backup(self, _session: SwitchSession, _sw: Switch) -> None:
