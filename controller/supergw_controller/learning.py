@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from supergw_proto.addresses import mac_to_bytes, mac_to_str
+from supergw_controller.refusals import RefusalLog
 from supergw_controller.southbound.domain import (
     HeldHosts,
     HostCapacity,
@@ -47,7 +48,6 @@ log = logging.getLogger(__name__)
 ETH_ARP = 0x0806
 ARP_REQUEST = 1
 ARP_REPLY = 2
-REFUSAL_LOG_EVERY_S = 10.0  # refusals of a full table: the first logged at once, then a count this often
 
 
 @dataclass(slots=True)
@@ -62,31 +62,6 @@ class Host:
     learned: bool = True
     waiting_since: float = 0.0
     bucket: int = -1  # its bucket (HostTable's `bucket_of`), fixed by its MAC
-
-
-class RefusalLog:
-    """Refusals of one full table, logged without flooding the log: the first at once, then
-    at most one line per REFUSAL_LOG_EVERY_S with the count since the last line."""
-
-    def __init__(self, what: str, advice: str) -> None:
-        self.total = 0
-        self._what = what
-        self._advice = advice
-        self._logged_at: float | None = None
-        self._since_logged = 0
-
-    def refuse(self, item: str, held: int, capacity: int, now: float) -> None:
-        self.total += 1
-        self._since_logged += 1
-        if self._logged_at is not None and now - self._logged_at < REFUSAL_LOG_EVERY_S:
-            return
-        log.warning(
-            "%s full: the switch holds %d of %d; %s not learned (%d refused in the last %.0f s, %d in all). %s",
-            self._what, held, capacity, item, self._since_logged,
-            0.0 if self._logged_at is None else now - self._logged_at, self.total, self._advice,
-        )  # fmt: skip
-        self._logged_at = now
-        self._since_logged = 0
 
 
 @dataclass(frozen=True)

@@ -174,6 +174,8 @@ def _status_families(s: StatusView) -> Iterator[Metric]:
 def _remote_access_families(ra: RemoteAccessStatus) -> Iterator[Metric]:
     yield GaugeMetricFamily("supergw_client_pins", "client_pins entries the outside switch holds", value=float(ra.pins))
     yield GaugeMetricFamily("supergw_clients", "remote-access clients (IKE SAs) the gateways report", value=float(ra.clients))
+    yield GaugeMetricFamily("supergw_client_pins_refused", "clients without a pin: client_pins is full",
+                            value=float(ra.pins_refused))
     yield GaugeMetricFamily(
         "supergw_outside_switch_ready", "1 if primary and reconciled on the outside switch", value=1.0 if ra.outside_ready else 0.0
     )

@@ -140,6 +140,7 @@ class RemoteAccess:
             pins_installed_total=self.pins_installed_total,
             pins_removed_total=self.pins_removed_total,
             sync_errors_total=self.sync_errors_total,
+            pins_refused=out.pins_refused,
             refused=refused,
             redirecting=sorted(self._redirecting),
         )
@@ -186,13 +187,13 @@ class RemoteAccess:
                 await out.set_buckets(moves)
             before = out.held.pins
             if await out.set_tables(wanted):
-                changes = self.book.pin_changes(before, wanted.pins)
+                changes = self.book.pin_changes(before, out.held.pins)  # as written: a full table refuses some
                 added = sum(1 for c in changes if c.dst is not None)
                 removed = sum(1 for c in changes if c.dst is None)
                 self.pins_installed_total += added
                 self.pins_removed_total += removed
                 if changes:
-                    log.info("client pins: +%d -%d, %d in all", added, removed, len(wanted.pins))
+                    log.info("client pins: +%d -%d, %d in all", added, removed, len(out.held.pins))
                     if self._events is not None:
                         await self._events.record_pins(changes)
         self._update_redirects()

@@ -12,7 +12,8 @@ from finsy.p4schema import P4Schema
 from finsy.proto import p4i
 from google.protobuf import text_format
 
-from supergw_controller.learning import REFUSAL_LOG_EVERY_S, HostTable
+from supergw_controller.learning import HostTable
+from supergw_controller.refusals import REFUSAL_LOG_EVERY_S
 from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.domain import HostCapacity, HostIp6, HostSeen, Ip6Seen, LearnedSource, Op
 from supergw_proto import p4constants as pc
@@ -32,7 +33,7 @@ def test_the_host_past_the_capacity_is_refused_counted_and_logged(caplog: pytest
     t = table()
     for i in range(3):
         assert t.learn(mac(i), 1, f"10.0.0.{10 + i}", 1.0)
-    with caplog.at_level(logging.WARNING, logger="supergw_controller.learning"):
+    with caplog.at_level(logging.WARNING, logger="supergw_controller.refusals"):
         assert t.learn(mac(9), 1, "10.0.0.99", 2.0) == []
         assert t.learn(mac(9), 1, "10.0.0.99", 3.0) == []  # its next digest: refused again, not logged again
         assert t.learn(mac(8), 1, "10.0.0.98", 2.0 + REFUSAL_LOG_EVERY_S) == []
@@ -41,8 +42,8 @@ def test_the_host_past_the_capacity_is_refused_counted_and_logged(caplog: pytest
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 2, said
     assert "host table (learned_sources, mac_table, host_ips) full: the switch holds 3 of 3" in said[0]
-    assert f"host {mac(9)} on port 1 not learned" in said[0] and "Age hosts out sooner" in said[0]
-    assert "(2 refused in the last 10 s, 3 in all)" in said[1]
+    assert f"host {mac(9)} on port 1 refused" in said[0] and "Age hosts out sooner" in said[0]
+    assert "(2 in the last 10 s, 3 in all)" in said[1]
     # A known host is still re-learned (its entries rewritten), not refused.
     assert t.learn(mac(1), 1, "10.0.0.11", 4.0)[0].entry == LearnedSource(mac(1), 1)
     # Ageing makes room.

@@ -16,6 +16,7 @@ from finsy.p4schema import P4Schema
 from supergw_proto import p4constants as pc
 from supergw_proto.reports import GatewayReport
 from supergw_controller.compose import ControllerCore
+from supergw_controller.errors import SwitchUnavailable
 from supergw_controller.gateways import Transition
 from supergw_controller.metrics import ControllerMetrics, Snapshot
 from supergw_controller.remote_access import RemoteAccess
@@ -342,3 +343,56 @@ async def test_pin_changes_are_in_the_event_log_with_why_one_event_per_burst(ra_
     assert pin_events(core)[-1] == ("g2", "g3", "sa-moved", "1 moved: 198.51.100.30")
     events = await core.events(limit=3)
     assert events[0].kind == "client_pin" and events[0].reason == "sa-moved"
+
+
+def _pins_sized(size: int) -> P4Schema:
+    from finsy.proto import p4i
+    from google.protobuf import text_format
+
+    info = p4i.P4Info()
+    text_format.Parse(P4INFO.read_text(), info)
+    for t in info.tables:
+        if t.preamble.name.endswith(".client_pins"):
+            t.size = size
+    return P4Schema(info)
+
+
+async def test_clients_past_the_pin_table_are_refused_not_retried(ra_core: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """A full client_pins: the pins held stay, new clients get pins while there is room, the rest
+    are refused (counted, logged once), and no sync writes them again and again (bench/scale:
+    8,193 clients failed every sync twice a second)."""
+    core, ra, _lan, out = ra_core
+    out.schema = _pins_sized(3)
+    await core.accept_report(report("g1", ra_info(1), [client("198.51.100.1", 1), client("198.51.100.2", 2)]))
+    await ra.sync()
+    await core.accept_report(report("g2", ra_info(2), [client(f"198.51.100.{n}", n) for n in (3, 4, 5)]))
+    with caplog.at_level("WARNING", logger="supergw_controller.refusals"):
+        await ra.sync()
+    assert len(ra.pins) == 3 and {"198.51.100.1", "198.51.100.2"} <= set(ra.pins)
+    st = ra.status_view()
+    assert (st.pins, st.pins_refused, ra.sync_errors_total) == (3, 2, 0)
+    assert [r.getMessage() for r in caplog.records if "client_pins" in r.getMessage()][0].startswith(
+        "client pin table (client_pins) full: the switch holds 3 of 3; 2 clients' pins refused")
+    out.batches.clear()
+    await ra.sync()
+    assert out.batches == []  # no storm: nothing new to write
+    await core.accept_report(report("g1", ra_info(1), [client("198.51.100.1", 1)]))  # a client leaves: room
+    await ra.sync()
+    assert len(ra.pins) == 3 and "198.51.100.2" not in ra.pins and ra.status_view().pins_refused == 1
+
+
+async def test_a_failed_pin_write_leaves_the_mirror_as_the_switch_holds_it(ra_core: Any) -> None:
+    """After a write that failed (some updates may have gone through), the pins are read back:
+    the next diff deletes what the switch holds, never orphaning a pin."""
+    core, ra, _lan, out = ra_core
+    await core.accept_report(report("g1", ra_info(1), [client("198.51.100.1", 1)]))
+    out.fail = True
+    out.tables[pc.TABLE_CLIENT_PINS] = [ent.ra_entry(pc.TABLE_CLIENT_PINS, "198.51.100.1", *ra.outside.targets["g1"])]
+    with pytest.raises(SwitchUnavailable):
+        await ra.sync()
+    assert ra.pins == {"198.51.100.1": "g1"}  # read back, though the write "failed"
+    out.fail = False
+    await core.accept_report(report("g1", ra_info(1), []))
+    out.batches.clear()
+    await ra.sync()
+    assert pins_written(out) == {"198.51.100.1": None}

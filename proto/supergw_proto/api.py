@@ -200,6 +200,8 @@ class RemoteAccessStatus(_View):
     pins_installed_total: int  # pins written (new or moved) since start
     pins_removed_total: int
     sync_errors_total: int  # failed syncs of the remote-access tables (retried)
+    # clients listed by live gateways that the full client_pins has no room for now (docs/DESIGN.md, "Sizing")
+    pins_refused: int = 0
     refused: dict[str, str] = {}  # gateway -> why its remote_access is not used
     redirecting: list[str] = []  # drained gateways whose agents are told to redirect their clients (RFC 5685)
 

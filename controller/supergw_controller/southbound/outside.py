@@ -21,7 +21,9 @@ Nothing outside `southbound/` builds or reads a finsy entity.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,6 +32,7 @@ from finsy import P4DigestEntry, P4MulticastGroupEntry, P4TableEntry, Switch
 from supergw_proto import p4constants as pc
 from supergw_controller.config import Config
 from supergw_controller.errors import SwitchUnavailable
+from supergw_controller.refusals import RefusalLog
 from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.domain import HostSeen, Op, RaTables, Ternary
 from supergw_controller.southbound.entities import BucketEntry, Update
@@ -74,6 +77,11 @@ class OutsideSouthbound:
         self.ready = asyncio.Event()
         self.stream_rejected: dict[str, int] = {}  # outside stream items dropped as malformed, by stream
         self._lock = asyncio.Lock()  # one writer: mirrors change only with their writes
+        self.pins_refused = 0  # clients listed by live gateways that client_pins has no room for now
+        self.refusals = RefusalLog(
+            "client pin table (client_pins)",
+            "Their IKE_SA_INITs are dispatched by bucket, as before a pin; their IKE and ESP still reach "
+            "their gateways by SPI. Use an outside switch with a larger client_pins (docs/DESIGN.md, \"Sizing\").")
         self._finsy: SwitchSession | None = None
         if session is None:
             self._finsy = SwitchSession(config.outside_switch(), self._on_primary, self._on_role, name=name)
@@ -109,14 +117,52 @@ class OutsideSouthbound:
 
     async def set_tables(self, wanted: RaTables) -> int:
         """Write the pins, labels and ranges of `wanted` that differ from what the switch
-        holds (`wanted.pools` belong to the LAN switch); the number of updates written."""
+        holds (`wanted.pools` belong to the LAN switch); the number of updates written.
+        `held` is then what the switch holds: `wanted` with no more pins than `client_pins`
+        takes (the rest refused, see `_fit_pins`); after a failed write, what it read back."""
         if not self.ready.is_set():
             return 0
         async with self._lock:
-            updates = self._table_updates(self.held, wanted)
-            await self.session.write(updates)
-            self.held = RaTables(dict(wanted.pins), dict(wanted.labels), dict(wanted.ranges), {})
+            fitted = self._fit_pins(self.held.pins, wanted)
+            updates = self._table_updates(self.held, fitted)
+            try:
+                await self.session.write(updates)
+            except SwitchUnavailable:
+                # Some updates may have been written: the mirror must say what the switch holds,
+                # or the next diff would never delete them (orphaned pins, bench/scale).
+                with contextlib.suppress(SwitchUnavailable):
+                    self.held = await self._read_held()
+                raise
+            self.held = RaTables(dict(fitted.pins), dict(fitted.labels), dict(fitted.ranges), {})
             return len(updates)
+
+    def _fit_pins(self, held: Mapping[str, str], wanted: RaTables) -> RaTables:
+        """`wanted` with at most `client_pins`' size of pins: the pins held stay, new ones are
+        taken in the book's order while there is room, the rest are refused (counted in
+        `pins_refused`, logged; those clients are dispatched by their bucket, as before a pin)."""
+        cap = self.session.schema.tables[pc.TABLE_CLIENT_PINS].size or None
+        if cap is None or len(wanted.pins) <= cap:
+            self.pins_refused = 0
+            return wanted
+        kept = {a: g for a, g in wanted.pins.items() if a in held}
+        for a, g in wanted.pins.items():
+            if len(kept) >= cap:
+                break
+            kept.setdefault(a, g)
+        self.pins_refused = len(wanted.pins) - len(kept)
+        self.refusals.refuse(f"{self.pins_refused} clients' pins", len(kept), cap, time.monotonic())
+        return RaTables(kept, dict(wanted.labels), dict(wanted.ranges), dict(wanted.pools))
+
+    async def _read_held(self) -> RaTables:
+        """The remote-access tables as the switch holds them (entries of configured gateways)."""
+        held_ra = {t: ent.held_ra(t, await self.session.read(P4TableEntry(t)), self._by_target)
+                   for t in ent.RA_TABLES[:3]}
+        return RaTables(
+            pins={str(k): g for k, g in held_ra[pc.TABLE_CLIENT_PINS].items() if g is not None},
+            labels={k: g for k, g in held_ra[pc.TABLE_IKE_SPI_LABELS].items() if isinstance(k, Ternary) and g is not None},
+            ranges={k: g for k, g in held_ra[pc.TABLE_ESP_SPI_RANGES].items() if isinstance(k, Ternary) and g is not None},
+            pools={},
+        )
 
     def _table_updates(self, held: RaTables, wanted: RaTables) -> list[Update]:
         # Labels and ranges before pins: a new gateway's SAs are reachable before its clients are pinned.
@@ -180,7 +226,7 @@ class OutsideSouthbound:
             ranges={k: g for k, g in held_ra[pc.TABLE_ESP_SPI_RANGES].items() if isinstance(k, Ternary) and g is not None},
             pools={},
         )
-        wanted = self._wanted_tables(valid)
+        wanted = self._fit_pins(valid.pins, self._wanted_tables(valid))
         batch += ent.ra_updates(pc.TABLE_IKE_SPI_LABELS, _ternaries(held_ra[pc.TABLE_IKE_SPI_LABELS]), wanted.labels, self.targets)
         batch += ent.ra_updates(pc.TABLE_ESP_SPI_RANGES, _ternaries(held_ra[pc.TABLE_ESP_SPI_RANGES]), wanted.ranges, self.targets)
         batch += ent.ra_updates(
