@@ -20,6 +20,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
+from supergw_proto.replication import ReplicationOrders, ReplicationState
+
 
 # The controller's defaults (`timing:` in its config), and what an agent uses until its
 # controller has told it otherwise.
@@ -69,15 +71,19 @@ class AgentOrders(BaseModel):
     `redirect_to`: send every remote-access client this gateway holds an RFC 5685 REDIRECT
     to that address (the controller's IP_P) — said while the gateway is drained and the
     outside switch no longer sends new clients to it (no bucket, no pin), so each client's
-    new IKE_SA_INIT lands on another gateway."""
+    new IKE_SA_INIT lands on another gateway.
+
+    `replication`: who backs up this gateway's state, whose state it holds, whom it takes
+    over and whether it is fenced (`supergw_proto.replication`); None: replication is off."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     redirect_to: ipaddress.IPv4Address | None = None
+    replication: ReplicationOrders | None = None
 
     @property
     def empty(self) -> bool:
-        return self.redirect_to is None
+        return self.redirect_to is None and self.replication is None
 
     def header(self) -> str:
         return self.model_dump_json(exclude_none=True)
@@ -253,6 +259,9 @@ class GatewayReport(BaseModel):
     clients: list[ClientSession] | None = Field(
         default=None, max_length=16384,
         description="remote-access clients whose IKE SA the gateway holds; None: no remote access or an older agent",
+    )
+    replication: ReplicationState | None = Field(
+        default=None, description="its state replication (remote-access takeover); None: off or an older agent"
     )
 
 
