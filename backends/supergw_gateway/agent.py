@@ -410,7 +410,8 @@ class Agent:
         self.state = AgentState()
         self.feed = ReportFeed()
         self.timing = Timing(self._timing_changed)
-        self.replicator = replicator_for(cfg, self.gw.vici)
+        self.replicator = replicator_for(cfg, self.gw.vici, self._replication_change)
+        self._urgent = False  # a takeover moved: report at once (the controller moves the pool on it)
         self.orders = Orders(self._client_change,  # a redirect asked or withdrawn: act at once
                              self.replicator.apply if self.replicator is not None else lambda _o: None)
         self.partner = self._partner_monitor(cfg)
@@ -457,6 +458,10 @@ class Agent:
             self.sender.set_interval(t.heartbeat_interval_ms / 1000)
         if self.partner is not None:
             self.partner.set_timing(t.heartbeat_interval_ms / 1000, t.missed_heartbeats)
+
+    def _replication_change(self) -> None:
+        self._urgent = True
+        self._clients_changed.set()
 
     def _client_change(self) -> None:
         if self._loop is not None:
@@ -544,11 +549,14 @@ class Agent:
             t0 = time.monotonic()
             try:  # a period, or less when a remote-access client came, went or moved
                 await asyncio.wait_for(self._clients_changed.wait(), period)
-                # ... but no CPU sample over less than a fifth of a period (too noisy to use)
-                await asyncio.sleep(max(0.0, period / 5 - (time.monotonic() - t0)))
+                # ... but no CPU sample over less than a fifth of a period (too noisy to use),
+                # unless a takeover moved: the controller waits for that report
+                if not self._urgent:
+                    await asyncio.sleep(max(0.0, period / 5 - (time.monotonic() - t0)))
             except asyncio.TimeoutError:
                 pass
             self._clients_changed.clear()
+            self._urgent = False
             try:
                 rep, prev = await self.make_report(prev)
             except Exception as exc:

@@ -298,9 +298,6 @@ def check_gateway(ra: RemoteAccess, *, backend: str, wan: ipaddress.IPv4Interfac
                   lan: list[ipaddress.IPv4Interface], local_subnets: list[ipaddress.IPv4Network],
                   remote_subnets: list[ipaddress.IPv4Network]) -> None:
     """ValueError when `ra` does not fit the rest of its gateway's config."""
-    if backend == "uml":
-        raise ValueError("remote_access is not supported with backend uml: IP_P, the client pool and their routes "
-                         "would have to live inside the guest; use backend libipsec, xfrm or auto")
     pool, ip_p = ra.pool, ra.public.address
     named: list[tuple[str, ipaddress.IPv4Network]] = [("the wan network", wan.network)]
     named += [(f"the lan network {i.network}", i.network) for i in lan]

@@ -121,6 +121,8 @@ class RaLab:
             host.run(["ip", "link", "add", "name", f"g{k}", "netns", self.net_ns, "type", "veth",
                       "peer", "name", WAN_DEV, "netns", self.gw_ns(k)])
             net.run(["ip", "link", "set", f"g{k}", "master", "brg", "up"])
+            # Up in the gateway's namespace too: a UML guest's NICs are raw sockets on them.
+            LocalExecutor(self.gw_ns(k)).run(["ip", "link", "set", WAN_DEV, "up"])
             if self.shared_lan:
                 self.add_shared_lan_port(k)
             else:
@@ -173,6 +175,7 @@ class RaLab:
         LocalExecutor().run(["ip", "link", "add", "name", LAN_DEV, "netns", self.gw_ns(k), "type", "veth",
                              "peer", "name", f"g{k}", "netns", self.host_ns(0)])
         h.run(["ip", "link", "set", f"g{k}", "master", "br0", "up"])
+        LocalExecutor(self.gw_ns(k)).run(["ip", "link", "set", LAN_DEV, "up"])
         self.route_pool(k, k)
 
     def route_pool(self, k: int, via: int) -> None:

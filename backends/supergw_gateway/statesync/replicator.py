@@ -83,9 +83,11 @@ class _Taken:
 
 
 class Replicator:
-    def __init__(self, s: ReplicationSettings, vici: Callable[[], ViciClient]) -> None:
+    def __init__(self, s: ReplicationSettings, vici: Callable[[], ViciClient],
+                 on_change: Callable[[], None] = lambda: None) -> None:
         self.s = s
         self._vici = vici
+        self._on_change = on_change  # a takeover made progress: report now, the controller waits for it
         self.own = SaBook(s.conn)
         self.held = SaBook(s.conn)
         self.held_origin: str | None = None
@@ -97,6 +99,7 @@ class Replicator:
         self.orders: ReplicationOrders | None = None
         self.taken: dict[str, _Taken] = {}
         self.foreign: dict[str, int] = {}
+        self.unrenewed: dict[str, int] = {}
         self.fence_cleared: int | None = None
         self.parse_errors = 0
         self.error: str | None = None
@@ -214,6 +217,9 @@ class Replicator:
         self.held_origin = None
         taken = _Taken(v, len(adopted), {(i.spi_hex(False), i.spi_hex(True)) for lin in adopted for i in lin.ids})
         self.taken[v] = taken
+        # Until a sweep has looked, every adopted CHILD SA counts as not renewed.
+        self.unrenewed[v] = sum(1 for lin in adopted for m in lin.messages if m.type is MsgType.CHILD_ADD)
+        self.foreign[v] = len(adopted)
         for lin in adopted:  # the backup's copy of them, in order, before any later change
             for m in lin.messages:
                 self.backup.send(m.raw, None)
@@ -227,11 +233,12 @@ class Replicator:
         await self.charon.inject(hamsg.control(MsgType.SEGMENT_TAKE))
         await self.charon.inject(hamsg.control(MsgType.SEGMENT_DROP))
         end = time.monotonic() + FAST_SWEEP_S[1]
-        while time.monotonic() < end:
-            await asyncio.sleep(FAST_SWEEP_S[0])
+        while True:
             await asyncio.to_thread(self.sweep)
-            if not self.foreign.get(v):
+            self._on_change()
+            if not self.foreign.get(v) or time.monotonic() > end:
                 break
+            await asyncio.sleep(FAST_SWEEP_S[0])
 
     async def _clear_fence(self, generation: int) -> None:
         await asyncio.to_thread(self._end_own_sas)
@@ -255,15 +262,17 @@ class Replicator:
         with self._lock, self._vici() as v:
             sas = [ike for entry in list(v.raw_sas(self.s.conn)) for ike in entry.values()]  # read to the end first
             foreign: dict[str, int] = {}
+            unrenewed: dict[str, int] = {}
             todo: list[tuple[int | None, int | None]] = []
             for ike in sas:
-                todo += self._sweep_one(ike, foreign)
-            self.foreign = foreign
+                todo += self._sweep_one(ike, foreign, unrenewed)
+            self.foreign, self.unrenewed = foreign, unrenewed
             now = time.monotonic()
             for ike_id, child_id in todo:
                 self._rekey(v, now, ike_id=ike_id, child_id=child_id)
 
-    def _sweep_one(self, ike: dict[str, Any], foreign: dict[str, int]) -> list[tuple[int | None, int | None]]:
+    def _sweep_one(self, ike: dict[str, Any], foreign: dict[str, int],
+                   unrenewed: dict[str, int]) -> list[tuple[int | None, int | None]]:
         """Count one IKE SA if it still has another gateway's SPIs; the rekeys it needs now,
         as (IKE SA id, CHILD SA id) with one of them None."""
         if ike.get("state") == "PASSIVE":
@@ -285,6 +294,7 @@ class Replicator:
         if not (self.s.rekey_absent or present):
             return []
         if esp_foreign:  # the CHILD SAs first: they carry the client's traffic
+            unrenewed[origin] = unrenewed.get(origin, 0) + len(esp_foreign)
             return [(None, int(c["uniqueid"])) for c in esp_foreign]
         return [(int(ike["uniqueid"]), None)]
 
@@ -314,7 +324,7 @@ class Replicator:
             held_sas=len(self.held), messages_out=st.messages_out, bytes_out=st.bytes_out,
             messages_in=self.in_stats.messages_in, bytes_in=self.in_stats.bytes_in, lag_ms_last=st.lag_ms_last,
             lag_ms_max=lag_max, taken_over={t.origin: t.sas for t in self.taken.values()},
-            foreign_sas=dict(self.foreign), fence_cleared=self.fence_cleared,
+            foreign_sas=dict(self.foreign), unrenewed_children=dict(self.unrenewed), fence_cleared=self.fence_cleared,
             error="; ".join(errors)[:512] if errors else None,
         )
 

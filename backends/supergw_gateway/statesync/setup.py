@@ -11,7 +11,8 @@ from supergw_gateway.statesync.replicator import Replicator, ReplicationSettings
 from supergw_gateway.vici_client import ViciClient
 
 
-def replicator_for(cfg: GatewayConfig, vici: Callable[[], ViciClient]) -> Replicator | None:
+def replicator_for(cfg: GatewayConfig, vici: Callable[[], ViciClient],
+                   on_change: Callable[[], None] = lambda: None) -> Replicator | None:
     ra = cfg.remote_access
     if ra is None or ra.replication is None:
         return None
@@ -21,4 +22,4 @@ def replicator_for(cfg: GatewayConfig, vici: Callable[[], ViciClient]) -> Replic
         name=cfg.name, netns=cfg.netns, listen=rep.listen, tls=TlsFiles(rep.tls.cert, rep.tls.key, rep.tls.ca),
         agent_address=addrs.agent, charon_address=addrs.charon, conn=ra_gateway.conn_name(cfg),
         ours=SpiOwnership(spi.ike_label, spi.ike_mask, spi.esp_min, spi.esp_max),
-        rekey_absent=ra.caching.strategy == "none"), vici)
+        rekey_absent=ra.caching.strategy == "none"), vici, on_change)

@@ -20,12 +20,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
+from supergw_gateway.executor import LocalExecutor
 from supergw_gateway.pki import Leaf, issue, make_ca
 from supergw_gateway.ra.client import RemoteClient
 from supergw_gateway.ra.lab import LabGateway, RaLab
@@ -33,7 +34,7 @@ from supergw_gateway.runtime import Gateway
 from supergw_gateway.statesync.replicator import Replicator
 from supergw_gateway.statesync.setup import replicator_for
 from supergw_proto.replication import ReplicationOrders, ReplicationPeer, ReplicationState
-from tests.integration.conftest import require_root_strongswan
+from tests.integration.conftest import require_root_strongswan, require_uml
 
 pytestmark = pytest.mark.integration
 T = TypeVar("T")
@@ -86,6 +87,7 @@ class Cluster:
     loop: Loop
     clients: list[RemoteClient]
     generation: int = 0
+    log_start: dict[int, int] = field(default_factory=dict)  # each client's charon log size when the test began
 
     def name(self, k: int) -> str:
         return self.gws[k].cfg.name
@@ -123,21 +125,49 @@ class Cluster:
                     for n, ike in e.items()} for e in v.raw_sas("ra")]
         raise AssertionError(f"{self.name(k)}: {what} not within {timeout_s}s: {self.state(k)}; its SAs: {sas}")
 
-    def kill(self, k: int) -> None:
+    def kill(self, k: int, sig: signal.Signals = signal.SIGKILL) -> None:
         pid = self.gws[k].charon_pid()
         assert pid is not None
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, sig)
+
+    def fence(self, k: int, fenced: bool = True) -> None:
+        """What the switches do to a gateway judged dead: nothing it sends gets through."""
+        LocalExecutor(self.lab.net_ns).run(["ip", "link", "set", f"g{k}", "down" if fenced else "up"])
+        LocalExecutor(self.lab.host_ns(0)).run(["ip", "link", "set", f"g{k}", "down" if fenced else "up"])
 
     def steer(self, victim: int, to: int) -> None:
-        """What the switches do at a takeover: the victim's clients and pool go to `to`."""
+        """What the outside switch does at a takeover: the victim's clients go to `to`."""
         for i in range(len(self.clients)):
             if i // PER_GATEWAY == victim:
                 self.lab.route_client(self.lab.client_address(i), to)
+
+    def steer_pool(self, victim: int, to: int) -> None:
+        """What the LAN switch does once `to` renewed the taken-over CHILD SAs (before, ESP
+        on them would be replay to the clients): the victim's pool goes to `to`."""
+        self.wait_state(to, lambda s: self.name(victim) in s.taken_over and not s.unrenewed_children.get(
+            self.name(victim)), f"CHILD SAs taken over from {self.name(victim)} renewed", timeout_s=5)
         self.lab.route_pool(victim, to)
 
+    def client_log(self, i: int) -> Path:
+        return self.clients[i].cfg.run_dir / "charon.log"
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    def replay_drops(self) -> dict[int, int]:
+        """ESP a client dropped as replayed since the test began (libipsec's own log of its
+        replay check)."""
+        out = {}
+        for i in range(len(self.clients)):
+            with open(self.client_log(i), "rb") as f:
+                f.seek(self.log_start.get(i, 0))
+                out[i] = f.read().decode(errors="replace").count("ESP sequence number verification failed")
+        return out
+
+
+@pytest.fixture(params=["libipsec", "uml"])
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    """Three gateways: charon with userspace ESP in namespaces, or kernel XFRM in UML guests."""
+    backend: str = request.param
+    if backend == "uml":
+        require_uml()
     require_root_strongswan()
     pki = tmp_path / "replication-pki"
     make_ca(pki, "supergw replication test CA")
@@ -156,7 +186,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     reps: list[Replicator] = []
     try:
         for k in range(N_GATEWAYS):
-            gw = Gateway(lab.gateway_config(k), print)
+            gw = Gateway(lab.gateway_config(k, backend=backend), print)
             gw.up()
             gws.append(gw)
             rep = replicator_for(gw.cfg, gw.vici)
@@ -177,6 +207,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         for k in range(N_GATEWAYS):  # every gateway's backup holds its clients' SAs
             c.wait_state((k + 1) % N_GATEWAYS, lambda s: s.held_sas == PER_GATEWAY, "held copies")
             c.wait_state(k, lambda s: s.backup_connected and s.replicated_sas == PER_GATEWAY, "replicated")
+        c.log_start = {i: c.client_log(i).stat().st_size for i in range(len(clients))}
         yield c
     finally:
         for rep in reps:
@@ -213,10 +244,12 @@ def assert_no_new_auth(cluster: Cluster, clients: list[int]) -> None:
 def test_a_killed_gateways_clients_go_on_through_its_backup_then_survive_a_second_failure(cluster: Cluster) -> None:
     c = cluster
     before = {i: c.clients[i].state() for i in range(len(c.clients))}
+    assert c.replay_drops() == {i: 0 for i in range(len(c.clients))}
     c.kill(0)
     c.steer(0, 1)
     t0 = time.monotonic()
     c.ring([1, 2], taken={1: (0,)})
+    c.steer_pool(0, 1)
     back = back_after(c, [0, 1], t0)
     print(f"takeover g0 -> g1: clients back after {back}")
     assert_no_new_auth(c, list(range(len(c.clients))))
@@ -231,6 +264,7 @@ def test_a_killed_gateways_clients_go_on_through_its_backup_then_survive_a_secon
         st = c.clients[i].state()
         assert st is not None and st.spi_out is not None and int(st.spi_out, 16) >> 24 == 0xC0 + 1, \
             f"client {i} sends to SPI {st and st.spi_out}, not into g1's range"
+    assert c.replay_drops() == {i: 0 for i in range(len(c.clients))}, "ESP the clients dropped as replay"
     # g1's backup (g2) now holds g1's own clients and the taken-over ones.
     c.wait_state(2, lambda s: s.held_sas == 2 * PER_GATEWAY, "g2 holds g1's and g0's clients")
     c.kill(1)
@@ -238,9 +272,12 @@ def test_a_killed_gateways_clients_go_on_through_its_backup_then_survive_a_secon
     c.steer(1, 2)
     t1 = time.monotonic()
     c.ring([2], taken={2: (1,)})
+    c.steer_pool(1, 2)
+    c.lab.route_pool(0, 2)
     back = back_after(c, [0, 1, 2, 3], t1)
     print(f"takeover g1 -> g2: clients back after {back}")
     assert_no_new_auth(c, list(range(len(c.clients))))
+    assert c.replay_drops() == {i: 0 for i in range(len(c.clients))}, "ESP the clients dropped as replay"
 
 
 def test_when_the_backup_dies_first_the_ring_relinks_and_a_later_failure_is_taken_over(cluster: Cluster) -> None:
@@ -248,11 +285,41 @@ def test_when_the_backup_dies_first_the_ring_relinks_and_a_later_failure_is_take
     c.kill(1)  # g1 holds g0's state
     c.steer(1, 2)
     c.ring([0, 2], taken={2: (1,)})
+    c.steer_pool(1, 2)
     back_after(c, [2, 3], time.monotonic())
     c.wait_state(2, lambda s: s.held_sas == PER_GATEWAY, "g2 holds g0's clients (replayed by g0's agent)")
     c.kill(0)
     c.steer(0, 2)
     t0 = time.monotonic()
     c.ring([2], taken={2: (1, 0)})
+    c.steer_pool(0, 2)
     back_after(c, [0, 1], t0)
     assert_no_new_auth(c, list(range(len(c.clients))))
+    assert c.replay_drops() == {i: 0 for i in range(len(c.clients))}, "ESP the clients dropped as replay"
+
+
+def test_a_frozen_gateway_that_thaws_after_the_takeover_drops_its_sas_and_disturbs_nobody(cluster: Cluster) -> None:
+    """Split brain: g0 freezes, g1 takes its clients over, g0 thaws behind its fence with SAs it
+    believes its own. Its agent is told it is fenced: it ends every remote-access SA and held
+    copy (the DELETEs die at the fence), and says so; the clients never notice."""
+    c = cluster
+    c.kill(0, signal.SIGSTOP)
+    c.fence(0)
+    c.steer(0, 1)
+    t0 = time.monotonic()
+    c.ring([1, 2], taken={1: (0,)})
+    c.steer_pool(0, 1)
+    back_after(c, [0, 1], t0)
+    c.kill(0, signal.SIGCONT)  # thaws: charon still holds the SAs as ESTABLISHED
+    c.generation += 1
+    c.loop.run(lambda: c.reps[0].apply(ReplicationOrders(generation=c.generation, fenced=True)))
+    c.wait_state(0, lambda s: s.fence_cleared == c.generation and s.own_sas == 0 and s.held_sas == 0,
+                 "fence cleared")
+    with c.gws[0].vici() as v:
+        left = [ike for e in v.raw_sas("ra") for ike in e.values()]
+    assert left == [], f"the thawed gateway still holds remote-access SAs: {left}"
+    time.sleep(2)  # anything the thawed gateway still sends would reach the clients now, were it not fenced
+    for i in range(len(c.clients)):
+        assert c.clients[i].answers(c.lab.host_ip(0), wait_s=1.0), f"client {i} lost its traffic"
+    assert_no_new_auth(c, list(range(len(c.clients))))
+    assert c.replay_drops() == {i: 0 for i in range(len(c.clients))}, "ESP the clients dropped as replay"
