@@ -42,6 +42,7 @@ from supergw_proto.replication import ReplicationOrders, ReplicationState
 
 log = logging.getLogger(__name__)
 
+_CARRYING = frozenset({"INSTALLING", "INSTALLED", "UPDATING", "REKEYING"})
 REKEY_RETRY_S = 10.0  # a rekey asked for and not done yet is asked again after this long
 FAST_SWEEP_S = (0.1, 3.0)  # right after a takeover: sweep this often, for this long
 
@@ -275,14 +276,20 @@ class Replicator:
                    unrenewed: dict[str, int]) -> list[tuple[int | None, int | None]]:
         """Count one IKE SA if it still has another gateway's SPIs; the rekeys it needs now,
         as (IKE SA id, CHILD SA id) with one of them None."""
-        if ike.get("state") == "PASSIVE":
-            return []  # a held copy of the protected gateway's, not taken over
         spis = (str(ike.get("initiator-spi", "")), str(ike.get("responder-spi", "")))
+        if ike.get("state") == "PASSIVE":
+            taker = next((t.origin for t in self.taken.values() if spis in t.ids), None)
+            if taker is not None:  # taken over, and charon has not activated it yet
+                foreign[taker] = foreign.get(taker, 0) + 1
+                unrenewed[taker] = unrenewed.get(taker, 0) + len(ike.get("child-sas", {}))
+            return []  # else a held copy of the protected gateway's
         we_initiated = ike.get("initiator") == "yes"
         local_spi = spis[0] if we_initiated else spis[1]
         children = list(ike.get("child-sas", {}).values())
         ike_foreign = not self.s.ours.ike_is_ours(local_spi)
-        esp_foreign = [c for c in children if c.get("state") == "INSTALLED" and not self.s.ours.esp_is_ours(
+        # A CHILD SA carries outbound ESP in these states; one being rekeyed still does, until
+        # its successor is installed (make-before-break).
+        esp_foreign = [c for c in children if c.get("state") in _CARRYING and not self.s.ours.esp_is_ours(
             str(c.get("spi-in", "0")))]
         if not ike_foreign and not esp_foreign:
             return []
@@ -295,7 +302,7 @@ class Replicator:
             return []
         if esp_foreign:  # the CHILD SAs first: they carry the client's traffic
             unrenewed[origin] = unrenewed.get(origin, 0) + len(esp_foreign)
-            return [(None, int(c["uniqueid"])) for c in esp_foreign]
+            return [(None, int(c["uniqueid"])) for c in esp_foreign if c.get("state") == "INSTALLED"]
         return [(int(ike["uniqueid"]), None)]
 
     def _rekey(self, v: ViciClient, now: float, ike_id: int | None = None, child_id: int | None = None) -> None:
