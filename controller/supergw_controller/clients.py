@@ -227,7 +227,8 @@ class ClientBook:
             for prefix in esp_prefixes(info.esp_spi_min, info.esp_spi_max):
                 ranges[prefix] = target
             pools[str(info.pool)] = target
-        pools.update(self._away_from_pool(pools))
+        # The /32s first: written before a pool they carve out of goes back to its owner.
+        pools = self._away_from_pool(pools) | pools
         for key, gw in self._adoptable(held.labels).items():
             labels.setdefault(key, gw)
         for key, gw in self._adoptable(held.ranges).items():

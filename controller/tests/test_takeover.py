@@ -279,7 +279,7 @@ async def test_a_returning_gateway_stays_fenced_until_its_agent_clears_and_serve
                g2={"protects": "g3", "taken_over": {"g1": 2}, "foreign_sas": {}})
     assert lab.events()[-1][:2] == ("release", "g1")
     assert await _stored(lab) == {}
-    assert sorted(lab.writes(pc.TABLE_CLIENT_POOLS)) == [
+    assert lab.writes(pc.TABLE_CLIENT_POOLS) == [  # the /32s before the pool goes back
         ("lan", "INSERT", ("10.90.1.2/32", PORTS["g2"])), ("lan", "INSERT", ("10.90.1.3/32", PORTS["g2"])),
         ("lan", "MODIFY", ("10.90.1.0/24", PORTS["g1"])),
     ]
@@ -407,6 +407,10 @@ async def test_status_gateways_metrics_and_supergwctl_show_replication(lab: Lab)
     assert g1_row[11:15] == ["-", "0", "-", "yes"]  # out of the ring (no backup), fenced
     text = render.status(status)
     assert "replication: takeover on" in text and "1 takeovers since start" in text
+    g2_line = next(line for line in text.splitlines() if line.startswith("g2 "))
+    assert g2_line.split()[:6] == ["g2", "g3", "g3", "1", "1", "2"]  # backup, protects, own, replicated, held
+    one = [" ".join(line.split()) for line in render.gateway(gws["g1"]).splitlines()]
+    assert "fenced yes" in one and "taken over by g2" in one
 
 
 async def test_a_client_away_from_its_pools_gateway_gets_a_32_route_within_the_tables_room(lab: Lab) -> None:
