@@ -46,6 +46,7 @@ from supergw_controller.config import Config
 from supergw_controller.errors import SwitchUnavailable
 from supergw_controller.eventlog import EventLog
 from supergw_controller.gateways import Transition
+from supergw_controller.intent_store import Intent
 from supergw_controller.replication_orders import OrdersBoard, ring_orders
 from supergw_controller.southbound.domain import RaTables
 from supergw_controller.southbound.outside import OutsideSouthbound
@@ -53,7 +54,6 @@ from supergw_controller.southbound.switch import SessionLike, Southbound
 from supergw_controller.takeover import Takeover
 from supergw_controller.tasks import run_together
 from supergw_proto.api import ClientView, RemoteAccessStatus, ReplicationGatewayView, ReplicationStatus
-from supergw_controller.intent_store import Intent
 from supergw_proto.reports import AgentOrders, ClientSession, GatewayReport
 
 log = logging.getLogger(__name__)
@@ -147,6 +147,9 @@ class RemoteAccess:
             except SwitchUnavailable as exc:
                 self.sync_errors_total += 1
                 log.error("takeover writes failed, the remote-access sync retries them: %s", exc)
+            except Exception:
+                self.sync_errors_total += 1
+                log.exception("takeover sync failed, the remote-access sync retries it")
         self.kick()
 
     def lan_serving(self) -> None:
