@@ -94,6 +94,7 @@ class Takeover:
         self._records: dict[str, TakeoverRecord] = {}
         self._ordered: set[str] = set()  # records whose holder's orders say take_over
         self._begun: dict[str, _Begun] = {}
+        self._storing: set[str] = set()  # records being stored: in force once stored (fence after the record)
 
     # ------------------------------------------------------------------ state
     def load(self, intent: Intent | None) -> None:
@@ -157,7 +158,8 @@ class Takeover:
         states = self.states()
         # A takeover begun but not ordered yet keeps its gateway in the ring: its backup must
         # keep its copies until the order that tells it to take them over.
-        pending = {v for v in self._records if v not in self._ordered and (s := states.get(v)) and s.endpoint}
+        pending = {v for v in set(self._records) | self._storing
+                   if v not in self._ordered and (s := states.get(v)) is not None and s.endpoint is not None}
         return RingInput(
             order=self._order,
             serving=self.serving(dead) | pending,
@@ -196,8 +198,12 @@ class Takeover:
             if record.fenced_generation is None:  # alive again, unfenced, and dead again before its release
                 record = replace(record, fenced_generation=next_generation)
             reason = TakeoverReason.REPEATED
+        self._storing.add(v)
+        try:
+            stored_ms = await self._store(record)
+        finally:
+            self._storing.discard(v)
         self._records[v] = record
-        stored_ms = await self._store(record)
         held = _held_by(self.states().get(record.holder), v)
         self._begun[v] = _Begun(started, stored_ms, clients, held, reason)
         self._update_withheld(dead)

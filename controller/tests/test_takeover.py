@@ -8,6 +8,7 @@ there; agents that say nothing of replication see nothing of it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 from finsy import P4TableEntry
 
 from supergw_controller.compose import ControllerCore
-from supergw_controller.intent_store import IntentStore
+from supergw_controller.intent_store import IntentStore, TakeoverRecord
 from supergw_controller.metrics import ControllerMetrics, Snapshot
 from supergw_controller.remote_access import RemoteAccess
 from supergw_controller.southbound import entities as ent
@@ -63,14 +64,16 @@ def _what(u: Update) -> tuple[str, Any]:
 class Lab:
     """The core with remote access, both switches journaled, a SQLite store, fake clocks."""
 
-    def __init__(self, tmp_path: Path, *, wall: float = 5000.0, **ra_over: Any) -> None:
+    def __init__(self, tmp_path: Path, *, wall: float = 5000.0, store: type[IntentStore] = IntentStore,
+                 **ra_over: Any) -> None:
         self.journal: list[Write] = []
         self.lan = JournalSession("lan", self.journal)
         self.out = JournalSession("outside", self.journal)
         self.clock = Clock()
         self.wall = Clock(wall)
         self.store_path = tmp_path / "state.sqlite3"
-        self.core = ControllerCore(ra_config(tmp_path, **ra_over), IntentStore(self.store_path), clock=self.clock,
+        self.store = store(self.store_path)
+        self.core = ControllerCore(ra_config(tmp_path, **ra_over), self.store, clock=self.clock,
                                    wallclock=self.wall, session=self.lan, outside_session=self.out)
         ra = self.core.remote_access
         assert ra is not None
@@ -194,6 +197,39 @@ async def test_a_dead_gateway_is_fenced_then_steered_then_its_backup_ordered(lab
     stored = await _stored(lab)
     assert stored["g1"].holder == "g2" and stored["g1"].fenced_generation is not None
     assert stored["g1"].fenced_generation <= g2.generation
+
+
+class SlowStore(IntentStore):
+    """Holds every takeover record until `gate` opens (a store that takes its time)."""
+
+    gate: asyncio.Event
+
+    async def save_takeover(self, record: TakeoverRecord) -> None:
+        await self.gate.wait()
+        await super().save_takeover(record)
+
+
+async def test_nothing_is_fenced_and_the_backup_keeps_protecting_until_the_record_is_stored(tmp_path: Path) -> None:
+    SlowStore.gate = asyncio.Event()
+    lab = await Lab(tmp_path, store=SlowStore).start()
+    await feed(lab)
+    lab.journal.clear()
+    verdict = asyncio.create_task(lab.kill("g1"))
+    await asyncio.sleep(0.05)
+    assert not verdict.done()  # the record is being stored
+    # meanwhile reports arrive and the sync loop runs: no fence, no steering, and g2 is still
+    # told to protect g1 (it must not drop the copies it is about to be told to activate)
+    for gw in ("g2", "g3"):
+        await lab.core.accept_report(report(gw, ra_info(k(gw)), CLIENTS[gw], repl(gw, protects=PROTECTS[gw])))
+    await lab.ra.sync()
+    assert lab.writes(pc.TABLE_PORT_ROLES) == [] and lab.writes(pc.TABLE_IKE_SPI_LABELS) == []
+    g2 = lab.orders("g2")
+    assert g2 is not None and g2.protects == "g1" and g2.take_over == ()
+    SlowStore.gate.set()
+    await asyncio.wait_for(verdict, 5.0)
+    assert lab.writes(pc.TABLE_PORT_ROLES)[:2] == [("lan", "DELETE", PORTS["g1"]), ("outside", "DELETE", OUTSIDE_PORTS["g1"])]
+    g2 = lab.orders("g2")
+    assert g2 is not None and g2.take_over == ("g1",) and g2.protects == "g3"
 
 
 async def _stored(lab: Lab) -> dict[str, Any]:
