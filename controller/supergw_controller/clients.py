@@ -99,7 +99,6 @@ class ClientBook:
         self._holders: dict[str, str] = {}  # taken-over gateway -> the gateway holding its SAs
         self._withheld: frozenset[str] = frozenset()
         self._foreign: dict[str, dict[str, int]] = {}  # gateway -> {other gateway: its SAs held here}
-        self._pools_cut = 0  # /32 pool entries left out for want of table space (said once per change)
 
     # ------------------------------------------------------------------ input
     def report(self, report: GatewayReport) -> None:
@@ -227,8 +226,12 @@ class ClientBook:
             for prefix in esp_prefixes(info.esp_spi_min, info.esp_spi_max):
                 ranges[prefix] = target
             pools[str(info.pool)] = target
+        away = self._away_from_pool(pools)
+        room = max(0, MAX_POOL_ENTRIES - len(pools))
+        if len(away) > room:  # the rest go without (`routes_missing` counts them)
+            away = dict(sorted(away.items())[:room])
         # The /32s first: written before a pool they carve out of goes back to its owner.
-        pools = self._away_from_pool(pools) | pools
+        pools = away | pools
         for key, gw in self._adoptable(held.labels).items():
             labels.setdefault(key, gw)
         for key, gw in self._adoptable(held.ranges).items():
@@ -251,14 +254,12 @@ class ClientBook:
                     pool = next((key for net, key in nets if vip in net), None)
                     if pool is not None and pools.get(pool) != name:
                         out[f"{vip}/32"] = name
-        room = max(0, MAX_POOL_ENTRIES - len(pools))
-        cut = max(0, len(out) - room)
-        if cut != self._pools_cut:
-            self._pools_cut = cut
-            if cut:
-                log.error("client_pools is full (%d entries): %d clients away from their pool's gateway get no "
-                          "/32 route (their LAN return traffic goes to the pool's gateway)", MAX_POOL_ENTRIES, cut)
-        return dict(sorted(out.items())[:room]) if cut else out
+        return out
+
+    def routes_missing(self, pools: Mapping[str, str]) -> int:
+        """Clients away from their pool's gateway whose /32 is not in `pools` (the `wanted`
+        pools: `client_pools` had no room left for it)."""
+        return sum(1 for key in self._away_from_pool(pools) if key not in pools)
 
     def _adoptable(self, held: Mapping[K, str]) -> dict[K, str]:
         """Held entries of configured gateways that have not reported since start."""

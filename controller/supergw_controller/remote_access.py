@@ -41,7 +41,7 @@ import logging
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from supergw_controller.clients import ClientBook
+from supergw_controller.clients import MAX_POOL_ENTRIES, ClientBook
 from supergw_controller.config import Config
 from supergw_controller.errors import SwitchUnavailable
 from supergw_controller.eventlog import EventLog
@@ -95,6 +95,7 @@ class RemoteAccess:
         )
         self._wake = asyncio.Event()
         self._pools_loaded = False
+        self._routes_missing = 0  # clients away from their pool's gateway without a /32 (said once per change)
         self.syncs_total = 0
         self.sync_errors_total = 0
         self.pins_installed_total = 0
@@ -302,6 +303,7 @@ class RemoteAccess:
             self._pools_loaded = True
         held = RaTables(dict(out.held.pins), dict(out.held.labels), dict(out.held.ranges), dict(self._lan.pools))
         wanted = self.book.wanted(held)
+        self._say_routes_missing(self.book.routes_missing(wanted.pools))
         if out.ready.is_set():
             moves = {b: gw for b, gw in self._lan.assignment.items() if out.assignment.get(b) != gw}
             if moves:
@@ -329,6 +331,12 @@ class RemoteAccess:
         self.publish_orders()
         t3 = self._clock()
         await tk.ordered((t1 - t0) * 1000.0, (t2 - t1) * 1000.0, (t3 - t2) * 1000.0, self.board.generation)
+
+    def _say_routes_missing(self, missing: int) -> None:
+        if missing != self._routes_missing and missing:
+            log.error("client_pools is full (%d entries): %d clients away from their pool's gateway (taken over) get no "
+                      "/32 route: their LAN return traffic goes to the pool's gateway", MAX_POOL_ENTRIES, missing)
+        self._routes_missing = missing
 
     def _update_redirects(self) -> None:
         """Drained gateways the outside no longer sends new clients to (no bucket, no pin):

@@ -459,6 +459,7 @@ async def test_a_client_away_from_its_pools_gateway_gets_a_32_route_within_the_t
     await lab.core.accept_report(report("g2", ra_info(2), many, repl("g2", protects="g1")))
     pools = lab.ra.book.wanted(lab.ra.outside.held).pools
     assert len(pools) == pc.CLIENT_POOLS_TABLE_SIZE  # the rest logged, not written (the write would fail)
+    assert lab.ra.book.routes_missing(pools) == 500 - (pc.CLIENT_POOLS_TABLE_SIZE - 3)  # 3 pools take room too
 
 
 def test_replication_report_with_unknown_keys_is_refused() -> None:
