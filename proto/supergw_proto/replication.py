@@ -20,6 +20,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from supergw_proto.jsontypes import Int
+
 GatewayName = Annotated[str, Field(min_length=1, max_length=64)]
 # An agent's replication listener, "host:port" (IPv4 or [IPv6]).
 Endpoint = Annotated[str, Field(min_length=3, max_length=64)]
@@ -57,33 +59,27 @@ class ReplicationState(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     endpoint: Endpoint | None = Field(default=None, description="its replication listener, host:port")
-    generation: int = Field(default=-1, ge=-1, description="the orders generation it has applied (-1: none yet)")
+    generation: Int = Field(default=-1, ge=-1, description="the orders generation it has applied (-1: none yet)")
     backup: GatewayName | None = None
     backup_connected: bool = False
     protects: GatewayName | None = None
-    own_sas: int = Field(default=0, ge=0, description="its own remote-access IKE SAs whose state it replicates")
-    replicated_sas: int = Field(default=0, ge=0, description="of those, how many its backup has acknowledged")
-    held_sas: int = Field(default=0, ge=0, description="IKE SAs it holds for `protects` (passive copies)")
-    messages_out: int = Field(default=0, ge=0)
-    bytes_out: int = Field(default=0, ge=0)
-    messages_in: int = Field(default=0, ge=0)
-    bytes_in: int = Field(default=0, ge=0)
+    own_sas: Int = Field(default=0, ge=0, description="its own remote-access IKE SAs whose state it replicates")
+    replicated_sas: Int = Field(default=0, ge=0, description="of those, how many its backup has acknowledged")
+    held_sas: Int = Field(default=0, ge=0, description="IKE SAs it holds for `protects` (passive copies)")
+    messages_out: Int = Field(default=0, ge=0)
+    bytes_out: Int = Field(default=0, ge=0)
+    messages_in: Int = Field(default=0, ge=0)
+    bytes_in: Int = Field(default=0, ge=0)
     lag_ms_last: float | None = Field(
         default=None, ge=0,
         description="last state change in its charon -> its backup's agent acknowledged it into the backup's charon")
     lag_ms_max: float | None = Field(default=None, ge=0, description="the largest lag since the last report")
-    taken_over: dict[GatewayName, int] = Field(
+    taken_over: dict[GatewayName, Int] = Field(
         default_factory=dict, description="gateway -> IKE SAs this agent activated when it took that gateway over")
-    foreign_sas: dict[GatewayName, int] = Field(
+    foreign_sas: dict[GatewayName, Int] = Field(
         default_factory=dict,
         description=("gateway -> IKE SAs held here that still carry that gateway's IKE SPI label or ESP SPI range "
                      "(taken over, not rekeyed yet): the outside switch must keep steering those to this gateway"))
-    unrenewed_children: dict[GatewayName, int] = Field(
-        default_factory=dict,
-        description=("gateway -> CHILD SAs taken over from it whose outbound sequence numbers are not renewed yet "
-                     "(their rekey is pending): ESP sent on them now would be dropped by the client as a replay, so "
-                     "the LAN keeps that gateway's pool away from this one until this is 0 (absent clients of a "
-                     "credential cache are not counted: nothing is sent to them)"))
-    fence_cleared: int | None = Field(
+    fence_cleared: Int | None = Field(
         default=None, ge=0, description="the generation whose fence order it has carried out (None: none)")
     error: str | None = Field(default=None, max_length=512)

@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
+from supergw_proto.jsontypes import Int
 from supergw_proto.replication import ReplicationOrders, ReplicationState
 
 
@@ -60,6 +61,9 @@ class AgentTiming(BaseModel):
 
 
 ORDERS_HEADER = "Supergw-Orders"
+# The orders generation in force, on each answer to the long-poll `GET /gateways/{name}/orders`
+# (also when the orders carry no `replication`): the agent's next `after`.
+ORDERS_GENERATION_HEADER = "Supergw-Orders-Generation"
 
 
 class AgentOrders(BaseModel):
@@ -101,14 +105,6 @@ IPv4 = Annotated[ipaddress.IPv4Address, Field(strict=False)]
 SENT = ConfigDict(extra="forbid", strict=True)
 
 
-def _json_integer(value: object) -> object:
-    if isinstance(value, (bool, str)):
-        raise PydanticCustomError("int_type", "Input should be a valid integer")
-    return value
-
-
-# A JSON integer: `3` or `3.0` (JSON Schema counts both as integers), never `true` or `"3"`.
-Int = Annotated[int, Field(strict=False), BeforeValidator(_json_integer)]
 # `pool` in remote_access: a network; host bits set are cleared as `ip route` does. The pattern
 # tells a client (and a schema-driven fuzzer) what a network looks like.
 CIDR_PATTERN = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])/(3[0-2]|[12]?[0-9])$"

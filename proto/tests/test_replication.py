@@ -43,3 +43,14 @@ def test_report_carries_the_replication_state_strictly() -> None:
     for bad in ({"own_sas": "5"}, {"own_sas": -1}, {"secret": "00"}, {"generation": -2}):
         with pytest.raises(ValidationError):
             GatewayReport.model_validate({**base, "replication": bad})
+
+
+def test_replication_counts_are_json_integers_as_everywhere_in_a_report() -> None:
+    """`3.0` is a JSON integer (JSON Schema says so, and a schema-driven client sends it);
+    `true` and `"3"` are not, in the state's fields and in its per-gateway counts."""
+    state = ReplicationState.model_validate_json(
+        '{"own_sas": 3.0, "generation": 7.0, "fence_cleared": 7.0, "foreign_sas": {"g4": 2.0}}')
+    assert (state.own_sas, state.generation, state.fence_cleared, state.foreign_sas) == (3, 7, 7, {"g4": 2})
+    for bad in ('{"own_sas": true}', '{"held_sas": "3"}', '{"foreign_sas": {"g4": true}}', '{"own_sas": 3.5}'):
+        with pytest.raises(ValidationError):
+            ReplicationState.model_validate_json(bad)
