@@ -43,7 +43,14 @@ from pathlib import Path
 import httpx
 
 from supergw_proto.replication import ReplicationOrders
-from supergw_proto.reports import ORDERS_HEADER, TIMING_HEADER, AgentOrders, AgentTiming, tunnel_up
+from supergw_proto.reports import (
+    ORDERS_GENERATION_HEADER,
+    ORDERS_HEADER,
+    TIMING_HEADER,
+    AgentOrders,
+    AgentTiming,
+    tunnel_up,
+)
 
 from supergw_gateway import tunnel
 from supergw_proto.beats import FLAG_CHARON_DOWN, FLAG_LAN_DOWN
@@ -365,18 +372,21 @@ class ControllerLink:
                 log.warning("report to %s failed (retry in %.1fs): %s", self.state.url, delay, exc)
                 await asyncio.sleep(delay)
 
-    async def orders_loop(self, generation: Callable[[], int]) -> None:
+    async def orders_loop(self) -> None:
         """Long-poll this controller's orders for this gateway: the answer comes as soon as
-        they change (a takeover reaches the backup in one round trip), else after the wait."""
+        they change (a takeover reaches the backup in one round trip), else after the wait.
+        Each answer's `Supergw-Orders-Generation` is the next `after` (generations only grow,
+        across controller restarts too)."""
         path = f"/gateways/{self.gateway}/orders"
         backoff = Backoff(0.2, ORDERS_BACKOFF_CAP_S)
+        after = 0
         http = httpx.AsyncClient(base_url=self.hb_http.base_url, timeout=ORDERS_WAIT_S + 5, verify=self.ctl.verify())
         try:
             while True:
                 headers = {"Authorization": f"Bearer {self.secret.current()}"} if self.secret is not None else {}
                 try:
-                    r = await http.get(path, params={"after": generation(), "wait": ORDERS_WAIT_S}, headers=headers)
-                    if r.status_code == 404 and "orders" not in r.text:
+                    r = await http.get(path, params={"after": after, "wait": ORDERS_WAIT_S}, headers=headers)
+                    if r.status_code == 404 and r.content == b'{"detail":"Not Found"}':  # no such route
                         log.warning("controller %s has no orders long-poll (an older controller?): orders come with "
                                     "report answers only", self.state.url)
                         return
@@ -384,6 +394,7 @@ class ControllerLink:
                         raise GatewayError(f"GET {self.state.url}{path}: HTTP {r.status_code}: {r.text[:200]}")
                     self.timing.heard(self.state.url, r)
                     self.orders.take(self.state.url, AgentOrders.model_validate_json(r.content))
+                    after = int(r.headers.get(ORDERS_GENERATION_HEADER, after))
                     backoff.ok()
                 except Exception as exc:
                     self._failed("orders", exc)
@@ -592,9 +603,7 @@ class Agent:
         if self.replicator is None:
             return
         await self.replicator.start()
-        r = self.replicator
-        await asyncio.gather(*(link.orders_loop(lambda: r.orders.generation if r.orders else -1)
-                               for link in self.links))
+        await asyncio.gather(*(link.orders_loop() for link in self.links))
 
     async def aclose(self) -> None:
         if self.replicator is not None:

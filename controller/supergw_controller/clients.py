@@ -99,6 +99,10 @@ class ClientBook:
         self._holders: dict[str, str] = {}  # taken-over gateway -> the gateway holding its SAs
         self._withheld: frozenset[str] = frozenset()
         self._foreign: dict[str, dict[str, int]] = {}  # gateway -> {other gateway: its SAs held here}
+        # gateway -> CHILD SAs it took over and has not renewed yet, and whom it took over
+        # (its last report said)
+        self._unrenewed: dict[str, int] = {}
+        self._took: dict[str, frozenset[str]] = {}
 
     # ------------------------------------------------------------------ input
     def report(self, report: GatewayReport) -> None:
@@ -110,6 +114,8 @@ class ClientBook:
         self._clients[name] = list(report.clients or [])
         rep = report.replication
         self._foreign[name] = {} if rep is None else {g: n for g, n in rep.foreign_sas.items() if n > 0}
+        self._unrenewed[name] = 0 if rep is None else sum(rep.unrenewed_children.values())
+        self._took[name] = frozenset() if rep is None else frozenset(rep.taken_over)
         info = report.remote_access
         if info is None:
             self._info.pop(name, None)
@@ -178,6 +184,13 @@ class ClientBook:
             return min(claims, key=lambda c: (-c[0], self._order[c[1]]))[1]
         return self._holders.get(name, name)
 
+    def renewed(self, holder: str) -> bool:
+        """Whether `holder` said its taken-over CHILD SAs all have new outbound sequence numbers.
+        Until then ESP it sends on them would be replays to the clients: the return traffic of
+        a taken-over pool waits for it (lost meanwhile at the fenced gateway's port, never
+        dropped by a client as a replay)."""
+        return bool(self._took.get(holder)) and self._unrenewed.get(holder, 0) == 0
+
     def info(self, name: str) -> RemoteAccessInfo | None:
         return self._info.get(name)
 
@@ -225,7 +238,7 @@ class ClientBook:
             labels[Ternary(info.ike_spi_label, info.ike_spi_mask)] = target
             for prefix in esp_prefixes(info.esp_spi_min, info.esp_spi_max):
                 ranges[prefix] = target
-            pools[str(info.pool)] = target
+            pools[str(info.pool)] = target if target == name or self.renewed(target) else name
         away = self._away_from_pool(pools)
         room = max(0, MAX_POOL_ENTRIES - len(pools))
         if len(away) > room:  # the rest go without (`routes_missing` counts them)
@@ -247,8 +260,8 @@ class ClientBook:
         nets = [(info.pool, str(info.pool)) for info in self._info.values()]
         out: dict[str, str] = {}
         for name in self._order:
-            if name in self._dead or name in self._withheld:
-                continue
+            if name in self._dead or name in self._withheld or self._unrenewed.get(name, 0):
+                continue  # (not renewed: its ESP to them would be replays)
             for s in self._clients.get(name, []):
                 for vip in s.vips:
                     pool = next((key for net, key in nets if vip in net), None)

@@ -80,6 +80,12 @@ class ReplicationState(BaseModel):
         default_factory=dict,
         description=("gateway -> IKE SAs held here that still carry that gateway's IKE SPI label or ESP SPI range "
                      "(taken over, not rekeyed yet): the outside switch must keep steering those to this gateway"))
+    unrenewed_children: dict[GatewayName, Int] = Field(
+        default_factory=dict,
+        description=("gateway -> CHILD SAs taken over from it whose outbound sequence numbers are not renewed yet "
+                     "(their rekey is pending): ESP sent on them now would be dropped by the client as a replay, so "
+                     "the LAN keeps that gateway's pool away from this one until this is 0 (absent clients of a "
+                     "credential cache are not counted: nothing is sent to them)"))
     fence_cleared: Int | None = Field(
         default=None, ge=0, description="the generation whose fence order it has carried out (None: none)")
     error: str | None = Field(default=None, max_length=512)
