@@ -108,6 +108,7 @@ class ReadModel:
             host_ip6_capacity=hosts.table.capacity.ip6s,
             hosts_refused_total=hosts.table.refused_hosts.total,
             host_ip6s_refused_total=hosts.table.refused_ip6s.total,
+            replication=None if self._ra is None else self._ra.replication_view(),
         )
 
     async def clients(self) -> list[ClientView]:
@@ -127,6 +128,10 @@ class ReadModel:
         now = self._clock()
         if held is None:
             held = Counter(v for v in self._placement.assignment.values() if v == g.name)
+        ra = self._ra
+        rep = None if g.last_report is None else g.last_report.replication
+        orders = None if ra is None else ra.orders(name).replication
+        takeover = None if ra is None else ra.takeover
         return GatewayView(
             name=g.name,
             port=g.port,
@@ -144,7 +149,13 @@ class ReadModel:
             unhealthy=g.unhealthy_why(),
             report_age_s=self._registry.report_age(name, now),
             last_report=g.last_report,
-            clients=None if self._ra is None else len(self._ra.book.clients(name)),
+            clients=None if ra is None else len(ra.book.clients(name)),
+            backup=None if orders is None or orders.backup is None else orders.backup.name,
+            replicated_sas=None if rep is None or takeover is None else rep.replicated_sas,
+            replication_lag_ms=None if rep is None or takeover is None else rep.lag_ms_last,
+            fenced=None if takeover is None else name in takeover.fenced(),
+            taken_over_by=None if takeover is None else takeover.holders().get(name),
+            withheld=g.withheld,
         )
 
     async def buckets(self) -> list[BucketView]:
