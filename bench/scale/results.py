@@ -345,12 +345,24 @@ def write(run: Run, method: str, results_dir: Path | None, quick: bool) -> tuple
         failing = errors
     else:
         failing = short
-    paths = write_report(name, m, rows, series(run), title="A site of 50,000 hosts and 32 gateways: the cost of every part",
-                         method=method + ("\n\n" + "\n".join(f"- {n}" for n in notes) if notes else ""),
+    paths = write_report(name, m, rows, series(run), title=f"A site of 50,000 hosts and 32 gateways: the cost of every part ({covered(run)})",
+                         method=method + ("\n\n" + "\n".join(f"- {n}" for n in [covered(run), *notes])),
                          results_dir=results_dir, rows_title="Points",
                          failures=[{"failed": s} for s in failing], tables=tables(run))
     draw(paths.png, run)
     return paths, short
+
+
+def covered(run: Run) -> str:
+    """What this run measured, per switch: its gateway counts and host counts (a run of part of
+    the matrix must not read as the full one)."""
+    parts = []
+    for switch in sorted({p.switch for p in run.points}):
+        mine = [p.point for p in run.points if p.switch == switch]
+        ns = ", ".join(str(n) for n in sorted({q.gateways for q in mine}))
+        hs = ", ".join(f"{h:,}" for h in sorted({q.hosts for q in mine}))
+        parts.append(f"{switch}: N = {ns}; hosts {hs}")
+    return "points measured: " + ("; ".join(parts) or "none")
 
 
 def draw(path: Path, run: Run) -> None:

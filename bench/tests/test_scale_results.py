@@ -86,3 +86,12 @@ def test_the_quick_run_writes_goals_as_notes_and_fails_only_on_errors(tmp_path: 
     assert json.loads(paths.json.read_text())["failures"] == [{"failed": "ebpf N=4 H=1000: failover: BenchError: "
                                                                          "the probe does not enter gw2"}]
     assert paths.png.stat().st_size > 0
+
+
+def test_the_report_says_which_points_it_measured(tmp_path: Path) -> None:
+    """A run of part of the matrix is labelled with what it covered, not as the full one."""
+    paths, _ = write(run_of(point(4, 1000, 9000, 1000), point(32, 1000, 9000, 1000), point(32, 50000, 9000, 1000)),
+                     "method", tmp_path, quick=False)
+    doc = json.loads(paths.json.read_text())
+    assert "points measured: ebpf: N = 4, 32; hosts 1,000, 50,000" in doc["method"]
+    assert "points measured: ebpf: N = 4, 32; hosts 1,000, 50,000" in paths.markdown.read_text()
