@@ -143,11 +143,17 @@ class Site:
             os.kill(pid, sig)
 
     def restart_gateway(self, gateway: str) -> None:
-        """After a kill: `supergw-gateway up` again (charon, the tunnel) and a new agent."""
+        """After a kill: `supergw-gateway up` again (charon, the tunnel) and a new agent. With
+        remote access the agent goes first: a gateway whose SAs were taken over is fenced, and
+        its tunnel (through the outside switch) comes up only once its new agent has reported
+        that it holds nothing and the controller lifted the fence."""
         g, config = self.member(gateway), self.gateway_config(gateway)
+        if self.topo.remote_access is not None:
+            self._track(components.start_agent(self.topo, g, config, self.paths.logs), f"agent-{gateway}")
         components.gateway_up(gateway, config, self.paths.logs)
         self._track(components.charon_record(self.topo, gateway, config, self.paths.logs), f"charon-{gateway}")
-        self._track(components.start_agent(self.topo, g, config, self.paths.logs), f"agent-{gateway}")
+        if self.topo.remote_access is None:
+            self._track(components.start_agent(self.topo, g, config, self.paths.logs), f"agent-{gateway}")
 
     def restart_charon(self, gateway: str) -> None:
         """SIGKILL of the gateway's charon only, then `supergw-gateway up` again (charon and

@@ -11,9 +11,13 @@ netns lock; boots one emulation per N and stops it again; refuses to touch one t
   and per-client throughput, the gateways' CPU per client, for each N and c;
 - IKE capacity: every client disconnects, then all initiate at once: time until the last is
   up, handshakes/s, where they landed; the ratio of handshakes/s at the largest N to N = 1;
-- client failover (at one N >= 2): the gateway holding clients is SIGKILLed (charon and
-  agent); per client the gap from its last answered probe before the kill to the first after
-  it, with the clients' DPD and retransmission settings from the topology file;
+- client failover (at one N >= 2, 4 by default): the gateway serving the most clients is
+  SIGKILLed, then (next trial) SIGSTOPped (charon and agent); its backup takes its clients'
+  SAs over. Per client the gap from its last answered probe before the fault to the first
+  after it, the IKE_AUTH exchanges it started meanwhile (its own counters), ESP any client
+  refused (its libipsec log); a frozen victim then thaws behind its fence: the frames the
+  switches dropped from it and any ESP a client refused. Clients run strongSwan's defaults
+  (no DPD). The negative control: one kill with state replication off;
 - client redirect on drain (same N): the operator drains the gateway holding the most clients;
   per client the time from the drain call to its first answer through its new SA on another
   gateway (RFC 5685 redirect), and the longest time without an answer meanwhile;
@@ -37,9 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.remote.measure import (MODES, DrainTrial, FailoverTrial, IkeRound, MoveSoak, RemoteBenchError, TransferRun,
-                                  drain, failover, holder, ike_round, rebalance_soak, states, transfer)
+                                  FAULTS, busiest, drain, failover, ike_round, rebalance_soak, states, transfer)
 from bench.remote.sessions import PAPER, SessionRun, TraceError, session_workload
 from bench.report import Metric, Series, write_report
+from supergw_proto.strict import read_yaml_mapping
 from supergw_gateway.ra.client import RemoteClient
 from topologies import raclients
 from topologies.emulation import Emulation, EmulationError, running_or_booted
@@ -52,7 +57,7 @@ PAPER_PER_CLIENT_MBIT = {6: 375 * 8 / 1000, 25: 88 * 8 / 1000}
 # The gateways' charon CPU cap in the IKE capacity runs (% of a core each): without one, N
 # gateways on 2 cores share the same cores and capacity cannot grow with N.
 IKE_GATEWAY_CPU_PERCENT = 25.0
-FAILOVER_RUN_S = 60.0
+FAILOVER_RUN_S = 20.0  # 2 s before the fault; a client silent for the last 5 s has not recovered
 # The sessions part's clients: connected ~20 s, gone ~40 s (exponential means): about five
 # connections per client in 300 s.
 SESSION_ON_OFF_S = (20.0, 40.0)
@@ -81,6 +86,7 @@ class Results:
     transfers: dict[int, list[TransferRun]] = field(default_factory=dict)
     ike: dict[int, list[IkeRound]] = field(default_factory=dict)
     failovers: list[FailoverTrial] = field(default_factory=list)
+    control: FailoverTrial | None = None  # a kill with replication off: must come out worse
     drains: list[DrainTrial] = field(default_factory=list)
     soak: MoveSoak | None = None
     sessions: SessionRun | None = None
@@ -98,10 +104,14 @@ def plan_from(args: argparse.Namespace) -> Plan:
 
 
 @contextmanager
-def remote_site(n: int, clients: int, cpu_percent: float | None) -> Iterator[tuple[Site, list[RemoteClient]]]:
-    """The remote-access emulation with n gateways and `clients` clients, booted here."""
-    want = Emulation.from_file(REMOTE_ACCESS_TOPOLOGY, changes={"gateways": n, "clients": clients,
-                                                                 "gateway_cpu_percent": cpu_percent})
+def remote_site(n: int, clients: int, cpu_percent: float | None,
+                replication: bool = True) -> Iterator[tuple[Site, list[RemoteClient]]]:
+    """The remote-access emulation with n gateways and `clients` clients, booted here (the
+    topology file's remote access, its state replication switched off for the control)."""
+    ra = read_yaml_mapping(REMOTE_ACCESS_TOPOLOGY, "the remote-access topology")["remote_access"]
+    want = Emulation.from_file(REMOTE_ACCESS_TOPOLOGY, changes={
+        "gateways": n, "clients": clients, "gateway_cpu_percent": cpu_percent,
+        "remote_access": {**ra, "replication": replication}})
 
     def usable(emu: Emulation) -> str | None:
         return "bench/remote boots its own emulation per N"
@@ -128,6 +138,8 @@ def run_n(n: int, plan: Plan, res: Results) -> None:
             if plan.sessions_s > 0:
                 sessions_part(site, fleet, plan, res)
             failovers_and_moves(site, fleet, plan, res)
+    if n == plan.failover_n:
+        no_takeover_control(n, plan, res)
     print(f"== N = {n}: IKE capacity, gateways capped at {IKE_GATEWAY_CPU_PERCENT:.0f} % of a core", flush=True)
     with remote_site(n, plan.clients, IKE_GATEWAY_CPU_PERCENT) as (site, fleet):
         rounds = []
@@ -139,6 +151,18 @@ def run_n(n: int, plan: Plan, res: Results) -> None:
                 res.failures.append({"trial": f"IKE N={n} round {r + 1}", "why": f"{rnd.clients - rnd.connected} clients not up"})
             rounds.append(rnd)
         res.ike[n] = rounds
+
+
+def no_takeover_control(n: int, plan: Plan, res: Results) -> None:
+    """The negative control: one kill with state replication off. The clients, at strongSwan's
+    defaults (no DPD), must come out worse: they do not recover within the probe (they would
+    when a rekey fails, an hour later)."""
+    print(f"== N = {n}: control, state replication off", flush=True)
+    with remote_site(n, plan.clients, None, replication=False) as (site, fleet):
+        trial = failover(site, fleet, busiest(site, fleet), "kill", FAILOVER_TAIL_BUDGET_S, FAILOVER_RUN_S)
+    print(f"   control kill: {trial.victim} served {trial.clients} clients; {trial.recovered} recovered, "
+          f"{trial.new_ike_auths} new IKE_AUTH", flush=True)
+    res.control = trial
 
 
 def sessions_part(site: Site, fleet: list[RemoteClient], plan: Plan, res: Results) -> None:
@@ -160,21 +184,23 @@ def sessions_part(site: Site, fleet: list[RemoteClient], plan: Plan, res: Result
 
 def failovers_and_moves(site: Site, fleet: list[RemoteClient], plan: Plan, res: Results) -> None:
     for t in range(plan.failover_trials):
-        held = [holder(site, s) for s in states(fleet).values()]
-        victim = max(site.topo.gateways, key=lambda g: held.count(g.name)).name
-        trial = failover(site, fleet, victim, FAILOVER_TAIL_BUDGET_S, FAILOVER_RUN_S)
-        gaps = [f.gap_ms / 1000 for f in trial.flows]
-        print(f"   failover {t + 1}: killed {victim} holding {trial.clients} clients; gaps {min(gaps):.1f}.."
-              f"{max(gaps):.1f} s, {trial.recovered}/{trial.clients} recovered", flush=True)
-        res.failures += [{"trial": f"failover {t + 1}", "flow": f.flow, "why": f.problem} for f in trial.flows
-                         if not f.recovered]
-        res.failovers.append(trial)
-        # every client up again before the next trial
-        res_c = raclients.connect([c for c, s in zip(fleet, states(fleet).values()) if s is None], 60)
-        if res_c.failures:
-            raise RemoteBenchError(f"after failover {t + 1}: clients not back: {sorted(res_c.failures)}")
-    held = [holder(site, s) for s in states(fleet).values()]
-    victim = max(site.topo.gateways, key=lambda g: held.count(g.name)).name
+        for fault in FAULTS:
+            victim = busiest(site, fleet)
+            trial = failover(site, fleet, victim, fault, FAILOVER_TAIL_BUDGET_S, FAILOVER_RUN_S)
+            gaps = [f.gap_ms / 1000 for f in trial.flows]
+            print(f"   failover {t + 1} ({fault}): {victim} served {trial.clients} clients, taken over by "
+                  f"{trial.taken_over_by}; gaps {min(gaps):.2f}..{max(gaps):.2f} s, {trial.recovered}/{trial.clients} "
+                  f"recovered, {trial.new_ike_auths} new IKE_AUTH, {trial.esp_refused} ESP refused"
+                  + (f"; thawed: {trial.fence_drops} frames fenced, {trial.thaw_esp_refused} ESP refused, "
+                     f"{trial.thaw_silent} clients silent" if fault == "freeze" else ""), flush=True)
+            res.failures += [{"trial": f"failover {t + 1} ({fault})", "flow": f.flow, "why": f.problem}
+                             for f in trial.flows if not f.recovered]
+            res.failovers.append(trial)
+            # every client up again before the next trial
+            res_c = raclients.connect([c for c, s in zip(fleet, states(fleet).values()) if s is None], 60)
+            if res_c.failures:
+                raise RemoteBenchError(f"after failover {t + 1} ({fault}): clients not back: {sorted(res_c.failures)}")
+    victim = busiest(site, fleet)
     drained = drain(site, fleet, victim, DRAIN_TIMEOUT_S)
     back = sorted(f.back_s for f in drained.followed.values() if f.back_s is not None)
     print(f"   drain: {victim} held {len(drained.followed)} clients; redirected, back through another gateway after "
@@ -221,16 +247,50 @@ def report(plan: Plan, res: Results, results_dir: Path | None = None) -> None:
         metrics[f"ike_capacity_ratio_n{hi}_n{lo}"] = Metric(round(hs[hi] / hs[lo], 2), "x", goal=hi / lo / 2,
                                                              note="handshakes/s at the largest N over the smallest; "
                                                                   "goal: half of linear")
-    gaps = [f.gap_ms / 1000 for t in res.failovers for f in t.flows]
-    if res.failovers:
-        metrics["client_failover_s"] = Metric(round(statistics.median(gaps), 2), "s", higher_is_better=False,
-                                              note="median over clients and trials: kill -> first answered probe")
-        metrics["client_failover_max_s"] = Metric(round(max(gaps), 2), "s", higher_is_better=False)
-        metrics["client_failover_not_recovered"] = Metric(
-            sum(t.clients - t.recovered for t in res.failovers), "clients",
-            note=f"goal 0; of {sum(t.clients for t in res.failovers)} over {len(res.failovers)} trials")
-        rows += [{"failover_trial": i + 1, "victim": t.victim, "flow": f.flow, "gap_s": round(f.gap_ms / 1000, 2),
-                  "lost": f.lost, "recovered": f.recovered} for i, t in enumerate(res.failovers) for f in t.flows]
+    for fault in FAULTS:
+        trials = [t for t in res.failovers if t.fault == fault]
+        if not trials:
+            continue
+        key = "client_failover" if fault == "kill" else "client_failover_freeze"
+        gaps = [f.gap_ms / 1000 for t in trials for f in t.flows]
+        metrics[f"{key}_s"] = Metric(round(statistics.median(gaps), 2), "s", higher_is_better=False, goal=0.5,
+                                     note=f"median over clients and trials: {fault} -> first answered probe")
+        metrics[f"{key}_max_s"] = Metric(round(max(gaps), 2), "s", higher_is_better=False, goal=1.0)
+        metrics[f"{key}_not_recovered"] = Metric(
+            sum(t.clients - t.recovered for t in trials), "clients", higher_is_better=False,
+            note=f"goal 0; of {sum(t.clients for t in trials)} over {len(trials)} trials")
+        metrics[f"{key}_new_ike_auth"] = Metric(sum(t.new_ike_auths for t in trials), "exchanges",
+                                                higher_is_better=False,
+                                                note="goal 0; IKE_AUTH the victim's clients started (their counters)")
+        metrics[f"{key}_esp_refused"] = Metric(sum(t.esp_refused for t in trials), "packets", higher_is_better=False,
+                                               note="goal 0; ESP any client's libipsec refused (replay, ICV)")
+        metrics[f"{key}_taken_over"] = Metric(sum(1 for t in trials if t.taken_over_by is not None), "trials",
+                                              note=f"of {len(trials)}: a takeover event named the holder")
+        rows += [{"failover_trial": i + 1, "fault": t.fault, "victim": t.victim, "taken_over_by": t.taken_over_by,
+                  "flow": f.flow, "gap_s": round(f.gap_ms / 1000, 2), "lost": f.lost, "recovered": f.recovered}
+                 for i, t in enumerate(trials) for f in t.flows]
+        rows += [{"failover_trial": i + 1, "fault": t.fault, "victim": t.victim, "clients": t.clients,
+                  "new_ike_auths": t.new_ike_auths, "esp_refused": t.esp_refused, "fence_drops": t.fence_drops,
+                  "thaw_esp_refused": t.thaw_esp_refused, "thaw_silent": t.thaw_silent}
+                 for i, t in enumerate(trials)]
+    if res.control is not None and (kills := [t for t in res.failovers if t.fault == "kill"]):
+        c = res.control
+        metrics["control_no_takeover_recovered"] = Metric(
+            c.recovered, "clients", note=f"of {c.clients}: a kill with state replication off (must be fewer than "
+                                         f"with it: {sum(t.recovered for t in kills)} of {sum(t.clients for t in kills)})")
+        rows += [{"control": "replication off", "fault": c.fault, "victim": c.victim, "flow": f.flow,
+                  "gap_s": round(f.gap_ms / 1000, 2), "recovered": f.recovered} for f in c.flows]
+        if c.recovered / c.clients >= min(t.recovered / t.clients for t in kills):
+            res.failures.append({"trial": "control", "why": "clients recovered as well without the takeover: "
+                                 "the probe cannot tell"})
+    thawed = [t for t in res.failovers if t.fault == "freeze"]
+    if thawed:
+        metrics["thaw_fenced_frames"] = Metric(sum(t.fence_drops or 0 for t in thawed), "frames",
+                                               note="what thawed victims still sent and the switches dropped "
+                                                    "(UNKNOWN_PORT), thaw -> +3 s: the fence at work")
+        metrics["thaw_esp_refused"] = Metric(sum(t.thaw_esp_refused or 0 for t in thawed), "packets",
+                                             higher_is_better=False,
+                                             note="goal 0; stale ESP that reached a client, thaw -> +3 s")
     drained = [f for t in res.drains for f in t.followed.values()]
     if drained:
         back = [f.back_s for f in drained if f.back_s is not None]
@@ -321,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--counts", default="1,2,4,8,16,32,64", help="clients transferring at once")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--rounds", type=int, default=3, help="IKE capacity rounds per N")
-    p.add_argument("--failover-n", type=int, default=3, help="the N at which failover and moves are measured")
+    p.add_argument("--failover-n", type=int, default=4, help="the N at which failover and moves are measured")
     p.add_argument("--failover-trials", type=int, default=3)
     p.add_argument("--moves", type=int, default=200)
     p.add_argument("--moves-s", type=float, default=60.0)

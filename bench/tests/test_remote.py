@@ -36,8 +36,11 @@ def test_report_from_recorded_runs(tmp_path: Path) -> None:
                             for c in (1, 4)]
     res.ike[1] = [IkeRound(4, 4, 2.0, 2.0, {"gw1": 4})]
     res.ike[2] = [IkeRound(4, 4, 1.0, 4.0, {"gw1": 2, "gw2": 2})]
-    res.failovers.append(FailoverTrial("gw1", 2, [_flow("rw1 -> h1", 22000), _flow("rw3 -> h1", 30000, False)]))
+    res.failovers.append(FailoverTrial("kill", "gw1", "gw2", 2, [_flow("rw1 -> h1", 220), _flow("rw3 -> h1", 30000, False)],
+                                       1, 0, None, None, None))
+    res.failovers.append(FailoverTrial("freeze", "gw1", "gw2", 1, [_flow("rw1 -> h1", 300)], 0, 2, 40, 0, 0))
     res.failures.append({"trial": "failover 1", "flow": "rw3 -> h1", "why": "no answer after the fault"})
+    res.control = FailoverTrial("kill", "gw2", None, 2, [_flow("rw2 -> h1", 30000, False)] * 2, 0, 0, None, None, None)
     res.drains.append(DrainTrial("gw2", {"rw2": Followed(1.5, 0.4, 5), "rw4": Followed(2.5, 0.6, 8),
                                          "rw6": Followed(None, 60.0, 90)}))
     res.soak = MoveSoak(20, 4, [], [])
@@ -47,8 +50,12 @@ def test_report_from_recorded_runs(tmp_path: Path) -> None:
     assert m["ipsec_mbit_s_n2_c4"] == 400.0 and m["plain_gateway_cpu_per_client_n1_c4"] == 0.2
     assert m["ike_handshakes_per_s_n1"] == 2.0 and m["ike_capacity_ratio_n2_n1"] == 2.0
     assert doc["metric_details"]["ike_capacity_ratio_n2_n1"]["met"] is True
-    assert m["client_failover_s"] == 26.0 and m["client_failover_max_s"] == 30.0
-    assert m["client_failover_not_recovered"] == 1
+    assert m["client_failover_s"] == 15.11 and m["client_failover_max_s"] == 30.0
+    assert m["client_failover_not_recovered"] == 1 and m["client_failover_new_ike_auth"] == 1
+    assert doc["metric_details"]["client_failover_s"]["met"] is False
+    assert m["client_failover_freeze_s"] == 0.3 and m["client_failover_freeze_esp_refused"] == 2
+    assert m["thaw_fenced_frames"] == 40 and m["thaw_esp_refused"] == 0
+    assert m["control_no_takeover_recovered"] == 0
     assert m["client_drain_s"] == 2.0 and m["client_drain_max_s"] == 2.5
     assert m["client_drain_worst_gap_s"] == 60.0 and m["client_drain_not_back"] == 1
     assert m["move_disruptions"] == 0
