@@ -14,7 +14,9 @@ takeover, as the controller would. Names: `sgw-ra-rb-…`.
 from __future__ import annotations
 
 import ipaddress
+import os
 import shutil
+import signal
 import socket
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -110,7 +112,7 @@ class Rig:
         """Gateway k dies: its charon (SIGKILL) and its agent."""
         pid = self.gws[k].charon_pid()
         if pid is not None:
-            LocalExecutor().run(["kill", "-9", str(pid)])
+            os.kill(pid, signal.SIGKILL)
         self.agents[k].kill()
         self.dead.add(k)
 
