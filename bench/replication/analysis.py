@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.replication.measure import CONTROL, PhaseCost, TakeoverResult
+from bench.replication.measure import CONTROL, DROP_WITHIN_S, PhaseCost, TakeoverResult
 from bench.report import Metric, Series
 
 INITIAL, CHILD, IKE, NEW_BACKUP, TAKEOVER = "initial copy", "CHILD rekey", "IKE rekey", "full copy to a new backup", \
@@ -90,6 +90,7 @@ def phase_row(p: PhaseCost) -> dict[str, object]:
         "copy": "exact" if p.copy_problem is None else p.copy_problem,
         "s": round(p.seconds, 3),
         **{k: round(v, 3) for k, v in p.times.items()},
+        **p.counts,
     }
 
 
@@ -259,6 +260,10 @@ def failures(runs: Sequence[SizeRun]) -> list[dict[str, object]]:
                 continue
             if p.copy_problem:
                 out.append({"trial": f"{where}: {p.phase}", "why": f"{p.receiver}'s copy: {p.copy_problem}"})
+            if p.counts.get("old_backup_left"):
+                out.append({"trial": f"{where}: {p.phase}", "why": (
+                    f"the old backup still held {p.counts['old_backup_left']} PASSIVE copies of {p.sender}'s SAs "
+                    f"{DROP_WITHIN_S:.0f} s after it was ordered to protect another gateway")})
             if p.udp_drops:
                 out.append({"trial": f"{where}: {p.phase}", "why": f"{p.udp_drops} UDP datagrams dropped at reception"})
             if p.lags_full:

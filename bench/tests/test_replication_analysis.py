@@ -99,12 +99,14 @@ def test_every_broken_probe_is_a_failure() -> None:
     bad = size_run(64, udp_drops=3)
     bad.phases[0].copy_problem = "64 own IKE SAs, 60 copies: 4 missing"
     bad.phases[1].lags_full = True
+    bad.phases[4].counts["old_backup_left"] = 17
     assert bad.takeover is not None
     bad.takeover.new_ike_auths, bad.takeover.replay_drops, bad.takeover.not_rekeyed = 2, 1, 5
     bad.takeover.failures.append("rb-c0 from 10.100.0.1: no answer")
     whys = " | ".join(str(f["why"]) for f in analysis.failures([bad, SizeRun(1000, 4, error="PhaseError: x")]))
     for expected in ("4 missing", "UDP datagrams dropped", "lag list overflowed", "2 new IKE_AUTHs",
-                     "1 replay drops", "5 client IKE SAs not rekeyed", "no answer", "PhaseError: x"):
+                     "1 replay drops", "5 client IKE SAs not rekeyed", "no answer", "PhaseError: x",
+                     "still held 17 PASSIVE copies"):
         assert expected in whys
 
 
