@@ -5,7 +5,7 @@ relay: bytes and CPU per SA, the relay's lag, a new backup's full copy and a tak
 `python -m bench.replication [--sizes 16,64,256,1000] [--clients 4] [--rekey-rate 200]
 [--backend libipsec|uml] [--quick]` (root, under the machine lock). Writes
 bench/results/replication.{json,md,png}; exit 1 when any size failed or a probe that must be
-zero was not. `--quick`: 16 and 64 SAs (a few minutes).
+zero was not. `--quick`: 16 and 64 SAs (about 50 s once the certificates exist).
 """
 
 from __future__ import annotations
