@@ -135,6 +135,8 @@ def _gateways(topo: Topology, sw: str, mgmt: str) -> tuple[list[str], list[str]]
         if topo.remote_access is not None:  # behind the outside switch, on its port g.port
             veth(f"o-{g.name}", topo.outside_ns, "wan0", gns, b_mac=topo.wan_mac(g))
             offloads_off(topo.outside_ns, f"o-{g.name}")
+            # BMv2 reads and writes raw frames: a checksum left to an offload would leave it unset
+            offloads_off(gns, "wan0")
         else:
             veth(topo.wan_port(g), wan, "wan0", gns)
             wan_ports.append(topo.wan_port(g))
@@ -176,6 +178,7 @@ def _clients(topo: Topology) -> None:
     names = ra.client_names()
     for name in names:
         veth(name, cnet, CLIENT_IF, topo.ns(name))
+        offloads_off(topo.ns(name), CLIENT_IF)  # their frames cross the outside switch (BMv2: raw frames)
     bridge(cnet, names)
     addr(cnet, CLIENT_BRIDGE, ra.router_client_ip, ra.client_subnet.prefixlen)
 
@@ -189,6 +192,8 @@ def _remote_site(topo: Topology, wan_ports: list[str]) -> None:
         pns = topo.ns(g.peer.name)
         veth(g.peer.name, wan, "wan0", pns)
         addr(pns, "wan0", g.peer.wan_ip, wan_len)
+        if topo.remote_access is not None:  # behind the outside switch (BMv2: raw frames)
+            offloads_off(pns, "wan0")
         veth(g.peer.name, rlan, "lan0", pns)
         addr(pns, "lan0", g.peer.lan_ip, rlan_len)
         forwarding(pns)

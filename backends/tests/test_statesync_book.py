@@ -153,3 +153,10 @@ def test_adopt_moves_every_lineage_and_empties_the_other_book() -> None:
     moved = own.adopt(held)
     assert [lin.current for lin in moved] == [IkeSaId(ike_id(2))] and len(held) == 0 and len(own) == 2
     assert feed(own, mid(2, 5)) == [mid(2, 5)]  # its later messages are this book's now
+
+
+def test_key_material_is_every_secret_value_and_nothing_else() -> None:
+    assert sorted(hamsg.key_material(ike_add(1, rekey_of=0))) == [b"abc", b"de", b"s", b"skdd"]
+    assert hamsg.key_material(ike_update(1, "ra")) == []
+    with pytest.raises(HaMessageError, match="version"):
+        hamsg.key_material(b"\x09\x01")

@@ -24,7 +24,7 @@ from enum import IntEnum
 from pathlib import Path
 from typing import cast
 
-from supergw_gateway.netns import udp_in_netns
+from supergw_gateway.nssocket import udp_in_netns
 
 log = logging.getLogger(__name__)
 
