@@ -123,6 +123,16 @@ def test_replay_rebuilds_the_lineage_through_rekeys_without_dead_children() -> N
     assert book.current_ids() == [IkeSaId(ike_id(4))]
 
 
+def test_a_child_rekey_after_an_ike_rekey_drops_the_child_made_before_it() -> None:
+    # The CHILD SA was added under IKE SA 1, moved to 4 by the IKE rekey; its CHILD_DELETE names 4.
+    book = SaBook("ra")
+    feed(book, ike_add(1), ike_update(1, "ra"), child_add(1, 10))
+    feed(book, ike_add(4, rekey_of=1), ike_update(4, "ra"), ike_delete(1))
+    feed(book, child_add(4, 11), child_delete(4, 10))
+    replay = [m.raw for m in book.replay()]
+    assert replay == [ike_add(1), ike_update(1, "ra"), ike_add(4, rekey_of=1), ike_update(4, "ra"), child_add(4, 11)]
+
+
 def test_a_deleted_ike_sa_ends_its_lineage() -> None:
     book = SaBook("ra")
     feed(book, ike_add(1), ike_update(1, "ra"), child_add(1, 10))
