@@ -420,9 +420,11 @@ class _Planner:
         # Whole buckets may leave the best placement above the target (16 equal buckets on 3
         # gateways: 6/5/5 is 1.125). Counter noise then always finds some move that lowers
         # the peak a little, and the plan would reshuffle every round; a plan that does not
-        # gain at least the hysteresis band is noise, not imbalance.
+        # gain at least the hysteresis band is noise, not imbalance. A plan the move budget cut
+        # short is a first step toward a far target, however small: it stays.
         gain = ratio_start - self.ratio()
-        if self.moves[undo.moves:] and gain < p.threshold - p.target - 1e-9:
+        made = len(self.moves) - undo.moves
+        if 0 < made < budget and gain < p.threshold - p.target - 1e-9:
             self.warnings.append(
                 f"load moves would lower max/mean only {ratio_start:.3f} -> {self.ratio():.3f}, less than the "
                 f"hysteresis {p.threshold - p.target:.3f}: whole buckets are as even as they get, none moved"
