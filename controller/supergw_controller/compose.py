@@ -97,6 +97,9 @@ class FollowedBuckets:
         await self._lan.set_buckets(moves)
         self._follow()
 
+    async def set_backups(self, backups: Mapping[str, str]) -> int:
+        return await self._lan.set_backups(backups)
+
 
 class ControllerCore:
     def __init__(
@@ -222,7 +225,7 @@ class ControllerCore:
         while True:
             try:
                 async with self.placement.lock:
-                    await self.switch.reconcile(self.hosts_learning.reconcile, self.placement.wanted)
+                    await self.switch.reconcile(self.hosts_learning.reconcile, self.placement.wanted, self.placement.backups)
                 return
             except SwitchUnavailable as exc:
                 log.warning("reconcile failed, retrying in %.1fs: %s", delay, exc)

@@ -66,6 +66,7 @@ type EBPF struct {
 	dropCounter   counterMap
 	portTx        counterMap
 	ra            raMaps
+	liveness      livenessMaps
 }
 
 var _ Dataplane = (*EBPF)(nil)
@@ -195,6 +196,9 @@ func (e *EBPF) load() error {
 		return err
 	}
 	e.loadND()
+	if err := e.loadLiveness(); err != nil {
+		return err
+	}
 	return e.loadRemoteAccess()
 }
 
@@ -202,6 +206,7 @@ func (e *EBPF) mapsByName() map[string]*ebpf.Map {
 	m := &e.objs.bpfMaps
 	all := e.raMapsByName()
 	maps.Copy(all, e.ndMapsByName())
+	maps.Copy(all, e.livenessMapsByName())
 	maps.Copy(all, map[string]*ebpf.Map{
 		bpfMapSgwBucketCounter:  m.SgwBucketCounter,
 		bpfMapSgwBuckets:        m.SgwBuckets,

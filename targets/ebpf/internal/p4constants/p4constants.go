@@ -190,7 +190,7 @@ const (
 	EthertypeARP             = 0x0806
 	EthertypeIPv6            = 0x86DD
 	EthertypePacketOut       = 0xBF01
-	EthertypeLiveness        = 0x88B5
+	EthertypeLiveness        = 0x88B6
 	IPv4IHLNoOptions         = 5
 	IPv4HeaderLen            = 20
 	IPProtoUDP               = 17

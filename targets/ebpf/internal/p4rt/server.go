@@ -284,9 +284,11 @@ func (s *Server) resetLocked() error {
 		}
 	}
 	s.mcast = map[uint32]*p4v1.MulticastGroupEntry{}
-	for i := int64(0); i < s.bind.dropCounterSize; i++ {
-		if err := s.bind.setCounter(s.bind.dropCounter, i, dataplane.Counter{}); err != nil {
-			return fmt.Errorf("reset drop counter %d: %w", i, err)
+	for _, id := range s.sch.counterIDs {
+		for i := int64(0); i < s.sch.counters[id].GetSize(); i++ {
+			if err := s.bind.setCounter(id, i, dataplane.Counter{}); err != nil {
+				return fmt.Errorf("reset counter %s[%d]: %w", s.sch.counters[id].GetPreamble().GetName(), i, err)
+			}
 		}
 	}
 	s.digests.reset()
