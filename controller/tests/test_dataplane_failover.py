@@ -138,3 +138,35 @@ def test_bad_liveness_timing_is_refused(tmp_path: Path, timing: dict[str, Any], 
 def test_agents_are_told_the_interval(tmp_path: Path) -> None:
     t = make_config(tmp_path, timing={"lan_liveness_interval_ms": 2, "lan_liveness_timeout_ms": 10}).agent_timing()
     assert t.lan_liveness_interval_ms == 2 and "liveness frames every 2 ms" in t.describe()
+
+
+def test_stale_watch_counts_episodes_not_polls() -> None:
+    from supergw_controller.stale_watch import StaleEpisode, StaleWatch
+
+    w = StaleWatch()
+    assert w.update({"g1": 5, "g2": 0}) == [], "the first read is the baseline, not an episode"
+    assert w.update({"g1": 5, "g2": 0}) == []
+    assert w.update({"g1": 9, "g2": 0}) == [StaleEpisode("g1", 4)]
+    assert w.update({"g1": 20, "g2": 0}) == [], "still the same episode"
+    assert w.update({"g1": 20, "g2": 0}) == []
+    assert w.update({"g1": 21, "g2": 3}) == [StaleEpisode("g1", 1), StaleEpisode("g2", 3)]
+    assert w.update({"g1": 0, "g2": 3}) == [], "a reset counter is a new baseline"
+    assert w.episodes == {"g1": 2, "g2": 1}
+
+
+async def test_a_switch_failover_is_an_event(tmp_path: Path, clock: Clock) -> None:
+    from finsy import P4CounterData, P4CounterEntry
+
+    c, sess = await running_core(make_config(tmp_path), clock)
+
+    def counters(g2: int) -> None:
+        sess.tables["P4CounterEntry"] = [P4CounterEntry(pc.COUNTER_FAILOVER_FRAMES, index=PORTS["g2"],
+                                                        data=P4CounterData(packet_count=g2, byte_count=100 * g2))]
+
+    counters(0)
+    c._note_stale(c.stale.update(await c.switch.read_failover_frames()))
+    counters(7)
+    c._note_stale(c.stale.update(await c.switch.read_failover_frames()))
+    evs = [e for e in await c.events(limit=20) if e.reason == "stale"]
+    assert len(evs) == 1 and evs[0].kind == "gateway"
+    assert "g2: the switch sent 7 frames of its buckets to g3" in (evs[0].detail or "")

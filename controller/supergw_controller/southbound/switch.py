@@ -19,7 +19,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from finsy import P4DigestEntry, P4MulticastGroupEntry, P4TableEntry, Switch
+from finsy import P4CounterEntry, P4DigestEntry, P4MulticastGroupEntry, P4TableEntry, Switch
 from finsy.p4schema import P4Schema
 
 from supergw_proto import p4constants as pc
@@ -230,6 +230,16 @@ class Southbound:
                 continue
             samples[ent.held_bucket(c.table_entry)[0]] = (c.data.packet_count, c.data.byte_count)
         return samples
+
+    async def read_failover_frames(self) -> dict[str, int]:
+        """gateway -> packets of its buckets the switch sent to its backup (`failover_frames`)."""
+        by_port = {port: name for name, (port, _) in self._targets.items()}
+        out = {name: 0 for name in self._targets}
+        for c in await self.session.read(P4CounterEntry(pc.COUNTER_FAILOVER_FRAMES)):
+            name = by_port.get(c.index)
+            if name is not None and c.data is not None:
+                out[name] = c.data.packet_count
+        return out
 
     async def read_hosts(self) -> HeldHosts:
         learned = await self.session.read(P4TableEntry(pc.TABLE_LEARNED_SOURCES))
