@@ -44,7 +44,9 @@ func TestLivenessDatapath(t *testing.T) {
 	upFrame := ipv4Frame(vH1, macH1, ipH1, ip4("192.0.2.1"))
 	liveness := pad(ethFrame(mac("01:80:c2:00:00:0e"), macGW1, p4constants.EthertypeLiveness, []byte("SGWL")))
 	backupTo := func(port uint16, m MAC, timeout time.Duration) func(*EBPF) error {
-		return func(e *EBPF) error { return e.SetGatewayBackup(portG1, GatewayBackup{Port: port, MAC: m, Timeout: timeout}) }
+		return func(e *EBPF) error {
+			return e.SetGatewayBackup(portG1, GatewayBackup{Port: port, MAC: m, Timeout: timeout})
+		}
 	}
 	all := func(steps ...func(*EBPF) error) func(*EBPF) error {
 		return func(e *EBPF) error {
