@@ -242,23 +242,26 @@ def measure_other_generators(
 
 
 def measure_program(bed: testbed.Testbed, traffic: Traffic, lan: Lan, tmp: Path, s: Settings,
-                    rows: list[dict[str, object]]) -> tuple[float, float]:
-    """One more host -> gateway 64 B run with the kernel's program statistics on
-    (BPF_ENABLE_STATS, held by sgw-traffic for that run): the ns per frame of the tc program on
-    the switch's host port, and the switch's CPU ns per frame in the same run."""
-    to_gateway, _ = directions(lan)
+                    rows: list[dict[str, object]], ipv6: bool = False) -> tuple[float, float]:
+    """One more host -> gateway run (64 B; IPv6: its smallest, SIZES6[0]) with the kernel's
+    program statistics on (BPF_ENABLE_STATS, held by sgw-traffic for that run): the ns per
+    frame of the tc program on the switch's host port, and the switch's CPU ns per frame in
+    the same run."""
+    to_gateway = direction_ipv6(lan) if ipv6 else directions(lan)[0]
+    size = SIZES6[0] if ipv6 else 64
     host_port = f"{testbed.SWITCH_NS}:{testbed.SWITCH_IFACES[testbed.HOST_PORT]}"
     meter = SwitchMeter(bed.switch_cpu, bed.switch_threads, bed.switch_pid)
-    t = trial.run(traffic, to_gateway, plan_file(tmp, lan, to_gateway, 64), 64, s.seconds, bed.traffic_cpu, meter,
+    t = trial.run(traffic, to_gateway, plan_file(tmp, lan, to_gateway, size), size, s.seconds, bed.traffic_cpu, meter,
                   lan.vmac_base, lan.buckets, prog_stats=[host_port])
     progs = [p for p in t.traffic.programs if p.name == "sgw_ingress"]
     if len(progs) != 1:
         raise testbed.TestbedError(f"{host_port}: want the switch's sgw_ingress attached once, found {t.traffic.programs}")
     runs = progs[0]
     switch_ns = 1e9 / t.pps_per_cpu_second if t.pps_per_cpu_second else 0.0
-    rows.append({**t.row(), "what": "profile: supergw-switch host -> gateway 64 B, eBPF run-time statistics on",
+    rows.append({**t.row(), "what": f"profile: supergw-switch {to_gateway.label} {size} B, eBPF run-time statistics on",
                  "tc_program_runs": runs.runs, "tc_program_ns_per_run": round(runs.ns_per_run, 1)})
-    say(f"profile: the tc program ran {runs.ns_per_run:.0f} ns per frame of the switch's {switch_ns:.0f} ns")
+    say(f"profile ({to_gateway.label} {size} B): the tc program ran {runs.ns_per_run:.0f} ns per frame of the "
+        f"switch's {switch_ns:.0f} ns")
     return runs.ns_per_run, switch_ns
 
 
