@@ -11,7 +11,9 @@ Two cores, two roles. Every veth receives in a NAPI context run by its own kerne
 
 - the switch's ends (p1, p2, p3) on the switch's core: a frame sent into eth0 is received,
   run through the switch's tc program, redirected and transmitted into the next veth by the
-  NAPI thread of the switch's port, on that core and nowhere else. The switch process is
+  NAPI thread of the switch's port, on that core and nowhere else (TSO is off on the sending
+  ends as well: veth bypasses the receiver's NAPI for a socket's frame from a TSO-capable
+  device, veth_skb_is_eligible_for_gro). The switch process is
   pinned there too. TSO/GSO are off on these ends: veth hands a forwarded frame to the
   receiving end's NAPI ring only then; otherwise the receiving end's whole receive
   processing (the sink) would run on the switch's core, in the switch's thread.
@@ -124,6 +126,11 @@ class Testbed:
         except iproute.NetworkError as exc:
             raise TestbedError(str(exc)) from None
         for ns in (HOST_NS, *GATEWAY_NS):
+            # TSO off on the sending ends too: veth hands a frame to the receiving end's NAPI
+            # only when it "is eligible for GRO", and a socket's frame (the AF_PACKET TX ring's,
+            # destructor sock_wfree) from a TSO-capable veth is not; it would go through the
+            # sender's backlog instead, and the switch's work would run on the traffic core.
+            sh(["ethtool", "-K", FAR_END, "tso", "off", "gso", "off"], ns)
             threaded_napi(ns, FAR_END, self.traffic_cpu, SINK_PRIORITY)
         for dev in SWITCH_IFACES.values():
             sh(["ethtool", "-K", dev, "tso", "off", "gso", "off"], SWITCH_NS)
