@@ -36,6 +36,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from bench.failover.load import liveness_gaps, saturated
@@ -180,11 +181,15 @@ SOAK_LOAD = ("every host's UDP flood through the tunnels (iperf3, 1200 B, 400 Mb
              "this 2-core machine, and 1200 B pings every 2 ms from every host")
 
 
-def usable(emu: Emulation) -> str | None:
-    """The benchmark measures the one-site emulation as `make run` boots it."""
-    if emu.spec.several or emu.spec.single.replicated:
-        return "bench.failover measures one site with one controller (make run)"
-    return None if emu.state.phase == "up" else f"it is {emu.state.phase}: {emu.state.failed_stages()}"
+def usable_on(switch: str) -> Callable[[Emulation], str | None]:
+    """The benchmark measures the one-site emulation as `make run [SWITCH=bmv2]` boots it."""
+    def usable(emu: Emulation) -> str | None:
+        if emu.spec.several or emu.spec.single.replicated:
+            return "bench.failover measures one site with one controller (make run)"
+        if emu.spec.single.switch.kind != switch:
+            return f"it runs on {emu.spec.single.switch.kind}, this run measures {switch} (--switch)"
+        return None if emu.state.phase == "up" else f"it is {emu.state.phase}: {emu.state.failed_stages()}"
+    return usable
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--soak-s", type=float, default=None, help="soak duration in seconds (default 600; --quick 10)")
     ap.add_argument("--quick", action="store_true", help="1 trial per kind and a 10 s soak: proves the benchmark "
                                                          "works, measures nothing worth publishing")
+    ap.add_argument("--switch", choices=("ebpf", "bmv2"), default="ebpf",
+                    help="the emulation's switch (default ebpf, the shipped one); bmv2 writes failover-bmv2.*")
     ap.add_argument("--unrecoverable", action="store_true",
                     help="testing the benchmark: probe a remote host that returns through the victim's peer, which "
                          "no failover restores; every trial must be reported as failed")
@@ -211,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     trials: list[Trial] = []
     try:
-        with running_or_booted(Emulation.from_file(), usable) as emu:
+        with running_or_booted(Emulation.from_file(switch=args.switch), usable_on(args.switch)) as emu:
             bench = OneSite(emu.site())
             for kind in KINDS:
                 print(f"== {kind}: {args.trials} trials", flush=True)
@@ -273,7 +280,7 @@ def write(trials: list[Trial], soak: dict[str, Any], args: argparse.Namespace) -
                      y=[t.gap_ms for t in trials if t.kind == kind], xlabel="trial", ylabel="longest gap (ms)")
               for kind in KINDS]
     method = (
-        f"One-site emulation (`make run`, eBPF switch, 3 strongSwan gateways with kernel-libipsec, real agents), "
+        f"One-site emulation (`make run`, {'eBPF' if args.switch == 'ebpf' else 'BMv2'} switch, 3 strongSwan gateways with kernel-libipsec, real agents), "
         f"shipped defaults: UDP heartbeats every {HEARTBEAT_MS} ms, dead after {MISSED_HEARTBEATS} missed, "
         f"port monitor on; the switch's own failover on: each agent's liveness frame every "
         f"{DEFAULT_LAN_LIVENESS_INTERVAL_MS} ms, a gateway silent for {DEFAULT_LAN_LIVENESS_TIMEOUT_MS} ms has its "
@@ -300,7 +307,8 @@ def write(trials: list[Trial], soak: dict[str, Any], args: argparse.Namespace) -
         + (" **Run with --unrecoverable (testing the benchmark): the probes returned through the victim's peer, "
            "which no failover restores.**" if args.unrecoverable else "")
     )
-    paths = write_report("failover", metrics, rows, series, title="Gateway failover on the emulation (shipped defaults)",
+    name, on = ("failover", "") if args.switch == "ebpf" else (f"failover-{args.switch}", f", {args.switch} switch")
+    paths = write_report(name, metrics, rows, series, title=f"Gateway failover on the emulation (shipped defaults{on})",
                          method=method, failures=[f for t in trials if (f := t.failure()) is not None])
     print(f"wrote {paths.json}, {paths.markdown}, {paths.png}")
 
