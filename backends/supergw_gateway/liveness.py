@@ -46,27 +46,16 @@ from typing import IO
 
 from supergw_proto.liveness import encode
 
+from supergw_gateway.beacon import process_running
+
 log = logging.getLogger(__name__)
 
-_STOPPED_STATES = frozenset({"T", "t", "Z", "X", "x"})
 _PR_SET_PDEATHSIG = 1
 _SOL_PACKET = 263
 _PACKET_QDISC_BYPASS = 20
 _TC_PRIO_CONTROL = 7
 FIFO_PRIORITY = 10  # low among real-time tasks: above every ordinary task, below the kernel's own
 _REPORT_ERRORS_EVERY_S = 10.0
-
-
-def running(pid: int | None, proc: Path = Path("/proc")) -> bool:
-    """The process exists and is neither stopped (SIGSTOP) nor a zombie."""
-    if pid is None:
-        return False
-    try:
-        stat = (proc / str(pid) / "stat").read_text()
-    except OSError:
-        return False
-    fields = stat.rsplit(")", 1)[1].split()
-    return bool(fields) and fields[0] not in _STOPPED_STATES
 
 
 @dataclass
@@ -96,9 +85,9 @@ class SenderStatus:
 def frame_due(orders: Orders, agent_pid: int, proc: Path = Path("/proc")) -> bool:
     """Whether the next frame may go: frames on, the gateway may serve, and neither the agent
     nor charon is stopped or gone (charon only once the agent knows its pid)."""
-    if not orders.interval_us or not orders.serving or not running(agent_pid, proc):
+    if not orders.interval_us or not orders.serving or not process_running(agent_pid, proc):
         return False
-    return orders.charon_pid is None or running(orders.charon_pid, proc)
+    return orders.charon_pid is None or process_running(orders.charon_pid, proc)
 
 
 def _realtime() -> str:
