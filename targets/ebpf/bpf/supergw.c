@@ -50,6 +50,7 @@ struct sgw_md {
 	struct sgw_ip6 nd_target;
 	const struct sgw_dispatch_config *cfg;
 	const struct sgw_ra_config *ra; /* outside ports only (sgw_ra_check_configured) */
+	__u64 coarse_ns; /* bpf_ktime_get_coarse_ns() once learning has read it, else 0 */
 };
 
 static __always_inline int sgw_drop(struct sgw_md *md, __u16 reason)
@@ -319,6 +320,7 @@ static __always_inline void sgw_learn(struct __sk_buff *skb, struct sgw_md *md)
 	/* Coarse (tick-resolution) clock: cheaper than bpf_ktime_get_ns, and both
 	 * users (1 s refresh, 10 ms hold-off) are coarser than a tick. */
 	now = bpf_ktime_get_coarse_ns();
+	md->coarse_ns = now; /* sgw_learn_ip6 reads the clock once per frame, too */
 	if (!sgw_learn_miss(&sgw_learned_sources, &sgw_digest_sent, &key, now))
 		return;
 	e = bpf_ringbuf_reserve(&sgw_events, sizeof(*e), 0);
