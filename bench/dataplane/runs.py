@@ -241,6 +241,32 @@ def measure_other_generators(
     return out
 
 
+def measure_without_offload(
+    bed: testbed.Testbed, traffic: Traffic, lan: Lan, tmp: Path, s: Settings, rows: list[dict[str, object]],
+) -> dict[str, list[trial.Trial]]:
+    """The negative control of the IPv6 row: host -> gateway IPv4 64 B and IPv6 66 B again with
+    frames handed over without checksum offload state (`sgw-traffic -no-checksum-offload`), so
+    that the switch port's GRO verifies every non-zero UDP checksum in software: IPv6's
+    (mandatory) but not the IPv4 frames' (zero). The IPv6/IPv4 ratio must come out worse."""
+    if traffic.mode != "af-packet-tx-ring":
+        return {}
+    bare = dataclasses.replace(traffic, checksum_offload=False)
+    meter = SwitchMeter(bed.switch_cpu, bed.switch_threads, bed.switch_pid)
+    to_gateway, _ = directions(lan)
+    out: dict[str, list[trial.Trial]] = {}
+    for direction, size in ((to_gateway, 64), (direction_ipv6(lan), SIZES6[0])):
+        plan = plan_file(tmp, lan, direction, size)
+        key = f"{direction.label} {size}"
+        out[key] = []
+        for attempt in range(1, s.repeat + 1):
+            t = trial.run(bare, direction, plan, size, s.seconds, bed.traffic_cpu, meter, lan.vmac_base, lan.buckets)
+            rows.append({**t.row(), "what": f"no checksum offload state: supergw-switch {key} B"})
+            out[key].append(t)
+            say(f"no checksum offload state, {key} B {attempt}/{s.repeat}: {t.pps_per_cpu_second:,.0f} frames per "
+                f"switch CPU-second")
+    return out
+
+
 def measure_program(bed: testbed.Testbed, traffic: Traffic, lan: Lan, tmp: Path, s: Settings,
                     rows: list[dict[str, object]], ipv6: bool = False) -> tuple[float, float]:
     """One more host -> gateway run (64 B; IPv6: its smallest, SIZES6[0]) with the kernel's
