@@ -266,11 +266,15 @@ class RemoteAccessSpec(StrictModel):
     client_subnet: ipaddress.IPv4Network  # the clients' outer addresses: .1 the router, client i .(10 + i)
     router_wan_ip: ipaddress.IPv4Address  # the clients' router on the WAN
     pools: ipaddress.IPv4Network
-    # The clients' own timers (what decides their failover time, docs/remote-access.md "Clients on failover").
-    client_dpd_s: int = Field(default=10, ge=0, le=3600)
-    client_retransmit_tries: int = Field(default=4, ge=1, le=10)
-    client_retransmit_timeout_s: float = Field(default=1.0, gt=0, le=60)
-    client_retransmit_base: float = Field(default=1.4, ge=1, le=4)
+    # The clients' own timers; the defaults are strongSwan's own (no DPD; 5 retransmissions at
+    # 4 s x 1.8^n): a client needs nothing of ours (docs/remote-access.md "Clients on failover").
+    client_dpd_s: int = Field(default=0, ge=0, le=3600)
+    client_retransmit_tries: int = Field(default=5, ge=1, le=10)
+    client_retransmit_timeout_s: float = Field(default=4.0, gt=0, le=60)
+    client_retransmit_base: float = Field(default=1.8, ge=1, le=4)
+    # State replication between the gateways: a dead gateway's clients are taken over by its
+    # backup (docs/DESIGN.md, "Stateful takeover"); False: they reconnect by themselves.
+    replication: bool = True
 
     def client_names(self) -> list[str]:
         return [CLIENT_NAME.format(i) for i in range(1, self.clients + 1)]

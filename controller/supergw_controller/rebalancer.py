@@ -30,6 +30,9 @@ class GatewayState(StrEnum):
     RECOVERING = "recovering"
     DRAINED = "drained"
     DEAD = "dead"
+    # Alive again after its remote-access SAs were taken over by another gateway: it serves
+    # (buckets, pins, its SPI label) only when none of those SAs is left (`takeover.py`).
+    WITHHELD = "withheld"
 
 
 ELIGIBLE_STATES = frozenset({GatewayState.ALIVE, GatewayState.RECOVERING})
@@ -77,7 +80,7 @@ class RebalanceInput:
     assignment: Mapping[int, str]
     gateways: Sequence[GatewayInput]
     pins: Mapping[int, str] = field(default_factory=lambda: _EMPTY)
-    # A dead gateway's buckets go to this gateway when it is eligible (the backup the switch
+    # A dead (or withheld) gateway's buckets go to this gateway when it is eligible (the backup the switch
     # already sends them to, `backups.ring_backups`), else to the emptiest.
     failover_to: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -335,7 +338,7 @@ class _Planner:
                 continue
             if cur_state is None:
                 self.move(b, self.emptiest_for(b), MoveReason.UNASSIGNED)
-            elif cur_state is GatewayState.DEAD:
+            elif cur_state in (GatewayState.DEAD, GatewayState.WITHHELD):
                 to = self.failover_to.get(cur or "")
                 self.move(b, to if to in eligible else self.emptiest_for(b), MoveReason.FAILOVER)
             elif cur_state is GatewayState.DRAINED:
