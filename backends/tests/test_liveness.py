@@ -59,6 +59,19 @@ def _capture(sock: socket.socket, seconds: float) -> list[tuple[float, int]]:
     return out
 
 
+def _drain(sock: socket.socket) -> None:
+    """Drop what the socket queued so far: frames sent before a change took effect (the
+    sender checks, then sends; a stop may land between) are not frames after it."""
+    sock.setblocking(False)
+    try:
+        while True:
+            sock.recv(2048)
+    except BlockingIOError:
+        pass
+    finally:
+        sock.setblocking(True)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="a packet socket needs root")
 def test_the_sender_process_on_lo() -> None:
     sniff = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(pc.ETHERTYPE_LIVENESS))
@@ -77,12 +90,14 @@ def test_the_sender_process_on_lo() -> None:
 
         os.kill(charon.pid, signal.SIGSTOP)
         time.sleep(0.02)
+        _drain(sniff)
         assert _capture(sniff, 0.3) == [], "frames while charon is stopped"
         os.kill(charon.pid, signal.SIGCONT)
         assert len(_capture(sniff, 0.2)) >= 20
 
         sender.update(serving=False)
         time.sleep(0.02)
+        _drain(sniff)
         assert _capture(sniff, 0.2) == [], "frames while the gateway may not serve"
         sender.update(serving=True, interval_ms=10)
         assert 10 <= len(_capture(sniff, 0.3)) <= 40, "the new interval"
