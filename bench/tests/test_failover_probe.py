@@ -42,7 +42,8 @@ class FakeOneSite:
         return one_site.trial_of(kind, round_, "gw2", flow(STOPPED if kind == "freeze" else FAILED_OVER), 280.0, 1.7)
 
     def soak(self, seconds: float) -> dict[str, Any]:
-        return {"seconds": seconds, "failovers": 0, "dead_events": 0, "dead_detail": [], "heartbeats_rejected": {}}
+        return {"seconds": seconds, "failovers": 0, "dead_events": 0, "dead_detail": [], "heartbeats_rejected": {},
+                "stale_events": 0, "stale_detail": [], "liveness_gaps": {}}
 
 
 class FakeEmulation:

@@ -158,9 +158,11 @@ async def test_a_dead_gateway_is_fenced_then_steered_then_its_backup_ordered(lab
 
     # Every step is written before the next begins: the fence on both switches, then the
     # steering (labels, ranges, pins on the outside; the pool on the LAN); the LAN's bucket
-    # failover (placement) precedes them all.
-    lan_failover = [i for i, w in enumerate(lab.journal) if w[0] == "lan" and w[2] == pc.TABLE_BUCKETS]
-    steps = [(sw, op, t, what) for sw, op, t, what in lab.journal if t != pc.TABLE_BUCKETS]
+    # failover and the switch's new backups around g1 (placement) precede them all.
+    placement_tables = (pc.TABLE_BUCKETS, pc.TABLE_GATEWAY_BACKUPS)
+    lan_failover = [i for i, w in enumerate(lab.journal) if w[0] == "lan" and w[2] in placement_tables]
+    assert [w[1] for w in lab.journal if w[2] == pc.TABLE_GATEWAY_BACKUPS] == ["MODIFY"]  # g3's: g1 -> g2
+    steps = [(sw, op, t, what) for sw, op, t, what in lab.journal if t not in placement_tables]
     assert steps[:2] == [("lan", "DELETE", pc.TABLE_PORT_ROLES, PORTS["g1"]),
                          ("outside", "DELETE", pc.TABLE_PORT_ROLES, OUTSIDE_PORTS["g1"])]
     steer = steps[2:]
