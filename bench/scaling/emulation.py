@@ -1,8 +1,9 @@
 """The two-site emulation as bench/scaling drives it: boot one (N, suite), offer load with the
-sites' hostsims, read CPU, steer buckets through the controllers' REST APIs.
+sites' hostsims, read CPU, set the gateways' CPU quotas, steer buckets and read the moves
+through the controllers' REST APIs.
 
 Everything here acts on the real system (the emulation engine, the hostsim control
-sockets, cgroups, /proc); the numbers are turned into results in `analysis.py`.
+sockets, cgroups, /proc); the numbers are turned into results by the figures' modules.
 """
 
 from __future__ import annotations
@@ -14,24 +15,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from bench.scaling.analysis import Counters, GatewayShare, best_imbalance, gateway_shares, imbalance
+from bench.scaling.analysis import Counters, GatewayShare, gateway_shares
+from bench.scaling.partition import site_counts
+from bench.scaling.redistribution import MoveRecord
+from supergw_gateway.cgroup import CpuGroup
 from supergw_proto.rest import ApiError, ControllerClient
 from topologies.emulation import Emulation, EmulationError
 from topologies.hostsim_client import HostsimClient, HostsimError, run_loss
 from topologies.poll import Timeout
-from topologies.shaping import EgressCap, QdiscStats
-from topologies.site import Site, SiteError
+from topologies.site import Site
 
 CGROUP_CPU = Path("/sys/fs/cgroup/cpu")
 # The controller reads bucket counters every second and agents report every 0.5 s (the shipped
 # defaults): this long after traffic stops, both have counted all of it.
 COUNTERS_SETTLE_S = 1.3
+EVENTS_PAGE = 1000  # the REST API's largest page of events
 
 
 class BenchError(RuntimeError):
     """The emulation could not be booted, driven or read; the message says what to do."""
+
+
+# What a boot of the run may fail with: the run records it and goes on with the next boot.
+RUN_ERRORS = (BenchError, HostsimError, ApiError, OSError)
 
 
 def say(msg: str) -> None:
@@ -119,27 +125,16 @@ class SiteLoad:
 @dataclass(frozen=True)
 class ProbeResult:
     rate_pps: float  # offered per direction
+    duration_s: float
     sent: int
     received: int
     loss: float  # both directions
     achieved_pps: float  # what the generators managed, per direction (min of the two)
     machine_cpu: float  # % of one core, whole machine, during the probe
     cpu: dict[str, float]  # per gateway and per other component, % of a core
+    sent_by_site: dict[str, int]  # frames each site's hostsim sent (its outgoing direction)
     # per gateway, when the probe was accounted: what it carried (controller's REST views)
     shares: dict[str, GatewayShare] | None = None
-    cap_drops: dict[str, int] | None = None  # per capped gateway: packets its WAN cap dropped in the probe
-
-
-def changes(gateways: int, cpu_percent: float, esp: str | None, buckets: int,
-            simulated_hosts: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The two-site file's keys a boot sets: N, the CPU cap, K, the ESP suite and (when given)
-    the simulated hosts (their MAC step)."""
-    out: dict[str, Any] = {"gateways": gateways, "gateway_cpu_percent": cpu_percent, "buckets": buckets}
-    if esp is not None:
-        out["esp_proposals"] = [esp]
-    if simulated_hosts is not None:
-        out["simulated_hosts"] = simulated_hosts
-    return out
 
 
 class LoadedEmulation:
@@ -149,13 +144,12 @@ class LoadedEmulation:
         self.topology = topology
         self.emu = Emulation.from_file(topology, changes=boot)  # refuses bad values before anything is built
         self.sites: list[SiteLoad] = []
-        self.cap: EgressCap | None = None
         self._quiet_since = 0.0  # monotonic time the last offered load ended
-        self._booted_rebalancer: dict[str, dict[str, Any]] = {}  # per site, before set_policy changed it
 
     def up(self) -> None:
         a = self.emu.spec.sites[0]
-        say(f"booting {self.topology.name} ({len(a.gateways)} pair(s), cap {a.gateway_cpu_percent} % per gateway)")
+        say(f"booting {self.topology.name} ({len(a.gateways)} pair(s), {a.gateway_backend} gateways, CPU quota "
+            f"{a.gateway_cpu_percent} % of a core each)")
         started = time.monotonic()
         try:
             ok = self.emu.up()
@@ -227,10 +221,9 @@ class LoadedEmulation:
         the controllers, read once they have counted the quiet before and after the probe)."""
         a, b = self.sites
         before: dict[str, Counters] = {}
-        drops_before: dict[str, QdiscStats] = {}
         if account:
             time.sleep(max(0.0, self._quiet_since + COUNTERS_SETTLE_S - time.monotonic()))
-            before, drops_before = self.counters(), self.cap_stats()
+            before = self.counters()
         meter = self.meter()
         self.start(rate_pps, frame_bytes, duration_s)
         time.sleep(duration_s)
@@ -245,7 +238,6 @@ class LoadedEmulation:
         lost = ab.lost + ba.lost
         achieved = min(float(r.get("achieved_pps", 0.0)) for r in runs)
         shares: dict[str, GatewayShare] | None = None
-        drops: dict[str, int] | None = None
         if account:
             time.sleep(max(0.0, self._quiet_since + COUNTERS_SETTLE_S - time.monotonic()))
             after = self.counters(reported_after=ended)
@@ -255,9 +247,8 @@ class LoadedEmulation:
                     shares |= gateway_shares(site_before, after[name], duration_s)
                 except ValueError as exc:
                     say(f"  site {name}: no per-gateway shares for this probe: {exc}")
-            drops = {g: q.drops - drops_before[g].drops for g, q in self.cap_stats().items() if g in drops_before}
-        return ProbeResult(rate_pps, sent, received, lost / sent if sent else 1.0, achieved, machine, cpu,
-                           shares, drops)
+        return ProbeResult(rate_pps, duration_s, sent, received, lost / sent if sent else 1.0, achieved, machine, cpu,
+                           {a.name: ab.sent, b.name: ba.sent}, shares)
 
     def counters(self, reported_after: float | None = None, timeout: float = 5.0) -> dict[str, Counters]:
         """Each site's bucket counters, bucket owners and its agents' tunnel counters (ESP
@@ -283,34 +274,14 @@ class LoadedEmulation:
                          for g in views if g.last_report is not None})
         return out
 
-    # ------------------------------------------------------------------ a fixed capacity per gateway
-    def cap_gateways(self, cap: EgressCap) -> None:
-        """`cap` on every gateway's WAN egress at both sites (the ESP it sends: each direction
-        of each pair is capped at the gateway that encrypts it)."""
-        for site in self.sites:
-            for g in site.gateways:
-                site.site.cap_wan_egress(g, cap)
-        self.cap = cap
-        say(f"every gateway capped at {cap.describe()} on its WAN egress")
-
-    def uncap_gateways(self) -> list[str]:
-        """Removes the caps `cap_gateways` installed; the gateways it removed one from."""
-        removed = [g for site in self.sites for g in site.gateways if site.site.uncap_wan_egress(g)]
-        self.cap = None
-        return removed
-
-    def cap_stats(self) -> dict[str, QdiscStats]:
-        """Per gateway, its WAN root qdisc's counters, while the caps are in place."""
-        if self.cap is None:
-            return {}
-        out: dict[str, QdiscStats] = {}
-        for site in self.sites:
-            for g in site.gateways:
-                try:
-                    out[g] = site.site.wan_qdisc(g)
-                except SiteError as exc:
-                    say(f"  {exc}")
-        return out
+    # ------------------------------------------------------------------ each gateway's CPU quota
+    def set_quota(self, percent: float) -> None:
+        """Every gateway's cgroup quota (`sgw-gw-<name>`, the one its `up` made) to `percent` of a core."""
+        for g in self.gateways:
+            group = CpuGroup(f"sgw-gw-{g}")
+            if not group.pids():
+                raise BenchError(f"cgroup {group.path} holds no process: gateway {g} is not running under a quota")
+            group.set_quota(percent)
 
     # ------------------------------------------------------------------ buckets and controllers
     def flows_to(self, index: int) -> tuple[int, int]:
@@ -331,15 +302,15 @@ class LoadedEmulation:
             most = max(most, len(hot))
         return most, moved
 
-    def host_balance(self) -> dict[str, dict[str, int]]:
-        """Simulated hosts per gateway at each site, from the controllers' bucket map now."""
-        out: dict[str, dict[str, int]] = {}
+    def partition(self) -> dict[str, list[int]]:
+        """Simulated hosts per gateway (in gateway order) at each site, from its controller's bucket map now."""
+        out: dict[str, list[int]] = {}
         for site in self.sites:
             owner = {b.bucket: b.gateway for b in site.api.buckets()}
-            counts = {g: 0 for g in site.gateways}
-            for b in site.host_buckets:
-                counts[str(owner.get(b))] = counts.get(str(owner.get(b)), 0) + 1
-            out[site.name] = counts
+            try:
+                out[site.name] = site_counts(owner, site.host_buckets, site.gateways)
+            except ValueError as exc:
+                raise BenchError(f"site {site.name}: {exc}") from None
         return out
 
     def loaded_buckets(self) -> dict[str, dict[str, int]]:
@@ -353,14 +324,40 @@ class LoadedEmulation:
             out[site.name] = counts
         return out
 
-    def balanced(self, slack: float = 0.02) -> bool:
-        """Every site's loaded buckets spread over its gateways as evenly as whole buckets
-        allow, within `slack`: max/mean <= best_imbalance(B, N) x (1 + slack)."""
-        for counts in self.loaded_buckets().values():
-            values = [float(v) for v in counts.values()]
-            if imbalance(values) > best_imbalance(round(sum(values)), len(values)) * (1 + slack):
-                return False
-        return True
+    def place(self, site: SiteLoad, wanted: dict[int, str]) -> int:
+        """Operator moves until each bucket of `wanted` is on its gateway at `site`; how many it took."""
+        moved = 0
+        for bucket in site.api.buckets():
+            target = wanted.get(bucket.bucket)
+            if target is not None and bucket.gateway != target:
+                site.api.move(bucket.bucket, target)
+                moved += 1
+        wrong = [b.bucket for b in site.api.buckets() if b.bucket in wanted and b.gateway != wanted[b.bucket]]
+        if wrong:
+            raise BenchError(f"site {site.name}: buckets {wrong[:8]} not where they were moved")
+        return moved
+
+    def event_marks(self) -> dict[str, int]:
+        """Per site, the id of the newest event in its controller's log (0: none yet)."""
+        return {s.name: max((e.id or 0 for e in s.api.events(limit=1)), default=0) for s in self.sites}
+
+    def moves_since(self, marks: dict[str, int], t0_wall: float) -> list[MoveRecord]:
+        """Every bucket move the controllers logged after `marks` (advanced in place), oldest
+        first, its time counted from `t0_wall` (UNIX time)."""
+        out: list[MoveRecord] = []
+        for site in self.sites:
+            loaded = set(site.host_buckets)
+            while True:
+                page = site.api.events(limit=EVENTS_PAGE, since_id=marks.get(site.name, 0))
+                if not page:
+                    break
+                marks[site.name] = max(e.id or 0 for e in page)
+                out += [MoveRecord(round(e.ts - t0_wall, 2), site.name, e.bucket, e.src, e.dst, e.reason,
+                                   e.bucket in loaded)
+                        for e in page if e.kind == "move" and e.bucket is not None]
+                if len(page) < EVENTS_PAGE:
+                    break
+        return sorted(out, key=lambda m: m.t_s)
 
     @staticmethod
     def bucket_counts(site: SiteLoad) -> dict[str, int]:
@@ -377,29 +374,3 @@ class LoadedEmulation:
                                      max(0.0, deadline - time.monotonic()))
         except Timeout as exc:
             raise BenchError(str(exc)) from None
-
-    def set_policy(self, rebalancer: dict[str, Any]) -> None:
-        """Restart both controllers with the `rebalancer:` section they booted with, updated by
-        `rebalancer` ({}: as booted) (the switch keeps its state; the controller reconciles, so
-        buckets stay where they are)."""
-        for s in self.sites:
-            conf = s.site.controller_config()
-            data = yaml.safe_load(conf.read_text())
-            booted = self._booted_rebalancer.setdefault(s.name, dict(data.get("rebalancer") or {}))
-            data["rebalancer"] = booted | rebalancer
-            conf.write_text(yaml.safe_dump(data, sort_keys=False))
-            try:
-                s.site.restart_controller()
-            except RuntimeError as exc:
-                raise BenchError(f"site {s.name}: the controller did not come back: {exc}") from None
-        for s in self.sites:  # primary again: /status answers only then
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    s.api.status()
-                    break
-                except ApiError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
-        self.wait_healthy()
