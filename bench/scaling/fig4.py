@@ -303,11 +303,21 @@ def evidence(t: Trial) -> dict[str, Any]:
     return out
 
 
-def rows(res: Fig4Results) -> list[dict[str, Any]]:
+def against(res: Fig4Results, c: Cell, quota: float) -> tuple[Interval | None, float]:
+    """What a cell's mean is compared with, and what predicts it: T(N)/T(1) and the partition's
+    prediction, or for a cell at another quota T(1) there / T(1) at the run's quota and the quota's ratio."""
+    if c.quota != quota:
+        base = res.cell(c.suite, c.frame, 1, EVEN, quota)
+        known = base is not None and bool(base.rates) and bool(c.rates)
+        return (ratio_interval(c.rates, base.rates) if known and base is not None else None), c.quota / quota
+    return ratio(res, c.suite, c.frame, c.n, c.layout), c.prediction
+
+
+def rows(res: Fig4Results, quota: float) -> list[dict[str, Any]]:
     out = []
     for c in res.cells:
         iv = c.interval()
-        r = ratio(res, c.suite, c.frame, c.n, c.layout) if c.quota == res.cells[0].quota or c.n > 1 else None
+        r, predicted = against(res, c, quota)
         peaks = [t.peak for t in c.trials if t.peak is not None]
         fails = [t.failing for t in c.trials if t.failing is not None]
         out.append({
@@ -319,7 +329,7 @@ def rows(res: Fig4Results) -> list[dict[str, Any]]:
             "mbps": round(iv.mean * c.frame * 8 / 1e6, 2) if iv else None,
             "ratio": round(r.mean, 3) if r else None,
             "ratio_ci95": f"{r.low:.3f}..{r.high:.3f}" if r and r.known else None,
-            "prediction": round(c.prediction, 3),
+            "prediction": round(predicted, 3),
             "machine_cpu_at_peak": _mean([p.machine_cpu for p in peaks]),
             "gateways_cpu_at_peak": _mean([sum(v for k, v in p.cpu.items() if k not in COMPONENTS) for p in peaks]),
             "hostsims_cpu_at_peak": _mean([p.cpu.get("hostsims", 0.0) for p in peaks]),

@@ -61,7 +61,7 @@ def write(s: Settings, res: Results) -> None:
     metrics["loadavg_1m_end"] = Metric(one, "", note=f"5 min {five:.2f}, 15 min {fifteen:.2f}")
     if res.loadavg:
         metrics["loadavg_1m_max_during_run"] = Metric(max(x["load1"] for x in res.loadavg), "")
-    rows = fig4.rows(res.fig4)
+    rows = fig4.rows(res.fig4, s.quota_percent)
     runs = [{"run": r.label, "policy": r.policy, "seed": r.seed, "offered_pps_per_dir": round(r.rate_pps),
              "offered_reached_s (paper's)": r.paper_s, "bucket_spread_s (ours)": r.spread_s,
              "moves": sum(len(x.moves) for x in r.snapshots), "invalid_moves": len(r.invalid), "ended": r.ended}

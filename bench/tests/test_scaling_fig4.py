@@ -137,13 +137,15 @@ def test_moves_during_the_searches_and_failed_boots_are_failures() -> None:
 
 
 def test_rows_carry_trials_interval_ratio_and_prediction() -> None:
-    res = Fig4Results([cell(1, [1000, 1010, 990]), cell(2, [1990, 2000, 2010])])
-    row = fig4.rows(res)[1]
+    res = Fig4Results([cell(1, [1000, 1010, 990]), cell(2, [1990, 2000, 2010]), cell(1, [510, 490], quota=5.0)])
+    row = fig4.rows(res, 10.0)[1]
     assert row["trials_pps"] == "1990 2000 2010" and row["t_pps"] == pytest.approx(2000.0)
     assert row["ratio"] == pytest.approx(2.0, abs=1e-3) and row["prediction"] == 2.0
     assert row["hosts_per_pair"] == "224 224" and row["t_ci95"].count("..") == 1
+    at_half = fig4.rows(res, 10.0)[2]  # another quota: compared with T(1) at the run's quota, predicted by the quotas
+    assert at_half["ratio"] == pytest.approx(0.5, abs=1e-3) and at_half["prediction"] == 0.5
     res = Fig4Results([cell(1, [0.0])])
-    assert fig4.rows(res)[0]["trials_pps"] == "none passed" and fig4.rows(res)[0]["t_pps"] is None
+    assert fig4.rows(res, 10.0)[0]["trials_pps"] == "none passed" and fig4.rows(res, 10.0)[0]["t_pps"] is None
 
 
 def settings() -> Settings:
