@@ -23,9 +23,10 @@ exchanges pair beacons with the partner's agent through the tunnel (`partner.py`
 in every heartbeat and report whether the partner is up; without one the feature is off
 (the log and /health say so) and the partner learns of a failure only through IKE DPD.
 
-CPU is the gateway's own, never the machine's: for a UML guest its /proc/stat; in a
-namespace its cgroup's cpuacct usage when it has one, else its processes (charon with
-libipsec's userspace ESP threads, and this agent).
+CPU is the gateway's own, never the machine's: for a UML guest under a CPU quota its cgroup's
+cpuacct usage against the quota, without one the guest's /proc/stat; in a namespace its
+cgroup's cpuacct usage when it has one, else its processes (charon with libipsec's userspace
+ESP threads, and this agent).
 """
 
 from __future__ import annotations
@@ -92,14 +93,20 @@ class Sampler:
 
     def cpu(self) -> CpuSample:
         t = time.monotonic()
+        quota = self.gw.cfg.cpu_quota_percent
         if self.gw.cfg.backend.value == "uml":
             out = self.gw.executor().run(["sh", "-c", _GUEST_SAMPLE], timeout=5).stdout
             stat, _, pid_stat = out.partition("@@")
             busy, soft = parse_proc_stat(stat)
             charon = parse_pid_stat(pid_stat) if pid_stat.strip() else 0
+            # Under a host quota the guest's ticks stop while the host holds it back, so its
+            # /proc/stat tops out near the quota's share of a core: a saturated guest would look
+            # idle. The host's count of the guest's CPU against the quota is its load then.
+            usage = self.acct.usage_jiffies() if quota is not None else None
+            if quota is not None and usage is not None:
+                return CpuSample(t, usage, 0, charon, scope="cgroup", cores=quota / 100.0)
             return CpuSample(t, busy, soft, charon, scope="guest", cores=guest_cpus(stat))
         charon = _pid_jiffies(self.gw.charon_pid())
-        quota = self.gw.cfg.cpu_quota_percent
         cores = quota / 100.0 if quota is not None else float(os.cpu_count() or 1)
         usage = self.acct.usage_jiffies()
         if usage is not None:

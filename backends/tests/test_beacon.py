@@ -168,6 +168,30 @@ def test_cpu_from_the_gateways_cgroup_when_it_has_one(tmp_path: Path) -> None:
     assert CpuAcct("nope", roots=(tmp_path,)).usage_jiffies() is None
 
 
+def _fake_uml(quota: float | None, stat: str) -> Any:
+    cfg = SimpleNamespace(name="gw1", backend=SimpleNamespace(value="uml"), cpu_quota_percent=quota)
+    guest = SimpleNamespace(run=lambda argv, timeout: SimpleNamespace(stdout=stat + "@@\n"))
+    return SimpleNamespace(cfg=cfg, charon_pid=lambda: None, executor=lambda: guest)
+
+
+def test_a_uml_guest_under_a_quota_is_measured_against_it_by_the_host(tmp_path: Path) -> None:
+    """Throttled, the guest's own ticks stop: its /proc/stat would never show it saturated.
+    Under a quota the load is the host's count of its CPU against the quota."""
+    stat = "cpu  10 0 10 500 0 0 0 0\ncpu0 10 0 10 500 0 0 0 0\n"
+    grp = tmp_path / "sgw-gw-gw1"
+    grp.mkdir()
+    (grp / "cpuacct.usage").write_text("1000000000\n")
+    s = Sampler(_fake_uml(10.0, stat), CpuAcct("sgw-gw-gw1", roots=(tmp_path,)))
+    a = s.cpu()
+    (grp / "cpuacct.usage").write_text("1100000000\n")  # 0.1 s more: all a 10 % quota allows in a second
+    b = s.cpu()
+    assert (a.scope, a.cores, b.busy - a.busy) == ("cgroup", 0.1, 10)
+    without = Sampler(_fake_uml(None, stat), CpuAcct("sgw-gw-gw1", roots=(tmp_path,))).cpu()
+    assert (without.scope, without.cores, without.busy) == ("guest", 1.0, 20)  # no quota: the guest's own view
+    no_group = Sampler(_fake_uml(10.0, stat), CpuAcct("sgw-gw-none", roots=(tmp_path,))).cpu()
+    assert no_group.scope == "guest"  # no group to read: what the guest says
+
+
 @pytest.mark.parametrize("n", [1, 2, 4])
 def test_uml_guest_cpus_counted(n: int) -> None:
     from supergw_gateway.report import guest_cpus
