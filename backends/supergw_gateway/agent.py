@@ -23,10 +23,10 @@ exchanges pair beacons with the partner's agent through the tunnel (`partner.py`
 in every heartbeat and report whether the partner is up; without one the feature is off
 (the log and /health say so) and the partner learns of a failure only through IKE DPD.
 
-CPU is the gateway's own, never the machine's: for a UML guest under a CPU quota its cgroup's
-cpuacct usage against the quota, without one the guest's /proc/stat; in a namespace its
-cgroup's cpuacct usage when it has one, else its processes (charon with libipsec's userspace
-ESP threads, and this agent).
+CPU is the gateway's own, never the machine's: for a UML guest under a CPU quota the host's
+count of the guest's processes against the quota, without one the guest's /proc/stat; in a
+namespace its cgroup's cpuacct usage when it has one, else its processes (charon with
+libipsec's userspace ESP threads, and this agent).
 """
 
 from __future__ import annotations
@@ -64,8 +64,10 @@ from supergw_gateway.report import (
     guest_cpus,
     parse_pid_stat,
     parse_proc_stat,
+    tasks_cpu_jiffies,
 )
 from supergw_gateway.runtime import Gateway
+from supergw_gateway.uml import descendants
 from supergw_gateway.tuning import lifecycle as tuning
 from supergw_gateway.vici_client import IkeSaStatus, ViciClient
 
@@ -99,12 +101,15 @@ class Sampler:
             stat, _, pid_stat = out.partition("@@")
             busy, soft = parse_proc_stat(stat)
             charon = parse_pid_stat(pid_stat) if pid_stat.strip() else 0
-            # Under a host quota the guest's ticks stop while the host holds it back, so its
-            # /proc/stat tops out near the quota's share of a core: a saturated guest would look
-            # idle. The host's count of the guest's CPU against the quota is its load then.
-            usage = self.acct.usage_jiffies() if quota is not None else None
-            if quota is not None and usage is not None:
-                return CpuSample(t, usage, 0, charon, scope="cgroup", cores=quota / 100.0)
+            guest = self.gw.charon_pid()  # the guest's kernel process
+            if quota is not None and guest is not None:
+                # Under a host quota the guest's ticks stop while the host holds it back, so
+                # its /proc/stat never shows it saturated. Its load is then the host's count of
+                # its processes' CPU (the kernel's and one per guest process, ESP included)
+                # against the quota. (Its cgroup's counters are out of reach: `ip netns exec`
+                # mounts a sysfs of its own, without /sys/fs/cgroup.)
+                used = tasks_cpu_jiffies([guest, *descendants(guest)])
+                return CpuSample(t, used, soft, charon, scope="processes", cores=quota / 100.0)
             return CpuSample(t, busy, soft, charon, scope="guest", cores=guest_cpus(stat))
         charon = _pid_jiffies(self.gw.charon_pid())
         cores = quota / 100.0 if quota is not None else float(os.cpu_count() or 1)

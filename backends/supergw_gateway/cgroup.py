@@ -1,7 +1,5 @@
 """cgroup v1 CPU quotas: one group per gateway under /sys/fs/cgroup/cpu; its CPU usage from
-cpuacct (or the cgroup v2 `cpu.stat` when the machine runs the unified hierarchy). Where cpu and
-cpuacct are mounted apart, the group's processes join a group of the same name under cpuacct
-too, so that its usage can be read."""
+cpuacct (or the cgroup v2 `cpu.stat` when the machine runs the unified hierarchy)."""
 
 from __future__ import annotations
 
@@ -44,19 +42,10 @@ class CpuAcct:
 class CpuGroup:
     name: str
     root: Path = CPU_ROOT
-    acct_root: Path = CPUACCT_ROOTS[0]
 
     @property
     def path(self) -> Path:
         return self.root / self.name
-
-    @property
-    def acct_path(self) -> Path | None:
-        """The group's twin in a cpuacct hierarchy mounted apart from cpu (None: cpuacct is
-        mounted with cpu, or not at all), where `CpuAcct` reads its usage."""
-        if not (self.acct_root / "cpuacct.usage").exists() or self.acct_root.resolve() == self.root.resolve():
-            return None
-        return self.acct_root / self.name
 
     def ensure(self) -> None:
         if not (self.root / "cpu.cfs_quota_us").exists():
@@ -76,12 +65,9 @@ class CpuGroup:
         return None if quota < 0 else 100.0 * quota / period
 
     def add(self, pid: int) -> None:
-        """Moves every thread of `pid` (cgroup.procs), and into the cpuacct twin where there is one."""
+        """Moves every thread of `pid` (cgroup.procs)."""
         self.ensure()
         (self.path / "cgroup.procs").write_text(str(pid))
-        if (acct := self.acct_path) is not None:
-            acct.mkdir(exist_ok=True)
-            (acct / "cgroup.procs").write_text(str(pid))
 
     def pids(self) -> list[int]:
         try:
@@ -90,19 +76,14 @@ class CpuGroup:
             return []
 
     def remove(self) -> None:
-        for path, root in ((self.path, self.root), (self.acct_path, self.acct_root)):
-            if path is None or not path.exists():
-                continue
+        if not self.path.exists():
+            return
+        for pid in self.pids():
             try:
-                pids = (path / "cgroup.procs").read_text().split()
+                (self.root / "cgroup.procs").write_text(str(pid))
             except OSError:
-                pids = []
-            for pid in pids:
-                try:
-                    (root / "cgroup.procs").write_text(pid)
-                except OSError:
-                    pass
-            try:
-                path.rmdir()
-            except OSError as exc:
-                raise GatewayError(f"cannot remove cgroup {path}: {exc}") from None
+                pass
+        try:
+            self.path.rmdir()
+        except OSError as exc:
+            raise GatewayError(f"cannot remove cgroup {self.path}: {exc}") from None

@@ -89,6 +89,7 @@ class Cell:
 class Fig4Results:
     cells: list[Cell] = field(default_factory=list)
     stray_moves: list[str] = field(default_factory=list)  # moves during the searches (none expected)
+    events: list[str] = field(default_factory=list)  # the controllers' other events during the searches
     failed: list[str] = field(default_factory=list)  # boots that failed, and why
     notes: list[str] = field(default_factory=list)
 
@@ -155,6 +156,7 @@ def boot(s: Settings, res: Fig4Results, suite: str, n: int) -> None:
     emu = LoadedEmulation(s.base, boot_changes(s, n, suite, REDISTRIBUTION_OFF))
     emu.up()
     try:
+        emu.set_quota(s.quota_percent)  # the same share, granted in shorter periods (emulation.QUOTA_PERIOD_US)
         emu.probe(200.0, BIG_FRAME, 2.0)  # every host's flow seen by both switches before any search
         marks, t0 = emu.event_marks(), time.time()
         hosts = emu.partition()
@@ -166,11 +168,14 @@ def boot(s: Settings, res: Fig4Results, suite: str, n: int) -> None:
             fill(emu, s, cell, s.trials, t1.mean if t1 is not None else FIRST_START_PPS)
         if n == 1 and suite == DEFAULT_SUITE and BIG_FRAME in s.frames:
             quota_scaling(emu, s, res, hosts)
-        stray = emu.moves_since(marks, t0)
+        stray, events = emu.moves_since(marks, t0)
         if n >= 2 and suite == DEFAULT_SUITE and BIG_FRAME in s.frames and s.control_trials > 0:
             control(emu, s, res, n)
-            stray += [m for m in emu.moves_since(marks, t0) if m.reason != "operator"]
+            more, later = emu.moves_since(marks, t0)
+            stray += [m for m in more if m.reason != "operator"]
+            events += later
         res.stray_moves += [f"N={n} {SUITE_LABEL[suite]}: {m.describe()}" for m in stray]
+        res.events += [f"N={n} {SUITE_LABEL[suite]}: {e}" for e in events]
     finally:
         emu.stop()
         emu.down()

@@ -96,6 +96,7 @@ def one(s: Settings, res: Fig5Results, policy: str, seed: int | None, rate: floa
     emu = LoadedEmulation(s.base, boot_changes(s, N, DEFAULT_SUITE, rebalancer))
     emu.up()
     try:
+        emu.set_quota(s.quota_percent)  # as Fig. 4's (emulation.QUOTA_PERIOD_US)
         booted = emu.loaded_buckets()
         moved = sum(emu.place(site, {b: site.gateways[0] for b in set(site.host_buckets)}) for site in emu.sites)
         r = Run(policy, seed, rate, {"after_boot": booted, "operator_moves_to_gateway_1": moved,
@@ -136,7 +137,7 @@ def snapshots(emu: LoadedEmulation, r: Run, max_s: float) -> None:
         loaded = {g: n for counts in emu.loaded_buckets().values() for g, n in counts.items()}
         reported = {g.name: (g.last_report.cpu_percent / (100.0 * g.last_report.cpu_cores)
                              if g.last_report is not None else None) for site in emu.sites for g in site.api.gateways()}
-        moves = emu.moves_since(marks, t0_wall)
+        moves, events = emu.moves_since(marks, t0_wall)
         now = {"tx": ta["test_tx_packets"] + tb["test_tx_packets"], "rx": ta["test_rx_packets"] + tb["test_rx_packets"],
                "lost": ta["lost"] + tb["lost"]}
         d = {k: now[k] - prev[k] for k in now}
@@ -145,7 +146,7 @@ def snapshots(emu: LoadedEmulation, r: Run, max_s: float) -> None:
         snap = Snapshot(t_s=round(t, 2), offered_pps=d["tx"] / dt, delivered_pps=d["rx"] / dt,
                         loss=d["lost"] / (d["rx"] + d["lost"]) if d["rx"] + d["lost"] else 0.0,
                         gateway_cpu={g: cpu[g] for g in emu.gateways}, sites=sites, loaded_buckets=loaded,
-                        moves=tuple(moves))
+                        moves=tuple(moves), events=tuple(events))
         r.snapshots.append(snap)
         r.reported.append({g: round(v, 3) if v is not None else None for g, v in reported.items()})
         if any(m.loaded for m in moves):
@@ -155,6 +156,8 @@ def snapshots(emu: LoadedEmulation, r: Run, max_s: float) -> None:
         for m in moves:
             if m.reason not in OWN_REASONS[r.policy]:
                 say(f"  {r.label}: a move of another reason: {m.describe()}")
+        for line in events:
+            say(f"  {r.label}: {line}")
         if len(r.snapshots) % 10 == 0:
             spread, best = bucket_spread(snap)
             say(f"  {r.label} t={t:5.0f}s delivered {100 * snap.delivered_pps / max(1.0, snap.offered_pps):5.1f} % "
@@ -213,5 +216,5 @@ def snapshot_rows(r: Run) -> list[dict[str, Any]]:
              "loss_percent": round(100 * x.loss, 3), "delivers_offered": delivers_offered(x), "settled": settled(x),
              "bucket_spread": round(bucket_spread(x)[0], 3), "loaded_buckets": dict(x.loaded_buckets),
              "cpu": {g: round(v, 1) for g, v in x.gateway_cpu.items()}, "reported_load": rep,
-             "moves": [m.describe() for m in x.moves]}
+             "moves": [m.describe() for m in x.moves], "events": list(x.events)}
             for x, rep in zip(r.snapshots, r.reported)]

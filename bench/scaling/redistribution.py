@@ -48,6 +48,7 @@ class Snapshot:
     # per gateway: buckets carrying simulated hosts that it owns (the controller's bucket map)
     loaded_buckets: Mapping[str, int] = field(default_factory=dict)
     moves: tuple[MoveRecord, ...] = ()  # the moves the controllers logged in this second
+    events: tuple[str, ...] = ()  # the controllers' other events in this second (a gateway declared dead and why)
 
 
 def _site_groups(s: Snapshot, per_gateway: Mapping[str, float]) -> list[list[float]]:

@@ -75,6 +75,7 @@ def write(s: Settings, res: Results) -> None:
                                      "probes": t.probes, **fig4.evidence(t)} for t in c.trials]
                           for c in res.fig4.cells}
     doc["fig4_hosts_per_gateway"] = {c.key(): c.hosts for c in res.fig4.cells}
+    doc["fig4_controller_events"] = res.fig4.events
     doc["fig5_runs"] = {r.label: {"policy": r.policy, "seed": r.seed, "rate_pps": round(r.rate_pps, 1),
                                   "start": r.start, "ended": r.ended, "offered_reached_s": r.paper_s,
                                   "bucket_spread_s": r.spread_s, "invalid_moves": [m.describe() for m in r.invalid]}
