@@ -61,10 +61,10 @@ from supergw_gateway.report import (
     GatewayReport,
     Heartbeat,
     build_report,
+    family_cpu_jiffies,
     guest_cpus,
     parse_pid_stat,
     parse_proc_stat,
-    tasks_cpu_jiffies,
 )
 from supergw_gateway.runtime import Gateway
 from supergw_gateway.uml import descendants
@@ -108,7 +108,7 @@ class Sampler:
                 # its processes' CPU (the kernel's and one per guest process, ESP included)
                 # against the quota. (Its cgroup's counters are out of reach: `ip netns exec`
                 # mounts a sysfs of its own, without /sys/fs/cgroup.)
-                used = tasks_cpu_jiffies([guest, *descendants(guest)])
+                used = family_cpu_jiffies(guest, descendants(guest))
                 return CpuSample(t, used, soft, charon, scope="processes", cores=quota / 100.0)
             return CpuSample(t, busy, soft, charon, scope="guest", cores=guest_cpus(stat))
         charon = _pid_jiffies(self.gw.charon_pid())

@@ -17,7 +17,7 @@ from supergw_proto.reports import GatewayReport, Heartbeat, IpsecBackend, Partne
 from supergw_gateway.vici_client import IkeSaStatus
 
 __all__ = ["CpuSample", "GatewayReport", "Heartbeat", "PartnerState", "build_report", "cpu_shares", "guest_cpus", "parse_proc_stat",
-           "sa_states", "tasks_cpu_jiffies"]
+           "sa_states", "family_cpu_jiffies", "tasks_cpu_jiffies"]
 
 CLK_TCK = 100
 
@@ -71,6 +71,19 @@ def tasks_cpu_jiffies(pids: Iterable[int]) -> float:
             except (OSError, ValueError, IndexError):
                 pass
     return ns * CLK_TCK / 1e9
+
+
+def family_cpu_jiffies(parent: int, children: Iterable[int]) -> float:
+    """CPU of `parent`, of every child it has reaped (its cutime + cstime) and of its live
+    `children`, in jiffies: a process family whose members come and go (a UML guest: the
+    kernel's process and one per guest process, all its children) counted without losing
+    what a child used before it exited. 0 when `parent` is gone."""
+    try:
+        fields = Path(f"/proc/{parent}/stat").read_text().rsplit(")", 1)[1].split()
+        reaped = int(fields[13]) + int(fields[14])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return tasks_cpu_jiffies([parent, *children]) + reaped
 
 
 def parse_pid_stat(text: str) -> int:

@@ -36,6 +36,9 @@ EVENTS_PAGE = 1000  # the REST API's largest page of events
 # quota (measured: one pair at 10 % lost frames from ~600 pps/dir on, at ~65 % of its quota).
 # 20 ms is the shortest that still grants 1 ms (the kernel's least) at 5 %.
 QUOTA_PERIOD_US = 20_000
+# ... and ahead of other work on this shared machine (the default weight is 1024, each process
+# of the root group's as much): a separate gateway box's CPU is its own. The quota still caps it.
+GATEWAY_SHARES = 16 * 1024
 
 
 class BenchError(RuntimeError):
@@ -268,12 +271,13 @@ class LoadedEmulation:
     # ------------------------------------------------------------------ each gateway's CPU quota
     def set_quota(self, percent: float) -> None:
         """Every gateway's cgroup quota (`sgw-gw-<name>`, the one its `up` made) to `percent` of a
-        core, granted per QUOTA_PERIOD_US."""
+        core, granted per QUOTA_PERIOD_US with the weight GATEWAY_SHARES."""
         for g in self.gateways:
             group = CpuGroup(f"sgw-gw-{g}")
             if not group.pids():
                 raise BenchError(f"cgroup {group.path} holds no process: gateway {g} is not running under a quota")
             (group.path / "cpu.cfs_period_us").write_text(str(QUOTA_PERIOD_US))
+            (group.path / "cpu.shares").write_text(str(GATEWAY_SHARES))
             group.set_quota(percent)
 
     # ------------------------------------------------------------------ buckets and controllers
