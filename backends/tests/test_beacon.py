@@ -170,8 +170,13 @@ def test_cpu_from_the_gateways_cgroup_when_it_has_one(tmp_path: Path) -> None:
 
 def _fake_uml(quota: float | None, stat: str, guest: int | None) -> Any:
     cfg = SimpleNamespace(name="gw1", backend=SimpleNamespace(value="uml"), cpu_quota_percent=quota)
-    shell = SimpleNamespace(run=lambda argv, timeout: SimpleNamespace(stdout=stat + "@@\n"))
-    return SimpleNamespace(cfg=cfg, charon_pid=lambda: guest, executor=lambda: shell)
+
+    def run(argv: list[str], timeout: float) -> Any:
+        if quota is not None and guest is not None:
+            raise AssertionError("a guest under a quota is measured from the host: nothing runs in it")
+        return SimpleNamespace(stdout=stat + "@@\n")
+
+    return SimpleNamespace(cfg=cfg, charon_pid=lambda: guest, executor=lambda: SimpleNamespace(run=run))
 
 
 def test_a_uml_guest_under_a_quota_is_measured_by_the_host_against_the_quota() -> None:
@@ -194,6 +199,7 @@ def test_a_uml_guest_under_a_quota_is_measured_by_the_host_against_the_quota() -
         assert own > 2.0, f"the busy loop ran {own:.1f} % of a core: nothing to compare"
         assert rep.cpu_percent > own + 1.0, "the guest's child process is the guest's too"
         assert rep.cpu_cores == 0.1  # the controller reads cpu_percent / (100 x 0.1): far above 1, saturated
+        assert (b.softirq, b.charon) == (0, 0)  # nothing ran in the guest to see them
         without = Sampler(_fake_uml(None, stat, guest.pid)).cpu()
         assert (without.scope, without.cores, without.busy) == ("guest", 1.0, 20)  # no quota: the guest's own view
         gone = Sampler(_fake_uml(10.0, stat, None)).cpu()

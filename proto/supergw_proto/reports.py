@@ -230,7 +230,8 @@ class GatewayReport(BaseModel):
         default=None,
         description=(
             "what cpu_percent counts: its processes (charon with libipsec's ESP threads, the agent; a UML "
-            "guest under a quota: the guest's host processes), its cgroup, or the UML guest's whole /proc/stat "
+            "guest under a quota: the guest's host processes, and its charon and softirq are not sampled), its "
+            "cgroup, or the UML guest's whole /proc/stat "
             "(None: an older agent, whole box)"
         ),
     )
