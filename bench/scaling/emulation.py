@@ -8,6 +8,7 @@ sockets, cgroups, /proc); the numbers are turned into results by the figures' mo
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -34,7 +35,7 @@ EVENTS_PAGE = 1000  # the REST API's largest page of events
 # A gateway's quota is granted per this period. The kernel's default, 100 ms, runs a gateway at
 # 10 % for 10 ms and stops it for 90: its input queue overflows long before it has used its
 # quota (measured: one pair at 10 % lost frames from ~600 pps/dir on, at ~65 % of its quota).
-# 20 ms is the shortest that still grants 1 ms (the kernel's least) at 5 %.
+# 20 ms (longer where the quota is under 5 %: the kernel grants 1 ms a period at the least).
 QUOTA_PERIOD_US = 20_000
 # ... and ahead of other work on this shared machine (the default weight is 1024, each process
 # of the root group's as much): a separate gateway box's CPU is its own. The quota still caps it.
@@ -276,7 +277,9 @@ class LoadedEmulation:
             group = CpuGroup(f"sgw-gw-{g}")
             if not group.pids():
                 raise BenchError(f"cgroup {group.path} holds no process: gateway {g} is not running under a quota")
-            (group.path / "cpu.cfs_period_us").write_text(str(QUOTA_PERIOD_US))
+            # the kernel grants 1 ms a period at the least: a smaller quota needs a longer period
+            period = max(QUOTA_PERIOD_US, math.ceil(1000 * 100 / percent))
+            (group.path / "cpu.cfs_period_us").write_text(str(period))
             (group.path / "cpu.shares").write_text(str(GATEWAY_SHARES))
             group.set_quota(percent)
 
