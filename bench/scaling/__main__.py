@@ -85,7 +85,7 @@ def parse(argv: list[str] | None) -> Settings:
         skew=a.skew,
         probe_s=2.0 if quick else 3.0,
         resolution=0.04 if quick else 0.02,
-        max_probes=7 if quick else 10,
+        max_probes=8 if quick else 12,
         fig5_seeds=seeds,
         fig5_paper_s=120.0 if quick else 480.0,
         fig5_greedy_s=40.0 if quick else 90.0,

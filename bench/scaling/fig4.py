@@ -161,7 +161,7 @@ def boot(s: Settings, res: Fig4Results, suite: str, n: int) -> None:
         marks, t0 = emu.event_marks(), time.time()
         hosts = emu.partition()
         for frame in s.frames:
-            one = res.cell(suite, frame, 1)
+            one = res.cell(suite, frame, 1, EVEN, s.quota_percent)
             cell = Cell(suite, frame, n, EVEN, s.quota_percent, hosts)
             res.cells.append(cell)
             t1 = one.interval() if one is not None else None
