@@ -304,9 +304,10 @@ class Topology(StrictModel, Prefixed):
     # cgroup CPU quota of each member gateway's charon (UML: its guest), % of one core (None: no cap).
     gateway_cpu_percent: float | None = Field(default=None, gt=0, le=6400)
     # Where every gateway's IPsec runs (backends/supergw_gateway/config.py `backend`): "auto" is
-    # kernel XFRM in its namespace where the kernel has ESP, else strongSwan's kernel-libipsec;
-    # "uml" a User-Mode Linux guest in its namespace (real kernel ESP on any host kernel).
-    gateway_backend: Literal["auto", "uml"] = "auto"
+    # kernel XFRM in its namespace where the kernel has ESP, else strongSwan's kernel-libipsec
+    # ("libipsec": that one whatever the kernel has); "uml" a User-Mode Linux guest in its
+    # namespace (real kernel ESP on any host kernel).
+    gateway_backend: Literal["auto", "libipsec", "uml"] = "auto"
     # ESP proposals of every tunnel (strongSwan syntax, checked by the gateway's loader);
     # None: the gateway's default (supergw_gateway.config.DEFAULT_ESP_PROPOSAL).
     esp_proposals: list[str] | None = Field(default=None, min_length=1)

@@ -113,7 +113,7 @@ class TwoSiteFile(StrictModel):
     hosts_per_site: int = Field(ge=1, le=MAX_HOSTS)
     first_host: int = Field(default=11, ge=2, le=249)  # host j: LAN .(first_host + j - 1), MAC mac_base + the same
     gateway_cpu_percent: float | None = Field(default=None, gt=0, le=6400)
-    gateway_backend: Literal["auto", "uml"] = "auto"  # every gateway of both sites (model.Topology)
+    gateway_backend: Literal["auto", "libipsec", "uml"] = "auto"  # every gateway of both sites (model.Topology)
     esp_proposals: list[str] | None = Field(default=None, min_length=1)  # both sites' tunnels; None: the default
     buckets: int = Field(default=256, ge=1, le=4096)
     dispatch: DispatchConfig = Field(default_factory=DispatchConfig)  # both controllers' `dispatch` section

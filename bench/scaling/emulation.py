@@ -40,6 +40,7 @@ QUOTA_PERIOD_US = 20_000
 # ... and ahead of other work on this shared machine (the default weight is 1024, each process
 # of the root group's as much): a separate gateway box's CPU is its own. The quota still caps it.
 GATEWAY_SHARES = 16 * 1024
+RT_PRIORITY = 10  # SCHED_FIFO priority of a gateway's processes with set_quota(realtime=True)
 
 
 class BenchError(RuntimeError):
@@ -270,9 +271,12 @@ class LoadedEmulation:
         return out
 
     # ------------------------------------------------------------------ each gateway's CPU quota
-    def set_quota(self, percent: float) -> None:
+    def set_quota(self, percent: float, realtime: bool = False) -> None:
         """Every gateway's cgroup quota (`sgw-gw-<name>`, the one its `up` made) to `percent` of a
-        core, granted per QUOTA_PERIOD_US with the weight GATEWAY_SHARES."""
+        core, granted per QUOTA_PERIOD_US with the weight GATEWAY_SHARES. `realtime`: its processes
+        run SCHED_FIFO (served the moment a frame arrives, ahead of all other work) within the
+        group's real-time budget of `percent` per period, which the kernel enforces as it does the
+        quota."""
         for g in self.gateways:
             group = CpuGroup(f"sgw-gw-{g}")
             if not group.pids():
@@ -282,6 +286,19 @@ class LoadedEmulation:
             (group.path / "cpu.cfs_period_us").write_text(str(period))
             (group.path / "cpu.shares").write_text(str(GATEWAY_SHARES))
             group.set_quota(percent)
+            if realtime:
+                (group.path / "cpu.rt_period_us").write_text(str(period))
+                (group.path / "cpu.rt_runtime_us").write_text(str(int(period * percent / 100)))
+            policy = os.SCHED_FIFO if realtime else os.SCHED_OTHER
+            param = os.sched_param(RT_PRIORITY if realtime else 0)
+            for pid in group.pids():
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    try:
+                        os.sched_setscheduler(int(task.name), policy, param)
+                    except ProcessLookupError:
+                        pass  # gone meanwhile
+            if not realtime:
+                (group.path / "cpu.rt_runtime_us").write_text("0")
 
     # ------------------------------------------------------------------ buckets and controllers
     def flows_to(self, index: int) -> tuple[int, int]:
