@@ -332,13 +332,23 @@ class LoadedEmulation:
 
     def loaded_buckets(self) -> dict[str, dict[str, int]]:
         """Buckets carrying simulated hosts per gateway at each site, from the controllers' map now."""
-        out: dict[str, dict[str, int]] = {}
+        return {name: loaded for name, (loaded, _) in self.bucket_state().items()}
+
+    def bucket_state(self) -> dict[str, tuple[dict[str, int], dict[str, int]]]:
+        """Per site, from its controller's bucket map now: loaded buckets per gateway, and the
+        frames the switch has sent each gateway through the buckets it owns now (cumulative)."""
+        out: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
         for site in self.sites:
-            owner = {b.bucket: b.gateway for b in site.api.buckets()}
+            view = site.api.buckets()
+            owner = {b.bucket: b.gateway for b in view}
             counts = {g: 0 for g in site.gateways}
             for b in set(site.host_buckets):
                 counts[str(owner.get(b))] = counts.get(str(owner.get(b)), 0) + 1
-            out[site.name] = counts
+            frames = {g: 0 for g in site.gateways}
+            for entry in view:
+                if entry.gateway in frames:
+                    frames[entry.gateway] += entry.packets
+            out[site.name] = (counts, frames)
         return out
 
     def place(self, site: SiteLoad, wanted: dict[int, str]) -> int:

@@ -46,6 +46,7 @@ class Run:
     start: dict[str, Any]  # what the boot left and the moves that put every loaded bucket on gateway 1
     snapshots: list[Snapshot] = field(default_factory=list)
     reported: list[dict[str, float | None]] = field(default_factory=list)  # per second: each agent's load (0..1)
+    dispatched: list[dict[str, float]] = field(default_factory=list)  # per second: frames/s the switch sent each gateway
     ended: str = ""
 
     @property
@@ -125,6 +126,7 @@ def snapshots(emu: LoadedEmulation, r: Run, max_s: float) -> None:
     emu.start(r.rate_pps, BIG_FRAME, max_s + 5)
     started = time.monotonic()
     prev = {"tx": 0, "rx": 0, "lost": 0}
+    last_frames = {g: n for _, per in emu.bucket_state().values() for g, n in per.items()}
     reached_since: float | None = None
     ours_since: float | None = None
     last_load_move = 0.0
@@ -134,7 +136,9 @@ def snapshots(emu: LoadedEmulation, r: Run, max_s: float) -> None:
         t = time.monotonic() - started
         ta, tb = a.hostsim.stats()["totals"], b.hostsim.stats()["totals"]
         cpu, _machine = meter.read()
-        loaded = {g: n for counts in emu.loaded_buckets().values() for g, n in counts.items()}
+        state = emu.bucket_state()
+        loaded = {g: n for counts, _ in state.values() for g, n in counts.items()}
+        frames = {g: n for _, per in state.values() for g, n in per.items()}
         reported = {g.name: (g.last_report.cpu_percent / (100.0 * g.last_report.cpu_cores)
                              if g.last_report is not None else None) for site in emu.sites for g in site.api.gateways()}
         moves, events = emu.moves_since(marks, t0_wall)
@@ -143,6 +147,9 @@ def snapshots(emu: LoadedEmulation, r: Run, max_s: float) -> None:
         d = {k: now[k] - prev[k] for k in now}
         prev = now
         dt = t - (r.snapshots[-1].t_s if r.snapshots else 0.0)
+        # frames the switch sent each gateway this second (a bucket moved in it counts whole for its new owner)
+        r.dispatched.append({g: round(max(0, n - last_frames.get(g, n)) / dt, 1) for g, n in frames.items()})
+        last_frames = frames
         snap = Snapshot(t_s=round(t, 2), offered_pps=d["tx"] / dt, delivered_pps=d["rx"] / dt,
                         loss=d["lost"] / (d["rx"] + d["lost"]) if d["rx"] + d["lost"] else 0.0,
                         gateway_cpu={g: cpu[g] for g in emu.gateways}, sites=sites, loaded_buckets=loaded,
@@ -216,5 +223,5 @@ def snapshot_rows(r: Run) -> list[dict[str, Any]]:
              "loss_percent": round(100 * x.loss, 3), "delivers_offered": delivers_offered(x), "settled": settled(x),
              "bucket_spread": round(bucket_spread(x)[0], 3), "loaded_buckets": dict(x.loaded_buckets),
              "cpu": {g: round(v, 1) for g, v in x.gateway_cpu.items()}, "reported_load": rep,
-             "moves": [m.describe() for m in x.moves], "events": list(x.events)}
-            for x, rep in zip(r.snapshots, r.reported)]
+             "dispatched_pps": sent, "moves": [m.describe() for m in x.moves], "events": list(x.events)}
+            for x, rep, sent in zip(r.snapshots, r.reported, r.dispatched)]

@@ -94,6 +94,7 @@ def test_fig5_reports_both_criteria_and_an_invalid_run_says_so() -> None:
     assert "ours" in m["redistribution_s"].note and m["redistribution_s"].value == 1.0
     problems = fig5.failures(res)
     assert len(problems) == 1 and "paper-seed2" in problems[0] and "failover" in problems[0]
-    rows = fig5.snapshot_rows(Run(PAPER, 1, 1000.0, {}, ok.snapshots, [{"agw1": 1.0}] * 7))
+    rows = fig5.snapshot_rows(Run(PAPER, 1, 1000.0, {}, ok.snapshots, [{"agw1": 1.0}] * 7, [{"agw1": 900.0}] * 7))
     assert rows[0]["moves"] == ["t=0.5s site a bucket 30 agw1 -> agw2 (paper-rebalance, loaded)"]
     assert rows[2]["delivers_offered"] and not rows[0]["delivers_offered"]
+    assert rows[0]["reported_load"] == {"agw1": 1.0} and rows[0]["dispatched_pps"] == {"agw1": 900.0}
