@@ -36,6 +36,9 @@ def parse(argv: list[str] | None) -> Settings:
     p.add_argument("--frames", type=int, nargs="+", choices=[BIG_FRAME, SMALL_FRAME], help="frame sizes (default both)")
     p.add_argument("--quota", type=float, default=10.0, metavar="PERCENT",
                    help="each gateway's CPU quota, %% of one core (default 10: 8 gateways take 40 %% of 2 cores)")
+    p.add_argument("--scheduler", choices=["rt", "cfs"], default="rt",
+                   help="how a gateway gets its quota: rt (default) SCHED_FIFO within a real-time budget of the "
+                        "quota, served the moment a frame arrives; cfs: a CFS quota and weight")
     p.add_argument("--trials", type=int, default=None, help="zero-loss searches per cell (default 4; --quick 2)")
     p.add_argument("--control-trials", type=int, default=None, help="searches of the skewed control per N (default 3)")
     p.add_argument("--skew", type=float, default=1.5, help="the control: gateway 1 holds this x its even share")
@@ -79,6 +82,7 @@ def parse(argv: list[str] | None) -> Settings:
         suites=[k for k, v in SUITE_LABEL.items() if v in a.suites] if a.suites
         else ([DEFAULT_SUITE] if quick else list(SUITE_LABEL)),
         quota_percent=a.quota,
+        realtime=a.scheduler == "rt",
         trials=trials,
         control_trials=control,
         quota_factors=(0.5, 2.0),

@@ -156,7 +156,7 @@ def boot(s: Settings, res: Fig4Results, suite: str, n: int) -> None:
     emu = LoadedEmulation(s.base, boot_changes(s, n, suite, REDISTRIBUTION_OFF))
     emu.up()
     try:
-        emu.set_quota(s.quota_percent)  # the same share, granted in shorter periods (emulation.QUOTA_PERIOD_US)
+        emu.set_quota(s.quota_percent, s.realtime)  # the same share, granted in shorter periods (emulation.QUOTA_PERIOD_US)
         emu.probe(200.0, BIG_FRAME, 2.0)  # every host's flow seen by both switches before any search
         marks, t0 = emu.event_marks(), time.time()
         hosts = emu.partition()
@@ -188,13 +188,13 @@ def quota_scaling(emu: LoadedEmulation, s: Settings, res: Fig4Results, hosts: di
     try:
         for factor in s.quota_factors:
             quota = s.quota_percent * factor
-            emu.set_quota(quota)
+            emu.set_quota(quota, s.realtime)
             say(f"every gateway's quota now {quota:g} % of a core")
             cell = Cell(DEFAULT_SUITE, BIG_FRAME, 1, EVEN, quota, hosts)
             res.cells.append(cell)
             fill(emu, s, cell, max(2, s.control_trials), factor * known.mean if known else FIRST_START_PPS)
     finally:
-        emu.set_quota(s.quota_percent)
+        emu.set_quota(s.quota_percent, s.realtime)
 
 
 def control(emu: LoadedEmulation, s: Settings, res: Fig4Results, n: int) -> None:

@@ -97,7 +97,7 @@ def one(s: Settings, res: Fig5Results, policy: str, seed: int | None, rate: floa
     emu = LoadedEmulation(s.base, boot_changes(s, N, DEFAULT_SUITE, rebalancer))
     emu.up()
     try:
-        emu.set_quota(s.quota_percent)  # as Fig. 4's (emulation.QUOTA_PERIOD_US)
+        emu.set_quota(s.quota_percent, s.realtime)  # as Fig. 4's (emulation.QUOTA_PERIOD_US)
         booted = emu.loaded_buckets()
         moved = sum(emu.place(site, {b: site.gateways[0] for b in set(site.host_buckets)}) for site in emu.sites)
         r = Run(policy, seed, rate, {"after_boot": booted, "operator_moves_to_gateway_1": moved,

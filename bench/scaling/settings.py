@@ -33,6 +33,7 @@ class Settings:
     frames: list[int]
     suites: list[str]
     quota_percent: float  # each gateway's CPU quota, % of one core: the capacity under test
+    realtime: bool  # gateways' processes SCHED_FIFO within a real-time budget of the quota (else CFS quota)
     trials: int  # Fig. 4: zero-loss searches per (suite, frame, N)
     control_trials: int  # Fig. 4: searches of the skewed partition per N
     quota_factors: tuple[float, ...]  # Fig. 4 at N = 1: capacity at these multiples of the quota too
