@@ -273,10 +273,11 @@ class LoadedEmulation:
     # ------------------------------------------------------------------ each gateway's CPU quota
     def set_quota(self, percent: float, realtime: bool = False) -> None:
         """Every gateway's cgroup quota (`sgw-gw-<name>`, the one its `up` made) to `percent` of a
-        core, granted per QUOTA_PERIOD_US with the weight GATEWAY_SHARES. `realtime`: its processes
-        run SCHED_FIFO (served the moment a frame arrives, ahead of all other work) within the
-        group's real-time budget of `percent` per period, which the kernel enforces as it does the
-        quota."""
+        core, granted per QUOTA_PERIOD_US with the weight GATEWAY_SHARES. `realtime`: instead, its
+        processes run SCHED_FIFO (served the moment a frame arrives, ahead of all other work) on
+        one CPU of their own choosing (`gateway_cpu`), within the group's real-time budget of
+        `percent` per period there, which the kernel enforces per CPU."""
+        cpus = sorted(os.sched_getaffinity(0))
         for g in self.gateways:
             group = CpuGroup(f"sgw-gw-{g}")
             if not group.pids():
@@ -291,14 +292,24 @@ class LoadedEmulation:
                 (group.path / "cpu.rt_runtime_us").write_text(str(int(period * percent / 100)))
             policy = os.SCHED_FIFO if realtime else os.SCHED_OTHER
             param = os.sched_param(RT_PRIORITY if realtime else 0)
+            where = {cpus[self.gateway_cpu(g) % len(cpus)]} if realtime else set(cpus)
             for pid in group.pids():
                 for task in Path(f"/proc/{pid}/task").iterdir():
                     try:
+                        os.sched_setaffinity(int(task.name), where)
                         os.sched_setscheduler(int(task.name), policy, param)
                     except ProcessLookupError:
                         pass  # gone meanwhile
             if not realtime:
                 (group.path / "cpu.rt_runtime_us").write_text("0")
+
+    def gateway_cpu(self, gateway: str) -> int:
+        """The CPU index a real-time gateway runs on: the pairs alternate, and the two gateways
+        of a pair (which carry the same frames) run on different CPUs."""
+        for site_index, site in enumerate(self.sites):
+            if gateway in site.gateways:
+                return site.gateways.index(gateway) + site_index
+        raise BenchError(f"no gateway {gateway!r}")
 
     # ------------------------------------------------------------------ buckets and controllers
     def flows_to(self, index: int) -> tuple[int, int]:
