@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from supergw_controller.config import TimingConfig
-from supergw_gateway.pki import make_demo_pki
+from supergw_gateway.pki import Leaf, issue, make_ca, make_demo_pki
 from supergw_gateway.uml_init import stable_mac
 from supergw_gateway.ra.config import cluster_spi_plan
 
@@ -193,23 +193,45 @@ def controller_config(topo: Topology, paths: SitePaths, slot: ControllerSlot | N
     return cfg
 
 
-def ra_gateway_section(topo: Topology, g: GatewaySpec, pki: dict[str, Path]) -> dict[str, Any]:
+REPLICATION_PORT = 4520  # each agent's replication listener, on its management address
+
+
+def ra_gateway_section(topo: Topology, g: GatewaySpec, pki: dict[str, Path],
+                       replication_pki: Path | None = None) -> dict[str, Any]:
     """Member `g`'s `remote_access` section: IP_P, its own pool and SPI plan (one layout for the
-    cluster: `cluster_spi_plan` of its index, what the switch matches), the service certificate."""
+    cluster: `cluster_spi_plan` of its index, what the switch matches), the service certificate,
+    and its state replication (listener on its management address, its certificate in
+    `replication_pki`)."""
     assert topo.remote_access is not None
     ra, k = topo.remote_access, topo.gateways.index(g)
-    return {
+    section: dict[str, Any] = {
         "public": {"address": str(ra.public_ip)},
         "pool": str(ra.pool(k)),
         "spi": cluster_spi_plan(k).model_dump(),
         "auth": {"cacert": str(pki["ca.crt"]), "cert": str(pki[f"{RA_SERVICE_ID}.crt"]),
                  "key": str(pki[f"{RA_SERVICE_ID}.key"]), "id": RA_SERVICE_ID},
     }
+    if replication_pki is not None:
+        section["replication"] = {
+            "listen": f"{g.mgmt_ip}:{REPLICATION_PORT}",
+            "tls": {"cert": str(replication_pki / f"{g.name}.crt"), "key": str(replication_pki / f"{g.name}.key"),
+                    "ca": str(replication_pki / "ca.crt")},
+        }
+    return section
+
+
+def make_replication_pki(topo: Topology, out: Path) -> Path:
+    """The cluster's replication CA and one certificate per gateway (CN and SAN its name):
+    what the agents present to each other."""
+    make_ca(out, f"{topo.prefix} replication CA")
+    for g in topo.gateways:
+        issue(out, Leaf("peer", g.name, g.name, (g.name,)))
+    return out
 
 
 def gateway_config(
     topo: Topology, g: GatewaySpec, side: str, sec: Secrets, state_dir: Path, conf_dir: Path,
-    pki: dict[str, Path] | None = None, ca_file: Path | None = None,
+    pki: dict[str, Path] | None = None, ca_file: Path | None = None, replication_pki: Path | None = None,
 ) -> dict[str, Any]:
     """`side` is "lan" for gw<i> (the super gateway's member) or "remote" for its peer;
     `ca_file` the CA of the controllers' https certificates (with `controller.tls`)."""
@@ -267,7 +289,7 @@ def gateway_config(
     if side == "lan" and topo.remote_access is not None:
         if pki is None:
             raise ValueError("remote access: the gateway config needs the PKI files")
-        cfg["remote_access"] = ra_gateway_section(topo, g, pki)
+        cfg["remote_access"] = ra_gateway_section(topo, g, pki, replication_pki)
         # Replies to clients leave by the WAN toward their router (IP_P's own segment has no default route).
         cfg["routes"] = [{"destination": str(topo.remote_access.client_subnet), "via": str(topo.remote_access.router_wan_ip)}]
     if side == "lan" and topo.partner_site is not None:
@@ -305,9 +327,12 @@ def write_all(topo: Topology, paths: SitePaths, sec: Secrets) -> GeneratedConfig
     if topo.replicated:
         make_etcd_pki(paths.pki, topo.replica_ips())
     pki: dict[str, Path] = {}
+    replication_pki: Path | None = None
     if topo.remote_access is not None:
         ids = [RA_SERVICE_ID, *(ra_client_id(n) for n in topo.remote_access.client_names())]
         pki = make_demo_pki(conf_dir / "pki", ids)
+        if topo.remote_access.replication:
+            replication_pki = make_replication_pki(topo, conf_dir / "replication-pki")
     ca_file = api_tls.make_site_pki(topo, paths).ca if topo.controller.tls else None
     controllers: dict[str, Path] = {}
     for slot in topo.controllers():
@@ -320,7 +345,8 @@ def write_all(topo: Topology, paths: SitePaths, sec: Secrets) -> GeneratedConfig
         sides = (("lan", g.name),) if topo.partner_site is not None else (("remote", g.peer.name), ("lan", g.name))
         for side, name in sides:
             path = paths.gateway_config(name)
-            path.write_text(_yaml(gateway_config(topo, g, side, sec, paths.gateways, conf_dir, pki, ca_file)))
+            path.write_text(_yaml(gateway_config(topo, g, side, sec, paths.gateways, conf_dir, pki, ca_file,
+                                                 replication_pki)))
             path.chmod(0o600)
             gws[name] = path
     return GeneratedConfigs(controllers=controllers, token_file=paths.token_file, gateways=gws, secrets=sec, pki=pki)

@@ -269,11 +269,15 @@ class RemoteAccessSpec(StrictModel):
     client_subnet: ipaddress.IPv4Network  # the clients' outer addresses: .1 the router, client i .(10 + i)
     router_wan_ip: ipaddress.IPv4Address  # the clients' router on the WAN
     pools: ipaddress.IPv4Network
-    # The clients' own timers (what decides their failover time, docs/remote-access.md "Clients on failover").
-    client_dpd_s: int = Field(default=10, ge=0, le=3600)
-    client_retransmit_tries: int = Field(default=4, ge=1, le=10)
-    client_retransmit_timeout_s: float = Field(default=1.0, gt=0, le=60)
-    client_retransmit_base: float = Field(default=1.4, ge=1, le=4)
+    # The clients' own timers; the defaults are strongSwan's own (no DPD; 5 retransmissions at
+    # 4 s x 1.8^n): a client needs nothing of ours (docs/remote-access.md "Clients on failover").
+    client_dpd_s: int = Field(default=0, ge=0, le=3600)
+    client_retransmit_tries: int = Field(default=5, ge=1, le=10)
+    client_retransmit_timeout_s: float = Field(default=4.0, gt=0, le=60)
+    client_retransmit_base: float = Field(default=1.8, ge=1, le=4)
+    # State replication between the gateways: a dead gateway's clients are taken over by its
+    # backup (docs/DESIGN.md, "Stateful takeover"); False: they reconnect by themselves.
+    replication: bool = True
 
     def client_names(self) -> list[str]:
         return [CLIENT_NAME.format(i) for i in range(1, self.clients + 1)]
@@ -331,7 +335,9 @@ class Topology(StrictModel, Prefixed):
         if self.remote_access is not None:
             names += self.remote_access.client_names()
             if self.gateway_backend == "uml":
-                errors.append("gateway_backend uml: remote access does not run on UML gateways (backends/README.md)")
+                errors.append("gateway_backend uml: remote access does not run on UML gateways in this emulation "
+                              "(the gateways support it, backends/tests/integration/test_takeover.py; the lab's "
+                              "client network with UML members is not built or tested)")
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             errors.append(f"names used twice (or reserved sw/wan/rlan/mgmt): {dup}")

@@ -43,7 +43,15 @@ from pathlib import Path
 
 import httpx
 
-from supergw_proto.reports import ORDERS_HEADER, TIMING_HEADER, AgentOrders, AgentTiming, tunnel_up
+from supergw_proto.replication import ReplicationOrders
+from supergw_proto.reports import (
+    ORDERS_GENERATION_HEADER,
+    ORDERS_HEADER,
+    TIMING_HEADER,
+    AgentOrders,
+    AgentTiming,
+    tunnel_up,
+)
 
 from supergw_gateway import tunnel
 from supergw_proto.beats import FLAG_CHARON_DOWN, FLAG_LAN_DOWN
@@ -67,6 +75,7 @@ from supergw_gateway.report import (
     parse_proc_stat,
 )
 from supergw_gateway.runtime import Gateway
+from supergw_gateway.statesync.setup import replicator_for
 from supergw_gateway.uml import descendants
 from supergw_gateway.tuning import lifecycle as tuning
 from supergw_gateway.vici_client import IkeSaStatus, ViciClient
@@ -138,6 +147,8 @@ class Sampler:
 # after a few missed 100 ms beats); reports are bigger and may back off further.
 HEARTBEAT_BACKOFF_CAP_S = 0.5
 REPORT_BACKOFF_CAP_S = 5.0
+ORDERS_BACKOFF_CAP_S = 2.0  # a takeover order must not wait long behind a failed poll
+ORDERS_WAIT_S = 20
 REPORT_TIMEOUT_S = 2.0
 
 
@@ -255,12 +266,16 @@ class Timing:
 
 class Orders:
     """What this agent's controllers ask of it now (`AgentOrders`, the `Supergw-Orders` header
-    of each answer; absent: nothing). A level per controller: the last answer of each counts,
-    and a redirect holds while any controller asks for it. `on_change` runs when that changes."""
+    of each answer, or the body of the orders long-poll; absent: nothing). A level per
+    controller: the last answer of each counts, and a redirect holds while any controller asks
+    for it. `on_change` runs when that changes; `on_replication` gets every replication
+    order (the replicator ignores repeats)."""
 
-    def __init__(self, on_change: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, on_change: Callable[[], None] = lambda: None,
+                 on_replication: Callable[[ReplicationOrders], None] = lambda _o: None) -> None:
         self._by_url: dict[str, AgentOrders] = {}
         self._on_change = on_change
+        self._on_replication = on_replication
 
     @property
     def redirect_to(self) -> ipaddress.IPv4Address | None:
@@ -272,6 +287,11 @@ class Orders:
         except ValueError as exc:
             log.warning("controller %s sent an unusable %s header (%s): ignored", url, ORDERS_HEADER, exc)
             return
+        self.take(url, orders)
+
+    def take(self, url: str, orders: AgentOrders) -> None:
+        if orders.replication is not None:
+            self._on_replication(orders.replication)
         before = self.redirect_to
         self._by_url[url] = orders
         if self.redirect_to != before:
@@ -366,6 +386,36 @@ class ControllerLink:
                 log.warning("report to %s failed (retry in %.1fs): %s", self.state.url, delay, exc)
                 await asyncio.sleep(delay)
 
+    async def orders_loop(self) -> None:
+        """Long-poll this controller's orders for this gateway: the answer comes as soon as
+        they change (a takeover reaches the backup in one round trip), else after the wait.
+        Each answer's `Supergw-Orders-Generation` is the next `after` (generations only grow,
+        across controller restarts too)."""
+        path = f"/gateways/{self.gateway}/orders"
+        backoff = Backoff(0.2, ORDERS_BACKOFF_CAP_S)
+        after = 0
+        http = httpx.AsyncClient(base_url=self.hb_http.base_url, timeout=ORDERS_WAIT_S + 5, verify=self.ctl.verify())
+        try:
+            while True:
+                headers = {"Authorization": f"Bearer {self.secret.current()}"} if self.secret is not None else {}
+                try:
+                    r = await http.get(path, params={"after": after, "wait": ORDERS_WAIT_S}, headers=headers)
+                    if r.status_code == 404 and r.content == b'{"detail":"Not Found"}':  # no such route
+                        log.warning("controller %s has no orders long-poll (an older controller?): orders come with "
+                                    "report answers only", self.state.url)
+                        return
+                    if r.status_code >= 300:
+                        raise GatewayError(f"GET {self.state.url}{path}: HTTP {r.status_code}: {r.text[:200]}")
+                    self.timing.heard(self.state.url, r)
+                    self.orders.take(self.state.url, AgentOrders.model_validate_json(r.content))
+                    after = int(r.headers.get(ORDERS_GENERATION_HEADER, after))
+                    backoff.ok()
+                except Exception as exc:
+                    self._failed("orders", exc)
+                    await asyncio.sleep(backoff.fail())
+        finally:
+            await http.aclose()
+
     async def aclose(self) -> None:
         await self.hb_http.aclose()
         await self.rep_http.aclose()
@@ -385,7 +435,10 @@ class Agent:
         self.state = AgentState()
         self.feed = ReportFeed()
         self.timing = Timing(self._timing_changed)
-        self.orders = Orders(self._client_change)  # a redirect asked or withdrawn: act at once
+        self.replicator = replicator_for(cfg, self.gw.vici, self._replication_change)
+        self._urgent = False  # a takeover moved: report at once (the controller moves the pool on it)
+        self.orders = Orders(self._client_change,  # a redirect asked or withdrawn: act at once
+                             self.replicator.apply if self.replicator is not None else lambda _o: None)
         self.partner = self._partner_monitor(cfg)
         self.links = [ControllerLink(u, cfg.name, self.ctl, self.state, transport, self.rest_flags, self.timing,
                                      self.orders)
@@ -430,6 +483,10 @@ class Agent:
             self.sender.set_interval(t.heartbeat_interval_ms / 1000)
         if self.partner is not None:
             self.partner.set_timing(t.heartbeat_interval_ms / 1000, t.missed_heartbeats)
+
+    def _replication_change(self) -> None:
+        self._urgent = True
+        self._clients_changed.set()
 
     def _client_change(self) -> None:
         if self._loop is not None:
@@ -498,6 +555,12 @@ class Agent:
         rep = build_report(self.cfg.name, self.backend_label(), prev, cur, sas, tunnel.conn_name(self.cfg),
                            sa_error=sa_error, partner=partner)
         rep.tuning = await asyncio.to_thread(tuning.summary, self.cfg)
+        if self.replicator is not None:
+            try:
+                await asyncio.to_thread(self.replicator.sweep)
+            except Exception as exc:
+                log.warning("replication sweep failed: %s", exc)
+            rep.replication = self.replicator.state()
         return await self._client_report(rep), cur
 
     async def sample_loop(self) -> None:
@@ -511,11 +574,14 @@ class Agent:
             t0 = time.monotonic()
             try:  # a period, or less when a remote-access client came, went or moved
                 await asyncio.wait_for(self._clients_changed.wait(), period)
-                # ... but no CPU sample over less than a fifth of a period (too noisy to use)
-                await asyncio.sleep(max(0.0, period / 5 - (time.monotonic() - t0)))
+                # ... but no CPU sample over less than a fifth of a period (too noisy to use),
+                # unless a takeover moved: the controller waits for that report
+                if not self._urgent:
+                    await asyncio.sleep(max(0.0, period / 5 - (time.monotonic() - t0)))
             except asyncio.TimeoutError:
                 pass
             self._clients_changed.clear()
+            self._urgent = False
             try:
                 rep, prev = await self.make_report(prev)
             except Exception as exc:
@@ -545,7 +611,17 @@ class Agent:
             if self.partner is not None:
                 await asyncio.to_thread(self.partner.stop)
 
+    async def replication_loop(self) -> None:
+        """The relay (charon's sync socket, the backup link, the listener) and one orders
+        long-poll per controller; nothing without state replication."""
+        if self.replicator is None:
+            return
+        await self.replicator.start()
+        await asyncio.gather(*(link.orders_loop() for link in self.links))
+
     async def aclose(self) -> None:
+        if self.replicator is not None:
+            await self.replicator.close()
         if self.sender is not None:
             self.sender.stop()
         if self.partner is not None:
@@ -578,6 +654,7 @@ class Agent:
                 "session_log": str(self.clients.log.path), "session_log_error": self.clients.log_error,
                 "event_errors": self.clients.listener.errors,
                 "last_event_error": self.clients.listener.last_error},
+            "replication": None if self.replicator is None else self.replicator.state().model_dump(),
             "last_error": self.state.last_error, "uptime_s": round(time.time() - self.state.started, 1),
             "controllers": [vars(link.state).copy() for link in self.links],
         }
@@ -616,6 +693,6 @@ async def run_agent(cfg: GatewayConfig, health_listen: str = "127.0.0.1:0") -> N
                 ", ".join(agent.ctl.endpoints), agent.partner_line())
     try:
         async with server:
-            await asyncio.gather(agent.report_loop(), agent.heartbeat_loop())
+            await asyncio.gather(agent.report_loop(), agent.heartbeat_loop(), agent.replication_loop())
     finally:
         await agent.aclose()

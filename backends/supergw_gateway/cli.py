@@ -153,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     pk.add_argument("--client", action="append", metavar="NAME",
                     help="TLS client certificate with CN NAME (the controller's etcd user; P4Runtime client)")
     pk.add_argument("--peer", action="append", metavar="NAME=SAN[,SAN]",
-                    help="etcd member certificate: server and client (peers) for these addresses/names")
+                    help="server and client certificate for these addresses/names: an etcd member, or a gateway's "
+                         "state replication (NAME=NAME: the agents check each other's name)")
     pk.add_argument("ids", nargs="*", help="gateway IKE identities (used as CN and subjectAltName)")
     pk.set_defaults(fn=None, pki=True)
     return ap

@@ -6,7 +6,9 @@ import ctypes
 import os
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from supergw_gateway.executor import LocalExecutor
 
@@ -47,19 +49,21 @@ def add_veth(a: str, a_ns: str | None, b: str, b_ns: str | None) -> None:
         LocalExecutor(ns).run(["ip", "link", "set", dev, "up"])
 
 
-def connect_in_netns(netns: str, addr: tuple[str, int], timeout: float = 10.0) -> socket.socket:
-    """A TCP socket connected from inside `netns`; the namespace sticks to the socket.
+T = TypeVar("T")
+
+
+def in_netns(netns: str, make: Callable[[], T]) -> T:
+    """`make()` run inside `netns`; a socket it opens stays in that namespace.
 
     setns(CLONE_NEWNET) only affects the calling thread, so a short-lived thread does it.
     """
-    out: list[socket.socket | BaseException] = []
+    out: list[T | BaseException] = []
 
     def work() -> None:
         try:
             with open(f"/run/netns/{netns}") as f:
                 _setns(f.fileno())
-            s = socket.create_connection(addr, timeout=timeout)
-            out.append(s)
+            out.append(make())
         except BaseException as exc:  # handed to the caller's thread
             out.append(exc)
 
@@ -68,7 +72,29 @@ def connect_in_netns(netns: str, addr: tuple[str, int], timeout: float = 10.0) -
     t.join()
     res = out[0]
     if isinstance(res, BaseException):
-        if isinstance(res, FileNotFoundError):
+        if isinstance(res, FileNotFoundError) and not exists(netns):
             raise OSError(f"network namespace {netns} does not exist")
         raise res
     return res
+
+
+def connect_in_netns(netns: str, addr: tuple[str, int], timeout: float = 10.0) -> socket.socket:
+    """A TCP socket connected from inside `netns`; the namespace sticks to the socket."""
+    return in_netns(netns, lambda: socket.create_connection(addr, timeout=timeout))
+
+
+def udp_in_netns(netns: str, local: tuple[str, int], remote: tuple[str, int]) -> socket.socket:
+    """A UDP socket bound and connected inside `netns` (non-blocking, for asyncio)."""
+    def make() -> socket.socket:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(local)
+            s.connect(remote)
+            s.setblocking(False)
+        except BaseException:
+            s.close()
+            raise
+        return s
+
+    return in_netns(netns, make)

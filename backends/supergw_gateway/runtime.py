@@ -145,6 +145,8 @@ class Gateway:
         self.cfg.run_dir.mkdir(parents=True, exist_ok=True)
         if self._guest:
             pid = self._guest.start()
+            if self.cfg.remote_access is not None:  # IP_P lives in the guest's kernel, as the SAs do
+                ra_gateway.hold_public_address(self.cfg, self._guest.executor())
             esp, det = choose_backend(Backend.AUTO, self._guest.executor())
             if esp is not Backend.XFRM:
                 raise GatewayError(f"{self.cfg.name}: UML guest kernel cannot hold ESP states: {det.detail}")

@@ -24,6 +24,7 @@ from supergw_gateway.config import GatewayConfig
 from supergw_gateway.errors import GatewayError
 from supergw_gateway.executor import GuestExecutor, LocalExecutor
 from supergw_gateway.netns import connect_in_netns
+from supergw_gateway.ra import gateway as ra_gateway
 from supergw_gateway.uml_init import (
     BOOT_REPORTS,
     EXEC_PORT,
@@ -132,7 +133,7 @@ class UmlGuest:
         self._mgmt_link()
         settings = CharonSettings(
             vici_uri=f"tcp://{self.addrs.guest_ip}:{VICI_PORT}", log_path=Path("/run/gw/charon.log"), libipsec=False,
-            tuning=self.cfg.charon,
+            tuning=self.cfg.charon, options=ra_gateway.charon_options(self.cfg),
         )
         (self.run_dir / "strongswan.conf").write_text(render_strongswan_conf(settings))
         init = self.run_dir / "guest-init.sh"

@@ -167,6 +167,13 @@ class ViciClient:
         req: dict[str, Any] = {"child": child} if child else {"ike": ike}
         self._call("rekey", lambda: self._s.rekey(req))
 
+    def rekey_sa(self, ike_id: int | None = None, child_id: int | None = None) -> None:
+        """Rekey one SA by charon's unique id: a CHILD SA (`child_id`) or an IKE SA (`ike_id`)."""
+        if (ike_id is None) == (child_id is None):
+            raise ValueError("rekey_sa: give exactly one of ike_id and child_id")
+        req: dict[str, Any] = {"child-id": child_id} if child_id is not None else {"ike-id": ike_id}
+        self._call("rekey", lambda: self._s.rekey(req))
+
     def raw_sas(self, ike: str | None = None) -> Iterator[dict[str, Any]]:
         """list-sas replies as dicts (of connection `ike` only when given)."""
         for sa in self._s.list_sas({"ike": ike} if ike else None):

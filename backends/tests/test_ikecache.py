@@ -149,12 +149,12 @@ def test_session_ending_before_it_began_is_refused(tmp_path: Path) -> None:
 
 
 CHARON_LOG = """\
-2026-11-25 10:00:00.000 14[IKE] <ra-gw1|1> IKE_SA ra-gw1[1] established between 203.0.113.1[vpn.sgw.test]...10.77.0.10[alice]
-2026-11-25 10:30:00.000 11[IKE] <ra-gw1|1> closing CHILD_SA ra-gw1-net{1} with SPIs c0d4e869_i (1000 bytes) e9920336_o (500 bytes) and TS 10.80.0.0/24 === 10.90.0.1/32
-2026-11-25 10:30:00.500 12[IKE] <ra-gw1|1> IKE_SA deleted
-2026-11-25 11:00:00.000 14[IKE] <ra-gw1|2> IKE_SA ra-gw1[2] established between 203.0.113.1[vpn.sgw.test]...10.77.0.11[bob]
-2026-11-25 11:10:00.000 14[IKE] <ra-gw1|2> IKE_SA ra-gw1[3] rekeyed between 203.0.113.1[vpn.sgw.test]...10.77.0.11[bob]
-2026-11-25 11:40:00.000 12[IKE] <ra-gw1|3> IKE_SA deleted
+2026-11-25 10:00:00.000 14[IKE] <ra|1> IKE_SA ra[1] established between 203.0.113.1[vpn.sgw.test]...10.77.0.10[alice]
+2026-11-25 10:30:00.000 11[IKE] <ra|1> closing CHILD_SA ra-net{1} with SPIs c0d4e869_i (1000 bytes) e9920336_o (500 bytes) and TS 10.80.0.0/24 === 10.90.0.1/32
+2026-11-25 10:30:00.500 12[IKE] <ra|1> IKE_SA deleted
+2026-11-25 11:00:00.000 14[IKE] <ra|2> IKE_SA ra[2] established between 203.0.113.1[vpn.sgw.test]...10.77.0.11[bob]
+2026-11-25 11:10:00.000 14[IKE] <ra|2> IKE_SA ra[3] rekeyed between 203.0.113.1[vpn.sgw.test]...10.77.0.11[bob]
+2026-11-25 11:40:00.000 12[IKE] <ra|3> IKE_SA deleted
 2026-11-25 11:50:00.000 14[IKE] <sgw-gw1|4> IKE_SA sgw-gw1[4] established between 192.0.2.1[gw1]...192.0.2.2[peer]
 """
 
@@ -162,7 +162,7 @@ CHARON_LOG = """\
 def test_charon_log_reader(tmp_path: Path) -> None:
     log = tmp_path / "charon.log"
     log.write_text(CHARON_LOG)
-    conns = sorted(read_charon_log(log, conn="ra-gw1"), key=lambda c: c.client)
+    conns = sorted(read_charon_log(log, conn="ra"), key=lambda c: c.client)
     # alice: 10:00 - 10:30:00.5 with 1500 bytes; bob: 11:00 - 11:40 over a rekey (SA 2 -> 3).
     assert [(c.client, c.duration, c.bytes) for c in conns] == [("alice", 1800.5, 1500), ("bob", 2400.0, 0)]
     assert len(read_charon_log(log)) == 3  # without --conn the site-to-site SA counts too

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from supergw_gateway.config import parse_config
 from supergw_gateway.errors import ConfigError
+from supergw_gateway.ra import gateway as ra_gateway
 from supergw_gateway.ra.config import SpiPlan, cluster_conflicts, cluster_spi_plan
 from tests.conftest import with_value
 
@@ -71,9 +73,35 @@ def test_a_cache_and_gateway_dpd_contradict(ra_dict: dict[str, Any]) -> None:
     assert ra is not None and ra.dpd_delay == 0
 
 
-def test_uml_backend_refuses_remote_access(ra_dict: dict[str, Any]) -> None:
+def test_uml_backend_takes_remote_access_with_replication_over_its_management_link(ra_dict: dict[str, Any],
+                                                                                  tmp_path: Path) -> None:
+    """IP_P, the SAs and charon's sync socket live in the guest; its agent reaches the sync socket
+    over the guest's management link."""
     ra_dict["backend"] = "uml"
-    with pytest.raises(ConfigError, match="not supported with backend uml"):
+    for f in ("cert", "key", "ca"):
+        (tmp_path / f).write_text("x")
+    ra_dict["remote_access"]["replication"] = {"listen": "10.255.60.11:4520", "tls": {
+        f: str(tmp_path / f) for f in ("cert", "key", "ca")}}
+    cfg = parse_config(ra_dict)
+    opts = ra_gateway.charon_options(cfg)
+    assert "ha" in opts.plugins
+    assert dict(opts.plugin_settings)["ha"] == (("local", "169.254.77.2"), ("remote", "169.254.77.1"),
+                                                ("segment_count", "1"), ("monitor", "no"), ("fifo_interface", "no"),
+                                                ("resync", "no"))
+
+
+@pytest.mark.parametrize("listen, why", [("10.0.0.1", "want ADDRESS:PORT"), ("gw1:4520", "want ADDRESS:PORT"),
+                                         ("10.0.0.1:0", "want ADDRESS:PORT"), ("10.0.0.1:70000", "ADDRESS:PORT")])
+def test_replication_refuses_a_bad_listener_or_missing_files(ra_dict: dict[str, Any], tmp_path: Path, listen: str,
+                                                             why: str) -> None:
+    for f in ("cert", "key", "ca"):
+        (tmp_path / f).write_text("x")
+    tls = {f: str(tmp_path / f) for f in ("cert", "key", "ca")}
+    ra_dict["remote_access"]["replication"] = {"listen": listen, "tls": tls}
+    with pytest.raises(ConfigError, match=why):
+        parse_config(ra_dict)
+    ra_dict["remote_access"]["replication"] = {"listen": "10.0.0.1:4520", "tls": {**tls, "ca": str(tmp_path / "no")}}
+    with pytest.raises(ConfigError, match="replication.tls.ca: file .*no does not exist"):
         parse_config(ra_dict)
 
 

@@ -58,12 +58,12 @@ def test_cache_mapping(ra_dict: dict[str, Any], caching: dict[str, Any], ike: di
 
 def test_connection_and_pool(ra_dict: dict[str, Any]) -> None:
     cfg = cfg_with(ra_dict, {"strategy": "clocked", "lifetime_s": 60})
-    conn = ra_gateway.build_conn(cfg)["ra-gw1"]
+    conn = ra_gateway.build_conn(cfg)["ra"]
     assert conn["local_addrs"] == ["203.0.113.1"] and conn["pools"] == ["ra-gw1-pool"]
     assert conn["local-1"] == {"auth": "pubkey", "id": "vpn.example", "certs": [b"PEM"]}
     assert conn["remote-1"] == {"auth": "pubkey", "cacerts": [b"PEM"]}
     assert conn["proposals"] == cfg.proposals.ike and conn["reauth_time"] == "60s"
-    child = conn["children"]["ra-gw1-net"]
+    child = conn["children"]["ra-net"]
     assert child["local_ts"] == ["10.1.0.0/24"] and child["esp_proposals"] == cfg.proposals.esp
     assert ra_gateway.build_pool(cfg) == {"ra-gw1-pool": {"addrs": "10.90.0.0/24"}}
     info = ra_gateway.report_info(cfg)

@@ -10,7 +10,7 @@ from supergw_gateway.ra.config import CachePolicy
 from supergw_gateway.ra.ikecache import read_session_log
 from supergw_gateway.ra.sessions import Redirects, SessionLog, SessionTracker, evictions
 
-CONN = "ra-gw1"
+CONN = "ra"
 
 
 class Clock:
@@ -32,7 +32,7 @@ def ike(uid: int, host: str = "198.51.100.7", rspi: str = "0100000000000001", es
 
 
 def child(uid: int, b_in: int, b_out: int, use_in: int | None = None) -> dict[str, Any]:
-    c = {"name": "ra-gw1-net", "uniqueid": str(uid), "state": "INSTALLED", "bytes-in": str(b_in),
+    c = {"name": "ra-net", "uniqueid": str(uid), "state": "INSTALLED", "bytes-in": str(b_in),
          "bytes-out": str(b_out)}
     if use_in is not None:
         c["use-in"] = str(use_in)
@@ -47,23 +47,23 @@ def test_a_session_through_mobike_rekeys_and_down(tmp_path: Path) -> None:
     s = t.live()[0]
     assert (s.ike_id, s.identity, str(s.remote_host), s.established_at) == (1, "alice.example", "198.51.100.7", 1000)
     clock.t = 1002
-    t.poll([{CONN: ike(1, established=2, children={"ra-gw1-net-1": child(1, 500, 700, use_in=0)})}], 1002)
+    t.poll([{CONN: ike(1, established=2, children={"ra-net-1": child(1, 500, 700, use_in=0)})}], 1002)
     clock.t = 1004
-    t.poll([{CONN: ike(1, established=4, children={"ra-gw1-net-1": child(1, 900, 1100, use_in=1)})}], 1004)
+    t.poll([{CONN: ike(1, established=4, children={"ra-net-1": child(1, 900, 1100, use_in=1)})}], 1004)
     s = t.live()[0]
     assert (s.bytes_in, s.bytes_out, s.present, s.present_s) == (900, 1100, True, 2.0)
     # MOBIKE: a new outer address
     assert t.event("ike-update", {"remote-host": "198.51.100.8", CONN: ike(1, host="198.51.100.8")})
     assert str(t.live()[0].remote_host) == "198.51.100.8"
     # CHILD rekey: the old child's final counters stay, the new one adds
-    t.event("child-rekey", {CONN: dict(ike(1, host="198.51.100.8"), **{"child-sas": {"ra-gw1-net": {
+    t.event("child-rekey", {CONN: dict(ike(1, host="198.51.100.8"), **{"child-sas": {"ra-net": {
         "old": child(1, 1000, 1200), "new": child(2, 0, 0)}}})})
     # IKE rekey: new SPIs and id, same session
     assert t.event("ike-rekey", {CONN: {"old": ike(1), "new": ike(2, host="198.51.100.8", rspi="0100000000000002")}})
     s = t.live()[0]
     assert (s.ike_id, s.responder_spi, s.ike_rekeys) == (2, "0100000000000002", 1)
     clock.t = 1010
-    t.event("child-updown", {CONN: dict(ike(2), **{"child-sas": {"ra-gw1-net-2": child(2, 50, 60)}})})
+    t.event("child-updown", {CONN: dict(ike(2), **{"child-sas": {"ra-net-2": child(2, 50, 60)}})})
     assert t.event("ike-updown", {CONN: ike(2)})
     assert t.live() == []
     [rec] = t.take_finished()

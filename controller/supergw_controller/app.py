@@ -182,6 +182,7 @@ async def serve(config: Config, announce: Callable[[str], None] = print) -> None
             if t is not stopper and not t.cancelled() and t.exception() is not None:
                 raise t.exception()  # type: ignore[misc]
     finally:
+        core.stop_waiting()  # agents' long-polls answer now, not after the API's shutdown timeout
         server.should_exit = True
         if replica_task is not None:
             # A leader resigns (gives up primary, deletes its key) while its stream is still up.

@@ -18,6 +18,15 @@ of each per gateway and says what the switches should hold (`RaTables`):
   gateways); its labels, ranges and pool stay (no other gateway holds those SAs or
   addresses, and a restarted gateway keeps its config). A drained gateway's pins go too
   (its clients are redirected and must land elsewhere), while it still lists them.
+- **Takeover** (`takeover.py`): a gateway whose SAs another gateway took over (`set_takeovers`:
+  taken-over gateway -> holder) has its label, ranges and pool steered to the holder, and the
+  clients of its last report before its death pinned to the holder until the holder lists them
+  itself. A label or range also goes to any live gateway that reports SAs still under it
+  (`replication.foreign_sas`), the one with most. A withheld gateway (alive again, not
+  released) pins nothing of its own. A client whose inner address lies in another gateway's
+  pool, where that pool is not routed to the gateway listing it, gets a /32 `client_pools`
+  entry to that gateway (so a pool can return to its owner while taken-over clients keep their
+  addresses).
 - `pin_changes` says why each pin came, went or moved (the event log's words).
 - After a controller restart, entries the switch already holds for a gateway that has not
   reported since are kept (`adopt`), so a restart moves no established client.
@@ -33,6 +42,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
 
+from supergw_proto import p4constants as pc
 from supergw_controller.southbound.domain import RaTables, Ternary
 from supergw_proto.reports import ClientSession, GatewayReport, RemoteAccessInfo
 
@@ -41,6 +51,8 @@ K = TypeVar("K")
 
 # esp_spi_ranges holds 64 entries; a range that needs more prefixes than this is refused.
 MAX_PREFIXES_PER_RANGE = 8
+# client_pools holds the pools and the /32s of clients away from their pool's gateway.
+MAX_POOL_ENTRIES = pc.CLIENT_POOLS_TABLE_SIZE
 
 
 class PinReason(StrEnum):
@@ -51,6 +63,7 @@ class PinReason(StrEnum):
     SA_MOVED = "sa-moved"  # its gateway no longer lists it, another does
     GATEWAY_DEAD = "gateway-dead"
     DRAIN = "drain"
+    TAKEOVER = "takeover"  # a dead gateway's client, pinned to the gateway that took its SA over
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,14 @@ class ClientBook:
         self._info: dict[str, RemoteAccessInfo] = {}  # accepted
         self._refused: dict[str, str] = {}
         self._clients: dict[str, list[ClientSession]] = {}
+        self._last_clients: dict[str, list[ClientSession]] = {}  # of dead gateways, as their last report said
+        self._holders: dict[str, str] = {}  # taken-over gateway -> the gateway holding its SAs
+        self._withheld: frozenset[str] = frozenset()
+        self._foreign: dict[str, dict[str, int]] = {}  # gateway -> {other gateway: its SAs held here}
+        # gateway -> CHILD SAs it took over and has not renewed yet, and whom it took over
+        # (its last report said)
+        self._unrenewed: dict[str, int] = {}
+        self._took: dict[str, frozenset[str]] = {}
 
     # ------------------------------------------------------------------ input
     def report(self, report: GatewayReport) -> None:
@@ -91,6 +112,10 @@ class ClientBook:
             return
         self._seen.add(name)
         self._clients[name] = list(report.clients or [])
+        rep = report.replication
+        self._foreign[name] = {} if rep is None else {g: n for g, n in rep.foreign_sas.items() if n > 0}
+        self._unrenewed[name] = 0 if rep is None else sum(rep.unrenewed_children.values())
+        self._took[name] = frozenset() if rep is None else frozenset(rep.taken_over)
         info = report.remote_access
         if info is None:
             self._info.pop(name, None)
@@ -108,12 +133,35 @@ class ClientBook:
             self._refused[name] = why
 
     def set_alive(self, name: str, alive: bool) -> None:
-        """A liveness verdict; a dead gateway's clients are forgotten until it reports again."""
+        """A liveness verdict; a dead gateway's clients are forgotten until it reports again
+        (kept aside for a takeover: `set_takeovers`)."""
         if alive:
             self._dead.discard(name)
+            if name not in self._holders:
+                self._last_clients.pop(name, None)
         elif name in self._order:
             self._dead.add(name)
-            self._clients.pop(name, None)
+            self._last_clients[name] = self._clients.pop(name, [])
+
+    def set_takeovers(self, holders: Mapping[str, str], withheld: Collection[str]) -> None:
+        """Taken-over gateway -> the gateway holding its SAs now, and the gateways withheld
+        (alive, not released: they pin nothing of their own). A gateway released from a
+        takeover forgets its last clients."""
+        self._holders = {v: h for v, h in holders.items() if v in self._order and h in self._order}
+        self._withheld = frozenset(withheld)
+        for v in [v for v in self._last_clients if v not in self._holders and v not in self._dead]:
+            del self._last_clients[v]
+
+    def restore(self, name: str, info: RemoteAccessInfo) -> None:
+        """A taken-over gateway's claim kept by the store: steered (to its holder) although it has
+        not reported since this controller started; its own report replaces it."""
+        if name in self._order and name not in self._seen and name not in self._info:
+            self._info[name] = info
+
+    @property
+    def dead(self) -> frozenset[str]:
+        """The gateways whose death this book was told of (and not their return)."""
+        return frozenset(self._dead)
 
     def set_drained(self, names: Collection[str]) -> None:
         """The gateways an operator drained: their clients keep their SAs but lose their pins
@@ -123,6 +171,25 @@ class ClientBook:
     # ------------------------------------------------------------------ views
     def clients(self, name: str) -> list[ClientSession]:
         return list(self._clients.get(name, []))
+
+    def last_clients(self, name: str) -> list[ClientSession]:
+        """A dead gateway's clients as its last report listed them."""
+        return list(self._last_clients.get(name, []))
+
+    def steered_to(self, name: str) -> str:
+        """Where `name`'s IKE SPI label, ESP SPI range and pool point: the live gateway
+        reporting most SAs still under them, else its holder after a takeover, else itself."""
+        claims = [(n, g) for g, f in self._foreign.items() if g != name and g not in self._dead and (n := f.get(name, 0)) > 0]
+        if claims:
+            return min(claims, key=lambda c: (-c[0], self._order[c[1]]))[1]
+        return self._holders.get(name, name)
+
+    def renewed(self, holder: str) -> bool:
+        """Whether `holder` said its taken-over CHILD SAs all have new outbound sequence numbers.
+        Until then ESP it sends on them would be replays to the clients: the return traffic of
+        a taken-over pool waits for it (lost meanwhile at the fenced gateway's port, never
+        dropped by a client as a replay)."""
+        return bool(self._took.get(holder)) and self._unrenewed.get(holder, 0) == 0
 
     def info(self, name: str) -> RemoteAccessInfo | None:
         return self._info.get(name)
@@ -167,10 +234,17 @@ class ClientBook:
         ranges: dict[Ternary, str] = {}
         pools: dict[str, str] = {}
         for name, info in self._info.items():
-            labels[Ternary(info.ike_spi_label, info.ike_spi_mask)] = name
+            target = self.steered_to(name)
+            labels[Ternary(info.ike_spi_label, info.ike_spi_mask)] = target
             for prefix in esp_prefixes(info.esp_spi_min, info.esp_spi_max):
-                ranges[prefix] = name
-            pools[str(info.pool)] = name
+                ranges[prefix] = target
+            pools[str(info.pool)] = target if target == name or self.renewed(target) else name
+        away = self._away_from_pool(pools)
+        room = max(0, MAX_POOL_ENTRIES - len(pools))
+        if len(away) > room:  # the rest go without (`routes_missing` counts them)
+            away = dict(sorted(away.items())[:room])
+        # The /32s first: written before a pool they carve out of goes back to its owner.
+        pools = away | pools
         for key, gw in self._adoptable(held.labels).items():
             labels.setdefault(key, gw)
         for key, gw in self._adoptable(held.ranges).items():
@@ -178,6 +252,27 @@ class ClientBook:
         for net, gw in self._adoptable(held.pools).items():
             pools.setdefault(net, gw)
         return RaTables(self._wanted_pins(held.pins), labels, ranges, pools)
+
+    def _away_from_pool(self, pools: Mapping[str, str]) -> dict[str, str]:
+        """"vip/32" -> gateway for each client listed by a serving gateway whose inner address
+        lies in a pool that is not routed to that gateway (a taken-over client after its pool
+        went back to its owner)."""
+        nets = [(info.pool, str(info.pool)) for info in self._info.values()]
+        out: dict[str, str] = {}
+        for name in self._order:
+            if name in self._dead or name in self._withheld or self._unrenewed.get(name, 0):
+                continue  # (not renewed: its ESP to them would be replays)
+            for s in self._clients.get(name, []):
+                for vip in s.vips:
+                    pool = next((key for net, key in nets if vip in net), None)
+                    if pool is not None and pools.get(pool) != name:
+                        out[f"{vip}/32"] = name
+        return out
+
+    def routes_missing(self, pools: Mapping[str, str]) -> int:
+        """Clients away from their pool's gateway whose /32 is not in `pools` (the `wanted`
+        pools: `client_pools` had no room left for it)."""
+        return sum(1 for key in self._away_from_pool(pools) if key not in pools)
 
     def _adoptable(self, held: Mapping[K, str]) -> dict[K, str]:
         """Held entries of configured gateways that have not reported since start."""
@@ -187,11 +282,21 @@ class ClientBook:
         if not self._pins:
             return {}
         listed: dict[str, Counter[str]] = {}
+        unpinned = self._dead | self._drained | self._withheld
         for name, sessions in self._clients.items():
-            if name in self._dead or name in self._drained:
+            if name in unpinned:
                 continue
             for s in sessions:
                 listed.setdefault(str(s.remote_host), Counter())[name] += 1
+        # A taken-over gateway's clients: to its holder, until the holder lists them itself.
+        for name, sessions in self._last_clients.items():
+            target = self.steered_to(name)
+            if target == name or target in unpinned:
+                continue
+            for s in sessions:
+                by_gw = listed.setdefault(str(s.remote_host), Counter())
+                if target not in by_gw:
+                    by_gw[target] += 1
         pins: dict[str, str] = {}
         for ip, by_gw in listed.items():
             current = held.get(ip)
@@ -213,6 +318,8 @@ class ClientBook:
                 continue
             if src is None:
                 reason = PinReason.SA_UP
+            elif dst is not None and src in self._holders and self.steered_to(src) == dst:
+                reason = PinReason.TAKEOVER
             elif src in self._dead:
                 reason = PinReason.GATEWAY_DEAD
             elif src in self._drained:

@@ -9,6 +9,7 @@
 | event log | `eventlog.py` | ring, history and durable store of moves and events |
 | read model | `readmodel.py` | the REST views |
 | remote access | `remote_access.py` | clients from reports -> pins, SPI labels and ranges on the outside switch (`southbound/outside.py`, a second device), pools on the LAN; the outside's buckets follow the LAN's |
+| takeover | `takeover.py`, `replication_orders.py` | a dead gateway's remote-access SAs taken over by its ring backup (fence, steer, order; the record in the store); every gateway's replication orders, one generation, long-polled by the agents |
 
 `ControllerCore` builds them around one store (`durable.Durable`; fenced under HA) and
 is what the REST layer calls (`api.core.Core`, one line per method) and what the
@@ -48,13 +49,15 @@ from supergw_controller.placement import Placement
 from supergw_controller.ndp import parse_router_solicitation
 from supergw_controller.readmodel import ReadModel
 from supergw_controller.remote_access import RemoteAccess
+from supergw_controller.replication_orders import OrdersBoard
 from supergw_controller.router_adverts import RouterAdvertiser, build_advertiser
 from supergw_controller.southbound.domain import HostIdle, HostSeen, Ip6Idle, Ip6Seen, PacketIn
 from supergw_controller.southbound.session import Role
 from supergw_controller.southbound.switch import SessionLike, Southbound
 from supergw_controller.stores import build_intent_store, etcd_tls
+from supergw_controller.takeover import Takeover
 from supergw_controller.tasks import run_together
-from supergw_controller.views import OperatorAction
+from supergw_controller.views import OperatorAction, OrdersAnswer
 
 log = logging.getLogger(__name__)
 
@@ -125,10 +128,15 @@ class ControllerCore:
         self.registry = GatewayRegistry(config, clock(), t.startup_grace_s)
         self.permission = WritePermission(self.switch)
         self.remote_access: RemoteAccess | None = None
+        # Agents' replication orders: generations start at the start time in ms, so that they
+        # only grow across restarts (`replication_orders`).
+        self.orders_board = OrdersBoard(int(wallclock() * 1000))
         buckets: Southbound | FollowedBuckets = self.switch
         if config.remote_access is not None:
+            takeover = Takeover(config, self.registry, self.durable, self.eventlog, clock=clock, wallclock=wallclock)
             self.remote_access = RemoteAccess(
-                config, self.switch, outside_session=outside_session, drained=self._drained, events=self.eventlog
+                config, self.switch, outside_session=outside_session, drained=self._drained, events=self.eventlog,
+                takeover=takeover, board=self.orders_board, clock=clock,
             )
             buckets = FollowedBuckets(self.switch, self.remote_access.kick)
         self.placement = Placement(
@@ -162,7 +170,7 @@ class ControllerCore:
                 " -> ".join(g.name for g in self.config.gateways), told.report_interval_ms,
                 self.config.timing.report_interval_ms, p.interval_s, p.load_difference, p.move_size,
             )
-        await self.placement.load_intent()
+        await self.load_intent()
         loops = {
             "p4runtime-session": self.switch.run(),
             "liveness": self.liveness.run(udp=self._udp),
@@ -172,9 +180,19 @@ class ControllerCore:
             loops["remote-access"] = self.remote_access.run()
         await run_together(loops)
 
+    async def load_intent(self) -> None:
+        """What the store keeps: operator intent (placement) and takeovers (remote access)."""
+        intent = await self.placement.load_intent()
+        if self.remote_access is not None:
+            await self.remote_access.load(intent)
+
     async def close(self) -> None:
         """Close the store (after `run` ended)."""
         await self.durable.close()
+
+    def stop_waiting(self) -> None:
+        """The process stops: open long-polls answer now instead of holding the API's shutdown."""
+        self.orders_board.close()
 
     @property
     def primary_ready(self) -> asyncio.Event:
@@ -191,7 +209,7 @@ class ControllerCore:
     async def _on_liveness(self, transitions: Sequence[Transition]) -> None:
         await self.placement.on_liveness(transitions)
         if self.remote_access is not None:
-            self.remote_access.on_liveness(transitions)
+            await self.remote_access.on_liveness(transitions)
 
     def note(self, kind: str, reason: str, detail: str) -> None:
         self.eventlog.note(kind, reason, detail)
@@ -383,6 +401,10 @@ class ControllerCore:
 
     def agent_orders(self, name: str) -> AgentOrders:
         return self.remote_access.orders(name) if self.remote_access is not None else AgentOrders()
+
+    async def wait_orders(self, name: str, after: int, wait_s: float) -> OrdersAnswer:
+        await self.orders_board.wait_past(after, wait_s)
+        return OrdersAnswer(generation=self.orders_board.generation, orders=self.agent_orders(name))
 
     async def record_operator_action(self, action: OperatorAction) -> None:
         await self.eventlog.operator(action)

@@ -717,6 +717,14 @@ class RemoteAccessConfig(StrictModel):
         default=True,
         description="pin each client's outer address to the gateway that reports its IKE SA (false: address hash only)",
     )
+    takeover: bool = Field(
+        default=True,
+        description=(
+            "stateful takeover of a dead gateway's remote-access SAs by its ring backup (docs/remote-access.md, "
+            "\"Takeover of a dead gateway\"): agents that report a replication endpoint are told who backs up "
+            "whom; false: no replication orders, a dead gateway's clients reconnect on their own (its pins go)"
+        ),
+    )
 
     _public_mac = field_validator("public_mac", mode="before")(lambda v: GatewayConfig._unicast(v))
 

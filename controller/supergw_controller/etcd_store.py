@@ -6,6 +6,7 @@ configured prefix P:
     P/weight/<gateway>     weight, decimal text
     P/drained/<gateway>    "1" while drained (absent otherwise)
     P/pin/<bucket>         the pinned gateway
+    P/takeover/<gateway>   a taken-over gateway's record (`TakeoverRecord`), JSON
     P/event-seq            the id of the newest event
     P/events/<id:020d>     one event, JSON; ids count up from 1, zero-padded so key order is id order
 
@@ -33,7 +34,14 @@ from typing import Any
 
 from supergw_controller.etcd_kv import KV, Compare, Delete, EtcdError, EtcdKV, Get, Op, Put, prefix_end
 from supergw_controller.etcd_tls import EtcdTls
-from supergw_controller.intent_store import EventRecord, EventShortcuts, FencedError, Intent, IntentStoreError
+from supergw_controller.intent_store import (
+    EventRecord,
+    EventShortcuts,
+    FencedError,
+    Intent,
+    IntentStoreError,
+    TakeoverRecord,
+)
 
 _ID_WIDTH = 20
 _SEQ_RETRIES = 8
@@ -60,6 +68,19 @@ def _event_json(r: EventRecord) -> bytes:
     d = {"ts": r.ts, "kind": r.kind, "bucket": r.bucket, "src": r.src, "dst": r.dst}
     d |= {"reason": r.reason, "detail": r.detail, "who": r.who}
     return json.dumps(d, separators=(",", ":")).encode()
+
+
+def _takeover_json(r: TakeoverRecord) -> bytes:
+    d = {"holder": r.holder, "fenced_generation": r.fenced_generation, "info": r.info, "since": r.since}
+    return json.dumps(d, separators=(",", ":")).encode()
+
+
+def _takeover(gateway: str, raw: bytes) -> TakeoverRecord:
+    d: dict[str, Any] = json.loads(raw)
+    fenced = d.get("fenced_generation")
+    info = d.get("info")
+    return TakeoverRecord(gateway, str(d["holder"]), None if fenced is None else int(fenced),
+                          None if info is None else str(info), float(d["since"]))
 
 
 def _event(event_id: int, raw: bytes) -> EventRecord:
@@ -198,7 +219,8 @@ class EtcdIntentStore(EventShortcuts):
         weights = {name: float(v) for name, v in await self._under("weight")}
         drained = {name for name, v in await self._under("drained") if v == b"1"}
         pins = {int(name): v.decode() for name, v in await self._under("pin")}
-        return Intent(weights, drained, pins)
+        takeovers = {name: _takeover(name, v) for name, v in await self._under("takeover")}
+        return Intent(weights, drained, pins, takeovers)
 
     async def set_weight(self, gateway: str, weight: float) -> None:
         if not weight > 0:
@@ -214,6 +236,12 @@ class EtcdIntentStore(EventShortcuts):
 
     async def unpin(self, bucket: int) -> None:
         await self._write([Delete(self._key("pin", str(int(bucket))))])
+
+    async def save_takeover(self, record: TakeoverRecord) -> None:
+        await self._write([Put(self._key("takeover", record.gateway), _takeover_json(record))])
+
+    async def drop_takeover(self, gateway: str) -> None:
+        await self._write([Delete(self._key("takeover", gateway))])
 
     async def record_events(self, records: Sequence[EventRecord]) -> None:
         if not records:

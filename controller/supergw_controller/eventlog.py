@@ -1,4 +1,4 @@
-"""The one event log: bucket moves, client pins, gateway, switch, HA and operator events, and the history.
+"""The one event log: bucket moves, client pins, takeovers, gateway, switch, HA and operator events, and the history.
 
 Every event goes to the in-memory ring (`events.EventRing`, answers `events()` when the
 store is unavailable and costs nothing on the hot path) and, except switch-role and HA
@@ -43,6 +43,7 @@ class EventLog:
         self.history = history
         self.moves_total: dict[str, int] = {r.value: 0 for r in MoveReason}
         self.failovers_total = 0  # writes that moved buckets off a dead gateway
+        self.takeovers_total = 0  # dead gateways whose remote-access SAs another gateway took over
 
     async def record_moves(self, moves: Sequence[Move], detail: str = "") -> None:
         """Buckets the switch now sends elsewhere (written: call after the write)."""
@@ -78,6 +79,15 @@ class EventLog:
             self.ring.add(ts, "client_pin", reason, src=src, dst=dst, detail=detail)
             records.append(EventRecord(None, ts, "client_pin", None, src, dst, reason, detail))
         await self._durable.record(records)
+
+    async def record_takeover(self, reason: str, src: str | None, dst: str | None, detail: str) -> None:
+        """A step of a remote-access takeover (`takeover.TakeoverReason`): ring and store."""
+        ts = self._wall()
+        if reason == "takeover":
+            self.takeovers_total += 1
+        log.warning("takeover: %s %s -> %s: %s", reason, src, dst, detail)
+        self.ring.add(ts, "takeover", reason, src=src, dst=dst, detail=detail)
+        await self._durable.record([EventRecord(None, ts, "takeover", None, src, dst, reason, detail)])
 
     def note_gateways(self, transitions: Sequence[Transition]) -> list[EventRecord]:
         """Gateways that died or came back: in the ring and the history now; returns the

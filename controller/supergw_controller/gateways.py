@@ -9,7 +9,8 @@ down: traffic sent to it would be lost), or its agent says its partner gateway a
 partner site is down (the pair beacons through the tunnel stopped, or the partner cannot
 carry traffic: the partner's own site fails the partner over, and traffic sent here would
 reach a gateway nobody uses); a dead gateway that comes back is *recovering* until the
-rebalancer has refilled it.
+rebalancer has refilled it, or *withheld* while another gateway still holds the remote-access
+SAs it took over from it (`withheld` says why; `takeover.py` sets and clears it).
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class GatewayRecord:
     # agent's own interval x the miss count when its beats declare a longer one (an agent
     # not told our timing yet, or a mis-set one, is late by its own clock, not dead).
     dead_after: float = 0.0
+    # Why it may not serve although alive: its remote-access SAs were taken over (None: it may).
+    withheld: str | None = None
 
     @property
     def state(self) -> GatewayState:
@@ -62,6 +65,8 @@ class GatewayRecord:
             return GatewayState.DEAD
         if self.drained:
             return GatewayState.DRAINED
+        if self.withheld is not None:
+            return GatewayState.WITHHELD
         if self.recovering:
             return GatewayState.RECOVERING
         return GatewayState.ALIVE
@@ -185,6 +190,10 @@ class GatewayRegistry:
 
     def set_drained(self, name: str, drained: bool) -> None:
         self.get(name).drained = drained
+
+    def set_withheld(self, name: str, why: str | None) -> None:
+        """`why` it may not serve while alive (a takeover holds its SAs); None: it may again."""
+        self.get(name).withheld = why
 
     # -- liveness
     def restart_grace(self, now: float) -> None:

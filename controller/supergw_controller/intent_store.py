@@ -1,4 +1,5 @@
-"""Operator intent (weights, drains, pins) and the move/event log, persisted in SQLite.
+"""Operator intent (weights, drains, pins), remote-access takeovers and the move/event log,
+persisted in SQLite.
 
 `IntentStoreApi` is what every store offers (this one, the single-controller default, and
 `etcd_store.EtcdIntentStore` for replicated controllers); `stores.build_intent_store`
@@ -32,6 +33,13 @@ CREATE TABLE IF NOT EXISTS pins (
     bucket  INTEGER PRIMARY KEY,
     gateway TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS takeovers (
+    gateway           TEXT PRIMARY KEY,
+    holder            TEXT NOT NULL,
+    fenced_generation INTEGER,
+    info              TEXT,
+    since             REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS events (
     id     INTEGER PRIMARY KEY AUTOINCREMENT,
     ts     REAL NOT NULL,
@@ -57,10 +65,24 @@ class FencedError(IntentStoreError):
 
 
 @dataclass(frozen=True)
+class TakeoverRecord:
+    """A gateway judged dead whose remote-access SAs another gateway took over
+    (`takeover.Takeover`): kept until the gateway serves again, so a restarted controller
+    keeps its fence and steers its clients as before."""
+
+    gateway: str
+    holder: str  # its backup at the verdict, which took it over
+    fenced_generation: int | None  # the orders generation that fenced it; None once its agent cleared
+    info: str | None  # its last `remote_access` claim (JSON): label, range and pool, steered without its reports
+    since: float  # wall-clock time of the verdict
+
+
+@dataclass(frozen=True)
 class Intent:
     weights: dict[str, float] = field(default_factory=dict)
     drained: set[str] = field(default_factory=set)
     pins: dict[int, str] = field(default_factory=dict)
+    takeovers: dict[str, TakeoverRecord] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -84,6 +106,14 @@ class IntentStoreApi(Protocol):
     async def set_drained(self, gateway: str, drained: bool) -> None: ...
     async def pin(self, bucket: int, gateway: str) -> None: ...
     async def unpin(self, bucket: int) -> None: ...
+    async def save_takeover(self, record: TakeoverRecord) -> None:
+        """Insert or replace the record of `record.gateway`."""
+        ...
+
+    async def drop_takeover(self, gateway: str) -> None:
+        """The gateway serves again: its record goes (a no-op without one)."""
+        ...
+
     async def record_events(self, records: Sequence[EventRecord]) -> None: ...
     async def record_event(self, ev: EventRecord) -> None: ...
     async def record_moves(self, moves: Sequence[Move], ts: float, detail: str = "") -> None: ...
@@ -166,7 +196,12 @@ class IntentStore(EventShortcuts):
                 if is_drained:
                     drained.add(gw)
             pins = {int(b): str(g) for b, g in db.execute("SELECT bucket, gateway FROM pins")}
-            return Intent(weights, drained, pins)
+            takeovers = {
+                str(row[0]): TakeoverRecord(str(row[0]), str(row[1]), None if row[2] is None else int(row[2]),
+                                            None if row[3] is None else str(row[3]), float(row[4]))
+                for row in db.execute("SELECT gateway, holder, fenced_generation, info, since FROM takeovers")
+            }
+            return Intent(weights, drained, pins, takeovers)
 
         return await self._run(_load)
 
@@ -201,6 +236,18 @@ class IntentStore(EventShortcuts):
 
     async def unpin(self, bucket: int) -> None:
         await self._run(lambda db: db.execute("DELETE FROM pins WHERE bucket = ?", (bucket,)))
+
+    async def save_takeover(self, record: TakeoverRecord) -> None:
+        r = record
+        await self._run(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO takeovers(gateway, holder, fenced_generation, info, since) VALUES (?, ?, ?, ?, ?)",
+                (r.gateway, r.holder, r.fenced_generation, r.info, r.since),
+            )
+        )
+
+    async def drop_takeover(self, gateway: str) -> None:
+        await self._run(lambda db: db.execute("DELETE FROM takeovers WHERE gateway = ?", (gateway,)))
 
     async def record_events(self, records: Sequence[EventRecord]) -> None:
         if not records:

@@ -11,14 +11,21 @@ K = 4096 idle buckets would otherwise be 8192 useless series.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from supergw_proto.api import BucketView, GatewayView, RemoteAccessStatus, StatusView
+from supergw_proto.api import (
+    BucketView,
+    GatewayView,
+    RemoteAccessStatus,
+    ReplicationGatewayView,
+    ReplicationStatus,
+    StatusView,
+)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -157,6 +164,8 @@ def _status_families(s: StatusView) -> Iterator[Metric]:
         yield GaugeMetricFamily(name, doc, value=level)
     if s.remote_access is not None:
         yield from _remote_access_families(s.remote_access)
+    if s.replication is not None:
+        yield from _replication_families(s.replication)
 
 
 def _remote_access_families(ra: RemoteAccessStatus) -> Iterator[Metric]:
@@ -176,6 +185,40 @@ def _remote_access_families(ra: RemoteAccessStatus) -> Iterator[Metric]:
     for gw in sorted(ra.refused):
         refused.add_metric([gw], 1.0)
     yield refused
+
+
+def _replication_families(r: ReplicationStatus) -> Iterator[Metric]:
+    yield CounterMetricFamily("supergw_takeovers", "dead gateways whose remote-access SAs their backup took over",
+                              value=float(r.takeovers_total))
+    yield GaugeMetricFamily("supergw_replication_generation", "the replication orders generation in force",
+                            value=float(r.generation))
+    per_gateway: dict[str, tuple[str, Callable[[ReplicationGatewayView], float | int | None]]] = {
+        "supergw_replication_lag_ms": ("last state change -> the backup had it, ms (the gateway's last report)",
+                                       lambda g: g.lag_ms_last),
+        "supergw_replication_lag_max_ms": ("the largest replication lag between the gateway's last two reports, ms",
+                                           lambda g: g.lag_ms_max),
+        "supergw_replication_own_sas": ("the gateway's own remote-access IKE SAs whose state it replicates",
+                                        lambda g: g.own_sas),
+        "supergw_replicated_sas": ("of those, how many its backup has acknowledged", lambda g: g.replicated_sas),
+        "supergw_held_sas": ("IKE SAs the gateway holds copies of for the gateway it protects", lambda g: g.held_sas),
+        "supergw_gateway_fenced": ("1 if the gateway's switch ports are fenced (its SAs were taken over)",
+                                   lambda g: 1.0 if g.fenced else 0.0),
+    }
+    for name, (doc, value) in per_gateway.items():
+        fam = GaugeMetricFamily(name, doc, labels=["gateway"])
+        for g in r.gateways:
+            v = value(g)
+            if v is not None:
+                fam.add_metric([g.gateway], float(v))
+        yield fam
+    foreign = GaugeMetricFamily(
+        "supergw_foreign_sas", "taken-over SAs a gateway holds that still carry another gateway's SPI label or range",
+        labels=["gateway", "of"],
+    )
+    for g in r.gateways:
+        for of, n in sorted(g.foreign_sas.items()):
+            foreign.add_metric([g.gateway, of], float(n))
+    yield foreign
 
 
 class ControllerMetrics:

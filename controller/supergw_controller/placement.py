@@ -24,6 +24,7 @@ from supergw_controller.durable import Durable
 from supergw_controller.errors import Conflict, SwitchUnavailable, UnknownBucket
 from supergw_controller.eventlog import EventLog
 from supergw_controller.gateways import GatewayRegistry, Transition
+from supergw_controller.intent_store import Intent
 from supergw_controller.rebalancer import (
     BUDGETED_REASONS,
     ELIGIBLE_STATES,
@@ -112,18 +113,19 @@ class Placement:
         return self._switch.assignment
 
     # ------------------------------------------------------------------ intent
-    async def load_intent(self, *, required: bool = False) -> None:
+    async def load_intent(self, *, required: bool = False) -> Intent | None:
         """Drains, weights and pins from the store: at start (`required` false: a store that
         fails is left out) and when a replica takes over (the previous leader may have
-        changed them; the store must answer)."""
+        changed them; the store must answer). The whole intent read (None: no store)."""
         intent = await self._durable.load(required=required)
         if intent is None:
-            return
+            return None
         known = set(self.registry.names())
         self.registry.apply_intent(
             {n: w for n, w in intent.weights.items() if n in known}, {n for n in intent.drained if n in known}
         )
         self.pins = {b: g for b, g in intent.pins.items() if g in known and 0 <= b < self._k}
+        return intent
 
     # ------------------------------------------------------------------ the switch's state
     def wanted(self, held: Mapping[int, str], before: Mapping[int, str]) -> dict[int, str]:

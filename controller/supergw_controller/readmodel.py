@@ -88,6 +88,7 @@ class ReadModel:
             arp_misses_unknown_total=hosts.arp_misses_unknown_total,
             switch_stream_rejected=dict(sw.stream_rejected),
             remote_access=None if self._ra is None else self._ra.status_view(),
+            replication=None if self._ra is None else self._ra.replication_view(),
         )
 
     async def clients(self) -> list[ClientView]:
@@ -103,6 +104,10 @@ class ReadModel:
     def gateway_view(self, name: str) -> GatewayView:
         g = self._registry.get(name)
         now = self._clock()
+        ra = self._ra
+        rep = None if g.last_report is None else g.last_report.replication
+        orders = None if ra is None else ra.orders(name).replication
+        takeover = None if ra is None else ra.takeover
         return GatewayView(
             name=g.name,
             port=g.port,
@@ -120,7 +125,13 @@ class ReadModel:
             unhealthy=g.unhealthy_why(),
             report_age_s=self._registry.report_age(name, now),
             last_report=g.last_report,
-            clients=None if self._ra is None else len(self._ra.book.clients(name)),
+            clients=None if ra is None else len(ra.book.clients(name)),
+            backup=None if orders is None or orders.backup is None else orders.backup.name,
+            replicated_sas=None if rep is None or takeover is None else rep.replicated_sas,
+            replication_lag_ms=None if rep is None or takeover is None else rep.lag_ms_last,
+            fenced=None if takeover is None else name in takeover.fenced(),
+            taken_over_by=None if takeover is None else takeover.holders().get(name),
+            withheld=g.withheld,
         )
 
     async def buckets(self) -> list[BucketView]:

@@ -30,6 +30,9 @@ class GatewayState(StrEnum):
     RECOVERING = "recovering"
     DRAINED = "drained"
     DEAD = "dead"
+    # Alive again after its remote-access SAs were taken over by another gateway: it serves
+    # (buckets, pins, its SPI label) only when none of those SAs is left (`takeover.py`).
+    WITHHELD = "withheld"
 
 
 ELIGIBLE_STATES = frozenset({GatewayState.ALIVE, GatewayState.RECOVERING})
@@ -331,7 +334,7 @@ class _Planner:
                 continue
             if cur_state is None:
                 self.move(b, self.emptiest_for(b), MoveReason.UNASSIGNED)
-            elif cur_state is GatewayState.DEAD:
+            elif cur_state in (GatewayState.DEAD, GatewayState.WITHHELD):
                 self.move(b, self.emptiest_for(b), MoveReason.FAILOVER)
             elif cur_state is GatewayState.DRAINED:
                 self.move(b, self.emptiest_for(b), MoveReason.DRAIN)

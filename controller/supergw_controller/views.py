@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel, ConfigDict
+
+from supergw_proto.reports import AgentOrders
 
 
 class OperatorAction(BaseModel):
@@ -16,3 +20,11 @@ class OperatorAction(BaseModel):
     bucket: int | None = None
     target: str | None = None  # the destination gateway of a pin/move (event dst)
     outcome: str = "ok"  # "ok", "ok: <what>" or "refused: <why>" (event detail)
+
+
+@dataclass(frozen=True)
+class OrdersAnswer:
+    """The answer to an agent's long-poll for its orders: the generation in force and its orders."""
+
+    generation: int
+    orders: AgentOrders

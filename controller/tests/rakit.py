@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from supergw_controller.config import Config
+from supergw_proto.replication import ReplicationState
 from supergw_proto.reports import ClientSession, GatewayReport, IpsecBackend, RemoteAccessInfo, SaState
 
 from corekit import make_config
@@ -48,7 +49,7 @@ def ra_info(k: int, **over: Any) -> RemoteAccessInfo:
     return RemoteAccessInfo.model_validate(data)
 
 
-def client(ip: str, n: int = 1, port: int = 4500) -> ClientSession:
+def client(ip: str, n: int = 1, port: int = 4500, vip: str | None = None) -> ClientSession:
     return ClientSession(
         ike_id=n,
         identity=f"client{n}",
@@ -56,7 +57,7 @@ def client(ip: str, n: int = 1, port: int = 4500) -> ClientSession:
         remote_port=port,
         initiator_spi=f"{n:016x}",
         responder_spi=f"{(1 << 56) | n:016x}",
-        vips=[ipaddress.IPv4Address(f"10.90.0.{n % 250 + 2}")],
+        vips=[ipaddress.IPv4Address(vip or f"10.90.0.{n % 250 + 2}")],
         established_at=1000.0,
         bytes_in=0,
         bytes_out=0,
@@ -65,7 +66,18 @@ def client(ip: str, n: int = 1, port: int = 4500) -> ClientSession:
     )
 
 
-def report(gateway: str, info: RemoteAccessInfo | None, clients: list[ClientSession] | None) -> GatewayReport:
+def endpoint(gateway: str) -> str:
+    """The replication listener the lab's agent of `gateway` (g1, g2, ...) reports."""
+    return f"10.255.70.{int(gateway[1:])}:4520"
+
+
+def repl(gateway: str, **over: Any) -> ReplicationState:
+    """A replication state as `gateway`'s agent reports it (its endpoint; the rest from `over`)."""
+    return ReplicationState.model_validate({"endpoint": endpoint(gateway), **over})
+
+
+def report(gateway: str, info: RemoteAccessInfo | None, clients: list[ClientSession] | None,
+           replication: ReplicationState | None = None) -> GatewayReport:
     return GatewayReport(
         gateway=gateway,
         timestamp=1.0,
@@ -82,4 +94,5 @@ def report(gateway: str, info: RemoteAccessInfo | None, clients: list[ClientSess
                      packets_in=0, packets_out=0)],
         remote_access=info,
         clients=clients,
+        replication=replication,
     )

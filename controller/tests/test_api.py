@@ -26,7 +26,7 @@ from supergw_controller.rebalancer import (
     plan_rebalance,
 )
 from supergw_proto.reports import ORDERS_HEADER, TIMING_HEADER, AgentOrders, GatewayReport, Heartbeat
-from supergw_controller.views import OperatorAction
+from supergw_controller.views import OperatorAction, OrdersAnswer
 from supergw_proto.api import BucketView, ClientView, EventView, GatewayView, HostView, MoveView, RebalanceView, StatusView
 
 TOKEN = "test-token-0123456789"
@@ -71,6 +71,7 @@ class FakeCore:
         self.reports: list[GatewayReport] = []
         self.heartbeats: list[Heartbeat] = []
         self.orders: dict[str, AgentOrders] = {}
+        self.polls: list[tuple[str, int, float]] = []
         self.primary = True
         self.moves_total: dict[str, int] = {}
 
@@ -207,6 +208,11 @@ class FakeCore:
     def agent_orders(self, name: str) -> AgentOrders:
         return self.orders.get(name, AgentOrders())
 
+    async def wait_orders(self, name: str, after: int, wait_s: float) -> OrdersAnswer:
+        self._check(name)
+        self.polls.append((name, after, wait_s))
+        return OrdersAnswer(generation=7, orders=self.agent_orders(name))
+
     async def record_operator_action(self, action: OperatorAction) -> None:
         self.events_log.insert(0, EventView(
             id=len(self.events_log) + 1, ts=time.time(), kind="operator", bucket=action.bucket, src=action.gateway,
@@ -234,10 +240,15 @@ def agent(gateway: str) -> dict[str, str]:
 
 def auth_for(path: str) -> dict[str, str]:
     """The credential a route is meant for: the gateway's agent for its report/heartbeat, else an admin."""
+    path = path.split("?")[0]
     parts = path.split("/")
-    if path.endswith(("/report", "/heartbeat")) and len(parts) == 4:
+    if is_agent_route(path) and len(parts) == 4:
         return agent(parts[2]) if parts[2] in AGENT_TOKENS else AUTH
     return AUTH
+
+
+def is_agent_route(path: str) -> bool:
+    return path.split("?")[0].endswith(("/report", "/heartbeat", "/orders"))
 
 
 def report_body(gateway: str = "gw1") -> dict[str, Any]:
@@ -267,6 +278,7 @@ ROUTES: list[tuple[str, str, Any]] = [
     ("POST", "/rebalance?dry_run=true", None),
     ("POST", "/gateways/gw1/report", report_body()),
     ("POST", "/gateways/gw1/heartbeat", {"gateway": "gw1", "timestamp": 1.0}),
+    ("GET", "/gateways/gw1/orders?after=0&wait=0", None),
 ]
 GATEWAY_ROUTES = [r for r in ROUTES if r[1].startswith("/gateways/gw1")]
 BUCKET_ROUTES = [r for r in ROUTES if r[1].startswith("/buckets/3")]
@@ -403,8 +415,8 @@ def test_backup_controller_answers_503(client: TestClient, core: FakeCore) -> No
 def test_unknown_gateway_is_404_naming_the_known_ones(client: TestClient, method: str, path: str, body: Any) -> None:
     body = {**body, "gateway": "gw9"} if isinstance(body, dict) and "gateway" in body else body
     r = call(client, method, path.replace("gw1", "gw9"), body, auth_for(path))
-    if path.endswith(("/report", "/heartbeat")):
-        # gw1's agent may post for gw1 only: an unknown name is refused before the lookup.
+    if is_agent_route(path):
+        # gw1's agent may post (and poll) for gw1 only: an unknown name is refused before the lookup.
         assert r.status_code == 403 and "only for 'gw1', not for 'gw9'" in r.json()["detail"]
         return
     assert r.status_code == 404

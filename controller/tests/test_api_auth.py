@@ -23,6 +23,7 @@ from test_api import (  # noqa: F401 (client, core: the same pytest fixtures)
     call,
     client,
     core,
+    is_agent_route,
     make_config,
     report_body,
 )
@@ -31,8 +32,8 @@ from supergw_controller.api import API_PREFIX, create_app
 from supergw_controller.api.auth import Authenticator, Principal
 from supergw_controller.config import Role
 
-READS = [r for r in ROUTES if r[0] == "GET"]
-AGENT_ROUTES = [r for r in ROUTES if r[1].endswith(("/report", "/heartbeat"))]
+AGENT_ROUTES = [r for r in ROUTES if is_agent_route(r[1])]
+READS = [r for r in ROUTES if r[0] == "GET" and r not in AGENT_ROUTES]
 ADMIN_ROUTES = [r for r in ROUTES if r not in READS and r not in AGENT_ROUTES]
 
 
@@ -42,6 +43,7 @@ def untouched(core: FakeCore) -> bool:
         and not core.pins
         and not core.reports
         and not core.heartbeats
+        and not core.polls
         and core.moves_total == {}
         and core.weights == {g.name: g.weight for g in core.config.gateways}
         and core.events_log == []
@@ -91,7 +93,7 @@ def test_agent_token_cannot_call_operator_routes(client: TestClient, core: FakeC
 
 @pytest.mark.parametrize(("method", "path", "body"), AGENT_ROUTES)
 def test_agent_cannot_post_for_another_gateway(client: TestClient, core: FakeCore, method: str, path: str, body: Any) -> None:
-    other = {**body, "gateway": "gw2"}
+    other = None if body is None else {**body, "gateway": "gw2"}
     r = call(client, method, path.replace("gw1", "gw2"), other, agent("gw1"))
     assert r.status_code == 403
     assert r.json()["detail"] == "the agent token of gateway 'gw1' may report and heartbeat only for 'gw1', not for 'gw2'"
@@ -113,9 +115,10 @@ def test_operators_cannot_post_for_a_gateway(
 @pytest.mark.parametrize(("method", "path", "body"), AGENT_ROUTES)
 def test_agent_posts_for_itself(client: TestClient, core: FakeCore, method: str, path: str, body: Any) -> None:
     for gw in AGENT_TOKENS:
-        own = {**body, "gateway": gw}
-        assert call(client, method, path.replace("gw1", gw), own, agent(gw)).status_code == 204
-    assert {x.gateway for x in core.reports + core.heartbeats} == set(AGENT_TOKENS)  # type: ignore[operator]
+        own = None if body is None else {**body, "gateway": gw}
+        assert call(client, method, path.replace("gw1", gw), own, agent(gw)).status_code == (200 if method == "GET" else 204)
+    taken = {x.gateway for x in core.reports + core.heartbeats} | {p[0] for p in core.polls}  # type: ignore[operator]
+    assert taken == set(AGENT_TOKENS)
 
 
 @pytest.mark.parametrize(("method", "path", "body"), ROUTES)

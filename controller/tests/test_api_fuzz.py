@@ -119,6 +119,17 @@ def failures(event: events.ScenarioFinished) -> list[str]:
     return out
 
 
+def short_polls(core: ControllerCore) -> None:
+    """The orders long-poll waits at most 0.01 s here: a fuzzer asks for `wait=30` with an
+    `after` nobody reaches, and what the poll answers, not how long it holds, is checked."""
+    wait_orders = core.wait_orders
+
+    async def capped(name: str, after: int, wait_s: float) -> Any:
+        return await wait_orders(name, after, min(wait_s, 0.01))
+
+    core.wait_orders = capped  # type: ignore[method-assign]
+
+
 @pytest.mark.parametrize("kind", list(TOKENS))
 def test_openapi_surface_survives_schemathesis(kind: str, tmp_path: Path) -> None:
     data = corekit.config_data(
@@ -126,6 +137,7 @@ def test_openapi_surface_survives_schemathesis(kind: str, tmp_path: Path) -> Non
     )
     config = parse_config(data, tmp_path)
     core, session = asyncio.run(corekit.running_core(config, corekit.Clock()))
+    short_polls(core)
     guard = StateGuard(create_app(core, config), core, session)
     token = TOKENS[kind]
     settings: dict[str, Any] = {

@@ -37,6 +37,8 @@ def test_valid_section_and_the_outside_sessions_view(cfgdir: Path) -> None:
     assert cfg.remote_access is not None
     assert cfg.remote_access.public_ip == ipaddress.IPv4Address("203.0.113.1")
     assert cfg.remote_access.pins is True
+    assert cfg.remote_access.takeover is True  # on by default: inert until agents report replication
+    assert load(cfgdir, with_ra(takeover=False)).remote_access.takeover is False  # type: ignore[union-attr]
     out = cfg.outside_switch()
     assert (out.switch.address, out.switch.device_id) == ("127.0.0.1:50701", 701)
     assert out.pipeline == cfg.pipeline  # the same program by default
@@ -79,6 +81,8 @@ def test_own_pipeline_resolved_and_checked(cfgdir: Path) -> None:
         ({"switch": {"address": "127.0.0.1:50700", "device_id": 700}}, "the outside is another device"),
         ({"switch": {"address": "nohost", "device_id": 1}}, "host:port"),
         ({"extra": 1}, "extra"),
+        ({"takeover": "maybe"}, "remote_access.takeover"),
+        ({"takeover": None}, "remote_access.takeover"),
     ],
 )
 def test_bad_sections_are_refused_naming_the_key(cfgdir: Path, over: dict[str, Any], says: str) -> None:

@@ -22,6 +22,7 @@ from supergw_controller.intent_store import (
     IntentStore,
     IntentStoreApi,
     IntentStoreError,
+    TakeoverRecord,
 )
 from supergw_controller.rebalancer import Move, MoveReason
 from supergw_controller.stores import build_intent_store
@@ -71,6 +72,23 @@ async def test_intent_round_trip(any_store: IntentStoreApi) -> None:
     assert await s.load() == Intent(weights={"gw1": 3.0}, drained=written.drained, pins=written.pins)
     with pytest.raises(ValueError, match="weight must be > 0"):
         await s.set_weight("gw1", 0)
+
+
+async def test_takeover_records_round_trip(any_store: IntentStoreApi) -> None:
+    """A taken-over gateway's record (remote access): stored, replaced as its fence is lifted,
+    dropped at its release; beside the operator intent, not in its place."""
+    s = any_store
+    await s.set_drained("gw3", True)
+    fenced = TakeoverRecord("gw1", "gw2", 1_700_000_000_123, '{"pool": "10.90.1.0/24"}', 1000.5)
+    other = TakeoverRecord("gw4", "gw1", None, None, 2.0)
+    await s.save_takeover(fenced)
+    await s.save_takeover(other)
+    assert (await s.load()) == Intent(drained={"gw3"}, takeovers={"gw1": fenced, "gw4": other})
+    lifted = TakeoverRecord("gw1", "gw2", None, fenced.info, fenced.since)
+    await s.save_takeover(lifted)
+    await s.drop_takeover("gw4")
+    await s.drop_takeover("gw9")  # none: a no-op
+    assert (await s.load()).takeovers == {"gw1": lifted}
 
 
 async def test_event_log_is_ordered_and_bounded(any_store: IntentStoreApi) -> None:

@@ -149,7 +149,7 @@ def test_the_replica_arbitrator_never_bids_on_its_own() -> None:
 def test_the_fenced_store_writes_only_while_the_lease_is_confirmed(tmp_path: Path) -> None:
     from supergw_controller.ha.fence import Fenced, LeaseFence
     from supergw_controller.ha.fenced_store import FencedStore
-    from supergw_controller.intent_store import EventRecord, IntentStore
+    from supergw_controller.intent_store import EventRecord, IntentStore, TakeoverRecord
 
     now = [10.0]
     fence = LeaseFence(2.0, 0.5, clock=lambda: now[0])
@@ -168,6 +168,10 @@ def test_the_fenced_store_writes_only_while_the_lease_is_confirmed(tmp_path: Pat
             now[0] = 11.6  # the lease was last confirmed 1.6 s ago: past TTL - margin
             with pytest.raises(Fenced, match="etcd unreachable"):
                 await store.pin(1, "gw1")
+            with pytest.raises(Fenced, match="etcd unreachable"):
+                await store.save_takeover(TakeoverRecord("gw1", "gw2", 1, None, 1.0))
+            with pytest.raises(Fenced, match="etcd unreachable"):
+                await store.drop_takeover("gw1")
             intent = await store.load()
             return len(await store.events()), len(intent.pins), intent.weights["gw1"]
         finally:

@@ -124,7 +124,7 @@ async def test_a_dead_gateways_pins_are_removed(ra_core: Any) -> None:
     await core.accept_report(report("g2", ra_info(2), [client("198.51.100.2", 2)]))
     await ra.sync()
     out.batches.clear()
-    ra.on_liveness([Transition("g1", True, "heartbeats stopped")])
+    await ra.on_liveness([Transition("g1", True, "heartbeats stopped")])
     await ra.sync()
     assert pins_written(out) == {"198.51.100.1": None, "198.51.100.3": None}
     assert ra.pins == {"198.51.100.2": "g2"}
@@ -330,7 +330,7 @@ async def test_pin_changes_are_in_the_event_log_with_why_one_event_per_burst(ra_
     await core.accept_report(report("g2", ra_info(2), []))
     await ra.sync()
     assert pin_events(core)[-1] == ("g2", None, "sa-down", "1 removed: 198.51.100.20")
-    ra.on_liveness([Transition("g1", True, "heartbeats stopped")])
+    await ra.on_liveness([Transition("g1", True, "heartbeats stopped")])
     await ra.sync()
     assert pin_events(core)[-1][:3] == ("g1", None, "gateway-dead") and pin_events(core)[-1][3].startswith("10 removed")
     # a MOBIKE-like move: the address is listed by another gateway now

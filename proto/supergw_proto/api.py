@@ -24,7 +24,7 @@ class GatewayView(_View):
     port: int
     mac: str
     weight: float
-    state: str  # rebalancer.GatewayState value: alive | recovering | drained | dead
+    state: str  # rebalancer.GatewayState value: alive | recovering | drained | withheld | dead
     drained: bool  # operator intent (a drained gateway may also be dead)
     alive: bool  # heartbeats current and port not down
     port_up: bool | None  # None when no port monitor watches it
@@ -41,6 +41,13 @@ class GatewayView(_View):
     last_report: GatewayReport | None
     # remote-access clients whose IKE SA it holds, from its last report; None: no remote access
     clients: int | None = None
+    # remote-access takeover (None: no remote access, or takeover off)
+    backup: str | None = None  # the gateway its orders say holds copies of its SAs
+    replicated_sas: int | None = None  # of its own SAs, how many its backup acknowledged (its last report)
+    replication_lag_ms: float | None = None  # its last state change -> its backup had it (its last report)
+    fenced: bool | None = None  # its switch ports are fenced: its remote-access SAs were taken over
+    taken_over_by: str | None = None  # the gateway holding its taken-over SAs
+    withheld: str | None = None  # why it does not serve although alive (a takeover holds its SAs)
 
 
 class BucketView(_View):
@@ -71,7 +78,7 @@ class HostView(_View):
 class EventView(_View):
     id: int | None
     ts: float
-    kind: str  # "move" | "client_pin" | "gateway" | "switch" | "operator"
+    kind: str  # "move" | "client_pin" | "takeover" | "gateway" | "switch" | "operator"
     bucket: int | None
     src: str | None
     dst: str | None
@@ -131,6 +138,8 @@ class StatusView(_View):
     switch_stream_rejected: dict[str, int] = {}
     # remote access (None without it): the outside switch and its client pins
     remote_access: RemoteAccessStatus | None = None
+    # remote-access state replication and takeover (None without remote access)
+    replication: ReplicationStatus | None = None
 
 
 class RemoteAccessStatus(_View):
@@ -145,6 +154,35 @@ class RemoteAccessStatus(_View):
     sync_errors_total: int  # failed syncs of the remote-access tables (retried)
     refused: dict[str, str] = {}  # gateway -> why its remote_access is not used
     redirecting: list[str] = []  # drained gateways whose agents are told to redirect their clients (RFC 5685)
+
+
+class ReplicationGatewayView(_View):
+    """One gateway's replication: the orders in force and what its agent last reported."""
+
+    gateway: str
+    backup: str | None = Field(description="the gateway its orders say holds copies of its SAs")
+    protects: str | None = Field(description="the gateway whose SAs its orders say it holds copies of")
+    endpoint: str | None = Field(description="its agent's replication listener (None: it reports no replication)")
+    applied_generation: int | None = Field(description="the orders generation its agent has applied (-1: none yet)")
+    backup_connected: bool | None
+    own_sas: int | None = Field(description="its own remote-access IKE SAs whose state it replicates")
+    replicated_sas: int | None = Field(description="of those, how many its backup has acknowledged")
+    held_sas: int | None = Field(description="IKE SAs it holds copies of for the gateway it protects")
+    lag_ms_last: float | None = Field(description="last state change in its charon -> its backup had it, ms")
+    lag_ms_max: float | None = Field(description="the largest lag since its previous report, ms")
+    fenced: bool = Field(description="its switch ports are fenced (its SAs were taken over)")
+    taken_over_by: str | None = Field(description="the gateway holding its taken-over SAs")
+    taking_over: list[str] = Field(description="gateways whose SAs its orders say to take over")
+    foreign_sas: dict[str, int] = Field(
+        description="gateway -> taken-over SAs held here that still carry that gateway's SPI label or range")
+    error: str | None = None
+
+
+class ReplicationStatus(_View):
+    takeover: bool = Field(description="remote_access.takeover: dead gateways' SAs are taken over by their backups")
+    generation: int = Field(description="the orders generation in force (bumped on any gateway's change)")
+    takeovers_total: int = Field(description="dead gateways taken over since start")
+    gateways: list[ReplicationGatewayView]
 
 
 class ClientView(_View):
@@ -166,7 +204,7 @@ class ClientView(_View):
 
 
 class GatewaySample(_View):
-    state: str = Field(description="alive | recovering | drained | dead (rebalancer.GatewayState)")
+    state: str = Field(description="alive | recovering | drained | withheld | dead (rebalancer.GatewayState)")
     buckets: int = Field(description="buckets assigned to the gateway")
     dispatch_pps: float = Field(description="packets/s the switch sent to it (bucket_counter of its buckets)")
     dispatch_bps: float = Field(description="BYTES/s the switch sent to it (bucket_counter of its buckets)")

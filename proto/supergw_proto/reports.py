@@ -20,6 +20,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
+from supergw_proto.jsontypes import Int
+from supergw_proto.replication import ReplicationOrders, ReplicationState
+
 
 # The controller's defaults (`timing:` in its config), and what an agent uses until its
 # controller has told it otherwise.
@@ -58,6 +61,9 @@ class AgentTiming(BaseModel):
 
 
 ORDERS_HEADER = "Supergw-Orders"
+# The orders generation in force, on each answer to the long-poll `GET /gateways/{name}/orders`
+# (also when the orders carry no `replication`): the agent's next `after`.
+ORDERS_GENERATION_HEADER = "Supergw-Orders-Generation"
 
 
 class AgentOrders(BaseModel):
@@ -69,15 +75,19 @@ class AgentOrders(BaseModel):
     `redirect_to`: send every remote-access client this gateway holds an RFC 5685 REDIRECT
     to that address (the controller's IP_P) — said while the gateway is drained and the
     outside switch no longer sends new clients to it (no bucket, no pin), so each client's
-    new IKE_SA_INIT lands on another gateway."""
+    new IKE_SA_INIT lands on another gateway.
+
+    `replication`: who backs up this gateway's state, whose state it holds, whom it takes
+    over and whether it is fenced (`supergw_proto.replication`); None: replication is off."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     redirect_to: ipaddress.IPv4Address | None = None
+    replication: ReplicationOrders | None = None
 
     @property
     def empty(self) -> bool:
-        return self.redirect_to is None
+        return self.redirect_to is None and self.replication is None
 
     def header(self) -> str:
         return self.model_dump_json(exclude_none=True)
@@ -95,14 +105,6 @@ IPv4 = Annotated[ipaddress.IPv4Address, Field(strict=False)]
 SENT = ConfigDict(extra="forbid", strict=True)
 
 
-def _json_integer(value: object) -> object:
-    if isinstance(value, (bool, str)):
-        raise PydanticCustomError("int_type", "Input should be a valid integer")
-    return value
-
-
-# A JSON integer: `3` or `3.0` (JSON Schema counts both as integers), never `true` or `"3"`.
-Int = Annotated[int, Field(strict=False), BeforeValidator(_json_integer)]
 # `pool` in remote_access: a network; host bits set are cleared as `ip route` does. The pattern
 # tells a client (and a schema-driven fuzzer) what a network looks like.
 CIDR_PATTERN = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])/(3[0-2]|[12]?[0-9])$"
@@ -255,6 +257,9 @@ class GatewayReport(BaseModel):
     clients: list[ClientSession] | None = Field(
         default=None, max_length=16384,
         description="remote-access clients whose IKE SA the gateway holds; None: no remote access or an older agent",
+    )
+    replication: ReplicationState | None = Field(
+        default=None, description="its state replication (remote-access takeover); None: off or an older agent"
     )
 
 

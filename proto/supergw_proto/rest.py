@@ -41,7 +41,7 @@ from supergw_proto.api import (
     StatusView,
     WeightBody,
 )
-from supergw_proto.reports import GatewayReport, Heartbeat
+from supergw_proto.reports import ORDERS_GENERATION_HEADER, AgentOrders, GatewayReport, Heartbeat
 
 API_PREFIX = "/api/v1"
 DEFAULT_TIMEOUT_S = 10.0
@@ -244,6 +244,17 @@ class ControllerClient:
     def heartbeat(self, heartbeat: Heartbeat, timeout: float | None = None) -> None:
         self.call("POST", f"{API_PREFIX}/gateways/{heartbeat.gateway}/heartbeat",
                   json_body=heartbeat.model_dump(mode="json"), timeout=timeout)
+
+    def orders(self, gateway: str, after: int = 0, wait: float = 0.0) -> tuple[int, AgentOrders]:
+        """The gateway's orders and the generation in force (`Supergw-Orders-Generation`):
+        at once when that is above `after`, else when it changes, else after `wait` seconds."""
+        resp = self.call("GET", f"{API_PREFIX}/gateways/{gateway}/orders", params={"after": after, "wait": wait},
+                         timeout=max(DEFAULT_TIMEOUT_S, wait + 5.0))
+        try:
+            return int(resp.headers[ORDERS_GENERATION_HEADER]), AgentOrders.model_validate_json(resp.content)
+        except (KeyError, ValueError) as exc:
+            raise ApiError("GET", str(resp.url), resp.status_code,
+                           f"the answer does not match the API's schema: {exc}") from None
 
     # -- outside /api/v1: health and metrics (no token needed) -------------------------
 

@@ -205,3 +205,27 @@ def test_token_files(tmp_path: Path) -> None:
         read_token(token)
     with pytest.raises(ValueError, match="cannot read"):
         read_token(tmp_path / "missing")
+
+
+def test_orders_long_poll_sends_after_and_wait_and_reads_the_generation() -> None:
+    import httpx
+
+    from supergw_proto.reports import ORDERS_GENERATION_HEADER
+
+    asked: list[httpx.Request] = []
+    body = {"replication": {"generation": 12, "protects": "gw3", "take_over": ["gw3"]}}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(request)
+        if request.url.params.get("after") == "99":
+            return httpx.Response(200, json=body)  # a controller that does not say the generation
+        return httpx.Response(200, json=body, headers={ORDERS_GENERATION_HEADER: "12"})
+
+    client = ControllerClient("http://ctl", token="agent-0123456789", transport=httpx.MockTransport(answer))
+    generation, orders = client.orders("gw1", after=11, wait=2.5)
+    assert generation == 12 and orders.replication is not None and orders.replication.take_over == ("gw3",)
+    assert asked[-1].url.path == "/api/v1/gateways/gw1/orders"
+    assert dict(asked[-1].url.params) == {"after": "11", "wait": "2.5"}
+    assert asked[-1].headers["authorization"] == "Bearer agent-0123456789"
+    with pytest.raises(ApiError, match="does not match the API's schema"):
+        client.orders("gw1", after=99)

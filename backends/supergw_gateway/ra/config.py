@@ -137,6 +137,47 @@ class ClientAuth(StrictModel):
         return self
 
 
+class ReplicationTls(StrictModel):
+    """The mutual TLS between the agents that carry state: this gateway's certificate (its CN
+    and subjectAltName are the gateway's name, as in the controller's config) and the CA of
+    every gateway's (`supergw-gateway pki peer NAME=NAME`)."""
+
+    cert: Path
+    key: Path
+    ca: Path
+
+    @model_validator(mode="after")
+    def _files_exist(self) -> ReplicationTls:
+        for label, p in (("cert", self.cert), ("key", self.key), ("ca", self.ca)):
+            if not p.is_file():
+                raise ValueError(f"remote_access.replication.tls.{label}: file {p} does not exist")
+        return self
+
+
+class Replication(StrictModel):
+    """State replication (docs/DESIGN.md, "Stateful takeover"): this gateway's remote-access
+    SAs are held by its backup, and it holds those of the gateway it protects; the controller
+    says which, and orders takeovers. `listen`: where this agent accepts the protected
+    gateway's state (an address the other gateways' agents reach, e.g. on the management
+    network)."""
+
+    listen: str = Field(description="ADDRESS:PORT of this agent's replication listener")
+    tls: ReplicationTls
+
+    @field_validator("listen")
+    @classmethod
+    def _endpoint(cls, v: str) -> str:
+        host, sep, port = v.rpartition(":")
+        try:
+            ipaddress.ip_address(host.strip("[]"))
+            ok = bool(sep) and 0 < int(port) < 65536
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"{v!r}: want ADDRESS:PORT, e.g. 10.255.60.11:4520 (an IP address, not a name)")
+        return v
+
+
 class RaProposals(StrictModel):
     """None: the gateway's own `proposals`."""
 
@@ -226,6 +267,8 @@ class RemoteAccess(StrictModel):
     unique: Literal["replace", "keep", "never"] = "replace"
     session_log: Path | None = Field(default=None, description="JSON lines of finished client sessions "
                                                                "(default: <state_dir>/<name>/ra-sessions.jsonl)")
+    replication: Replication | None = Field(
+        default=None, description="None: no state replication; a dead gateway's clients reconnect by themselves")
 
     @model_validator(mode="after")
     def _consistent(self) -> RemoteAccess:
@@ -255,9 +298,6 @@ def check_gateway(ra: RemoteAccess, *, backend: str, wan: ipaddress.IPv4Interfac
                   lan: list[ipaddress.IPv4Interface], local_subnets: list[ipaddress.IPv4Network],
                   remote_subnets: list[ipaddress.IPv4Network]) -> None:
     """ValueError when `ra` does not fit the rest of its gateway's config."""
-    if backend == "uml":
-        raise ValueError("remote_access is not supported with backend uml: IP_P, the client pool and their routes "
-                         "would have to live inside the guest; use backend libipsec, xfrm or auto")
     pool, ip_p = ra.pool, ra.public.address
     named: list[tuple[str, ipaddress.IPv4Network]] = [("the wan network", wan.network)]
     named += [(f"the lan network {i.network}", i.network) for i in lan]

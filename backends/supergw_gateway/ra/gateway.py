@@ -42,12 +42,19 @@ def require(cfg: GatewayConfig) -> RemoteAccess:
     return cfg.remote_access
 
 
+# The remote-access connection and its child have the same names on every gateway: a charon
+# that receives another gateway's SAs (state replication, statesync/) finds their config by
+# name, and one that takes them over serves them with it.
+CONN = "ra"
+CHILD = "ra-net"
+
+
 def conn_name(cfg: GatewayConfig) -> str:
-    return f"ra-{cfg.name}"
+    return CONN
 
 
 def child_name(cfg: GatewayConfig) -> str:
-    return f"ra-{cfg.name}-net"
+    return CHILD
 
 
 def pool_name(cfg: GatewayConfig) -> str:
@@ -165,11 +172,42 @@ def hold_public_address(cfg: GatewayConfig, ex: Executor) -> None:
     ex.run(["ip", "addr", "replace", f"{ra.public.address}/32", "scope", "host", "dev", wan])
 
 
+@dataclass(frozen=True)
+class SyncAddresses:
+    """The two ends of charon's `ha` sync socket (UDP 4510 on both): charon's and its agent's.
+    In a namespace both are on loopback; in a UML guest charon is on the guest's end of the
+    management link and the agent on the namespace's."""
+
+    charon: str
+    agent: str
+
+
+def sync_addresses(cfg: GatewayConfig) -> SyncAddresses:
+    if cfg.backend.value == "uml":
+        hosts = list(cfg.uml.mgmt_subnet.hosts())
+        return SyncAddresses(charon=str(hosts[1]), agent=str(hosts[0]))  # uml_init.GuestAddrs' order
+    return SyncAddresses(charon="127.0.0.1", agent="127.0.0.2")
+
+
+def ha_settings(cfg: GatewayConfig) -> tuple[tuple[str, str], ...]:
+    """strongSwan's `ha` plugin as state replication uses it: one segment, no heartbeat or
+    takeover of its own (the controller judges death and orders takeovers), no FIFO (the
+    agent speaks to charon over the sync socket), no resync at start (the backup's agent
+    replays what it needs)."""
+    a = sync_addresses(cfg)
+    return (("local", a.charon), ("remote", a.agent), ("segment_count", "1"), ("monitor", "no"),
+            ("fifo_interface", "no"), ("resync", "no"))
+
+
 def charon_options(cfg: GatewayConfig) -> CharonOptions:
     """The gateway daemon's additions for remote access (none without a remote_access section)."""
-    if cfg.remote_access is None:
+    ra = cfg.remote_access
+    if ra is None:
         return CharonOptions()
-    return CharonOptions(plugins=RA_PLUGINS, settings=charon_settings(cfg.remote_access))
+    if ra.replication is None:
+        return CharonOptions(plugins=RA_PLUGINS, settings=charon_settings(ra))
+    return CharonOptions(plugins=(*RA_PLUGINS, "ha"), settings=charon_settings(ra),
+                         plugin_settings=(("ha", ha_settings(cfg)),))
 
 
 def report_info(cfg: GatewayConfig) -> RemoteAccessInfo:

@@ -8,6 +8,11 @@
 and the gateways' outside (brg: 10.78.0.0/24). It stands in for the outside switch: a public
 address held by one gateway is routed to it; one held by several goes by the client's source
 address (`route_client`), the way the switch pins a client. Names: `sgw-ra-<tag>-…`.
+
+With `shared_lan` the gateways share one LAN (10.80.0.0/24, a bridge in host 0's namespace,
+host 10.80.0.2, gateway k at 10.80.0.10+k), as behind the LAN switch, and the host routes each
+gateway's pool to a gateway of the test's choice (`route_pool`), as the switch's
+`client_pools` does: what a takeover test needs.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ class RaLab:
     state_dir: Path
     client_dpd_s: int = 10
     client_retransmit: Retransmit = field(default_factory=lambda: Retransmit(tries=4, timeout_s=1.0, base=1.4))
+    shared_lan: bool = False
     _pki: dict[str, Path] = field(default_factory=dict)
 
     # -- names and addresses ---------------------------------------------------------------
@@ -81,7 +87,11 @@ class RaLab:
         return OUTSIDE_NET.network_address + 10 + k
 
     def lan(self, k: int) -> ipaddress.IPv4Network:
-        return ipaddress.IPv4Network(f"10.80.{k}.0/24")
+        return ipaddress.IPv4Network("10.80.0.0/24" if self.shared_lan else f"10.80.{k}.0/24")
+
+    def gw_lan(self, k: int) -> ipaddress.IPv4Interface:
+        net = self.lan(k)
+        return ipaddress.IPv4Interface(f"{net.network_address + (10 + k if self.shared_lan else 1)}/{net.prefixlen}")
 
     def host_ip(self, k: int) -> ipaddress.IPv4Address:
         return self.lan(k).network_address + 2
@@ -111,7 +121,12 @@ class RaLab:
             host.run(["ip", "link", "add", "name", f"g{k}", "netns", self.net_ns, "type", "veth",
                       "peer", "name", WAN_DEV, "netns", self.gw_ns(k)])
             net.run(["ip", "link", "set", f"g{k}", "master", "brg", "up"])
-            self.add_lan_host(k)
+            # Up in the gateway's namespace too: a UML guest's NICs are raw sockets on them.
+            LocalExecutor(self.gw_ns(k)).run(["ip", "link", "set", WAN_DEV, "up"])
+            if self.shared_lan:
+                self.add_shared_lan_port(k)
+            else:
+                self.add_lan_host(k)
         for public in {g.public for g in self.gateways}:
             owners = [k for k, g in enumerate(self.gateways) if g.public == public]
             if len(owners) == 1:
@@ -148,6 +163,26 @@ class RaLab:
         h.run(["ip", "addr", "add", f"{self.host_ip(k)}/24", "dev", HOST_DEV])
         h.run(["ip", "route", "add", "default", "via", str(self.lan(k).network_address + 1)])
 
+    def add_shared_lan_port(self, k: int) -> None:
+        """Gateway k's lan0 on the shared LAN's bridge (host 0's namespace, made with the first),
+        and the host's route to gateway k's pool through gateway k."""
+        h = LocalExecutor(self.host_ns(0))
+        if k == 0:
+            netns.create(self.host_ns(0))
+            h.run(["ip", "link", "add", "br0", "type", "bridge"])
+            h.run(["ip", "addr", "add", f"{self.host_ip(0)}/{self.lan(0).prefixlen}", "dev", "br0"])
+            h.run(["ip", "link", "set", "br0", "up"])
+        LocalExecutor().run(["ip", "link", "add", "name", LAN_DEV, "netns", self.gw_ns(k), "type", "veth",
+                             "peer", "name", f"g{k}", "netns", self.host_ns(0)])
+        h.run(["ip", "link", "set", f"g{k}", "master", "br0", "up"])
+        LocalExecutor(self.gw_ns(k)).run(["ip", "link", "set", LAN_DEV, "up"])
+        self.route_pool(k, k)
+
+    def route_pool(self, k: int, via: int) -> None:
+        """Shared LAN: the host reaches gateway k's pool through gateway `via`."""
+        LocalExecutor(self.host_ns(0)).run(["ip", "route", "replace", str(self.pool(k)), "via",
+                                            str(self.gw_lan(via).ip)])
+
     def add_client_link(self, i: int) -> None:
         """Client i's namespace on the router's client bridge (brc)."""
         netns.create(self.client_ns(i))
@@ -161,13 +196,16 @@ class RaLab:
             netns.delete(self.client_ns(i))
         for k in range(len(self.gateways)):
             netns.delete(self.gw_ns(k))
-            netns.delete(self.host_ns(k))
+            netns.delete(self.host_ns(k))  # shared LAN: host 0 only; the others never exist
         netns.delete(self.net_ns)
 
     def route_client(self, address: ipaddress.IPv4Interface, k: int) -> None:
-        """Packets from `address` to a shared public address go to gateway k (a pin)."""
-        LocalExecutor(self.net_ns).run(["ip", "rule", "add", "from", f"{address.ip}/32", "lookup",
-                                        str(TABLE_BASE + k), "priority", str(1000 + int(address.ip) % 30000)])
+        """Packets from `address` to a shared public address go to gateway k (a pin; an
+        earlier pin of the address is replaced)."""
+        net = LocalExecutor(self.net_ns)
+        prio = str(1000 + int(address.ip) % 30000)
+        net.run(["ip", "rule", "del", "priority", prio], check=False)
+        net.run(["ip", "rule", "add", "from", f"{address.ip}/32", "lookup", str(TABLE_BASE + k), "priority", prio])
 
     def add_probe(self) -> LocalExecutor:
         """A host on the gateways' outside segment (10.78.0.200), e.g. to ask ARP for IP_P."""
@@ -212,7 +250,7 @@ class RaLab:
             "namespace": self.gw_ns(k),
             "backend": "libipsec",
             "interfaces": [
-                {"role": "lan", "device": LAN_DEV, "address": f"{lan.network_address + 1}/{lan.prefixlen}"},
+                {"role": "lan", "device": LAN_DEV, "address": str(self.gw_lan(k))},
                 {"role": "wan", "device": WAN_DEV, "address": f"{self.gw_wan(k)}/{OUTSIDE_NET.prefixlen}"},
             ],
             "routes": [{"destination": "0.0.0.0/0", "via": str(self.router(OUTSIDE_NET))}],

@@ -3,7 +3,7 @@
 Three kinds of caller, each with its own bearer token from the config:
 - an operator with role `read-only`: every GET;
 - an operator with role `admin`: everything an operator can do;
-- the agent of one gateway: POST its own report and heartbeat, nothing else.
+- the agent of one gateway: POST its own report and heartbeat, GET its own orders, nothing else.
 A missing or unknown token is 401; a known token outside its rights is 403 naming the
 right it lacks. Secrets are compared in constant time and never leave this module.
 
@@ -204,7 +204,7 @@ def authorize(principal: Principal, access: Access, gateway: str | None = None) 
         if principal.gateway is None:
             raise HTTPException(
                 status.HTTP_403_FORBIDDEN,
-                f"only the agent of gateway {gateway!r} may post its reports and heartbeats; "
+                f"only the agent of gateway {gateway!r} may post its reports and heartbeats (and read its orders); "
                 f"operator token {principal.name!r} cannot",
             )
         if principal.gateway != gateway:

@@ -10,7 +10,7 @@ from typing import Protocol
 
 from supergw_proto.api import HistoryView
 from supergw_proto.reports import AgentOrders, GatewayReport, Heartbeat
-from supergw_controller.views import OperatorAction
+from supergw_controller.views import OperatorAction, OrdersAnswer
 from supergw_proto.api import BucketView, ClientView, EventView, GatewayView, HostView, RebalanceView, StatusView
 
 
@@ -34,4 +34,9 @@ class Core(Protocol):
     async def accept_report(self, report: GatewayReport) -> None: ...
     async def accept_heartbeat(self, hb: Heartbeat) -> None: ...
     def agent_orders(self, name: str) -> AgentOrders: ...
+    async def wait_orders(self, name: str, after: int, wait_s: float) -> OrdersAnswer:
+        """The gateway's orders as soon as the orders generation is above `after` (at once if
+        it is), when it changes, or after `wait_s` (the long-poll)."""
+        ...
+
     async def record_operator_action(self, action: OperatorAction) -> None: ...

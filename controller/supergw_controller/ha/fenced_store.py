@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 
 from supergw_controller.ha.fence import Fenced, LeaseFence
-from supergw_controller.intent_store import EventRecord, EventShortcuts, Intent, IntentStoreApi
+from supergw_controller.intent_store import EventRecord, EventShortcuts, Intent, IntentStoreApi, TakeoverRecord
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,14 @@ class FencedStore(EventShortcuts):
     async def unpin(self, bucket: int) -> None:
         self._fence.check()
         await self.inner.unpin(bucket)
+
+    async def save_takeover(self, record: TakeoverRecord) -> None:
+        self._fence.check()
+        await self.inner.save_takeover(record)
+
+    async def drop_takeover(self, gateway: str) -> None:
+        self._fence.check()
+        await self.inner.drop_takeover(gateway)
 
     def _may_log(self, what: str) -> bool:
         try:

@@ -10,7 +10,7 @@ through the switch's P4Schema, so no ID appears here.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -93,6 +93,10 @@ def port_role(port: int, role: int) -> P4TableEntry:
         match=P4TableMatch(port=port),
         action=P4TableAction(pc.ACTION_SET_PORT_ROLE, role=int(role)),
     )
+
+
+def port_role_key(port: int) -> P4TableEntry:
+    return P4TableEntry(pc.TABLE_PORT_ROLES, match=P4TableMatch(port=port))
 
 
 def settings(
@@ -573,6 +577,16 @@ def ra_updates(
             out.append(Update(Op.INSERT, ra_entry(table, k, *targets[gw])))
         elif held[k] != gw:
             out.append(Update(Op.MODIFY, ra_entry(table, k, *targets[gw])))
+    return out
+
+
+def fence_updates(
+    held: Collection[str], wanted: Collection[str], targets: Mapping[str, tuple[int, str]], role: int
+) -> list[Update]:
+    """The port_roles writes that turn the fenced gateways `held` into `wanted`: a newly
+    fenced gateway's port loses its entry, a gateway fenced no more gets `role` back."""
+    out = [Update(Op.DELETE, port_role_key(targets[g][0])) for g in sorted(set(wanted) - set(held))]
+    out += [Update(Op.INSERT, port_role(targets[g][0], role)) for g in sorted(set(held) - set(wanted))]
     return out
 
 

@@ -10,7 +10,8 @@ finsy) and mirrors, and offers typed operations in the core's words:
   digest, the gateways' outside MACs in `mac_table`, the buckets (the LAN's assignment:
   one placement steers new clients and LAN hosts alike) and the remote-access tables;
   only the difference is written.
-- `set_buckets` (a LAN move, followed), `set_tables` (pins, labels, ranges).
+- `set_buckets` (a LAN move, followed), `set_tables` (pins, labels, ranges), `set_fenced`
+  (a taken-over gateway's outside port loses its port_roles entry, and reconcile keeps it so).
 - learning on uplinks: a learn digest installs `learned_sources` (idle timeout) and a
   `mac_table` entry with role UPLINK for the router's MAC; its idle timeout removes both.
   Until then frames to it flood to the uplinks (group 3), so learning only saves floods.
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from finsy import P4DigestEntry, P4MulticastGroupEntry, P4TableEntry, Switch
@@ -69,6 +70,8 @@ class OutsideSouthbound:
         self.targets = {name: (g.port, g.mac) for name, g in ra.gateways.items()}
         self._by_target = {(g.port, ent.mac_int(g.mac)): name for name, g in ra.gateways.items()}
         self.held = RaTables.empty()  # what the switch holds (written or adopted)
+        self._fence_wanted: frozenset[str] = frozenset()
+        self.fenced: frozenset[str] = frozenset()  # gateways whose port_roles entry the switch no longer holds
         self.assignment: dict[int, str] = {}
         self.learned: dict[str, int] = {}  # router MAC -> uplink
         self.ready = asyncio.Event()
@@ -118,6 +121,18 @@ class OutsideSouthbound:
             self.held = RaTables(dict(wanted.pins), dict(wanted.labels), dict(wanted.ranges), {})
             return len(updates)
 
+    async def set_fenced(self, gateways: Collection[str]) -> None:
+        """Fence exactly `gateways` on the outside: their outside ports lose their port_roles
+        entry (all they send is dropped, UNKNOWN_PORT), the others get theirs back. Written
+        now while reconciled (the difference only), else by the next reconcile."""
+        wanted = frozenset(gateways)
+        self._fence_wanted = wanted
+        if not self.ready.is_set() or wanted == self.fenced:
+            return
+        async with self._lock:
+            await self.session.write(ent.fence_updates(self.fenced, wanted, self.targets, pc.PortRole.GATEWAY_OUTSIDE))
+            self.fenced = wanted
+
     def _table_updates(self, held: RaTables, wanted: RaTables) -> list[Update]:
         # Labels and ranges before pins: a new gateway's SAs are reachable before its clients are pinned.
         return (
@@ -132,8 +147,10 @@ class OutsideSouthbound:
         schema = s.schema
         gw_ports = sorted(g.port for g in ra.gateways.values())
         uplinks = sorted(self._uplinks)
+        fence = self._fence_wanted
+        fenced_ports = {self.targets[g][0] for g in fence}
         roles = [ent.port_role(p, pc.PortRole.UPLINK) for p in uplinks]
-        roles += [ent.port_role(p, pc.PortRole.GATEWAY_OUTSIDE) for p in gw_ports]
+        roles += [ent.port_role(p, pc.PortRole.GATEWAY_OUTSIDE) for p in gw_ports if p not in fenced_ports]
         batch = diff_entries(schema, roles, await s.read(P4TableEntry(pc.TABLE_PORT_ROLES)))
         for group, ports in ((pc.GATEWAY_OUTSIDE_FLOOD_GROUP, gw_ports), (pc.UPLINK_FLOOD_GROUP, uplinks)):
             held_group = await s.read_or_none(P4MulticastGroupEntry(group))
@@ -189,6 +206,7 @@ class OutsideSouthbound:
         await s.write(batch)
         self.assignment = target
         self.learned = learned
+        self.fenced = fence
         self.held = RaTables(dict(wanted.pins), dict(wanted.labels), dict(wanted.ranges), {})
 
         # The settings last: until then the outside drops (NOT_CONFIGURED / RA_NOT_CONFIGURED).

@@ -2,8 +2,8 @@
 
 It holds the P4Runtime session (`session.SwitchSession`, finsy) and the mirror of the
 bucket table (what the switch holds, bucket -> gateway), and offers typed operations:
-`set_buckets`, `write_hosts`, `send_packet`, `read_bucket_counters`, `read_hosts`,
-`refresh_buckets`, and `reconcile`. Digests, packet-ins and idle timeouts reach the core
+`set_buckets`, `write_hosts`, `set_pools`, `set_fenced`, `send_packet`,
+`read_bucket_counters`, `read_hosts`, `refresh_buckets`, and `reconcile`. Digests, packet-ins and idle timeouts reach the core
 as plain events (`domain.py`) through a `SwitchListener`. Nothing outside `southbound/`
 builds or reads a finsy entity.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from finsy import P4DigestEntry, P4MulticastGroupEntry, P4TableEntry, Switch
@@ -96,6 +96,9 @@ class Southbound:
         self._by_target = {(g.port, ent.mac_int(g.mac)): g.name for g in config.gateways}
         self._assignment: dict[int, str] = {}
         self._pools: dict[str, str] = {}  # client_pools as written: pool -> gateway
+        # Fenced gateways (remote-access takeover): their ports' port_roles entries are gone.
+        self._fence_wanted: frozenset[str] = frozenset()
+        self._fenced: frozenset[str] = frozenset()  # as the switch holds it
         self._listener: SwitchListener | None = None
         self._finsy: SwitchSession | None = None
         # stream items dropped as not understood (digest items, packet-ins, idle notes), by stream
@@ -188,6 +191,22 @@ class Southbound:
         self._pools = dict(wanted)
         return len(updates)
 
+    @property
+    def fenced(self) -> frozenset[str]:
+        """Gateways whose port_roles entry the switch no longer holds (written or reconciled)."""
+        return self._fenced
+
+    async def set_fenced(self, gateways: Collection[str]) -> None:
+        """Fence exactly `gateways`: their ports lose their port_roles entry, so everything
+        they send is dropped (counted UNKNOWN_PORT); the others get theirs back. Reconcile
+        keeps it so. Written now when primary (the difference only), else at reconcile."""
+        wanted = frozenset(gateways)
+        self._fence_wanted = wanted
+        if not self.primary or wanted == self._fenced:
+            return
+        await self.session.write(ent.fence_updates(self._fenced, wanted, self._targets, pc.PortRole.GATEWAY))
+        self._fenced = wanted
+
     async def read_pools(self) -> dict[str, str]:
         """`client_pools` as held (entries of configured gateways; the others are deleted
         by the next `set_pools`)."""
@@ -256,11 +275,14 @@ class Southbound:
         s = self.session
         schema = s.schema
 
-        # Port roles: exactly the configured ones.
+        # Port roles: exactly the configured ones, but a fenced gateway's.
+        fenced_ports = {self._targets[g][0] for g in self._fence_wanted}
         want_roles = [
             ent.port_role(p, pc.PortRole.HOST if pcfg.role is PortRoleName.HOST else pc.PortRole.GATEWAY)
             for p, pcfg in cfg.ports.items()
+            if p not in fenced_ports
         ]
+        fence = self._fence_wanted
         batch = diff_entries(schema, want_roles, await s.read(P4TableEntry(pc.TABLE_PORT_ROLES)))
 
         # Host flood group.
@@ -304,6 +326,7 @@ class Southbound:
             batch.append(Update(Op.MODIFY, want_nd))
         await s.write(batch)
         self._assignment = dict(target)
+        self._fenced = fence
 
         want_settings = ent.settings(str(cfg.gateway_ip), cfg.vmac_base, cfg.bucket_mask, cfg.dispatch.hash)
         have_settings = await s.read_or_none(P4TableEntry(pc.TABLE_SETTINGS, is_default_action=True))

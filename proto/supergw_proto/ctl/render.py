@@ -73,16 +73,35 @@ def status(s: StatusView) -> str:
         ("arp misses (unknown ip)", s.arp_misses_unknown_total),
         ("p4runtime errors", s.p4rt_errors_total),
         ("reconnects", s.reconnects_total),
-    ])
+    ]) + replication(s)
+
+
+def replication(s: StatusView) -> str:
+    """The remote-access takeover section of `status` (empty without remote access)."""
+    r = s.replication
+    if r is None:
+        return ""
+    head = (f"\n\nreplication: takeover {'on' if r.takeover else 'off'}, orders generation {r.generation}, "
+            f"{r.takeovers_total} takeovers since start")
+    rows = table(
+        ("GATEWAY", "BACKUP", "PROTECTS", "OWN SAS", "REPLICATED", "HELD", "LAG MS", "LAG MAX MS", "FENCED",
+         "TAKEN OVER BY", "TAKING OVER", "FOREIGN SAS", "ERROR"),
+        ((g.gateway, g.backup, g.protects, g.own_sas, g.replicated_sas, g.held_sas, g.lag_ms_last, g.lag_ms_max,
+          g.fenced, g.taken_over_by, ",".join(g.taking_over) or None,
+          ", ".join(f"{k} {v}" for k, v in sorted(g.foreign_sas.items())) or None, g.error)
+         for g in r.gateways),
+    )
+    return f"{head}\n{rows}"
 
 
 GATEWAY_HEADERS = ("NAME", "STATE", "ALIVE", "TUNNEL", "PARTNER", "PORT", "WEIGHT", "BUCKETS", "LOAD", "HEARTBEAT",
-                   "REPORT", "WHY")
+                   "REPORT", "BACKUP", "REPLICATED", "LAG MS", "FENCED", "WHY")
 
 
 def gateway_row(g: GatewayView) -> tuple[object, ...]:
     return (g.name, g.state, g.alive, g.tunnel_up, g.partner_up, g.port, g.weight, g.buckets, g.load,
-            age(g.heartbeat_age_s), age(g.report_age_s), g.unhealthy)
+            age(g.heartbeat_age_s), age(g.report_age_s), g.backup, g.replicated_sas, g.replication_lag_ms, g.fenced,
+            g.unhealthy or g.withheld)
 
 
 def gateways(gws: Sequence[GatewayView]) -> str:
@@ -96,6 +115,10 @@ def gateway(g: GatewayView) -> str:
         ("partner up", g.partner_up), ("weight", g.weight), ("buckets", g.buckets), ("load", g.load),
         ("heartbeat age", age(g.heartbeat_age_s)), ("report age", age(g.report_age_s)),
     ]
+    if g.fenced is not None:
+        rows += [("backup", g.backup), ("replicated SAs", g.replicated_sas),
+                 ("replication lag", NONE if g.replication_lag_ms is None else f"{g.replication_lag_ms:.1f} ms"),
+                 ("fenced", g.fenced), ("taken over by", g.taken_over_by), ("withheld", g.withheld)]
     r = g.last_report
     if r is not None:
         rows += [

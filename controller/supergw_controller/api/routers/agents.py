@@ -3,20 +3,35 @@
 Every 204 carries the controller's `AgentTiming` (heartbeat interval, miss count, report
 interval) in the `Supergw-Timing` header: the agent adopts it at once, so the controller's
 `timing:` is the one source of the agents' cadence. While the controller asks something of
-that gateway's agent (`AgentOrders`: redirect its remote-access clients while drained) the
-answer also carries `Supergw-Orders`.
+that gateway's agent (`AgentOrders`: redirect its remote-access clients while drained, its
+replication orders) the answer also carries `Supergw-Orders`.
+
+`GET /gateways/{name}/orders?after=N&wait=S` is the agent's long-poll for the same orders:
+answered at once when the orders generation is above N, else as soon as it changes, else
+after S seconds (at most 30) with the orders in force; a takeover order reaches the backup
+within one round trip of the verdict.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Response
+from fastapi import APIRouter, HTTPException, Query, Response
 
 from supergw_controller.api.core import Core
 from supergw_controller.api.deps import ApiState, CoreDep, GatewayName, State
 from supergw_controller.api.responses import BODY, errors
-from supergw_proto.reports import ORDERS_HEADER, TIMING_HEADER, GatewayReport, Heartbeat
+from supergw_proto.reports import (
+    ORDERS_GENERATION_HEADER,
+    ORDERS_HEADER,
+    TIMING_HEADER,
+    AgentOrders,
+    GatewayReport,
+    Heartbeat,
+)
+
+MAX_WAIT_S = 30.0
+DEFAULT_WAIT_S = 20.0
 
 router = APIRouter(prefix="/gateways", tags=["agents"])
 
@@ -34,6 +49,20 @@ _TIMING_DOC: dict[int | str, dict[str, Any]] = errors(404) | BODY | {
                 "description": "what the controller asks of this gateway's agent now, as compact JSON "
                 "(`{\"redirect_to\": \"203.0.113.1\"}`: redirect its remote-access clients there); "
                 "absent: nothing",
+                "schema": {"type": "string"},
+            },
+        },
+    }
+}
+
+
+_ORDERS_DOC: dict[int | str, dict[str, Any]] = errors(404, 422) | {
+    200: {
+        "description": "The gateway's orders (`AgentOrders`; `replication.generation` is the generation in force)",
+        "headers": {
+            TIMING_HEADER: _TIMING_DOC[204]["headers"][TIMING_HEADER],
+            ORDERS_GENERATION_HEADER: {
+                "description": "the orders generation in force (also when `replication` is absent): the next `after`",
                 "schema": {"type": "string"},
             },
         },
@@ -76,3 +105,22 @@ async def post_heartbeat(core: CoreDep, state: State, name: GatewayName, hb: Hea
     _same_gateway(name, hb.gateway)
     await core.accept_heartbeat(hb)
     return _told(state, core, name)
+
+
+@router.get("/{name}/orders", response_model=AgentOrders, responses=_ORDERS_DOC,
+            summary="Agent long-poll for its orders (answers when the generation passes `after`)")
+async def get_orders(
+    core: CoreDep,
+    state: State,
+    name: GatewayName,
+    after: Annotated[int, Query(ge=0, le=(1 << 63) - 1,
+                                description="the generation the agent has; answered at once when the one in force is above")] = 0,
+    wait: Annotated[float, Query(ge=0, le=MAX_WAIT_S, allow_inf_nan=False,
+                                 description="seconds to wait for a newer generation before answering anyway")] = DEFAULT_WAIT_S,
+) -> Response:
+    answer = await core.wait_orders(name, after, wait)
+    return Response(
+        content=answer.orders.model_dump_json(exclude_none=True),
+        media_type="application/json",
+        headers={TIMING_HEADER: state.agent_timing, ORDERS_GENERATION_HEADER: str(answer.generation)},
+    )
