@@ -47,6 +47,7 @@ class SessionRun:
     on_mean_s: float
     off_mean_s: float
     connects: int = 0  # connections the workload asked for (each a full exchange under `none`)
+    counted: int = 0  # IKE_AUTH requests the clients' own charons counted over the run
     connect_failures: list[str] = field(default_factory=list)
     recorded: int = 0  # sessions the gateways' logs hold from the run
     analysis: Analysis | None = None
@@ -65,6 +66,14 @@ def recorded_since(logs: Sequence[Path], t0: float) -> list[Connection]:
         if p.exists():
             out += [c for c in read_session_log(p) if c.start >= t0]
     return out
+
+
+def ike_auths(c: RemoteClient) -> int:
+    """The client's IKE_AUTH requests so far (its `counters` plugin); 0 when it cannot say."""
+    try:
+        return c.ike_auths()
+    except (GatewayError, OSError):
+        return 0
 
 
 def _client_loop(c: RemoteClient, target: ipaddress.IPv4Address, rng: random.Random, until: float,
@@ -98,6 +107,7 @@ def session_workload(site: Site, fleet: Sequence[RemoteClient], target: ipaddres
         if c.state() is not None:
             c.disconnect()
     t0 = time.time()
+    auths = {c.cfg.name: ike_auths(c) for c in fleet}
     until = time.monotonic() + seconds
     lock = threading.Lock()
     threads = [threading.Thread(target=_client_loop, args=(c, target, random.Random(f"{seed}/{c.cfg.name}"),
@@ -106,6 +116,7 @@ def session_workload(site: Site, fleet: Sequence[RemoteClient], target: ipaddres
         t.start()
     for t in threads:
         t.join()
+    run.counted = sum(ike_auths(c) - auths[c.cfg.name] for c in fleet)
     logs = session_logs(site)
     # A session is written when its IKE SA is gone, at the agent's next event or poll.
     def all_recorded() -> tuple[bool, str]:
@@ -123,4 +134,4 @@ def session_workload(site: Site, fleet: Sequence[RemoteClient], target: ipaddres
     return run
 
 
-__all__ = ["PAPER", "SessionRun", "TraceError", "session_workload", "recorded_since", "session_logs"]
+__all__ = ["PAPER", "SessionRun", "TraceError", "ike_auths", "session_workload", "recorded_since", "session_logs"]
