@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 from bench.remote.measure import RemoteBenchError, cpu_s, disconnect_all, transfer
-from bench.remote.sessions import ike_auths
+from bench.remote.sessions import Presence, ike_auths, run_fleet
 from bench.report import Metric
 from supergw_gateway.errors import GatewayError
 from supergw_gateway.ra.client import CONN, RemoteClient
@@ -98,11 +98,10 @@ def _back(c: RemoteClient, how: str) -> None:
 
 def _vanishing_client(c: RemoteClient, target: ipaddress.IPv4Address, seed: int, until: float, run: VanishRun,
                       lock: threading.Lock) -> None:
-    """The sessions part's schedule (the same draws from the same seed), leaving by vanishing."""
-    rng = random.Random(f"{seed}/{c.cfg.name}")
+    """The sessions part's schedule (the same durations from the same seed), leaving by vanishing."""
+    when = Presence(seed, c.cfg.name, run.on_mean_s, run.off_mean_s, until)
     how_rng = random.Random(f"{seed}/{c.cfg.name}/how")
-    cycle = run.on_mean_s + run.off_mean_s
-    time.sleep(min(rng.uniform(0, cycle), max(0.0, until - time.monotonic())))
+    time.sleep(when.first_absence())
     gone: str | None = None
     try:
         while time.monotonic() < until:
@@ -116,7 +115,7 @@ def _vanishing_client(c: RemoteClient, target: ipaddress.IPv4Address, seed: int,
                     return
             else:
                 _back(c, gone)
-            on = min(rng.expovariate(1 / run.on_mean_s), max(0.5, until - time.monotonic()))
+            on = when.present()
             try:
                 _, got = c.ping(target, count=max(1, int(on / PING_INTERVAL_S)), interval=PING_INTERVAL_S)
             except GatewayError:
@@ -134,7 +133,7 @@ def _vanishing_client(c: RemoteClient, target: ipaddress.IPv4Address, seed: int,
                 c.link_down()
             else:
                 c.sleep()
-            time.sleep(min(rng.expovariate(1 / run.off_mean_s), max(0.0, until - time.monotonic())))
+            time.sleep(when.absent())
     finally:
         if gone is not None:
             try:
@@ -150,16 +149,8 @@ def vanish_workload(fleet: Sequence[RemoteClient], target: ipaddress.IPv4Address
     leaves; the exchanges from the clients' IKE_AUTH counters before and after."""
     run = VanishRun(strategy, lifetime_s, seconds, on_mean_s, off_mean_s)
     disconnect_all(fleet)
-    start = {c.cfg.name: ike_auths(c) for c in fleet}
-    until = time.monotonic() + seconds
-    lock = threading.Lock()
-    threads = [threading.Thread(target=_vanishing_client, args=(c, target, seed, until, run, lock), daemon=True)
-               for c in fleet]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    run.exchanges = sum(ike_auths(c) - start[c.cfg.name] for c in fleet)
+    run.exchanges = run_fleet(fleet, seconds,
+                              lambda c, until, lock: _vanishing_client(c, target, seed, until, run, lock))
     return run
 
 
