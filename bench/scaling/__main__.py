@@ -416,11 +416,6 @@ def fig5_boot(s: Settings, res: Results) -> None:
         fig5_run(emu, s, res, "paper", FIG5_LOAD * reach)
         emu.set_policy({})
         say("controllers restarted with the shipped rebalancer for failover and the soak")
-        # The paper's run may leave most loaded buckets on gateway 1: let the shipped policy
-        # spread them before the failure trials, which measure a failover from steady state.
-        # (Trials started at once after the restart lost every B->A probe for 8.6 s in 2 of 5
-        # trials on 2026-11-25; not explained yet: see bench/scaling/README.md.)
-        warm_up(emu, 0.5 * reach, limit_s=30.0)
         if s.failover_trials > 0:
             failover(emu, s, res)
         if s.soak_s > 0:
