@@ -202,7 +202,8 @@ def esp_counts(fleet: Sequence[RemoteClient]) -> tuple[int, int]:
 
 def ike_esp_cost(site: Site, fleet: Sequence[RemoteClient], transfer_clients: int, seconds: float) -> Cost:
     """The gateways' charon CPU per full exchange and per ESP packet (see the module doc)."""
-    back = raclients.connect([c for c in fleet], 60)
+    disconnect_all(fleet)  # SAs a restarted gateway no longer holds go first
+    back = raclients.connect(list(fleet), 60)
     if back.failures:
         raise RemoteBenchError(f"IKE cost: clients not up: {sorted(back.failures)[:5]}")
     c0, t0 = gateways_cpu(site), time.monotonic()
