@@ -13,7 +13,7 @@ its traffic through at once (the cache served); one that dropped it (the lifetim
 stays silent until the client's DPD gives up (about 12 s) and `dpd_action=restart` makes a
 full exchange. Counted from the clients' own charons (the `counters` plugin's IKE_AUTH
 requests: one per full IKE_SA_INIT + IKE_AUTH), never from our state: `exchanges` over the run,
-and per return whether traffic flowed with no new IKE_AUTH (`resumed`). A lifetime shorter than
+and per return whether its first ping was answered at once with no new IKE_AUTH (`resumed`). A lifetime shorter than
 the absences (the negative control) must save less.
 
 **IKE vs ESP.** On the same gateways (kernel-libipsec: ESP in charon's userspace threads) the
@@ -47,6 +47,7 @@ from topologies.poll import Timeout
 from topologies.site import Site
 
 PING_INTERVAL_S = 0.2
+RESUME_WAIT_S = 1.0  # a returning client's first ping: answered this fast, its SA was still there
 HOW = ("link", "sleep")  # link loss, suspend
 IDLE_S = 5.0
 
@@ -61,7 +62,7 @@ class VanishRun:
     presences: int = 0  # first connects + returns
     exchanges: int = 0  # IKE_AUTH requests the clients sent over the run (their counters)
     returns: int = 0
-    resumed: int = 0  # returns whose traffic flowed with no new IKE_AUTH
+    resumed: int = 0  # returns whose first ping was answered within RESUME_WAIT_S with no new IKE_AUTH
     by_how: dict[str, int] = field(default_factory=lambda: {h: 0 for h in HOW})
     resumed_by_how: dict[str, int] = field(default_factory=lambda: {h: 0 for h in HOW})
     failures: list[str] = field(default_factory=list)
@@ -103,9 +104,9 @@ def _vanishing_client(c: RemoteClient, target: ipaddress.IPv4Address, seed: int,
     how_rng = random.Random(f"{seed}/{c.cfg.name}/how")
     time.sleep(when.first_absence())
     gone: str | None = None
+    before = 0  # the client's IKE_AUTH count when it left (read while its charon runs)
     try:
         while time.monotonic() < until:
-            before = ike_auths(c)
             if gone is None:
                 try:
                     c.connect(timeout_s=30)
@@ -115,19 +116,21 @@ def _vanishing_client(c: RemoteClient, target: ipaddress.IPv4Address, seed: int,
                     return
             else:
                 _back(c, gone)
-            on = when.present()
-            try:
-                _, got = c.ping(target, count=max(1, int(on / PING_INTERVAL_S)), interval=PING_INTERVAL_S)
-            except GatewayError:
-                got = 0
-            with lock:
-                run.presences += 1
-                if gone is not None:
+                # the cache served when traffic flows again at once with no new IKE_AUTH
+                resumed = c.answers(target, wait_s=RESUME_WAIT_S) and ike_auths(c) == before
+                with lock:
                     run.returns += 1
                     run.by_how[gone] += 1
-                    if got > 0 and ike_auths(c) == before:
-                        run.resumed += 1
-                        run.resumed_by_how[gone] += 1
+                    run.resumed += resumed
+                    run.resumed_by_how[gone] += resumed
+            on = when.present()
+            try:
+                c.ping(target, count=max(1, int(on / PING_INTERVAL_S)), interval=PING_INTERVAL_S)
+            except GatewayError:
+                pass  # the pings carry the presence's bytes; the exchanges are counted by the client
+            with lock:
+                run.presences += 1
+            before = ike_auths(c)
             gone = how_rng.choice(HOW)
             if gone == "link":
                 c.link_down()
@@ -268,7 +271,8 @@ charons counted (the `counters` plugin: one per full IKE_SA_INIT + IKE_AUTH, wit
 clocked strategy's reauthentications of present clients); `presences` = first connects plus
 returns (what the baseline makes one exchange each); live needed = exchanges / presences,
 beside the replay's `clocked+reauth` for the same L on the baseline's trace. A return
-`resumed` when its pings got answers and its client sent no IKE_AUTH. L = 1 cycle is the
+`resumed` when the client's first ping after it was answered within 1 s with no new
+IKE_AUTH (the gateway still held its SA). L = 1 cycle is the
 measurement; L = 1/4 cycle (shorter than most absences) is the negative control and must save
 less. IKE vs ESP: the gateways' charons (kernel-libipsec: IKE and userspace ESP in one process)
 with every client connected and idle for 5 s give the idle rate; every client then
