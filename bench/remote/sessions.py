@@ -52,6 +52,7 @@ class SessionRun:
     recorded: int = 0  # sessions the gateways' logs hold from the run
     analysis: Analysis | None = None
     lifetimes_s: list[float] = field(default_factory=list)
+    trace: list[Connection] = field(default_factory=list)  # the recorded sessions the analysis replays
 
 
 def session_logs(site: Site) -> list[Path]:
@@ -156,6 +157,7 @@ def session_workload(site: Site, fleet: Sequence[RemoteClient], target: ipaddres
         pass  # the report counts what is missing (sessions_unrecorded)
     conns = recorded_since(logs, t0)
     run.recorded = len(conns)
+    run.trace = conns
     cycle = on_mean_s + off_mean_s
     run.lifetimes_s = [round(k * cycle, 1) for k in LIFETIME_CYCLES]
     run.analysis = analyse(conns, run.lifetimes_s, DATA_LIFETIMES_B)
