@@ -53,16 +53,17 @@ class Judged:
     lost: int
     allowed: float
     why: str  # what the allowance is made of
+    faults: int  # faults that hit the flow in the window (0: only the base allowance)
 
 
 def allowance(faults: Sequence[Injected], flow: str, lo: float, hi: float, sent: int, now: float, settle_s: float,
-              interval_s: float, paths: PathBook) -> tuple[float, str]:
-    """Lost probes a window of `sent` probes sent from `lo` to `hi` may have, and why."""
+              interval_s: float, paths: PathBook) -> tuple[float, str, int]:
+    """Lost probes a window of `sent` probes sent from `lo` to `hi` may have, why, and how many
+    faults that hit the flow it counts."""
     expected = BASE_LOSS * sent
     why = [f"base {100 * BASE_LOSS:g} %"]
-    for f in overlapping(faults, lo, hi, now, settle_s):
-        if not hits(f, flow, paths, now, settle_s):
-            continue
+    hitting = [f for f in overlapping(faults, lo, hi, now, settle_s) if hits(f, flow, paths, now, settle_s)]
+    for f in hitting:
         if f.fault.kind == "wan_loss":
             p = f.fault.param / 100
             end = now if f.undone is None else f.undone
@@ -73,7 +74,7 @@ def allowance(faults: Sequence[Injected], flow: str, lo: float, hi: float, sent:
         budget = budget_s(f, faults, lo, hi, now, settle_s)
         expected += budget / interval_s
         why.append(f"#{f.fault.seq} {f.fault.kind} {1000 * budget:.0f} ms")
-    return expected + SIGMAS * math.sqrt(expected) + 1, ", ".join(why)
+    return expected + SIGMAS * math.sqrt(expected) + 1, ", ".join(why), len(hitting)
 
 
 @dataclass
@@ -109,9 +110,9 @@ class LossTracker:
             if sent <= 0:
                 continue
             lost = sent - len(w.answered)
-            allowed, why = allowance(faults, w.flow, w.first, w.last + self.reply_window_s, sent, now, self.settle_s,
-                                     self.interval_s, self.paths)
-            self.judged.append(Judged(w.flow, w.index, w.first, w.last, sent, lost, allowed, why))
+            allowed, why, hit = allowance(faults, w.flow, w.first, w.last + self.reply_window_s, sent, now,
+                                          self.settle_s, self.interval_s, self.paths)
+            self.judged.append(Judged(w.flow, w.index, w.first, w.last, sent, lost, allowed, why, hit))
             if lost > allowed:
                 out.append(Violation("loss", f"{w.flow}: {lost} of {sent} probes lost ({100 * lost / sent:.1f} %) "
                                              f"from t+{w.first:.1f}s to t+{w.last:.1f}s, allowed {allowed:.0f} "

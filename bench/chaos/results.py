@@ -68,7 +68,7 @@ def loss_metrics(rec: Record) -> dict[str, Metric]:
     if not rec.windows:
         return {"loss_windows": Metric(None, "windows", note="no window was judged (the run ended first)")}
     worst = max(rec.windows, key=lambda w: w.lost / w.allowed)
-    quiet = [w for w in rec.windows if w.why == "base 1 %"]
+    quiet = [w for w in rec.windows if not w.faults]
     qworst = max(quiet, key=lambda w: w.lost / w.sent, default=None)
     return {
         "loss_windows": Metric(float(len(rec.windows)), "windows",
