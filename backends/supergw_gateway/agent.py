@@ -76,8 +76,8 @@ from supergw_gateway.report import (
 )
 from supergw_gateway.runtime import Gateway
 from supergw_gateway.statesync.setup import replicator_for
-from supergw_gateway.uml import descendants
 from supergw_gateway.tuning import lifecycle as tuning
+from supergw_gateway.uml import descendants
 from supergw_gateway.vici_client import IkeSaStatus, ViciClient
 
 log = logging.getLogger(__name__)
