@@ -17,7 +17,7 @@ from pathlib import Path
 
 from supergw_proto.api import GatewayView, ReplicaHealth
 from supergw_proto.rest import ApiError, ControllerClient, read_token
-from topologies import api_tls, components, ha, iproute, processes, shaping
+from topologies import api_tls, components, ha, iproute, processes
 from topologies.model import ControllerSlot, GatewaySpec, Topology
 from topologies.paths import SitePaths
 from topologies.poll import Timeout, wait_until
@@ -179,28 +179,6 @@ class Site:
         """The gateway's LAN interface (its switch port's peer) up or down: an unplugged cable."""
         self.member(gateway)
         iproute.run(["ip", "link", "set", "lan0", "up" if up else "down"], self.topo.ns(gateway))
-
-    def cap_wan_egress(self, gateway: str, cap: shaping.EgressCap) -> None:
-        """A fixed capacity for the gateway: `cap` on its WAN egress (the ESP it sends);
-        `uncap_wan_egress` removes it, and so does `down` (the namespace goes)."""
-        self.member(gateway)
-        iproute.run(cap.add_argv(), self.topo.ns(gateway))
-
-    def uncap_wan_egress(self, gateway: str) -> bool:
-        """Removes a cap `cap_wan_egress` installed; whether there was one."""
-        self.member(gateway)
-        if self.wan_qdisc(gateway).kind != "tbf":
-            return False
-        iproute.run(shaping.remove_argv(), self.topo.ns(gateway))
-        return True
-
-    def wan_qdisc(self, gateway: str) -> shaping.QdiscStats:
-        """The root qdisc of the gateway's WAN interface and its counters."""
-        out = iproute.run(shaping.show_argv(), self.topo.ns(gateway)).stdout
-        try:
-            return shaping.parse_root_qdisc(out)
-        except ValueError as exc:
-            raise SiteError(f"{gateway}: {exc}") from None
 
     def lan_rx(self, gateway: str) -> int:
         """Frames the gateway's LAN interface received from its switch."""

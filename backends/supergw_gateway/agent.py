@@ -23,7 +23,8 @@ exchanges pair beacons with the partner's agent through the tunnel (`partner.py`
 in every heartbeat and report whether the partner is up; without one the feature is off
 (the log and /health say so) and the partner learns of a failure only through IKE DPD.
 
-CPU is the gateway's own, never the machine's: for a UML guest its /proc/stat; in a
+CPU is the gateway's own, never the machine's: for a UML guest under a CPU quota the host's
+count of the guest's processes against the quota, without one the guest's /proc/stat; in a
 namespace its cgroup's cpuacct usage when it has one, else its processes (charon with
 libipsec's userspace ESP threads, and this agent).
 """
@@ -69,6 +70,7 @@ from supergw_gateway.report import (
     GatewayReport,
     Heartbeat,
     build_report,
+    family_cpu_jiffies,
     guest_cpus,
     parse_pid_stat,
     parse_proc_stat,
@@ -76,6 +78,7 @@ from supergw_gateway.report import (
 from supergw_gateway.runtime import Gateway
 from supergw_gateway.statesync.setup import replicator_for
 from supergw_gateway.tuning import lifecycle as tuning
+from supergw_gateway.uml import descendants
 from supergw_gateway.vici_client import IkeSaStatus, ViciClient
 
 log = logging.getLogger(__name__)
@@ -102,14 +105,25 @@ class Sampler:
 
     def cpu(self) -> CpuSample:
         t = time.monotonic()
+        quota = self.gw.cfg.cpu_quota_percent
         if self.gw.cfg.backend.value == "uml":
+            guest = self.gw.charon_pid()  # the guest's kernel process
+            if quota is not None and guest is not None:
+                # Under a host quota the guest's ticks stop while the host holds it back, so
+                # its /proc/stat never shows it saturated: its load is the host's count of its
+                # processes (the kernel's and one per guest process, ESP included) against the
+                # quota. (Its cgroup's counters are out of reach: `ip netns exec` mounts a sysfs
+                # of its own.) Nothing runs in the guest for it: a command there forks in UML,
+                # ~20 ms of the guest's CPU, a fifth of a 10 % quota at two reports a second,
+                # in bursts that stall its traffic. So its charon and softirq go unreported (0).
+                used = family_cpu_jiffies(guest, descendants(guest))
+                return CpuSample(t, used, 0, 0, scope="processes", cores=quota / 100.0)
             out = self.gw.executor().run(["sh", "-c", _GUEST_SAMPLE], timeout=5).stdout
             stat, _, pid_stat = out.partition("@@")
             busy, soft = parse_proc_stat(stat)
             charon = parse_pid_stat(pid_stat) if pid_stat.strip() else 0
             return CpuSample(t, busy, soft, charon, scope="guest", cores=guest_cpus(stat))
         charon = _pid_jiffies(self.gw.charon_pid())
-        quota = self.gw.cfg.cpu_quota_percent
         cores = quota / 100.0 if quota is not None else float(os.cpu_count() or 1)
         usage = self.acct.usage_jiffies()
         if usage is not None:

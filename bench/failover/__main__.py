@@ -1,4 +1,7 @@
 """Failover on the real one-site emulation (`make run`): real agents, real tunnels, shipped defaults.
+One way: the probe's request crosses the failed gateway, its answer returns through another
+pair (the whole path, both directions through the failed pair, is the two-site variant's
+headline: `--two-site`).
 
 `python -m bench.failover [--trials 5] [--soak-s 600] [--quick]` (root; uses the running
 one-site emulation, or boots one through the emulation engine (topologies/emulation.py) and
@@ -246,9 +249,10 @@ def write(trials: list[Trial], soak: dict[str, Any], args: argparse.Namespace) -
         down = sum(1 for t in ts if not t.recovered)
         failed = f"; {down} not recovered (gap = to the end of the run)" if down else ""
         metrics[f"failover_{kind}_ms"] = Metric(round(statistics.median(gaps), 1), "ms", goal=GOAL_MS,
-                                                higher_is_better=False, note=f"median of {len(gaps)}{failed}")
+                                                higher_is_better=False, note=f"one way (request through the victim, "
+                                                f"answer through another pair): median of {len(gaps)}{failed}")
         metrics[f"failover_{kind}_max_ms"] = Metric(max(gaps), "ms", goal=GOAL_MS, higher_is_better=False,
-                                                    note=f"worst of {len(gaps)}{failed}")
+                                                    note=f"one way: worst of {len(gaps)}{failed}")
     sent, lost = sum(t.sent for t in trials), sum(t.lost for t in trials)
     metrics["failover_not_recovered"] = Metric(
         sum(1 for t in trials if not t.recovered), "trials",
@@ -294,8 +298,12 @@ def write(trials: list[Trial], soak: dict[str, Any], args: argparse.Namespace) -
         "(the send of the last probe), whichever is longest; `tail_ms` = last answer -> end of the run. A flow whose "
         f"tail exceeds {GOAL_MS:.0f} ms (or with no answer after the failure) has not recovered: its gap runs to the "
         "end of the run, the trial is listed under the failed trials and the benchmark exits 1. "
-        "The remote host's return path avoids the victim (one-site "
-        "topology: the remote side is routed peers). detect_ms: failure to the controller's 'gateway dead' event. "
+        "**One way**: the remote host's return path avoids the victim's pair. In the one-site topology the remote "
+        "side is stock strongSwan peers, not a super gateway: the victim's peer would keep sending the answers into "
+        "the dead tunnel until its IKE dead-peer detection (about 20 s), which no LAN-side failover shortens. So "
+        "these figures cover the request's half of the path; both directions through a failed pair are measured on "
+        "two super gateways facing each other (`python -m bench.failover --two-site`, "
+        "bench/results/failover-two-site.md). detect_ms: failure to the controller's 'gateway dead' event. "
         "refill_s: restore (SIGCONT / `supergw-gateway up` + new agent / link up) until the victim holds "
         f"floor(K x weight / total weight) buckets again, on an otherwise idle system. {args.trials} trials per kind. "
         f"Soak: {soak['seconds']:.0f} s at full load ({SOAK_LOAD}); the controller's failovers counted from "
@@ -308,7 +316,9 @@ def write(trials: list[Trial], soak: dict[str, Any], args: argparse.Namespace) -
            "which no failover restores.**" if args.unrecoverable else "")
     )
     name, on = ("failover", "") if args.switch == "ebpf" else (f"failover-{args.switch}", f", {args.switch} switch")
-    paths = write_report(name, metrics, rows, series, title=f"Gateway failover on the emulation (shipped defaults{on})",
+    paths = write_report(name, metrics, rows, series,
+                         title="Gateway failover on the one-site emulation, one way: the request crosses the failed "
+                               f"gateway (shipped defaults{on})",
                          method=method, failures=[f for t in trials if (f := t.failure()) is not None])
     print(f"wrote {paths.json}, {paths.markdown}, {paths.png}")
 

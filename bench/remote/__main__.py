@@ -22,7 +22,12 @@ netns lock; boots one emulation per N and stops it again; refuses to touch one t
   per client the time from the drain call to its first answer through its new SA on another
   gateway (RFC 5685 redirect), and the longest time without an answer meanwhile;
 - disruptions under bucket moves: every client probes while the operator moves buckets;
-  a client whose IKE SA changed, who authenticated again or lost a probe is disrupted (goal 0).
+  a client whose IKE SA changed, who authenticated again or lost a probe is disrupted (goal 0);
+- the IKE-cost paper live (same N, ikecost.py): the sessions schedule again on gateways with a
+  clocked cache, clients vanishing (link loss, suspend) instead of deleting their SA, the full
+  exchanges their own counters show beside the replay's prediction; the gateways' CPU per IKE
+  exchange and per ESP packet. `--only ikecost` runs this part (and the sessions it compares
+  with) alone on one boot and merges it into an existing bench/results/remote.json.
 
 Writes bench/results/remote.{json,md,png}. `--quick`: N = 1, 2, 4 clients, short runs
 (a few minutes; proves the benchmark works, its numbers are not results).
@@ -40,10 +45,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.remote import ikecost
+from bench.remote.ikecost import Cost, VanishRun
 from bench.remote.measure import (MODES, DrainTrial, FailoverTrial, IkeRound, MoveSoak, RemoteBenchError, TransferRun,
                                   FAULTS, busiest, drain, failover, ike_round, rebalance_soak, states, transfer)
 from bench.remote.sessions import PAPER, SessionRun, TraceError, session_workload
-from bench.report import Metric, Series, write_report
+from bench.report import RESULTS_DIR, Metric, Series, read_report, write_report
 from supergw_proto.strict import read_yaml_mapping
 from supergw_gateway.ra.client import RemoteClient
 from topologies import raclients
@@ -63,6 +70,11 @@ FAILOVER_RUN_S = 20.0  # 2 s before the fault; a client silent for the last 5 s 
 SESSION_ON_OFF_S = (20.0, 40.0)
 FAILOVER_TAIL_BUDGET_S = 5.0
 DRAIN_TIMEOUT_S = 60.0
+# The clocked lifetimes run live, in mean cycles: the measurement, and a negative control shorter
+# than most absences (it must save less).
+CACHE_CYCLES = (1.0, 0.25)
+QUICK_CACHE_CYCLES = (1.0, 0.5)  # --quick's 10 s cycle: lifetimes 10 and 5 s
+COST_CLIENTS = 8  # downloading at once for the ESP cost
 
 
 @dataclass
@@ -79,6 +91,7 @@ class Plan:
     quick: bool
     sessions_s: float = 300.0
     seed: int = 1
+    ikecost: bool = True
 
 
 @dataclass
@@ -90,6 +103,8 @@ class Results:
     drains: list[DrainTrial] = field(default_factory=list)
     soak: MoveSoak | None = None
     sessions: SessionRun | None = None
+    vanish: list[VanishRun] = field(default_factory=list)
+    cost: Cost | None = None
     client_start_s: dict[int, float] = field(default_factory=dict)
     failures: list[dict[str, object]] = field(default_factory=list)
 
@@ -137,6 +152,8 @@ def run_n(n: int, plan: Plan, res: Results) -> None:
         if n == plan.failover_n:
             if plan.sessions_s > 0:
                 sessions_part(site, fleet, plan, res)
+                if plan.ikecost:
+                    ikecost_part(site, fleet, plan, res)
             failovers_and_moves(site, fleet, plan, res)
     if n == plan.failover_n:
         no_takeover_control(n, plan, res)
@@ -166,7 +183,7 @@ def no_takeover_control(n: int, plan: Plan, res: Results) -> None:
 
 
 def sessions_part(site: Site, fleet: list[RemoteClient], plan: Plan, res: Results) -> None:
-    on_s, off_s = (5.0, 5.0) if plan.quick else SESSION_ON_OFF_S
+    on_s, off_s = on_off(plan)
     print(f"   sessions: {len(fleet)} clients come and go for {plan.sessions_s:.0f} s (connected ~{on_s:.0f} s, "
           f"gone ~{off_s:.0f} s, seed {plan.seed})", flush=True)
     try:
@@ -180,6 +197,24 @@ def sessions_part(site: Site, fleet: list[RemoteClient], plan: Plan, res: Result
     back = raclients.connect(fleet, 60)
     if back.failures:
         raise RemoteBenchError(f"after the sessions: clients not back: {sorted(back.failures)}")
+
+
+def on_off(plan: Plan) -> tuple[float, float]:
+    return (5.0, 5.0) if plan.quick else SESSION_ON_OFF_S
+
+
+def ikecost_part(site: Site, fleet: list[RemoteClient], plan: Plan, res: Results) -> None:
+    """The sessions schedule on cached gateways with vanishing clients, then IKE vs ESP cost."""
+    on_s, off_s = on_off(plan)
+    runs, cost = ikecost.run_live(site, fleet, site.topo.hosts[0].ip, plan.sessions_s, plan.seed, on_s, off_s,
+                                  QUICK_CACHE_CYCLES if plan.quick else CACHE_CYCLES, min(COST_CLIENTS, len(fleet)),
+                                  plan.seconds,
+                                  lambda m: print(m, flush=True))
+    res.vanish, res.cost = runs, cost
+    res.failures += [{"trial": f"caching live {r.lifetime_s:g} s", "why": why} for r in runs for why in r.failures]
+    back = raclients.connect([c for c, st in zip(fleet, states(fleet).values()) if st is None], 60)
+    if back.failures:
+        raise RemoteBenchError(f"after the caching runs: clients not back: {sorted(back.failures)}")
 
 
 def failovers_and_moves(site: Site, fleet: list[RemoteClient], plan: Plan, res: Results) -> None:
@@ -310,13 +345,50 @@ def report(plan: Plan, res: Results, results_dir: Path | None = None) -> None:
     if res.soak is not None:
         metrics["move_disruptions"] = Metric(len(res.soak.disrupted), "clients",
                                              note=f"goal 0; over {res.soak.moves} bucket moves, {res.soak.clients} clients")
+    ike_metrics, tables = ike_part(res)
+    metrics.update(ike_metrics)
+    write_report("remote", metrics, rows, series, title="Remote-access clients (issue 18; Shue et al. §III)",
+                 method=METHOD + "\n\n" + ikecost.METHOD
+                 + ("\n\n**Quick run**: proves the benchmark works; not a result." if plan.quick else ""),
+                 failures=res.failures, results_dir=results_dir, tables=tables, log_y=True)
+
+
+def ike_part(res: Results) -> tuple[dict[str, Metric | float], dict[str, list[dict[str, object]]]]:
+    """The IKE-cost paper's metrics and tables: Fig. 6 replayed, the cache live, IKE vs ESP."""
+    metrics: dict[str, Metric | float] = {}
     tables: dict[str, list[dict[str, object]]] = {}
     if res.sessions is not None and res.sessions.analysis is not None:
-        session_metrics, tables = sessions_report(res.sessions)
-        metrics.update(session_metrics)
-    write_report("remote", metrics, rows, series, title="Remote-access clients (issue 18; Shue et al. §III)",
-                 method=METHOD + ("\n\n**Quick run**: proves the benchmark works; not a result." if plan.quick else ""),
-                 failures=res.failures, results_dir=results_dir, tables=tables, log_y=True)
+        metrics, tables = sessions_report(res.sessions)
+    if res.vanish or res.cost is not None:
+        s = res.sessions
+        live, live_tables = ikecost.report_part([] if s is None else s.trace, None if s is None else s.counted,
+                                                0 if s is None else s.connects, res.vanish, res.cost)
+        metrics.update(live)
+        tables.update(live_tables)
+    return metrics, tables
+
+
+IKE_TRIALS = ("sessions", "caching live", "IKE cost")
+
+
+def merge_ike_part(plan: Plan, res: Results, results_dir: Path = RESULTS_DIR) -> None:
+    """`--only ikecost`: the IKE-cost part of an existing remote report replaced by this run's,
+    everything else (transfers, IKE capacity, failover, drain, moves) kept as it was."""
+    path = results_dir / "remote.json"
+    if not path.exists():
+        report(plan, res, results_dir)
+        return
+    saved = read_report(path)
+    ike_metrics, tables = ike_part(res)
+    keep = {k: m for k, m in saved.metrics.items()
+            if not k.startswith(("sessions_", "ike_cache_", "ike_cpu_", "esp_cpu_", "ike_esp_"))}
+    kept_tables = {t: rows for t, rows in saved.tables.items()
+                   if not t.startswith(("Fig. 6 on this system", "The paper's figures", "IKE caching live"))}
+    method = saved.method.split(ikecost.METHOD.split("\n", 1)[0])[0].rstrip() + "\n\n" + ikecost.METHOD
+    failures = [f for f in saved.failures if not str(f.get("trial", "")).startswith(IKE_TRIALS)] + res.failures
+    write_report("remote", {**keep, **ike_metrics}, saved.rows, saved.series, title=saved.title, method=method,
+                 failures=failures, results_dir=results_dir, tables={**kept_tables, **tables},
+                 rows_title=saved.rows_title, log_y=True)
 
 
 def sessions_report(run: SessionRun) -> tuple[dict[str, Metric | float], dict[str, list[dict[str, object]]]]:
@@ -388,6 +460,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sessions-s", type=float, default=300.0,
                    help="seconds of clients coming and going for Fig. 6 (0: skip; default %(default)s)")
     p.add_argument("--seed", type=int, default=1, help="the sessions' schedule (default %(default)s)")
+    p.add_argument("--only", choices=("ikecost",), default=None,
+                   help="ikecost: only the sessions and the IKE-cost part (one boot at --failover-n), merged into "
+                        "the existing bench/results/remote.json")
     p.add_argument("--quick", action="store_true")
     args = p.parse_args(argv)
     if os.geteuid() != 0:
@@ -395,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     plan = plan_from(args)
     res = Results()
+    if args.only == "ikecost":
+        return ikecost_only(plan, res)
     try:
         for n in plan.gateways:
             run_n(n, plan, res)
@@ -404,6 +481,21 @@ def main(argv: list[str] | None = None) -> int:
         report(plan, res)
         return 1
     report(plan, res)
+    return 1 if res.failures else 0
+
+
+def ikecost_only(plan: Plan, res: Results) -> int:
+    n = plan.failover_n
+    print(f"== N = {n}: {plan.clients} clients, the IKE-cost part only", flush=True)
+    try:
+        with remote_site(n, plan.clients, None) as (site, fleet):
+            sessions_part(site, fleet, plan, res)
+            ikecost_part(site, fleet, plan, res)
+    except (EmulationError, RemoteBenchError) as exc:
+        print(f"bench.remote: {exc}", file=sys.stderr)
+        res.failures.append({"trial": "IKE cost run", "why": str(exc)})
+        return 1
+    merge_ike_part(plan, res)
     return 1 if res.failures else 0
 
 

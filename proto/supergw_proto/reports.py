@@ -239,8 +239,10 @@ class GatewayReport(BaseModel):
     cpu_scope: Literal["processes", "cgroup", "guest"] | None = Field(
         default=None,
         description=(
-            "what cpu_percent counts: its processes (charon with libipsec's ESP threads, the agent), "
-            "its cgroup, or the UML guest's whole /proc/stat (None: an older agent, whole box)"
+            "what cpu_percent counts: its processes (charon with libipsec's ESP threads, the agent; a UML "
+            "guest under a quota: the guest's host processes, and its charon and softirq are not sampled), its "
+            "cgroup, or the UML guest's whole /proc/stat "
+            "(None: an older agent, whole box)"
         ),
     )
     softirq_percent: float = Field(ge=0)
