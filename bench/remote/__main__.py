@@ -218,6 +218,12 @@ def ikecost_part(site: Site, fleet: list[RemoteClient], plan: Plan, res: Results
 
 
 def failovers_and_moves(site: Site, fleet: list[RemoteClient], plan: Plan, res: Results) -> None:
+    failover_trials(site, fleet, plan, res)
+    victim = busiest(site, fleet)
+    drain_and_moves(site, fleet, victim, res, plan)
+
+
+def failover_trials(site: Site, fleet: list[RemoteClient], plan: Plan, res: Results) -> None:
     for t in range(plan.failover_trials):
         for fault in FAULTS:
             victim = busiest(site, fleet)
@@ -235,7 +241,9 @@ def failovers_and_moves(site: Site, fleet: list[RemoteClient], plan: Plan, res: 
             res_c = raclients.connect([c for c, s in zip(fleet, states(fleet).values()) if s is None], 60)
             if res_c.failures:
                 raise RemoteBenchError(f"after failover {t + 1} ({fault}): clients not back: {sorted(res_c.failures)}")
-    victim = busiest(site, fleet)
+
+
+def drain_and_moves(site: Site, fleet: list[RemoteClient], victim: str, res: Results, plan: Plan) -> None:
     drained = drain(site, fleet, victim, DRAIN_TIMEOUT_S)
     back = sorted(f.back_s for f in drained.followed.values() if f.back_s is not None)
     print(f"   drain: {victim} held {len(drained.followed)} clients; redirected, back through another gateway after "
@@ -251,37 +259,10 @@ def failovers_and_moves(site: Site, fleet: list[RemoteClient], plan: Plan, res: 
     res.soak = soak
 
 
-def report(plan: Plan, res: Results, results_dir: Path | None = None) -> None:
+def takeover_part(res: Results) -> tuple[dict[str, Metric | float], list[dict[str, Any]]]:
+    """The failover trials' metrics and rows (kill, freeze, the thaw, the control)."""
     metrics: dict[str, Metric | float] = {}
-    series: list[Series] = []
     rows: list[dict[str, Any]] = []
-    for n, runs in sorted(res.transfers.items()):
-        for mode in MODES:
-            mine = [r for r in runs if r.mode == mode]
-            series.append(Series(f"{mode} N={n}", [r.clients for r in mine], [r.per_client_mbit_s for r in mine],
-                                 xlabel="clients transferring at once", ylabel="Mb/s per client"))
-            top = max(mine, key=lambda r: r.clients)
-            metrics[f"{mode}_mbit_s_n{n}_c{top.clients}"] = Metric(round(top.mbit_s, 1), "Mb/s",
-                                                                   note=f"{top.clients} clients at once, aggregate")
-            metrics[f"{mode}_gateway_cpu_per_client_n{n}_c{top.clients}"] = Metric(
-                round(top.gateway_cpu_per_client, 4), "cores", higher_is_better=False,
-                note="the gateways' charons and iperf3 servers, CPU-s per s, per client")
-        rows += [{"N": n, **asdict(r), "gateway_cpu_per_client": round(r.gateway_cpu_per_client, 4)} for r in runs]
-    series.append(Series("paper IPsec (1 server; 25: projected)", list(PAPER_PER_CLIENT_MBIT),
-                         list(PAPER_PER_CLIENT_MBIT.values()), xlabel="clients transferring at once",
-                         ylabel="Mb/s per client"))
-    hs = {n: statistics.median(r.handshakes_per_s for r in rounds) for n, rounds in res.ike.items() if rounds}
-    for n, rounds in sorted(res.ike.items()):
-        metrics[f"ike_handshakes_per_s_n{n}"] = Metric(round(hs[n], 2), "1/s", note=f"median of {len(rounds)} rounds, "
-                                                       f"{plan.clients} clients at once")
-        metrics[f"ike_all_up_s_n{n}"] = Metric(round(statistics.median(r.all_up_s for r in rounds), 2), "s",
-                                               higher_is_better=False)
-        rows += [{"N": n, "ike_round": i + 1, **asdict(r)} for i, r in enumerate(rounds)]
-    if len(hs) > 1:
-        lo, hi = min(hs), max(hs)
-        metrics[f"ike_capacity_ratio_n{hi}_n{lo}"] = Metric(round(hs[hi] / hs[lo], 2), "x", goal=hi / lo / 2,
-                                                             note="handshakes/s at the largest N over the smallest; "
-                                                                  "goal: half of linear")
     for fault in FAULTS:
         trials = [t for t in res.failovers if t.fault == fault]
         if not trials:
@@ -326,6 +307,69 @@ def report(plan: Plan, res: Results, results_dir: Path | None = None) -> None:
         metrics["thaw_esp_refused"] = Metric(sum(t.thaw_esp_refused or 0 for t in thawed), "packets",
                                              higher_is_better=False,
                                              note="goal 0; stale ESP that reached a client, thaw -> +3 s")
+    return metrics, rows
+
+
+TAKEOVER_KEYS = ("client_failover", "thaw_", "control_no_takeover")
+
+
+def merge_takeover_part(plan: Plan, res: Results, results_dir: Path = RESULTS_DIR) -> None:
+    """`--only takeover`: the failover part of an existing remote report replaced by this run's,
+    everything else kept as it was."""
+    path = results_dir / "remote.json"
+    if not path.exists():
+        report(plan, res, results_dir)
+        return
+    saved = read_report(path)
+    new_metrics, new_rows = takeover_part(res)
+    keep = {k: m for k, m in saved.metrics.items() if not k.startswith(TAKEOVER_KEYS)}
+    rows = [r for r in saved.rows if "failover_trial" not in r and "control" not in r] + new_rows
+    failures = [f for f in saved.failures if not str(f.get("trial", "")).startswith(("failover", "control"))] \
+        + res.failures
+    method = saved.method + ("" if TAKEOVER_NOTE in saved.method else "\n\n" + TAKEOVER_NOTE)
+    write_report("remote", {**keep, **new_metrics}, rows, saved.series, title=saved.title, method=method,
+                 failures=failures, results_dir=results_dir, tables=saved.tables, rows_title=saved.rows_title,
+                 log_y=True)
+
+
+TAKEOVER_NOTE = ("The failover metrics (`client_failover*`, `thaw_*`, `control_no_takeover_recovered`) come from a "
+                 "`--only takeover` run of the stateful takeover (issue 27); the other parts from the run named above.")
+
+
+def report(plan: Plan, res: Results, results_dir: Path | None = None) -> None:
+    metrics: dict[str, Metric | float] = {}
+    series: list[Series] = []
+    rows: list[dict[str, Any]] = []
+    for n, runs in sorted(res.transfers.items()):
+        for mode in MODES:
+            mine = [r for r in runs if r.mode == mode]
+            series.append(Series(f"{mode} N={n}", [r.clients for r in mine], [r.per_client_mbit_s for r in mine],
+                                 xlabel="clients transferring at once", ylabel="Mb/s per client"))
+            top = max(mine, key=lambda r: r.clients)
+            metrics[f"{mode}_mbit_s_n{n}_c{top.clients}"] = Metric(round(top.mbit_s, 1), "Mb/s",
+                                                                   note=f"{top.clients} clients at once, aggregate")
+            metrics[f"{mode}_gateway_cpu_per_client_n{n}_c{top.clients}"] = Metric(
+                round(top.gateway_cpu_per_client, 4), "cores", higher_is_better=False,
+                note="the gateways' charons and iperf3 servers, CPU-s per s, per client")
+        rows += [{"N": n, **asdict(r), "gateway_cpu_per_client": round(r.gateway_cpu_per_client, 4)} for r in runs]
+    series.append(Series("paper IPsec (1 server; 25: projected)", list(PAPER_PER_CLIENT_MBIT),
+                         list(PAPER_PER_CLIENT_MBIT.values()), xlabel="clients transferring at once",
+                         ylabel="Mb/s per client"))
+    hs = {n: statistics.median(r.handshakes_per_s for r in rounds) for n, rounds in res.ike.items() if rounds}
+    for n, rounds in sorted(res.ike.items()):
+        metrics[f"ike_handshakes_per_s_n{n}"] = Metric(round(hs[n], 2), "1/s", note=f"median of {len(rounds)} rounds, "
+                                                       f"{plan.clients} clients at once")
+        metrics[f"ike_all_up_s_n{n}"] = Metric(round(statistics.median(r.all_up_s for r in rounds), 2), "s",
+                                               higher_is_better=False)
+        rows += [{"N": n, "ike_round": i + 1, **asdict(r)} for i, r in enumerate(rounds)]
+    if len(hs) > 1:
+        lo, hi = min(hs), max(hs)
+        metrics[f"ike_capacity_ratio_n{hi}_n{lo}"] = Metric(round(hs[hi] / hs[lo], 2), "x", goal=hi / lo / 2,
+                                                             note="handshakes/s at the largest N over the smallest; "
+                                                                  "goal: half of linear")
+    takeover_metrics, takeover_rows = takeover_part(res)
+    metrics.update(takeover_metrics)
+    rows += takeover_rows
     drained = [f for t in res.drains for f in t.followed.values()]
     if drained:
         back = [f.back_s for f in drained if f.back_s is not None]
@@ -460,9 +504,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sessions-s", type=float, default=300.0,
                    help="seconds of clients coming and going for Fig. 6 (0: skip; default %(default)s)")
     p.add_argument("--seed", type=int, default=1, help="the sessions' schedule (default %(default)s)")
-    p.add_argument("--only", choices=("ikecost",), default=None,
-                   help="ikecost: only the sessions and the IKE-cost part (one boot at --failover-n), merged into "
-                        "the existing bench/results/remote.json")
+    p.add_argument("--only", choices=("ikecost", "takeover"), default=None,
+                   help="ikecost: only the sessions and the IKE-cost part; takeover: only the failover trials and "
+                        "their control (one boot each at --failover-n), merged into the existing "
+                        "bench/results/remote.json")
     p.add_argument("--quick", action="store_true")
     args = p.parse_args(argv)
     if os.geteuid() != 0:
@@ -472,6 +517,8 @@ def main(argv: list[str] | None = None) -> int:
     res = Results()
     if args.only == "ikecost":
         return ikecost_only(plan, res)
+    if args.only == "takeover":
+        return takeover_only(plan, res)
     try:
         for n in plan.gateways:
             run_n(n, plan, res)
@@ -496,6 +543,22 @@ def ikecost_only(plan: Plan, res: Results) -> int:
         res.failures.append({"trial": "IKE cost run", "why": str(exc)})
         return 1
     merge_ike_part(plan, res)
+    return 1 if res.failures else 0
+
+
+def takeover_only(plan: Plan, res: Results) -> int:
+    n = plan.failover_n
+    print(f"== N = {n}: {plan.clients} clients, the failover trials only", flush=True)
+    try:
+        with remote_site(n, plan.clients, None) as (site, fleet):
+            failover_trials(site, fleet, plan, res)
+        no_takeover_control(n, plan, res)
+    except (EmulationError, RemoteBenchError) as exc:
+        print(f"bench.remote: {exc}", file=sys.stderr)
+        res.failures.append({"trial": "failover run", "why": str(exc)})
+        merge_takeover_part(plan, res)
+        return 1
+    merge_takeover_part(plan, res)
     return 1 if res.failures else 0
 
 

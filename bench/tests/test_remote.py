@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from bench.gaps import FlowGap
-from bench.remote.__main__ import Plan, Results, merge_ike_part, report
+from bench.remote.__main__ import Plan, Results, merge_ike_part, merge_takeover_part, report
 from bench.remote.ikecost import Cost, VanishRun, predicted_pct
 from bench.remote.measure import DrainTrial, FailoverTrial, IkeRound, MoveSoak, TransferRun, received_bits_per_s
 from bench.remote.sessions import SessionRun, recorded_since
@@ -62,6 +62,19 @@ def test_report_from_recorded_runs(tmp_path: Path) -> None:
     assert m["move_disruptions"] == 0
     assert doc["failures"] and "Quick run" in doc["method"]
     assert (tmp_path / "remote.png").stat().st_size > 0 and "paper" in (tmp_path / "remote.md").read_text()
+
+    # --only takeover: the failover part replaced, the rest kept
+    again = Results()
+    again.failovers.append(FailoverTrial("kill", "gw2", "gw1", 1, [_flow("rw2 -> h1", 400)], 0, 0, None, None, None))
+    merge_takeover_part(plan, again, tmp_path)
+    doc = json.loads((tmp_path / "remote.json").read_text())
+    m = doc["metrics"]
+    assert m["client_failover_s"] == 0.4 and m["client_failover_not_recovered"] == 0
+    assert "client_failover_freeze_s" not in m and "control_no_takeover_recovered" not in m
+    assert m["ipsec_mbit_s_n2_c4"] == 400.0 and m["client_drain_s"] == 2.0
+    assert [r["victim"] for r in doc["rows"] if "failover_trial" in r] == ["gw2", "gw2"]
+    assert not any(str(f.get("trial")).startswith("failover") for f in doc["failures"])
+    assert "--only takeover" in doc["method"]
 
 
 def _session(identity: str, start: float, seconds: float, nbytes: int) -> str:
