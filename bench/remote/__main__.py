@@ -39,7 +39,7 @@ import argparse
 import os
 import statistics
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -531,35 +531,36 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if res.failures else 0
 
 
-def ikecost_only(plan: Plan, res: Results) -> int:
+def part_only(plan: Plan, res: Results, what: str, parts: Callable[[Site, list[RemoteClient]], None],
+              merge: Callable[[Plan, Results], None], control: bool = False) -> int:
+    """One part on one boot at `--failover-n` (and, for the takeover, its control on another),
+    merged into the existing report; a part that failed is recorded there too."""
     n = plan.failover_n
-    print(f"== N = {n}: {plan.clients} clients, the IKE-cost part only", flush=True)
+    print(f"== N = {n}: {plan.clients} clients, {what} only", flush=True)
     try:
         with remote_site(n, plan.clients, None) as (site, fleet):
-            sessions_part(site, fleet, plan, res)
-            ikecost_part(site, fleet, plan, res)
+            parts(site, fleet)
+        if control:
+            no_takeover_control(n, plan, res)
     except (EmulationError, RemoteBenchError) as exc:
         print(f"bench.remote: {exc}", file=sys.stderr)
-        res.failures.append({"trial": "IKE cost run", "why": str(exc)})
+        res.failures.append({"trial": f"{what} run", "why": str(exc)})
+        merge(plan, res)
         return 1
-    merge_ike_part(plan, res)
+    merge(plan, res)
     return 1 if res.failures else 0
+
+
+def ikecost_only(plan: Plan, res: Results) -> int:
+    def parts(site: Site, fleet: list[RemoteClient]) -> None:
+        sessions_part(site, fleet, plan, res)
+        ikecost_part(site, fleet, plan, res)
+    return part_only(plan, res, "IKE cost", parts, merge_ike_part)
 
 
 def takeover_only(plan: Plan, res: Results) -> int:
-    n = plan.failover_n
-    print(f"== N = {n}: {plan.clients} clients, the failover trials only", flush=True)
-    try:
-        with remote_site(n, plan.clients, None) as (site, fleet):
-            failover_trials(site, fleet, plan, res)
-        no_takeover_control(n, plan, res)
-    except (EmulationError, RemoteBenchError) as exc:
-        print(f"bench.remote: {exc}", file=sys.stderr)
-        res.failures.append({"trial": "failover run", "why": str(exc)})
-        merge_takeover_part(plan, res)
-        return 1
-    merge_takeover_part(plan, res)
-    return 1 if res.failures else 0
+    return part_only(plan, res, "failover", lambda site, fleet: failover_trials(site, fleet, plan, res),
+                     merge_takeover_part, control=True)
 
 
 if __name__ == "__main__":
