@@ -24,7 +24,7 @@ from topologies.model import ControllerSlot, GatewaySpec, Topology
 from topologies.paths import REPO, SWITCH_BIN, SitePaths
 from topologies.poll import wait_until
 from topologies.processes import ProcRecord
-from topologies.switch import outside_command, site_command
+from topologies.switch import mount_lasting_pin_root, outside_command, site_command
 
 VENV_BIN = Path(sys.executable).parent
 CONTROLLER_BIN = VENV_BIN / "supergw-controller"
@@ -65,6 +65,8 @@ def start_switch(topo: Topology, paths: SitePaths, track: Track) -> ProcRecord:
     if (why := switch_missing(topo)) is not None:
         raise ComponentError(f"switch: {why}")
     logs = paths.logs
+    if topo.switch.kind == "ebpf":
+        mount_lasting_pin_root()
     argv = site_command(topo, logs, api_tls.switch_options(topo, paths)).argv()
     rec = processes.start("switch", argv, logs / "switch.log", netns=topo.switch_ns, cwd=REPO, site=topo.prefix)
     track(rec)
@@ -79,6 +81,7 @@ def start_outside_switch(topo: Topology, paths: SitePaths, track: Track) -> str:
     if (why := switch_missing(topo)) is not None:
         raise ComponentError(f"outside switch: {why}")
     logs = paths.logs
+    mount_lasting_pin_root()
     argv = outside_command(topo, logs, api_tls.switch_options(topo, paths)).argv()
     rec = processes.start("outside-switch", argv, logs / "outside-switch.log",
                           netns=topo.outside_ns, cwd=REPO, site=topo.prefix)

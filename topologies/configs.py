@@ -23,6 +23,7 @@ import yaml
 
 from supergw_controller.config import TimingConfig
 from supergw_gateway.pki import Leaf, issue, make_ca, make_demo_pki
+from supergw_gateway.uml_init import stable_mac
 from supergw_gateway.ra.config import cluster_spi_plan
 
 from topologies import api_tls, ha
@@ -92,6 +93,12 @@ def readonly_token_file(conf_dir: Path) -> Path:
     return conf_dir / "api-token-readonly"
 
 
+def gateway_mac(topo: Topology, g: GatewaySpec) -> str:
+    """The MAC of member `g`'s LAN NIC: its veth's in its namespace, or with `gateway_backend:
+    uml` the guest NIC's own (the one the guest gives it; the veth only carries its frames)."""
+    return stable_mac(g.name, "lan0") if topo.gateway_backend == "uml" else g.mac
+
+
 def controller_config(topo: Topology, paths: SitePaths, slot: ControllerSlot | None = None) -> dict[str, Any]:
     """The config of controller `slot` of the site (None: its first, the only one without replicas)."""
     slot = slot or topo.controllers()[0]
@@ -119,7 +126,7 @@ def controller_config(topo: Topology, paths: SitePaths, slot: ControllerSlot | N
             {
                 "name": g.name,
                 "port": g.port,
-                "mac": g.mac,
+                "mac": gateway_mac(topo, g),
                 "weight": g.weight,
                 "agent_url": f"http://{g.mgmt_ip}:{AGENT_PORT}",
                 "agent_token_file": str(agent_token_file(conf_dir, g.name)),
@@ -143,6 +150,8 @@ def controller_config(topo: Topology, paths: SitePaths, slot: ControllerSlot | N
         # a replica in its own namespace watches them through the switch namespace by name.
         "port_monitor": {"enabled": True} | ({"netns": topo.switch_ns} if slot.replica else {}),
     }
+    if topo.controller.rebalancer is not None:
+        cfg["rebalancer"] = topo.controller.rebalancer.model_dump(mode="json")
     if topo.controller.tls:
         tls = api_tls.site_pki(paths)
         cfg["switch"]["tls"] = api_tls.switch_tls_config(tls)
@@ -239,7 +248,7 @@ def gateway_config(
     cfg: dict[str, Any] = {
         "name": name,
         "namespace": ns,
-        "backend": "auto",
+        "backend": topo.gateway_backend,
         "interfaces": [
             {"role": "lan", "device": "lan0", "address": lan_addr},
             {"role": "wan", "device": "wan0", "address": f"{wan}/{wan_len}"},

@@ -30,7 +30,7 @@ from topologies.paths import RunLayout
 from topologies.schema import load
 from topologies.site import Site
 from topologies.state import RunState, StateFile
-from topologies.switch import outside_pin_name, pin_dir
+from topologies.switch import LASTING_PIN_ROOT, outside_pin_name
 
 Say = Callable[[str], None]
 
@@ -173,7 +173,9 @@ class Emulation:
                     self.say(f"{config.stem}: `supergw-gateway down` failed: {failed}")
         removed = network.teardown(self.spec)
         for site in self.sites:
-            for pins in (pin_dir(site.prefix), pin_dir(outside_pin_name(site.topo))):
+            # The switches' data planes outlive them (a restart adopts them): removing the
+            # pins takes them down.
+            for pins in (LASTING_PIN_ROOT / site.prefix, LASTING_PIN_ROOT / outside_pin_name(site.topo)):
                 if pins.exists():
                     shutil.rmtree(pins, ignore_errors=True)
                     removed.append(str(pins))

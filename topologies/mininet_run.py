@@ -22,7 +22,7 @@ from topologies.components import ComponentError
 from topologies.emulation import AlreadyRunning, Emulation, EmulationError, say
 from topologies.model import DEFAULT_TOPOLOGY, SWITCH_KINDS, Topology, TopologyError
 from topologies.site import Site
-from topologies.switch import site_command
+from topologies.switch import mount_lasting_pin_root, site_command
 from topologies.where import where_lines
 
 
@@ -36,6 +36,8 @@ def build_net(topo: Topology, logs: Path, switch_options: tuple[str, ...] = ()) 
 
     net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False, autoStaticArp=False)
     net.built = True  # nothing for Mininet to build: the links exist, addresses are set
+    if topo.switch.kind == "ebpf":
+        mount_lasting_pin_root()
     net.addSwitch(
         "sw", cls=SupergwSwitch, netns=topo.switch_ns, argv=site_command(topo, logs, switch_options).argv(),
         log=logs / "switch.log", kind=topo.switch.kind, dpid="1",

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
-from supergw_controller.config import DispatchConfig
+from supergw_controller.config import DispatchConfig, RebalancerConfig
 from supergw_proto.addresses import mac_offset, mac_to_int, normalise_mac
 from supergw_proto.strict import StrictModel, format_validation_error
 
@@ -189,6 +189,9 @@ class ControllerSpec(StrictModel):
     # true: the REST API serves https and P4Runtime runs over mutual TLS, with certificates
     # `up` issues (topologies/api_tls.py; `make run TLS=1` sets it).
     tls: bool = False
+    # The controllers' `rebalancer:` section (supergw_controller.config.RebalancerConfig);
+    # None: the controller's defaults.
+    rebalancer: RebalancerConfig | None = None
 
     def replica_names(self) -> list[str]:
         return [f"c{i}" for i in range(1, self.replicas + 1)] if self.replicas > 1 else []
@@ -303,8 +306,13 @@ class Topology(StrictModel, Prefixed):
     remote: RemoteSpec
     mgmt: MgmtSpec
     controller: ControllerSpec = Field(default_factory=ControllerSpec)
-    # cgroup CPU quota of each member gateway's charon, % of one core (None: no cap).
+    # cgroup CPU quota of each member gateway's charon (UML: its guest), % of one core (None: no cap).
     gateway_cpu_percent: float | None = Field(default=None, gt=0, le=6400)
+    # Where every gateway's IPsec runs (backends/supergw_gateway/config.py `backend`): "auto" is
+    # kernel XFRM in its namespace where the kernel has ESP, else strongSwan's kernel-libipsec
+    # ("libipsec": that one whatever the kernel has); "uml" a User-Mode Linux guest in its
+    # namespace (real kernel ESP on any host kernel).
+    gateway_backend: Literal["auto", "libipsec", "uml"] = "auto"
     # ESP proposals of every tunnel (strongSwan syntax, checked by the gateway's loader);
     # None: the gateway's default (supergw_gateway.config.DEFAULT_ESP_PROPOSAL).
     esp_proposals: list[str] | None = Field(default=None, min_length=1)
@@ -327,6 +335,10 @@ class Topology(StrictModel, Prefixed):
         names += ["sw", "wan", "rlan", "mgmt", "hsim", "osw", "cnet", *self.controller.replica_names()]
         if self.remote_access is not None:
             names += self.remote_access.client_names()
+            if self.gateway_backend == "uml":
+                errors.append("gateway_backend uml: remote access does not run on UML gateways in this emulation "
+                              "(the gateways support it, backends/tests/integration/test_takeover.py; the lab's "
+                              "client network with UML members is not built or tested)")
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             errors.append(f"names used twice (or reserved sw/wan/rlan/mgmt): {dup}")

@@ -127,10 +127,17 @@ def _gateways(topo: Topology, sw: str, mgmt: str) -> tuple[list[str], list[str]]
     lan_len, wan_len, mgmt_len = topo.lan.subnet.prefixlen, topo.wan.subnet.prefixlen, topo.mgmt.subnet.prefixlen
     wan = topo.partner_site.wan_netns if topo.partner_site is not None else topo.ns("wan")
     wan_ports, mgmt_ports = [], []
+    # A UML gateway's guest puts its own NICs (raw sockets) on lan0 and wan0 and holds their
+    # addresses: the namespace's kernel stays silent there (no address, no ARP), else both would
+    # answer ARP for the gateway's addresses.
+    uml = topo.gateway_backend == "uml"
     for g in topo.gateways:
         gns = topo.ns(g.name)
         veth(f"sw-{g.name}", sw, "lan0", gns, b_mac=g.mac)
-        addr(gns, "lan0", g.lan_ip, lan_len)
+        if uml:
+            run(["ip", "link", "set", "lan0", "arp", "off"], gns)
+        else:
+            addr(gns, "lan0", g.lan_ip, lan_len)
         offloads_off(gns, "lan0")
         if topo.remote_access is not None:  # behind the outside switch, on its port g.port
             veth(f"o-{g.name}", topo.outside_ns, "wan0", gns, b_mac=topo.wan_mac(g))
@@ -140,7 +147,11 @@ def _gateways(topo: Topology, sw: str, mgmt: str) -> tuple[list[str], list[str]]
         else:
             veth(topo.wan_port(g), wan, "wan0", gns)
             wan_ports.append(topo.wan_port(g))
-        addr(gns, "wan0", g.wan_ip, wan_len)
+        if uml:
+            run(["ip", "link", "set", "wan0", "arp", "off"], gns)
+            offloads_off(gns, "wan0")
+        else:
+            addr(gns, "wan0", g.wan_ip, wan_len)
         veth(g.name, mgmt, "mgmt0", gns)
         addr(gns, "mgmt0", g.mgmt_ip, mgmt_len)
         forwarding(gns)
@@ -191,11 +202,15 @@ def _remote_site(topo: Topology, wan_ports: list[str]) -> None:
     for g in topo.gateways:
         pns = topo.ns(g.peer.name)
         veth(g.peer.name, wan, "wan0", pns)
-        addr(pns, "wan0", g.peer.wan_ip, wan_len)
+        veth(g.peer.name, rlan, "lan0", pns)
+        for dev, ip, length in (("wan0", g.peer.wan_ip, wan_len), ("lan0", g.peer.lan_ip, rlan_len)):
+            if topo.gateway_backend == "uml":  # the guest holds the addresses (see _gateways)
+                run(["ip", "link", "set", dev, "arp", "off"], pns)
+                offloads_off(pns, dev)
+            else:
+                addr(pns, dev, ip, length)
         if topo.remote_access is not None:  # behind the outside switch (BMv2: raw frames)
             offloads_off(pns, "wan0")
-        veth(g.peer.name, rlan, "lan0", pns)
-        addr(pns, "lan0", g.peer.lan_ip, rlan_len)
         forwarding(pns)
         wan_ports.append(g.peer.name)
         rlan_ports.append(g.peer.name)

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from supergw_controller.config import DispatchConfig
+from supergw_controller.config import DispatchConfig, RebalancerConfig
 from supergw_proto.addresses import mac_offset
 from supergw_proto.strict import StrictModel, read_yaml_mapping, validate
 
@@ -113,9 +113,11 @@ class TwoSiteFile(StrictModel):
     hosts_per_site: int = Field(ge=1, le=MAX_HOSTS)
     first_host: int = Field(default=11, ge=2, le=249)  # host j: LAN .(first_host + j - 1), MAC mac_base + the same
     gateway_cpu_percent: float | None = Field(default=None, gt=0, le=6400)
+    gateway_backend: Literal["auto", "libipsec", "uml"] = "auto"  # every gateway of both sites (model.Topology)
     esp_proposals: list[str] | None = Field(default=None, min_length=1)  # both sites' tunnels; None: the default
     buckets: int = Field(default=256, ge=1, le=4096)
     dispatch: DispatchConfig = Field(default_factory=DispatchConfig)  # both controllers' `dispatch` section
+    rebalancer: RebalancerConfig | None = None  # both controllers' `rebalancer` section (None: their defaults)
     switch: SwitchSpec
     wan: WanNet
     sites: list[SiteSpec] = Field(min_length=2, max_length=2)
@@ -195,8 +197,10 @@ class TwoSiteFile(StrictModel):
                                  for j, h in enumerate(o_hosts)],
                        **({"subnet6": str(o.lan6)} if o.lan6 is not None else {})},
             "mgmt": {"subnet": str(s.mgmt), "host_ip": str(s.mgmt[1]), "controller_ip": str(s.mgmt[2])},
-            "controller": {"api_port": s.api_port, "psk_bytes": self.psk_bytes, "replicas": s.replicas, "tls": s.tls},
+            "controller": {"api_port": s.api_port, "psk_bytes": self.psk_bytes, "replicas": s.replicas, "tls": s.tls,
+                           "rebalancer": self.rebalancer},
             "gateway_cpu_percent": self.gateway_cpu_percent,
+            "gateway_backend": self.gateway_backend,
             "esp_proposals": self.esp_proposals,
             "partner_site": {"wan_netns": self.wan.netns, "initiate": s.initiate},
         }

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from supergw_proto.api import GatewayView, ReplicaHealth
 from supergw_proto.rest import ApiError, ControllerClient, read_token
-from topologies import api_tls, components, ha, iproute, processes, shaping
+from topologies import api_tls, components, ha, iproute, processes
 from topologies.model import ControllerSlot, GatewaySpec, Topology
 from topologies.paths import SitePaths
 from topologies.poll import Timeout, wait_until
@@ -143,11 +143,17 @@ class Site:
             os.kill(pid, sig)
 
     def restart_gateway(self, gateway: str) -> None:
-        """After a kill: `supergw-gateway up` again (charon, the tunnel) and a new agent."""
+        """After a kill: `supergw-gateway up` again (charon, the tunnel) and a new agent. With
+        remote access the agent goes first: a gateway whose SAs were taken over is fenced, and
+        its tunnel (through the outside switch) comes up only once its new agent has reported
+        that it holds nothing and the controller lifted the fence."""
         g, config = self.member(gateway), self.gateway_config(gateway)
+        if self.topo.remote_access is not None:
+            self._track(components.start_agent(self.topo, g, config, self.paths.logs), f"agent-{gateway}")
         components.gateway_up(gateway, config, self.paths.logs)
         self._track(components.charon_record(self.topo, gateway, config, self.paths.logs), f"charon-{gateway}")
-        self._track(components.start_agent(self.topo, g, config, self.paths.logs), f"agent-{gateway}")
+        if self.topo.remote_access is None:
+            self._track(components.start_agent(self.topo, g, config, self.paths.logs), f"agent-{gateway}")
 
     def restart_charon(self, gateway: str) -> None:
         """SIGKILL of the gateway's charon only, then `supergw-gateway up` again (charon and
@@ -173,28 +179,6 @@ class Site:
         """The gateway's LAN interface (its switch port's peer) up or down: an unplugged cable."""
         self.member(gateway)
         iproute.run(["ip", "link", "set", "lan0", "up" if up else "down"], self.topo.ns(gateway))
-
-    def cap_wan_egress(self, gateway: str, cap: shaping.EgressCap) -> None:
-        """A fixed capacity for the gateway: `cap` on its WAN egress (the ESP it sends);
-        `uncap_wan_egress` removes it, and so does `down` (the namespace goes)."""
-        self.member(gateway)
-        iproute.run(cap.add_argv(), self.topo.ns(gateway))
-
-    def uncap_wan_egress(self, gateway: str) -> bool:
-        """Removes a cap `cap_wan_egress` installed; whether there was one."""
-        self.member(gateway)
-        if self.wan_qdisc(gateway).kind != "tbf":
-            return False
-        iproute.run(shaping.remove_argv(), self.topo.ns(gateway))
-        return True
-
-    def wan_qdisc(self, gateway: str) -> shaping.QdiscStats:
-        """The root qdisc of the gateway's WAN interface and its counters."""
-        out = iproute.run(shaping.show_argv(), self.topo.ns(gateway)).stdout
-        try:
-            return shaping.parse_root_qdisc(out)
-        except ValueError as exc:
-            raise SiteError(f"{gateway}: {exc}") from None
 
     def lan_rx(self, gateway: str) -> int:
         """Frames the gateway's LAN interface received from its switch."""

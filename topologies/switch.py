@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+import subprocess
 from pathlib import Path
 
 from topologies import bmv2
@@ -17,8 +18,34 @@ from topologies.paths import SWITCH_BIN
 
 
 def pin_dir(name: str) -> Path:
-    """Where an eBPF switch pins its maps and programs (bpffs): one directory per switch."""
+    """Where an eBPF switch pins its maps and programs (bpffs): one directory per switch.
+    Under `ip netns exec` the switch remounts /sys and mounts a bpffs of its own there, which
+    goes with the process: its data plane ends when it exits."""
     return Path("/sys/fs/bpf") / name
+
+
+# A bpffs of this machine's mount namespace. A switch started with `ip netns exec` runs in a
+# private mount namespace whose /sys is remounted (pin_dir above): its data plane would end
+# with the process. Pins here outlive it, so a restarted (or crashed) switch adopts its
+# predecessor's running data plane, as a deployed one does with the host's /sys/fs/bpf
+# (targets/ebpf/README.md, "Restart without loss"). The emulation's switches pin here.
+LASTING_PIN_ROOT = Path("/run/supergw-bpf")
+
+
+def lasting_pin_dir(name: str) -> Path:
+    """A pin directory that outlives the switch process (`mount_lasting_pin_root` first)."""
+    return LASTING_PIN_ROOT / name
+
+
+def mount_lasting_pin_root() -> None:
+    """bpffs at LASTING_PIN_ROOT unless it is one already, in the caller's mount namespace
+    (the machine's: call it before starting a switch under `ip netns exec`)."""
+    mounts = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
+    if any(f[1:3] == [str(LASTING_PIN_ROOT), "bpf"] for f in mounts if len(f) > 2):
+        return
+    LASTING_PIN_ROOT.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "bpf", "-o", "mode=0700", "bpf", str(LASTING_PIN_ROOT)],
+                   check=True, capture_output=True, text=True)
 
 
 @dataclass(frozen=True)
@@ -64,7 +91,7 @@ def site_command(topo: Topology, logs: Path, target_options: tuple[str, ...] = (
                              log_file=bmv2.log_file(logs).with_suffix(""), log_level=bmv2.LOG_LEVEL,
                              target_options=target_options)
     return SwitchCommand("ebpf", s.device_id, topo.p4runtime_addr, s.cpu_port, switch_interfaces(topo),
-                         pin_dir=pin_dir(topo.prefix), log_level="info", target_options=target_options)
+                         pin_dir=lasting_pin_dir(topo.prefix), log_level="info", target_options=target_options)
 
 
 def outside_command(topo: Topology, logs: Path, target_options: tuple[str, ...] = ()) -> SwitchCommand:
@@ -81,7 +108,7 @@ def outside_command(topo: Topology, logs: Path, target_options: tuple[str, ...] 
                              outside_interfaces(topo), log_file=bmv2.log_file(logs, OUTSIDE).with_suffix(""),
                              log_level=bmv2.LOG_LEVEL, target_options=target_options)
     return SwitchCommand("ebpf", ra.outside.device_id, topo.outside_p4runtime_addr, s.cpu_port,
-                         outside_interfaces(topo), pin_dir=pin_dir(outside_pin_name(topo)), log_level="info",
+                         outside_interfaces(topo), pin_dir=lasting_pin_dir(outside_pin_name(topo)), log_level="info",
                          target_options=target_options)
 
 

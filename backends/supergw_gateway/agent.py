@@ -23,7 +23,8 @@ exchanges pair beacons with the partner's agent through the tunnel (`partner.py`
 in every heartbeat and report whether the partner is up; without one the feature is off
 (the log and /health say so) and the partner learns of a failure only through IKE DPD.
 
-CPU is the gateway's own, never the machine's: for a UML guest its /proc/stat; in a
+CPU is the gateway's own, never the machine's: for a UML guest under a CPU quota the host's
+count of the guest's processes against the quota, without one the guest's /proc/stat; in a
 namespace its cgroup's cpuacct usage when it has one, else its processes (charon with
 libipsec's userspace ESP threads, and this agent).
 """
@@ -58,6 +59,7 @@ from supergw_proto.beats import FLAG_CHARON_DOWN, FLAG_LAN_DOWN
 from supergw_gateway.agent_secret import RotatingSecret
 from supergw_gateway.beacon import HeartbeatSender, Key, process_running
 from supergw_gateway.cgroup import CpuAcct
+from supergw_gateway.liveness import LivenessSender
 from supergw_gateway.config import Controller, GatewayConfig
 from supergw_gateway.errors import ConfigError, GatewayError
 from supergw_gateway.partner import PartnerMonitor, link_running
@@ -68,6 +70,7 @@ from supergw_gateway.report import (
     GatewayReport,
     Heartbeat,
     build_report,
+    family_cpu_jiffies,
     guest_cpus,
     parse_pid_stat,
     parse_proc_stat,
@@ -75,6 +78,7 @@ from supergw_gateway.report import (
 from supergw_gateway.runtime import Gateway
 from supergw_gateway.statesync.setup import replicator_for
 from supergw_gateway.tuning import lifecycle as tuning
+from supergw_gateway.uml import descendants
 from supergw_gateway.vici_client import IkeSaStatus, ViciClient
 
 log = logging.getLogger(__name__)
@@ -101,14 +105,25 @@ class Sampler:
 
     def cpu(self) -> CpuSample:
         t = time.monotonic()
+        quota = self.gw.cfg.cpu_quota_percent
         if self.gw.cfg.backend.value == "uml":
+            guest = self.gw.charon_pid()  # the guest's kernel process
+            if quota is not None and guest is not None:
+                # Under a host quota the guest's ticks stop while the host holds it back, so
+                # its /proc/stat never shows it saturated: its load is the host's count of its
+                # processes (the kernel's and one per guest process, ESP included) against the
+                # quota. (Its cgroup's counters are out of reach: `ip netns exec` mounts a sysfs
+                # of its own.) Nothing runs in the guest for it: a command there forks in UML,
+                # ~20 ms of the guest's CPU, a fifth of a 10 % quota at two reports a second,
+                # in bursts that stall its traffic. So its charon and softirq go unreported (0).
+                used = family_cpu_jiffies(guest, descendants(guest))
+                return CpuSample(t, used, 0, 0, scope="processes", cores=quota / 100.0)
             out = self.gw.executor().run(["sh", "-c", _GUEST_SAMPLE], timeout=5).stdout
             stat, _, pid_stat = out.partition("@@")
             busy, soft = parse_proc_stat(stat)
             charon = parse_pid_stat(pid_stat) if pid_stat.strip() else 0
             return CpuSample(t, busy, soft, charon, scope="guest", cores=guest_cpus(stat))
         charon = _pid_jiffies(self.gw.charon_pid())
-        quota = self.gw.cfg.cpu_quota_percent
         cores = quota / 100.0 if quota is not None else float(os.cpu_count() or 1)
         usage = self.acct.usage_jiffies()
         if usage is not None:
@@ -436,6 +451,7 @@ class Agent:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.clients: ClientMonitor | None = (
             monitor_for(cfg, self.gw.connect, self._client_change) if cfg.remote_access is not None else None)
+        self.liveness = self._liveness_sender(cfg)
         self.sender: HeartbeatSender | None = None
         if heartbeat == "udp":
             keyed: list[tuple[str, Key]] = []
@@ -447,6 +463,24 @@ class Agent:
             self.sender = HeartbeatSender(cfg.name, keyed, self.timing.current.heartbeat_interval_ms / 1000,
                                           self.charon_running,
                                           self.partner.down if self.partner is not None else None)
+
+    def _liveness_sender(self, cfg: GatewayConfig) -> LivenessSender | None:
+        """The liveness frames out of the LAN port (`liveness.py`); not with the UML backend,
+        whose LAN interface is the guest's."""
+        lan = cfg.lan
+        if lan is None or cfg.backend.value == "uml":
+            return None
+        return LivenessSender(lan.device, cfg.name, self.timing.current.lan_liveness_interval_ms)
+
+    def liveness_line(self) -> str:
+        """What the log and /health say about the liveness frames."""
+        if self.liveness is None:
+            why = "the UML backend's LAN interface is the guest's" if self.cfg.lan is not None else "no LAN interface"
+            return f"liveness frames off ({why}): the switch leaves this gateway's failover to the controller"
+        ms = self.timing.current.lan_liveness_interval_ms
+        if not ms:
+            return "liveness frames off: the controller asks for none (timing.lan_liveness_interval_ms 0)"
+        return f"liveness frames out of {self.liveness.ifname} every {ms} ms"
 
     def _partner_monitor(self, cfg: GatewayConfig) -> PartnerMonitor | None:
         p = cfg.partner
@@ -469,6 +503,8 @@ class Agent:
             self.sender.set_interval(t.heartbeat_interval_ms / 1000)
         if self.partner is not None:
             self.partner.set_timing(t.heartbeat_interval_ms / 1000, t.missed_heartbeats)
+        if self.liveness is not None:
+            self.liveness.update(interval_ms=t.lan_liveness_interval_ms)
 
     def _replication_change(self) -> None:
         self._urgent = True
@@ -492,6 +528,8 @@ class Agent:
     def _partner_changed(self, up: bool | None) -> None:
         if self.sender is not None:
             self.sender.poke()
+        if self.liveness is not None:
+            self.liveness.update(serving=up is not False)
 
     def partner_line(self) -> str:
         """What the log and /health say about pair beacons."""
@@ -576,12 +614,17 @@ class Agent:
                 continue
             self.state.last_report = rep
             await self.feed.publish(rep)
+            if self.liveness is not None and (pid := self.gw.charon_pid()) is not None:
+                self.liveness.update(charon_pid=pid)
 
     async def report_loop(self) -> None:
         """Sample every T_L and post to every controller, each on its own backoff."""
         await asyncio.gather(self.sample_loop(), *(link.report_loop(self.feed) for link in self.links))
 
     async def heartbeat_loop(self) -> None:
+        if self.liveness is not None:
+            self.liveness.update(charon_pid=self.gw.charon_pid())
+            self.liveness.start()
         if self.partner is not None:
             self.partner.start()
         try:
@@ -606,6 +649,8 @@ class Agent:
         await asyncio.gather(*(link.orders_loop() for link in self.links))
 
     async def aclose(self) -> None:
+        if self.liveness is not None:
+            await asyncio.to_thread(self.liveness.stop)
         if self.replicator is not None:
             await self.replicator.close()
         if self.sender is not None:
@@ -631,6 +676,8 @@ class Agent:
                                                              "last_error": self.partner.last_error})
             if self.partner is not None else None,
             "pair_beacons": self.partner_line(),
+            "liveness_frames": self.liveness_line(),
+            "liveness_sender": self.liveness.health() if self.liveness is not None else None,
             "timing": self.timing.current.model_dump(),
             "tuning": tuning.health(self.cfg),
             "remote_access": None if self.clients is None else {
@@ -675,8 +722,8 @@ async def run_agent(cfg: GatewayConfig, health_listen: str = "127.0.0.1:0") -> N
     agent = Agent(cfg)
     server = await agent.start_health(health_listen)
     addr = server.sockets[0].getsockname()
-    log.warning("agent %s: health on http://%s:%d/health, reporting to %s; %s", cfg.name, addr[0], addr[1],
-                ", ".join(agent.ctl.endpoints), agent.partner_line())
+    log.warning("agent %s: health on http://%s:%d/health, reporting to %s; %s; %s", cfg.name, addr[0], addr[1],
+                ", ".join(agent.ctl.endpoints), agent.partner_line(), agent.liveness_line())
     try:
         async with server:
             await asyncio.gather(agent.report_loop(), agent.heartbeat_loop(), agent.replication_loop())

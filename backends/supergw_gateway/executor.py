@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from supergw_gateway.errors import CommandError, GatewayError
+from supergw_gateway.nssocket import connect_in_netns
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,6 @@ class GuestExecutor:
         return f"uml guest {self.name}"
 
     def run(self, argv: list[str], check: bool = True, timeout: float = 30.0) -> Result:
-        from supergw_gateway.netns import connect_in_netns
-
         req = json.dumps({"argv": argv, "timeout": timeout}).encode() + b"\n"
         try:
             sock = connect_in_netns(self.netns, (self.address, self.port), timeout=timeout + 5)

@@ -7,7 +7,9 @@ imported here, never copied.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from supergw_proto.reports import GatewayReport, Heartbeat, IpsecBackend, PartnerState, SaState
@@ -15,7 +17,7 @@ from supergw_proto.reports import GatewayReport, Heartbeat, IpsecBackend, Partne
 from supergw_gateway.vici_client import IkeSaStatus
 
 __all__ = ["CpuSample", "GatewayReport", "Heartbeat", "PartnerState", "build_report", "cpu_shares", "guest_cpus", "parse_proc_stat",
-           "sa_states"]
+           "sa_states", "family_cpu_jiffies", "tasks_cpu_jiffies"]
 
 CLK_TCK = 100
 
@@ -30,7 +32,7 @@ class CpuSample:
     `cores` is the capacity busy is measured against (100 % per core)."""
 
     t: float
-    busy: int
+    busy: float  # jiffies; fractional where measured in ns (schedstat)
     softirq: int
     charon: int
     scope: CpuScope = "processes"
@@ -54,6 +56,36 @@ def guest_cpus(stat: str) -> float:
     return float(max(1, n))
 
 
+def tasks_cpu_jiffies(pids: Iterable[int]) -> float:
+    """CPU the processes `pids` have used (every thread, from /proc/<pid>/task/*/schedstat: ns,
+    where /proc/<pid>/stat counts whole jiffies), in jiffies; a process gone counts 0."""
+    ns = 0
+    for pid in pids:
+        try:
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                ns += int((task / "schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+    return ns * CLK_TCK / 1e9
+
+
+def family_cpu_jiffies(parent: int, children: Iterable[int]) -> float:
+    """CPU of `parent`, of every child it has reaped (its cutime + cstime) and of its live
+    `children`, in jiffies: a process family whose members come and go (a UML guest: the
+    kernel's process and one per guest process, all its children) counted without losing
+    what a child used before it exited. 0 when `parent` is gone."""
+    try:
+        fields = Path(f"/proc/{parent}/stat").read_text().rsplit(")", 1)[1].split()
+        reaped = int(fields[13]) + int(fields[14])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return tasks_cpu_jiffies([parent, *children]) + reaped
+
+
 def parse_pid_stat(text: str) -> int:
     """utime+stime jiffies of a /proc/<pid>/stat line (comm may hold spaces)."""
     fields = text.rsplit(")", 1)[1].split()
@@ -66,7 +98,7 @@ def cpu_shares(a: CpuSample, b: CpuSample) -> tuple[float, float, float]:
     if dt <= 0:
         return 0.0, 0.0, 0.0
 
-    def pct(x: int) -> float:
+    def pct(x: float) -> float:
         return max(0.0, 100.0 * x / CLK_TCK / dt)
 
     return pct(b.busy - a.busy), pct(b.softirq - a.softirq), pct(b.charon - a.charon)

@@ -21,7 +21,7 @@ from supergw_gateway.executor import Executor, LocalExecutor
 from supergw_gateway.tuning import lifecycle as tuning
 from supergw_gateway.tuning.plan import Item
 from supergw_gateway.ra import gateway as ra_gateway
-from supergw_gateway.uml import UmlGuest
+from supergw_gateway.uml import UmlGuest, descendants
 from supergw_gateway.vici_client import ViciClient, session
 
 log = logging.getLogger(__name__)
@@ -177,7 +177,10 @@ class Gateway:
         if self.cfg.cpu_quota_percent is not None:
             group = CpuGroup(f"sgw-gw-{self.cfg.name}")
             group.set_quota(self.cfg.cpu_quota_percent)
-            group.add(pid)
+            # a UML guest is the kernel's process and one host process per guest process started
+            # during its boot (charon's among them); later ones are forked into the group
+            for p in [pid, *(descendants(pid) if self._guest else [])]:
+                group.add(p)
         self.apply_tunnel()
         return state
 

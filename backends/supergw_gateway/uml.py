@@ -23,7 +23,7 @@ from supergw_gateway.charon import CharonSettings, render_strongswan_conf
 from supergw_gateway.config import GatewayConfig
 from supergw_gateway.errors import GatewayError
 from supergw_gateway.executor import GuestExecutor, LocalExecutor
-from supergw_gateway.netns import connect_in_netns
+from supergw_gateway.nssocket import connect_in_netns
 from supergw_gateway.ra import gateway as ra_gateway
 from supergw_gateway.uml_init import (
     BOOT_REPORTS,

@@ -168,6 +168,50 @@ def test_cpu_from_the_gateways_cgroup_when_it_has_one(tmp_path: Path) -> None:
     assert CpuAcct("nope", roots=(tmp_path,)).usage_jiffies() is None
 
 
+def _fake_uml(quota: float | None, stat: str, guest: int | None) -> Any:
+    cfg = SimpleNamespace(name="gw1", backend=SimpleNamespace(value="uml"), cpu_quota_percent=quota)
+
+    def run(argv: list[str], timeout: float) -> Any:
+        if quota is not None and guest is not None:
+            raise AssertionError("a guest under a quota is measured from the host: nothing runs in it")
+        return SimpleNamespace(stdout=stat + "@@\n")
+
+    return SimpleNamespace(cfg=cfg, charon_pid=lambda: guest, executor=lambda: SimpleNamespace(run=run))
+
+
+def test_a_uml_guest_under_a_quota_is_measured_by_the_host_against_the_quota() -> None:
+    """Throttled, the guest's own ticks stop: its /proc/stat would never show it saturated.
+    Under a quota its load is the host's count of the guest's processes (the kernel's and its
+    children, as the host sees them) against the quota."""
+    stat = "cpu  10 0 10 500 0 0 0 0\ncpu0 10 0 10 500 0 0 0 0\n"
+    guest = subprocess.Popen(["sh", "-c", "sh -c 'while :; do :; done' & while :; do :; done"])  # kernel + a child
+    try:
+        time.sleep(0.2)
+        s = Sampler(_fake_uml(10.0, stat, guest.pid))
+        t0, j0 = time.monotonic(), _jiffies(guest.pid)
+        a = s.cpu()
+        time.sleep(0.5)
+        b = s.cpu()
+        t1, j1 = time.monotonic(), _jiffies(guest.pid)
+        assert (a.scope, a.cores) == ("processes", 0.1)
+        rep = build_report("gw1", "xfrm_uml", a, b, [], "sgw-gw1")
+        own = 100.0 * (j1 - j0) / os.sysconf("SC_CLK_TCK") / (t1 - t0)  # the parent alone
+        assert own > 2.0, f"the busy loop ran {own:.1f} % of a core: nothing to compare"
+        assert rep.cpu_percent > own + 1.0, "the guest's child process is the guest's too"
+        assert rep.cpu_cores == 0.1  # the controller reads cpu_percent / (100 x 0.1): far above 1, saturated
+        assert (b.softirq, b.charon) == (0, 0)  # nothing ran in the guest to see them
+        without = Sampler(_fake_uml(None, stat, guest.pid)).cpu()
+        assert (without.scope, without.cores, without.busy) == ("guest", 1.0, 20)  # no quota: the guest's own view
+        gone = Sampler(_fake_uml(10.0, stat, None)).cpu()
+        assert gone.scope == "guest"  # no guest process to count: what the guest says
+    finally:
+        from supergw_gateway.uml import descendants
+
+        for pid in [guest.pid, *descendants(guest.pid)]:
+            os.kill(pid, signal.SIGKILL)
+        guest.wait()
+
+
 @pytest.mark.parametrize("n", [1, 2, 4])
 def test_uml_guest_cpus_counted(n: int) -> None:
     from supergw_gateway.report import guest_cpus

@@ -123,6 +123,16 @@ def test_replay_rebuilds_the_lineage_through_rekeys_without_dead_children() -> N
     assert book.current_ids() == [IkeSaId(ike_id(4))]
 
 
+def test_a_child_rekey_after_an_ike_rekey_drops_the_child_made_before_it() -> None:
+    # The CHILD SA was added under IKE SA 1, moved to 4 by the IKE rekey; its CHILD_DELETE names 4.
+    book = SaBook("ra")
+    feed(book, ike_add(1), ike_update(1, "ra"), child_add(1, 10))
+    feed(book, ike_add(4, rekey_of=1), ike_update(4, "ra"), ike_delete(1))
+    feed(book, child_add(4, 11), child_delete(4, 10))
+    replay = [m.raw for m in book.replay()]
+    assert replay == [ike_add(1), ike_update(1, "ra"), ike_add(4, rekey_of=1), ike_update(4, "ra"), child_add(4, 11)]
+
+
 def test_a_deleted_ike_sa_ends_its_lineage() -> None:
     book = SaBook("ra")
     feed(book, ike_add(1), ike_update(1, "ra"), child_add(1, 10))
@@ -143,3 +153,10 @@ def test_adopt_moves_every_lineage_and_empties_the_other_book() -> None:
     moved = own.adopt(held)
     assert [lin.current for lin in moved] == [IkeSaId(ike_id(2))] and len(held) == 0 and len(own) == 2
     assert feed(own, mid(2, 5)) == [mid(2, 5)]  # its later messages are this book's now
+
+
+def test_key_material_is_every_secret_value_and_nothing_else() -> None:
+    assert sorted(hamsg.key_material(ike_add(1, rekey_of=0))) == [b"abc", b"de", b"s", b"skdd"]
+    assert hamsg.key_material(ike_update(1, "ra")) == []
+    with pytest.raises(HaMessageError, match="version"):
+        hamsg.key_material(b"\x09\x01")

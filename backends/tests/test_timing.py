@@ -183,7 +183,8 @@ async def test_the_agent_adopts_the_timing_of_the_first_answer_and_of_every_chan
         ctl.timing = AgentTiming(heartbeat_interval_ms=100, report_interval_ms=200)
         assert await until(lambda: agent.timing.current.heartbeat_interval_ms == 100, 3.0)
         _, body = agent.health()
-        assert body["timing"] == {"heartbeat_interval_ms": 100, "missed_heartbeats": 3, "report_interval_ms": 200}
+        assert body["timing"] == {"heartbeat_interval_ms": 100, "missed_heartbeats": 3, "report_interval_ms": 200,
+                                  "lan_liveness_interval_ms": 5}
     finally:
         await ctl.stop()
 

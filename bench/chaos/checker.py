@@ -3,12 +3,21 @@
 stops at the first one rather than finding it at the end.
 
 - **Flows** (`FlowTracker`): every flow's silences (last answer -> next answer, or -> now
-  while it lasts). A silence may last `allowed_s`: the sum of the budgets of the faults whose
-  window (injection -> undo + settle) it overlaps, at least BASELINE_S when none does, plus
-  one probe interval (the silence starts at the last answer, up to one interval before the
-  fault). An ongoing silence is a violation as soon as it is longer than that.
+  while it lasts). Each silence is *charged* to one fault (`charge`): of the faults that hit
+  this flow (a gateway fault on a pair the flow crosses, bench/chaos/paths.py; a switch
+  restart, WAN burst or rebalance storm: every flow) and whose window (injection -> undo +
+  settle) reaches the silence's start, the one injected nearest to when it began (the last
+  before it, or one recorded up to INJECT_LAG_S after its last answer). It may last
+  that fault's budget, not a sum of every fault around; a controller fault never causes a
+  silence (the data plane forwards without a controller) but a gateway fault's failover
+  waits for a controller, so a charged gateway fault gets the budget of a controller fault
+  overlapping the silence when that is longer (the HA goal: takeover + failover in 1 s). A
+  silence charged to no fault may last BASELINE_S. Every allowance is one probe interval
+  longer (the silence starts at the last answer). An ongoing silence is a violation as soon
+  as it is longer than that.
+- **Loss rate** (bench/chaos/loss.py): per flow and window of probes, the share lost.
 - **Buckets** (`StuckTracker`): a bucket unassigned, or on a gateway its controller counts
-  dead, for longer than the same allowance (baseline: the failover budget).
+  dead, for longer than the largest budget of the faults around (baseline: the failover budget).
 - **Split brain** (`split_brain`): two terms' accepted switch-write windows that overlap.
 - **Intent** (`intent_diff`): the pins, drains and weights set at the start, as the leader shows them.
 - **Growth** (`growth`): a process whose RSS, fds, threads or asyncio tasks end a run well
@@ -24,9 +33,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.chaos.paths import PathBook
 from bench.chaos.schedule import GATEWAY_BUDGET_S, Fault
 
-BASELINE_S = GATEWAY_BUDGET_S  # a silence with no fault around it: as long as a failover may take
+BASELINE_S = GATEWAY_BUDGET_S  # a silence no fault explains: as long as a failover may take
+# A fault's recorded start is taken after it was injected (a signal, an `ip link`): a silence
+# whose last answer came up to this long before it is still the fault's.
+INJECT_LAG_S = 1.0
+# The bucket maps behind the flows' paths are read every 0.5 s (plus the read): a gateway
+# fault hits the flows that crossed its pair this long before its recorded start too.
+PATH_LOOKBACK_S = 2.0
+CAUSES = ("gateway", "switch", "wan", "storm")  # groups whose faults silence flows themselves
 
 
 @dataclass(frozen=True)
@@ -41,13 +58,19 @@ class Violation:
 
 @dataclass(frozen=True)
 class Injected:
-    """A fault as it ran: run offsets of its injection and its undo (None while it lasts)."""
+    """A fault as it ran: run offsets of its injection and its undo (None while it lasts), and
+    the target it was aimed at when injected ("" before)."""
     fault: Fault
     start: float
     undone: float | None
+    target: str = ""
 
     def window(self, now: float, settle_s: float) -> tuple[float, float]:
         return self.start, (now if self.undone is None else self.undone + settle_s)
+
+    @property
+    def budget_s(self) -> float:
+        return self.fault.budget_s
 
 
 def overlapping(faults: Iterable[Injected], lo: float, hi: float, now: float, settle_s: float) -> list[Injected]:
@@ -55,10 +78,46 @@ def overlapping(faults: Iterable[Injected], lo: float, hi: float, now: float, se
 
 
 def allowed_s(faults: Sequence[Injected], lo: float, hi: float, now: float, settle_s: float, slack_s: float) -> float:
-    """What a silence from `lo` to `hi` may last: the budgets of the faults it overlaps added
-    (BASELINE_S when none), plus `slack_s`."""
+    """What a bucket may stay stuck from `lo` to `hi`: the largest budget of the faults
+    around (BASELINE_S when none), plus `slack_s`."""
     over = overlapping(faults, lo, hi, now, settle_s)
-    return max(BASELINE_S, sum(f.fault.budget_s for f in over)) + slack_s
+    return max([BASELINE_S, *(f.budget_s for f in over)]) + slack_s
+
+
+def hits(f: Injected, flow: str, paths: PathBook, now: float, settle_s: float) -> bool:
+    """Whether fault `f` can silence `flow` by itself: a gateway fault when the flow crossed
+    the target's pair around it; a switch restart, WAN burst or storm always (every flow
+    crosses both switches and the WAN; a storm moves any bucket); a controller fault never."""
+    group = f.fault.group
+    if group not in CAUSES:
+        return False
+    if group != "gateway":
+        return True
+    target = f.target or f.fault.target
+    pair = paths.pair_of.get(target)
+    lo, hi = f.window(now, settle_s)
+    return pair is not None and pair in paths.pairs(flow, lo - PATH_LOOKBACK_S, hi)
+
+
+def charge(faults: Sequence[Injected], flow: str, start: float, end: float, now: float, settle_s: float,
+           paths: PathBook) -> tuple[Injected | None, float]:
+    """The fault a silence of `flow` from `start` to `end` is charged to (None: none), and
+    what it may last (without the probe-interval slack); see the module doc."""
+    causes = [f for f in faults if f.start <= start + INJECT_LAG_S and f.window(now, settle_s)[1] >= start
+              and hits(f, flow, paths, now, settle_s)]
+    if not causes:
+        return None, BASELINE_S
+    cause = min(causes, key=lambda f: abs(f.start - start))  # the latest before it, or one injected as it began
+    return cause, max(BASELINE_S, budget_s(cause, faults, start, end, now, settle_s))
+
+
+def budget_s(cause: Injected, faults: Sequence[Injected], lo: float, hi: float, now: float, settle_s: float) -> float:
+    """What a silence from `lo` to `hi` charged to `cause` may last: its budget, or for a
+    gateway fault the longer budget of a controller fault around (the failover waits for it)."""
+    if cause.fault.group != "gateway":
+        return cause.budget_s
+    return max([cause.budget_s, *(f.budget_s for f in overlapping(faults, lo, hi, now, settle_s)
+                                  if f.fault.group not in CAUSES)])
 
 
 @dataclass(frozen=True)
@@ -78,6 +137,7 @@ class FlowTracker:
     """Answers per flow (run offsets); silences longer than `record_s` are kept."""
     interval_s: float  # the probes' spacing: the slack of every budget
     settle_s: float
+    paths: PathBook
     record_s: float = 0.1
     last: dict[str, float] = field(default_factory=dict)
     silences: list[Silence] = field(default_factory=list)
@@ -96,21 +156,30 @@ class FlowTracker:
         out: list[Violation] = []
         current = [Silence(f, t, now, True) for f, t in self.last.items()]
         for s in [*self.silences, *current]:
-            limit = allowed_s(faults, s.start, s.end, now, self.settle_s, self.interval_s)
-            if s.seconds > limit and (s.flow, s.start) not in self.reported:
+            if s.seconds <= BASELINE_S + self.interval_s or (s.flow, s.start) in self.reported:
+                continue
+            cause, budget = charge(faults, s.flow, s.start, s.end, now, self.settle_s, self.paths)
+            limit = budget + self.interval_s
+            if s.seconds > limit:
                 self.reported.add((s.flow, s.start))
-                near = [f.fault.describe() for f in overlapping(faults, s.start, s.end, now, self.settle_s)]
+                near = [f.fault.describe() + (f" -> {f.target}" if f.target else "")
+                        for f in overlapping(faults, s.start, s.end, now, self.settle_s)]
                 out.append(Violation("flow", f"{s.flow}: no answer for {1000 * s.seconds:.0f} ms"
                                      + (" (still silent)" if s.ongoing else "")
-                                     + f" from t+{s.start:.2f}s, allowed {1000 * limit:.0f} ms; faults around it: "
-                                     + (", ".join(near) or "none"), now))
+                                     + f" from t+{s.start:.2f}s, allowed {1000 * limit:.0f} ms (charged to "
+                                     + (cause.fault.describe() if cause else "no fault on its path")
+                                     + f"; pairs it crossed: {sorted(self.paths.pairs(s.flow, s.start, s.end))}"
+                                     + "); faults around it: " + (", ".join(near) or "none"), now))
         return out
 
-    def recovery_s(self, fault: Injected, now: float) -> float:
-        """The longest silence of any flow that overlaps the fault's window (0: none longer than `record_s`)."""
-        lo, hi = fault.window(now, self.settle_s)
-        over = [s.seconds for s in self.silences if s.start <= hi and lo <= s.end]
-        return max(over, default=0.0)
+    def charged(self, faults: Sequence[Injected], now: float) -> dict[int, list[Silence]]:
+        """fault seq -> the recorded silences charged to it."""
+        out: dict[int, list[Silence]] = {}
+        for s in self.silences:
+            cause, _ = charge(faults, s.flow, s.start, s.end, now, self.settle_s, self.paths)
+            if cause is not None:
+                out.setdefault(cause.fault.seq, []).append(s)
+        return out
 
 
 @dataclass

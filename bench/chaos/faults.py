@@ -46,6 +46,9 @@ class Driver:
         self.wan_ns = topo.partner_site.wan_netns
         self.wan_ports = [s.topo.wan_port(g) for s in (self.a, self.b) for g in s.topo.gateways]
         self._netem: bool | None = None
+        # Which gateway a gateway fault hits (the run aims them at gateways that carry a flow);
+        # the scheduled target without one.
+        self.aim: Callable[[Fault], str] = lambda fault: fault.target
 
     def netem(self) -> bool:
         """Whether tc's netem qdisc works here (probed once on a WAN port, then removed)."""
@@ -88,31 +91,38 @@ class Driver:
             stop.wait(fault.duration_s)
 
         try:
+            gw = self.aim(fault) if fault.group == "gateway" else fault.target
             if kind in ("gateway_freeze", "gateway_kill", "gateway_link"):
                 how = kind.removeprefix("gateway_")
-                pids = [] if how == "link" else site.gateway_pids(fault.target)
-                inject(site, how, fault.target, pids)
-                injected(fault.target)
+                pids = [] if how == "link" else site.gateway_pids(gw)
+                inject(site, how, gw, pids)
+                injected(gw)
                 wait()
-                restore(site, how, fault.target, pids)
-                return Outcome(fault.target)
+                restore(site, how, gw, pids)
+                return Outcome(gw)
             if kind == "gateway_restart":
-                inject(site, "kill", fault.target, site.gateway_pids(fault.target))
-                injected(fault.target)
-                site.restart_gateway(fault.target)
-                return Outcome(fault.target)
+                inject(site, "kill", gw, site.gateway_pids(gw))
+                injected(gw)
+                site.restart_gateway(gw)
+                return Outcome(gw)
             if kind == "charon_restart":
-                injected(fault.target)
-                site.restart_charon(fault.target)
-                return Outcome(fault.target)
+                injected(gw)
+                site.restart_charon(gw)
+                return Outcome(gw)
             if kind == "agent_kill":
-                site.kill_agent(fault.target)
-                injected(fault.target)
+                site.kill_agent(gw)
+                injected(gw)
                 wait()
-                site.start_agent(fault.target)
-                return Outcome(fault.target)
+                site.start_agent(gw)
+                return Outcome(gw)
             if kind == "agent_crashloop":
-                return self._crashloop(site, fault, stop, injected)
+                return self._crashloop(site, gw, fault, stop, injected)
+            if kind == "controller_restart":
+                site.kill_controller()
+                injected(f"{site.prefix} controller")
+                wait()
+                site.restart_controller()  # returns once its API answers; raises when it does not start
+                return Outcome(f"{site.prefix} controller")
             if kind in ("leader_kill", "backup_kill"):
                 name = self.replica(fault.target)
                 self.a.kill_controller(name)
@@ -187,23 +197,24 @@ class Driver:
                     pass
         return Outcome("wan", f"loss {fault.param:g}% by iptables statistic on every gateway's wan0 ({NO_NETEM})")
 
-    def _crashloop(self, site: Site, fault: Fault, stop: threading.Event, injected: Callable[[str], None]) -> Outcome:
+    def _crashloop(self, site: Site, gw: str, fault: Fault, stop: threading.Event,
+                   injected: Callable[[str], None]) -> Outcome:
         rng = random.Random(fault.seq)  # the kill spacing is part of the replayable schedule
-        site.kill_agent(fault.target)
-        injected(fault.target)
+        site.kill_agent(gw)
+        injected(gw)
         kills = 1
         remaining = fault.duration_s
         while remaining > 0 and not stop.is_set():
-            site.start_agent(fault.target)
+            site.start_agent(gw)
             up = rng.uniform(1.0, 2.0)
             if stop.wait(min(up, remaining)) or up >= remaining:
                 break
-            site.kill_agent(fault.target)
+            site.kill_agent(gw)
             kills += 1
             remaining -= up
         else:
-            site.start_agent(fault.target)
-        return Outcome(fault.target, f"{kills} agent kills")
+            site.start_agent(gw)
+        return Outcome(gw, f"{kills} agent kills")
 
     def _storm(self, site: Site, fault: Fault) -> Outcome:
         return Outcome(site.prefix, storm(self.leader_api(site), random.Random(fault.seq), int(fault.param)))

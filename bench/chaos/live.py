@@ -25,6 +25,16 @@ class FlowSpec:
     dst: str
 
 
+@dataclass(frozen=True)
+class Probe:
+    """One probe as a line of ping showed it: its number (unwrapped, 1-based), about when it
+    was sent (wall clock) and whether this line is its timely answer (`arrival` then)."""
+    seq: int
+    sent: float
+    answered: bool
+    arrival: float | None = None
+
+
 class ProbeCount:
     """Probes sent, and answered within REPLY_WINDOW_S, by one long-running `ping -n -D -O`,
     read line by line: icmp_seq unwrapped (it wraps after 65535, 22 minutes at 20 ms), a
@@ -40,30 +50,30 @@ class ProbeCount:
     def answered(self) -> int:
         return len(self._timely)
 
-    def feed(self, line: str) -> float | None:
-        """The arrival time (wall clock) when `line` is a timely reply, else None."""
+    def feed(self, line: str) -> Probe | None:
+        """The probe a reply or "no answer yet" line is about (None for any other line)."""
         if (silent := ping_no_answer(line)) is not None:
             self._last = unwrap_seq(silent[1], self._last)
             self.sent = max(self.sent, self._last + 1)  # printed just before probe last + 1 is sent
-            return None
+            return Probe(self._last, silent[0], False)
         if (reply := ping_reply(line)) is None:
             return None
         arrival, raw, rtt = reply
         self._last = unwrap_seq(raw, self._last)
         self.sent = max(self.sent, self._last)
         if rtt > REPLY_WINDOW_S:
-            return None
+            return Probe(self._last, arrival - rtt, False)
         self._timely.add(self._last)
-        return arrival
+        return Probe(self._last, arrival - rtt, True, arrival)
 
 
 class Pings:
-    """One `ping -D` per flow, every PING_INTERVAL_S, until `stop`; `on_answer(flow, arrival)`
-    (wall clock) for every reply within REPLY_WINDOW_S of its request (a later one is a lost
-    probe, as in bench/gaps.py)."""
+    """One `ping -D` per flow, every PING_INTERVAL_S, until `stop`; `on_probe(flow, probe)` for
+    every probe line (an answer within REPLY_WINDOW_S of its request is `answered`; a later one
+    is a lost probe, as in bench/gaps.py)."""
 
-    def __init__(self, flows: list[FlowSpec], on_answer: Callable[[str, float], None]) -> None:
-        self.flows, self.on_answer = flows, on_answer
+    def __init__(self, flows: list[FlowSpec], on_probe: Callable[[str, Probe], None]) -> None:
+        self.flows, self.on_probe = flows, on_probe
         self.procs: list[subprocess.Popen[str]] = []
         self.threads: list[threading.Thread] = []
         self.sent: dict[str, int] = {}
@@ -84,10 +94,10 @@ class Pings:
         assert p.stdout is not None
         count = ProbeCount()
         for line in p.stdout:
-            arrival = count.feed(line)
+            probe = count.feed(line)
             self.sent[flow], self.answered[flow] = count.sent, count.answered
-            if arrival is not None:
-                self.on_answer(flow, arrival)
+            if probe is not None:
+                self.on_probe(flow, probe)
 
     def stop(self) -> None:
         for p in self.procs:

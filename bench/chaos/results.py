@@ -9,6 +9,7 @@ import re
 import shutil
 import statistics
 from collections import defaultdict
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from supergw_proto.badinput import tally_dir
 
 REPLAY = "chaos-replay"
 BAD_INPUT_TABLE = "Bad input per interface"
+COVERAGE_TABLE = "Flows per gateway"
 
 
 def per_kind(rec: Record) -> list[dict[str, Any]]:
@@ -43,8 +45,46 @@ def history(rec: Record) -> list[dict[str, Any]]:
         inj = rec.injected.get(f.seq)
         out.append({**f.as_dict(), "started": None if inj is None else round(inj.start, 2),
                     "undone": None if inj is None or inj.undone is None else round(inj.undone, 2),
-                    "outcome": rec.outcomes.get(f.seq), "recovery_ms": round(1000 * rec.recovery_s.get(f.seq, 0.0), 1)})
+                    "hit": None if inj is None else inj.target, "aimed": rec.aimed.get(f.seq),
+                    "outcome": rec.outcomes.get(f.seq), "recovery_ms": round(1000 * rec.recovery_s.get(f.seq, 0.0), 1),
+                    "charged": [{"flow": s.flow, "start": round(s.start, 3), "ms": round(1000 * s.seconds, 1)}
+                                for s in rec.charged.get(f.seq, [])]})
     return out
+
+
+def coverage(rec: Record) -> list[dict[str, Any]]:
+    """Per gateway: how long some flow crossed its pair, and the gateway faults that hit it."""
+    hits: dict[str, int] = defaultdict(int)
+    for inj in rec.injected.values():
+        if inj.fault.group == "gateway":
+            hits[inj.target] += 1
+    return [{"gateway": g, "carried_a_flow_s": s, "of_run_pct": round(100 * s / rec.ended_at, 1) if rec.ended_at else None,
+             "gateway_faults": hits.get(g, 0)} for g, s in sorted(rec.carried_s.items())]
+
+
+def loss_metrics(rec: Record) -> dict[str, Metric]:
+    """The loss-rate invariant's windows: how many, the worst against its allowance, and the
+    worst loss of a window no fault on the flow's path explains."""
+    if not rec.windows:
+        return {"loss_windows": Metric(None, "windows", note="no window was judged (the run ended first)")}
+    worst = max(rec.windows, key=lambda w: w.lost / w.allowed)
+    quiet = [w for w in rec.windows if not w.faults]
+    qworst = max(quiet, key=lambda w: w.lost / w.sent, default=None)
+    return {
+        "loss_windows": Metric(float(len(rec.windows)), "windows",
+                               note=f"{len(rec.windows)} windows of up to 500 probes judged ({len(quiet)} with no fault "
+                                    f"on the flow's path); {sum(1 for w in rec.windows if w.lost > w.allowed)} over "
+                                    "their allowance (goal 0)"),
+        "loss_worst_of_allowance": Metric(round(worst.lost / worst.allowed, 3), "lost/allowed", higher_is_better=False,
+                                          note=f"{worst.flow} t+{worst.first:.0f}-{worst.last:.0f}s: {worst.lost} of "
+                                               f"{worst.sent} lost, allowed {worst.allowed:.0f} ({worst.why}); > 1 is "
+                                               "a violation"),
+        "loss_quiet_worst_pct": Metric(None if qworst is None else round(100 * qworst.lost / qworst.sent, 2), "%",
+                                       higher_is_better=False,
+                                       note="worst window loss with no fault on the flow's path" + (
+                                           "" if qworst is None else f" ({qworst.flow} t+{qworst.first:.0f}s, "
+                                           f"{qworst.lost} of {qworst.sent})")),
+    }
 
 
 def resource_series(rec: Record) -> list[Series]:
@@ -82,17 +122,26 @@ def write(rec: Record, method: str, quick: bool, out_dir: Path = RESULTS_DIR,
         "run_s": Metric(round(rec.ended_at, 1), "s", note=f"scheduled {rec.minutes:g} min, seed {rec.seed}"
                         + (" (quick: proves the run works, not a result)" if quick else "")),
         "recovery_max_ms": Metric(round(worst[0], 1), "ms", higher_is_better=False,
-                                  note=f"longest flow silence around one fault (#{worst[1]}); per-kind budgets below"),
+                                  note=f"longest flow silence charged to one fault (#{worst[1]}); per-kind budgets "
+                                       "below"),
         "probes_lost": Metric(float(lost), "probes", note=f"of {sum(rec.sent.values())} sent by {len(rec.flows)} flows "
-                                                           "(20 ms ping each), during faults and between"),
+                                                           "(20 ms ping each), during faults and between: probes "
+                                                           "without an answer within 1 s"),
     }
+    aimed = sum(1 for inj in rec.injected.values() if inj.fault.group == "gateway")
+    metrics["gateway_faults_on_flows"] = Metric(
+        float(aimed), "faults", note=f"every gateway fault hit a gateway whose pair carried a flow when injected; "
+                                     f"{len(rec.aimed)} of them re-aimed from a scheduled target that carried none")
+    metrics |= loss_metrics(rec)
     bad_metrics, bad_rows = badinput.section(bad_input_dir or tally_dir())
     failures = [{"invariant": v.invariant, "at_s": round(v.at, 2), "what": v.what} for v in rec.violations]
     write_report("chaos", {**metrics, **bad_metrics}, rows=per_kind(rec), series=resource_series(rec),
                  title=f"Chaos: {len(rec.injected)} faults, seed {rec.seed}", method=method,
                  rows_title="Recovery per fault kind", failures=failures, results_dir=out_dir,
-                 tables={BAD_INPUT_TABLE: bad_rows})
+                 tables={COVERAGE_TABLE: coverage(rec), BAD_INPUT_TABLE: bad_rows})
     replay = {"seed": rec.seed, "minutes": rec.minutes, "intent": rec.intent, "flows": rec.flows,
+              "routes": [asdict(r) for r in rec.routes],
+              "loss_windows": [asdict(w) for w in rec.windows if w.lost > 0],
               "violations": failures, "faults": history(rec),
               "silences": [{"flow": s.flow, "start": round(s.start, 3), "ms": round(1000 * s.seconds, 1)}
                            for s in rec.silences]}

@@ -5,6 +5,7 @@ violation."""
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -16,7 +17,10 @@ from typing import Any
 from bench.chaos import checker, live
 from bench.chaos.checker import FlowTracker, Injected, Intent, LogScanner, StuckTracker, Violation
 from bench.chaos.faults import Driver, FaultError, Outcome
+from bench.chaos.loss import Judged, LossTracker
+from bench.chaos.paths import FlowRoute, PathBook, pair_index
 from bench.chaos.schedule import SETTLE_S, Fault
+from bench.gaps import REPLY_WINDOW_S
 from supergw_controller.ha.view import overlaps, write_windows
 from supergw_proto.api import ReplicaHealth
 from supergw_proto.rest import ApiError, ControllerClient
@@ -53,6 +57,11 @@ class Record:
     answered: dict[str, int] = field(default_factory=dict)
     recovery_s: dict[int, float] = field(default_factory=dict)
     silences: list[checker.Silence] = field(default_factory=list)
+    charged: dict[int, list[checker.Silence]] = field(default_factory=dict)  # fault seq -> silences charged to it
+    windows: list[Judged] = field(default_factory=list)  # the loss-rate windows as judged
+    routes: list[FlowRoute] = field(default_factory=list)
+    carried_s: dict[str, float] = field(default_factory=dict)  # gateway -> seconds it carried a leg of a flow
+    aimed: dict[int, str] = field(default_factory=dict)  # gateway fault seq -> why its target changed
     ended_at: float = 0.0
     logs: list[Path] = field(default_factory=list)
 
@@ -65,7 +74,11 @@ class ChaosRun:
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.t0 = time.time()
-        self.flows = FlowTracker(interval_s=live.PING_INTERVAL_S, settle_s=SETTLE_S)
+        self.paths = PathBook([], pair_index([[g.name for g in site.topo.gateways] for site in (self.a, self.b)]))
+        self.flows = FlowTracker(interval_s=live.PING_INTERVAL_S, settle_s=SETTLE_S, paths=self.paths)
+        self.loss = LossTracker(interval_s=live.PING_INTERVAL_S, settle_s=SETTLE_S, reply_window_s=REPLY_WINDOW_S,
+                                paths=self.paths)
+        self.driver.aim = self.aim
         self.stuck = StuckTracker(settle_s=SETTLE_S, slack_s=REST_CHECK_S + READ_TIMEOUT_S)
         self.logs = LogScanner()
         self.split_seen: set[tuple[int, int]] = set()
@@ -159,9 +172,11 @@ class ChaosRun:
         return out
 
     # --- the checker loops -------------------------------------------------------------------
-    def on_answer(self, flow: str, wall: float) -> None:
+    def on_probe(self, flow: str, probe: live.Probe) -> None:
         with self.lock:
-            self.flows.answer(flow, wall - self.t0)
+            if probe.arrival is not None:
+                self.flows.answer(flow, probe.arrival - self.t0)
+            self.loss.probe(flow, probe.seq, probe.sent - self.t0, probe.answered)
 
     def log_files(self) -> list[Path]:
         return sorted(p for s in (self.a, self.b) for p in s.paths.logs.glob("*.log"))
@@ -172,7 +187,7 @@ class ChaosRun:
         while not self.stop.wait(FLOW_CHECK_S):
             now, faults = self.now(), self.faults_now()
             with self.lock:
-                found = self.flows.check(faults, now) + self.stuck.check(faults, now)
+                found = self.flows.check(faults, now) + self.stuck.check(faults, now) + self.loss.check(faults, now)
             if now - last_logs >= 2.0:
                 found += self.logs.scan(self.log_files(), now)
                 last_logs = now
@@ -194,10 +209,13 @@ class ChaosRun:
                     views[n] = None
             found += self.check_split_brain(views, now)
             leader = self.site_leader(views)
+            maps: dict[str, dict[int, str | None]] = {}
             for site, replica in ((self.a, leader), (self.b, None)):
                 if site is self.a and leader is None:
                     continue
-                found += self.check_site(site, replica, now)
+                found += self.check_site(site, replica, now, maps)
+            with self.lock:
+                self.paths.observe(now, maps)
             if now - last_res >= RESOURCE_EVERY_S:
                 last_res = now
                 self.sample_resources(now, leader)
@@ -216,13 +234,16 @@ class ChaosRun:
             return [Violation("split_brain", f"the replicas' write windows disagree: {exc}", now)]
         return checker.split_brain(overlaps(windows), self.split_seen, now)
 
-    def check_site(self, site: Site, replica: str | None, now: float) -> list[Violation]:
+    def check_site(self, site: Site, replica: str | None, now: float,
+                   maps: dict[str, dict[int, str | None]]) -> list[Violation]:
+        """Stuck buckets and (site A) the intent, as `replica` shows them; its bucket map into `maps`."""
         api = self.reader(site, replica)
         try:
             gws = api.gateways()
             buckets = api.buckets()
         except ApiError:
             return []
+        maps[site.prefix] = {b.bucket: b.gateway for b in buckets}
         dead = {g.name for g in gws if g.state == "dead"}
         with self.lock:
             self.stuck.observe(site.prefix, {b.bucket: b.gateway for b in buckets}, dead, now)
@@ -247,7 +268,7 @@ class ChaosRun:
     def fire(self, fault: Fault) -> None:
         def injected(target: str) -> None:
             with self.lock:
-                self.rec.injected[fault.seq] = Injected(fault, self.now(), None)
+                self.rec.injected[fault.seq] = Injected(fault, self.now(), None, target)
             self.say(f"t+{self.now():6.1f}s inject {fault.describe()} -> {target}")
         try:
             out: Outcome = self.driver.run(fault, self.stop, injected)
@@ -260,7 +281,7 @@ class ChaosRun:
         finally:
             with self.lock:
                 if (i := self.rec.injected.get(fault.seq)) is not None:
-                    self.rec.injected[fault.seq] = Injected(i.fault, i.start, self.now())
+                    self.rec.injected[fault.seq] = Injected(i.fault, i.start, self.now(), i.target)
         with self.lock:
             self.rec.outcomes[fault.seq] = f"{out.target}{' (' + out.detail + ')' if out.detail else ''}"
         if out.skipped:
@@ -269,7 +290,8 @@ class ChaosRun:
     def go(self) -> Record:
         self.settle()
         self.set_intent()
-        pings = live.Pings(self.flow_specs(), self.on_answer)
+        specs = self.flow_specs()
+        pings = live.Pings(specs, self.on_probe)
         self.rec.flows = [f.name for f in pings.flows]
         pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fault")
         loops = [threading.Thread(target=f, name=f.__name__, daemon=True) for f in (self.fast_loop, self.rest_loop)]
@@ -278,6 +300,7 @@ class ChaosRun:
             self.t0 = time.time()
             pings.start()
             self.wait_flows()
+            self.route_flows(specs)
             for t in loops:
                 t.start()
             end = 60.0 * self.rec.minutes
@@ -315,8 +338,111 @@ class ChaosRun:
     def finish(self, pings: live.Pings) -> None:
         now = self.now()
         with self.lock:
+            faults = list(self.rec.injected.values())
+            self.rec.violations += self.loss.check(faults, now, final=True)
+            self.rec.windows = list(self.loss.judged)
             self.rec.sent, self.rec.answered = dict(pings.sent), dict(pings.answered)
             self.rec.silences = list(self.flows.silences)
-            for seq, inj in self.rec.injected.items():
-                self.rec.recovery_s[seq] = self.flows.recovery_s(inj, now)
+            self.rec.charged = self.flows.charged(faults, now)
+            for seq in self.rec.injected:
+                self.rec.recovery_s[seq] = max((x.seconds for x in self.rec.charged.get(seq, [])), default=0.0)
+            self.rec.carried_s = carried_seconds(self.paths, now)
         self.rec.logs = self.log_files()
+
+    # --- flows on every gateway, faults where the flows are -------------------------------------
+    def host_buckets(self, site: Site) -> dict[str, int]:
+        """Host name -> its bucket, from the controller that leads the site (hosts learned once they sent)."""
+        replica = self.a.agreed_leader(timeout=30, primary=True) if site is self.a else None
+        by_ip = {h.ip: h.bucket for h in site.api(replica).hosts() if h.ip}
+        missing = [h.name for h in site.topo.hosts if str(h.ip) not in by_ip]
+        if missing:
+            raise RunError(f"{site.prefix}: hosts not learned although their flows run: {missing}")
+        return {h.name: by_ip[str(h.ip)] for h in site.topo.hosts}
+
+    def route_flows(self, specs: list[live.FlowSpec]) -> None:
+        """Every flow's legs (the buckets its request and its answer enter by), then the hosts'
+        buckets spread so that every gateway that may carry traffic carries a flow's leg (the
+        drained one cannot), by operator moves (not pins: the rebalancer and the storms may move
+        them again; the report says how long each gateway carried one)."""
+        buckets = {site.prefix: self.host_buckets(site) for site in (self.a, self.b)}
+        site_of = {h.name: site for site in (self.a, self.b) for h in site.topo.hosts}
+        routes = []
+        for f in specs:
+            src, dst = (x.strip() for x in f.name.split("->"))
+            routes.append(FlowRoute(f.name, site_of[src].prefix, buckets[site_of[src].prefix][src],
+                                    site_of[dst].prefix, buckets[site_of[dst].prefix][dst]))
+        for site in (self.a, self.b):
+            replica = self.a.agreed_leader(timeout=30, primary=True) if site is self.a else None
+            moves = spread_moves(list(buckets[site.prefix].values()), site.api(replica).buckets(),
+                                 [g.name for g in site.api(replica).gateways() if g.state == "alive" and not g.drained])
+            for bucket, gw in moves:
+                site.api(replica).move(bucket, gw)
+            if moves:
+                self.say(f"{site.prefix}: flows spread over every gateway: {', '.join(f'bucket {b} -> {g}' for b, g in moves)}")
+        with self.lock:
+            self.paths.routes = routes
+            self.rec.routes = routes
+
+    def aim(self, fault: Fault) -> str:
+        """The gateway a gateway fault hits: its scheduled target when that one's pair carries a
+        flow now, else one of its site's gateways whose pair does (seeded by the fault, so a
+        replay with the same flows aims alike)."""
+        site = self.a if fault.site == "a" else self.b
+        with self.lock:
+            pairs = self.paths.pairs_now()
+        names = [g.name for g in site.topo.gateways]
+        if self.paths.pair_of.get(fault.target) in pairs:
+            return fault.target
+        carrying = [g for g in names if self.paths.pair_of[g] in pairs]
+        if not carrying:
+            return fault.target
+        chosen = random.Random(fault.seq).choice(carrying)
+        with self.lock:
+            self.rec.aimed[fault.seq] = f"{fault.target} carried no flow: {chosen} instead"
+        return chosen
+
+
+def spread_moves(host_buckets: list[int], buckets: list[Any], eligible: list[str]) -> list[tuple[int, str]]:
+    """Operator moves that leave every `eligible` gateway with a host's bucket (unpinned ones
+    only, taken from the gateway holding most of them)."""
+    owner = {b.bucket: b.gateway for b in buckets}
+    pinned = {b.bucket for b in buckets if b.pinned}
+    held: dict[str, list[int]] = {g: [] for g in eligible}
+    for b in dict.fromkeys(host_buckets):
+        if owner.get(b) in held:
+            held[str(owner[b])].append(b)
+    moves: list[tuple[int, str]] = []
+    for g in eligible:
+        if held[g]:
+            continue
+        donor = max(held, key=lambda d: len([b for b in held[d] if b not in pinned]))
+        free = [b for b in held[donor] if b not in pinned]
+        if len(held[donor]) < 2 or not free:
+            break  # fewer hosts than gateways: nothing to spare
+        b = free[-1]
+        held[donor].remove(b)
+        held[g].append(b)
+        moves.append((b, g))
+    return moves
+
+
+def carried_seconds(paths: PathBook, now: float) -> dict[str, float]:
+    """Per gateway, the seconds of the run some flow crossed its pair (both members of a pair
+    carry each flow that crosses it: one encrypts, the other decrypts)."""
+    covered: dict[int, list[tuple[float, float]]] = {}
+    for hist in paths.history.values():
+        for i, (since, pairs) in enumerate(hist):
+            until = hist[i + 1][0] if i + 1 < len(hist) else now
+            for p in pairs:
+                covered.setdefault(p, []).append((since, until))
+    return {g: round(_union(covered.get(p, [])), 1) for g, p in paths.pair_of.items()}
+
+
+def _union(spans: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for lo, hi in sorted(spans):
+        if hi <= end:
+            continue
+        total += hi - max(lo, end)
+        end = hi
+    return total

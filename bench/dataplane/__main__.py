@@ -33,12 +33,13 @@ import tempfile
 from pathlib import Path
 
 from bench.dataplane import bmv2 as bmv2_tools
-from bench.dataplane import frames, testbed, trial
+from bench.dataplane import frames, restart, testbed, trial
 from bench.dataplane.generators import Dpbench, Traffic
 from bench.dataplane.method import method_text
 from bench.dataplane.runs import (
     BUCKETS, FULL, LOG_DIR, N_HOSTS, NO_LOSS, P4_PROGRAM, P4INFO, QUICK, REPO, SIZES, SIZES6, SWITCH_BIN, Settings,
     configure, least_busy_cpu, measure_bmv2, measure_other_generators, measure_program, measure_rig, measure_switch,
+    measure_without_offload,
     median_trial, say,
     the_lan, time_moves, wait_grpc,
 )
@@ -46,6 +47,32 @@ from bench.report import Metric, Series, write_report
 
 GOAL_PPS = 1_000_000.0
 GOAL_MOVE_MS = 5.0
+IPV6_GOAL_RATIO = 0.9
+
+
+def restart_failures(runs: dict[str, restart.RestartRun]) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = [{"trial": f"switch {k}", "why": f"{runs[k].lost} of {runs[k].sent} frames lost"}
+                                    for k in ("restart", "crash") if runs[k].lost]
+    if runs["control"].lost == 0:
+        out.append({"trial": "switch restart, negative control", "why": "lost nothing: the runs cannot tell a "
+                    "lossless restart from a lossy one"})
+    return out
+
+
+def restart_metrics(runs: dict[str, restart.RestartRun]) -> dict[str, Metric]:
+    load = f"{restart.RESTART_HOSTS} hosts x {restart.RATE_PER_HOST:,.0f} frames/s host -> gateway, {restart.SECONDS:g} s"
+    r, c, ctl = runs["restart"], runs["crash"], runs["control"]
+    return {
+        "switch_restart_lost": Metric(r.lost, "frames", note=(
+            f"goal 0; switch restart under {load}: SIGTERM and a new supergw-switch (systemctl restart, a package "
+            f"upgrade), frames sent - delivered; of {r.sent} sent; the process was down {r.down_s:.2f} s")),
+        "switch_crash_lost": Metric(c.lost, "frames", note=(
+            f"goal 0; as switch_restart_lost with SIGKILL (a crash); of {c.sent} sent; down {c.down_s:.2f} s")),
+        "switch_restart_control_lost": Metric(ctl.lost, "frames", note=(
+            f"negative control, must be > 0: the same restart of a switch run with --teardown-on-exit (its data plane "
+            f"goes with it, as before), reconfigured over P4Runtime at once; of {ctl.sent} sent; down and "
+            f"reconfigured {ctl.down_s:.2f} s")),
+    }
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.dataplane", description=__doc__,
@@ -128,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
             configure(lan, tmp)
             switch = measure_switch(bed, traffic, lan, tmp, s, rows)
             other_generators = measure_other_generators(bed, traffic, lan, tmp, s, rows, modes)
+            bare = measure_without_offload(bed, traffic, lan, tmp, s, rows)
             program_ns, switch_ns = measure_program(bed, traffic, lan, tmp, s, rows)
+            program6_ns, switch6_ns = measure_program(bed, traffic, lan, tmp, s, rows, ipv6=True)
             bucket = frames.bucket_of_host(lan.hosts[0][0], lan.buckets)
             say(f"timing {s.writes} MODIFYs of bucket {bucket} ...")
             lat = time_moves(lan, tmp, s.writes, bucket)
@@ -137,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"what": "move: P4Runtime MODIFY", "writes": len(lat), "median_ms": round(move_ms, 3),
                          "p99_ms": round(p99, 3), "max_ms": round(max(lat), 3)})
             say(f"  median {move_ms:.3f} ms, p99 {p99:.3f} ms")
+            restarts = restart.measure_restarts(bed, traffic, lan, tmp, rows, restart.Reconfigure(
+                wait_grpc=lambda: wait_grpc(bed, testbed.GRPC_ADDR), configure=lambda: configure(lan, tmp)), say)
             if bmv2_tool is not None:
                 rows.append({"what": f"BMv2: {bmv2_tool.describe()}"})
                 try:
@@ -153,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
             say("testbed removed")
 
     head = {key: median_trial(ts) for key, ts in switch.items()}
+    bare_head = {key: median_trial(ts) for key, ts in bare.items()}
+    bare_ratio = (bare_head[f"IPv6 host -> gateway {SIZES6[0]}"].pps_per_cpu_second
+                  / bare_head["host -> gateway 64"].pps_per_cpu_second) if bare_head else None
     h64, h1400, g64 = head["host -> gateway 64"], head["host -> gateway 1400"], head["gateway -> host 64"]
     v6_small, v6_1400 = head[f"IPv6 host -> gateway {SIZES6[0]}"], head["IPv6 host -> gateway 1400"]
     runs = f"median of {s.repeat} run{'s' if s.repeat > 1 else ''} of {s.seconds:g} s"
@@ -200,6 +234,19 @@ def main(argv: list[str] | None = None) -> int:
             f"run time per frame of the switch's tc program (the kernel's run-time statistics, one more host -> gateway "
             f"64 B run) of the {switch_ns:.0f} ns per frame the switch spent in that run; the rest is the kernel's "
             f"veth receive, skb and transmit work")),
+        f"tc_program_ns_ipv6_{SIZES6[0]}": Metric(program6_ns, "ns", note=(
+            f"as tc_program_ns_64 for the IPv6 row's frames ({SIZES6[0]} B), of the {switch6_ns:.0f} ns per frame the "
+            f"switch spent in that run")),
+        "ipv6_over_ipv4_64": Metric(v6_small.pps_per_cpu_second / h64.pps_per_cpu_second if h64.pps_per_cpu_second else None,
+                                    "x", goal=IPV6_GOAL_RATIO, note=(
+            f"switch_pps_ipv6_{SIZES6[0]} / switch_pps_64, the same switch, state and run: IPv6 within "
+            f"{1 - IPV6_GOAL_RATIO:.0%} of IPv4 is the goal")),
+        "ipv6_over_ipv4_64_no_offload": Metric(bare_ratio, "x", note=(
+            "negative control of ipv6_over_ipv4_64, must come out lower: the same two rows with frames handed over "
+            "without checksum offload state (the switch port's GRO then verifies each IPv6 frame's UDP checksum in "
+            "software, and none of the IPv4 frames', whose checksum is zero)" if bare_ratio is not None else
+            f"not measured: the {traffic.mode} generator has no checksum offload state to drop")),
+        **restart_metrics(restarts),
         "rig_pps_64": Metric(rig_pps, "pps", note=(
             f"rig, not the shipped process: sgw-dpbench live, the eBPF programs configured directly, one repeated "
             f"frame whose gateway MAC is its vmac, generator + switch + sink on one core, counted by the switch's own "
@@ -230,14 +277,16 @@ def main(argv: list[str] | None = None) -> int:
         ],
         title="supergw dataplane: the shipped switch on one core, and bucket moves",
         log_y=bool(bmv2),  # BMv2 sits two orders of magnitude below the eBPF lines
-        failures=[{"trial": "BMv2", "why": bmv2_missing}] if bmv2_failed else (),
+        failures=[*([{"trial": "BMv2", "why": bmv2_missing}] if bmv2_failed else []), *restart_failures(restarts)],
         method=method_text(switch_cpu, traffic_cpu, s.seconds, s.repeat, s.writes, s.rig_packets, s.rig_repeat,
                            N_HOSTS, BUCKETS, NO_LOSS, SIZES6[0], traffic.mode)
         + f"\n\nLoad average before this run: {load1:.2f} (1 min), {load5:.2f} (5 min) on {ncpu} CPUs."
         " On a shared machine the rates move with other work; run it on an idle one for stable numbers.",
     )
     say(f"wrote {paths.json}, {paths.markdown.name}, {paths.png.name}")
-    return 1 if bmv2_failed else 0
+    for f in restart_failures(restarts):
+        say(f"FAILED: {f['trial']}: {f['why']}")
+    return 1 if bmv2_failed or restart_failures(restarts) else 0
 
 
 if __name__ == "__main__":

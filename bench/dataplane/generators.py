@@ -89,6 +89,9 @@ class Traffic:
 
     binary: Path
     mode: str = "auto"
+    # af-packet-tx-ring: UDP frames with checksum offload state (CHECKSUM_PARTIAL), as a host's
+    # stack hands them over; False: without (the receiving GRO verifies their checksums).
+    checksum_offload: bool = True
 
     @classmethod
     def build(cls, repo: Path) -> Traffic:
@@ -107,7 +110,7 @@ class Traffic:
         (the kernel's statistics are on for this run only)."""
         argv = [str(self.binary), "-gen", gen, "-frames", str(plan), "-seconds", f"{seconds:g}", "-cpu", str(cpu),
                 "-vmac-base", vmac_base, "-bucket-mask", str(buckets - 1),
-                "-gen-mode", self.mode,
+                "-gen-mode", self.mode, *([] if self.checksum_offload else ["-no-checksum-offload"]),
                 *(a for s in sinks for a in ("-sink", s)), *(["-rate", f"{rate:.0f}"] if rate else []),
                 *(a for p in prog_stats or [] for a in ("-prog-stats", p))]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=False)

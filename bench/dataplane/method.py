@@ -37,7 +37,12 @@ program run with `BPF_PROG_RUN` + `BPF_F_TEST_XDP_LIVE_FRAMES` (the kernel build
 from a recycled page and transmits it; the program writes the plan frame's headers), or an
 AF_PACKET TX ring with the qdisc bypassed (the generator writes whole plan frames into a shared
 ring, one `send()` per batch; the kernel allocates an skb and copies each frame, on the
-traffic core). The switch's side differs between them: a live frame reaches the switch port
+traffic core; UDP frames go with checksum offload state, CHECKSUM_PARTIAL, as a host's stack
+hands them to a NIC or veth, so the switch port's GRO does not verify in software a checksum
+no NIC- or stack-fed port verifies: IPv6's is mandatory, and frames without that state cost
+IPv6 a software checksum per frame that the IPv4 frames, whose UDP checksum is zero, never
+pay; the generator's sending ends have TSO off, else veth would hand its frames to the
+switch port's backlog on the traffic core instead of its NAPI thread). The switch's side differs between them: a live frame reaches the switch port
 as an XDP frame and the switch's core builds its skb; a TX-ring frame arrives as an skb built
 on the traffic core. So `switch_pps_64_by_*` runs host -> gateway 64 B with every mode the
 kernel allows, side by side (a refused mode is null with the kernel's answer). Frame i is
@@ -79,7 +84,9 @@ the core's busy seconds from `/proc/stat` (wall minus idle and iowait: other tas
 included, so frames per busy second of the core, `pps_per_core_second`, is a lower bound).
 Figures are the median of {repeat} run(s) of {seconds:g} s.
 
-**Where the time goes**: `tc_program_ns_64` comes from one more host -> gateway 64 B run with
+**IPv6 against IPv4**: `ipv6_over_ipv4_64` = `switch_pps_ipv6_{ipv6_size}` / `switch_pps_64`, goal >= 0.9.
+
+**Where the time goes**: `tc_program_ns_64` (and `tc_program_ns_ipv6_{ipv6_size}` for the IPv6 row's frames) comes from one more host -> gateway run with
 the kernel's eBPF run-time statistics on (`BPF_ENABLE_STATS`, held by sgw-traffic for that run
 only; it adds two clock reads per program run): the kernel's run time / run count of the
 switch's tc program on the host port, i.e. the program and the helpers it calls (map lookups, redirect),
@@ -93,6 +100,16 @@ P4Runtime, no switch process), one repeated frame whose bucket's gateway MAC is 
 the rewrite writes nothing), generator, switch and sink on one core (softirq, no threaded
 NAPI), frames per wall-clock second counted by the switch's own port tx counter. The
 `progrun` row times the tc program alone (`BPF_PROG_RUN`, no I/O, one cached frame).
+
+**Switch restarts under traffic** (`restart.py`): 16 hosts send 1,000 frames/s each host ->
+gateway (64 B, paced, checked as above) for 6 s; 2 s in the switch process is replaced:
+`switch_restart_lost` SIGTERM and a new supergw-switch started at once (systemctl restart, a
+package upgrade), `switch_crash_lost` SIGKILL and a new one; each = frames sent - delivered over
+the whole run, with no controller (the new switch has only the data plane it adopted and its
+journal). `switch_restart_control_lost` is the negative control: the same restart of a switch
+started with `--teardown-on-exit`, whose data plane goes with its process, as every switch's
+did before restarts were lossless, configured again over P4Runtime as soon as it answers (the
+controller's reconcile); it must lose, or the benchmark fails.
 
 **`move_rtt_ms`** - {writes} single-update P4Runtime `Write` RPCs (`bench/dataplane/control.py`),
 each a MODIFY of one bucket entry, alternating between the two gateways, timed from send to

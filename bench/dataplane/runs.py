@@ -241,24 +241,53 @@ def measure_other_generators(
     return out
 
 
-def measure_program(bed: testbed.Testbed, traffic: Traffic, lan: Lan, tmp: Path, s: Settings,
-                    rows: list[dict[str, object]]) -> tuple[float, float]:
-    """One more host -> gateway 64 B run with the kernel's program statistics on
-    (BPF_ENABLE_STATS, held by sgw-traffic for that run): the ns per frame of the tc program on
-    the switch's host port, and the switch's CPU ns per frame in the same run."""
+def measure_without_offload(
+    bed: testbed.Testbed, traffic: Traffic, lan: Lan, tmp: Path, s: Settings, rows: list[dict[str, object]],
+) -> dict[str, list[trial.Trial]]:
+    """The negative control of the IPv6 row: host -> gateway IPv4 64 B and IPv6 66 B again with
+    frames handed over without checksum offload state (`sgw-traffic -no-checksum-offload`), so
+    that the switch port's GRO verifies every non-zero UDP checksum in software: IPv6's
+    (mandatory) but not the IPv4 frames' (zero). The IPv6/IPv4 ratio must come out worse."""
+    if traffic.mode != "af-packet-tx-ring":
+        return {}
+    bare = dataclasses.replace(traffic, checksum_offload=False)
+    meter = SwitchMeter(bed.switch_cpu, bed.switch_threads, bed.switch_pid)
     to_gateway, _ = directions(lan)
+    out: dict[str, list[trial.Trial]] = {}
+    for direction, size in ((to_gateway, 64), (direction_ipv6(lan), SIZES6[0])):
+        plan = plan_file(tmp, lan, direction, size)
+        key = f"{direction.label} {size}"
+        out[key] = []
+        for attempt in range(1, s.repeat + 1):
+            t = trial.run(bare, direction, plan, size, s.seconds, bed.traffic_cpu, meter, lan.vmac_base, lan.buckets)
+            rows.append({**t.row(), "what": f"no checksum offload state: supergw-switch {key} B"})
+            out[key].append(t)
+            say(f"no checksum offload state, {key} B {attempt}/{s.repeat}: {t.pps_per_cpu_second:,.0f} frames per "
+                f"switch CPU-second")
+    return out
+
+
+def measure_program(bed: testbed.Testbed, traffic: Traffic, lan: Lan, tmp: Path, s: Settings,
+                    rows: list[dict[str, object]], ipv6: bool = False) -> tuple[float, float]:
+    """One more host -> gateway run (64 B; IPv6: its smallest, SIZES6[0]) with the kernel's
+    program statistics on (BPF_ENABLE_STATS, held by sgw-traffic for that run): the ns per
+    frame of the tc program on the switch's host port, and the switch's CPU ns per frame in
+    the same run."""
+    to_gateway = direction_ipv6(lan) if ipv6 else directions(lan)[0]
+    size = SIZES6[0] if ipv6 else 64
     host_port = f"{testbed.SWITCH_NS}:{testbed.SWITCH_IFACES[testbed.HOST_PORT]}"
     meter = SwitchMeter(bed.switch_cpu, bed.switch_threads, bed.switch_pid)
-    t = trial.run(traffic, to_gateway, plan_file(tmp, lan, to_gateway, 64), 64, s.seconds, bed.traffic_cpu, meter,
+    t = trial.run(traffic, to_gateway, plan_file(tmp, lan, to_gateway, size), size, s.seconds, bed.traffic_cpu, meter,
                   lan.vmac_base, lan.buckets, prog_stats=[host_port])
     progs = [p for p in t.traffic.programs if p.name == "sgw_ingress"]
     if len(progs) != 1:
         raise testbed.TestbedError(f"{host_port}: want the switch's sgw_ingress attached once, found {t.traffic.programs}")
     runs = progs[0]
     switch_ns = 1e9 / t.pps_per_cpu_second if t.pps_per_cpu_second else 0.0
-    rows.append({**t.row(), "what": "profile: supergw-switch host -> gateway 64 B, eBPF run-time statistics on",
+    rows.append({**t.row(), "what": f"profile: supergw-switch {to_gateway.label} {size} B, eBPF run-time statistics on",
                  "tc_program_runs": runs.runs, "tc_program_ns_per_run": round(runs.ns_per_run, 1)})
-    say(f"profile: the tc program ran {runs.ns_per_run:.0f} ns per frame of the switch's {switch_ns:.0f} ns")
+    say(f"profile ({to_gateway.label} {size} B): the tc program ran {runs.ns_per_run:.0f} ns per frame of the "
+        f"switch's {switch_ns:.0f} ns")
     return runs.ns_per_run, switch_ns
 
 

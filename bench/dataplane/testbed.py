@@ -11,7 +11,9 @@ Two cores, two roles. Every veth receives in a NAPI context run by its own kerne
 
 - the switch's ends (p1, p2, p3) on the switch's core: a frame sent into eth0 is received,
   run through the switch's tc program, redirected and transmitted into the next veth by the
-  NAPI thread of the switch's port, on that core and nowhere else. The switch process is
+  NAPI thread of the switch's port, on that core and nowhere else (TSO is off on the sending
+  ends as well: veth bypasses the receiver's NAPI for a socket's frame from a TSO-capable
+  device, veth_skb_is_eligible_for_gro). The switch process is
   pinned there too. TSO/GSO are off on these ends: veth hands a forwarded frame to the
   receiving end's NAPI ring only then; otherwise the receiving end's whole receive
   processing (the sink) would run on the switch's core, in the switch's thread.
@@ -35,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topologies import iproute
-from topologies.switch import SwitchCommand, pin_dir
+from topologies.switch import SwitchCommand, lasting_pin_dir, mount_lasting_pin_root
 from topologies.switchlab import Endpoint, SwitchLab
 
 PREFIX = "sgw-bench"
@@ -49,8 +51,11 @@ HOST_NS = LAB.ns("h")
 GATEWAY_NS = (LAB.ns("g1"), LAB.ns("g2"))
 FAR_END = "eth0"  # the host's and each gateway's interface
 SWITCH_IFACES = LAB.ports()  # P4 port -> the switch's interface
-PIN_DIR = pin_dir(PREFIX)
+# A bpffs that outlives the switch process, as a deployed switch's /sys/fs/bpf: the restart
+# runs (restart.py) replace the process under traffic and the new one adopts the data plane.
+PIN_DIR = lasting_pin_dir(PREFIX)
 DEVICE_ID = 610
+STATE_DIR = Path("/run/supergw-switch") / str(DEVICE_ID)  # the switch's journal (its --state-dir default)
 DPBENCH_DEVICE_ID = 611  # sgw-dpbench builds its own namespace and switch
 BMV2_DEVICE_ID = 612
 BMV2_GRPC_ADDR = "127.0.0.1:9612"
@@ -121,22 +126,30 @@ class Testbed:
         except iproute.NetworkError as exc:
             raise TestbedError(str(exc)) from None
         for ns in (HOST_NS, *GATEWAY_NS):
+            # TSO off on the sending ends too: veth hands a frame to the receiving end's NAPI
+            # only when it "is eligible for GRO", and a socket's frame (the AF_PACKET TX ring's,
+            # destructor sock_wfree) from a TSO-capable veth is not; it would go through the
+            # sender's backlog instead, and the switch's work would run on the traffic core.
+            sh(["ethtool", "-K", FAR_END, "tso", "off", "gso", "off"], ns)
             threaded_napi(ns, FAR_END, self.traffic_cpu, SINK_PRIORITY)
         for dev in SWITCH_IFACES.values():
             sh(["ethtool", "-K", dev, "tso", "off", "gso", "off"], SWITCH_NS)
             self.switch_threads += threaded_napi(SWITCH_NS, dev, self.switch_cpu)
 
-    def start_switch(self) -> None:
+    def start_switch(self, options: tuple[str, ...] = ()) -> None:
         """supergw-switch with its default flags (only what a deployment must name: device id,
-        address, CPU port, pin directory, ports), pinned to the switch's core."""
-        cmd = SwitchCommand("ebpf", DEVICE_ID, GRPC_ADDR, CPU_PORT, SWITCH_IFACES, pin_dir=PIN_DIR, binary=self.switch_bin)
+        address, CPU port, pin directory, ports), pinned to the switch's core; `options`: more
+        flags (the restart runs' negative control)."""
+        mount_lasting_pin_root()
+        cmd = SwitchCommand("ebpf", DEVICE_ID, GRPC_ADDR, CPU_PORT, SWITCH_IFACES, pin_dir=PIN_DIR, binary=self.switch_bin,
+                            target_options=options)
         self._start(self._pinned(cmd), "dataplane-switch.log")
 
     def start_bmv2(self, binary: Path) -> None:
         """simple_switch_grpc on the same veths and core, in the shape docs/environment-notes.md
         gives, but without --log-file/--log-console (a logging BMv2 measures its logger)."""
         self.stop_switch()
-        shutil.rmtree(PIN_DIR, ignore_errors=True)
+        teardown_dataplane()  # else the eBPF program stays on the ports, in front of BMv2
         cmd = SwitchCommand("bmv2", BMV2_DEVICE_ID, BMV2_GRPC_ADDR, CPU_PORT, SWITCH_IFACES, binary=binary)
         self._start(self._pinned(cmd), "dataplane-bmv2.log")
 
@@ -145,17 +158,20 @@ class Testbed:
 
     def _start(self, cmd: list[str], log_name: str) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_name = log_name
         argv = ["ip", "netns", "exec", SWITCH_NS, *cmd]
-        log = open(self.log_dir / log_name, "wb")
+        # A restarted switch appends to its predecessor's log (one story of the run).
+        log = open(self.log_dir / log_name, "ab" if self.log_name == log_name and self.switch else "wb")
         self.switch = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        start_new_session=True)
+        self.log_name = log_name
         log.close()
 
-    def stop_switch(self) -> None:
+    def stop_switch(self, sig: signal.Signals = signal.SIGTERM) -> None:
+        """SIGTERM: supergw-switch exits and leaves its data plane forwarding for the next one
+        (unless started with --teardown-on-exit); SIGKILL: a crash."""
         if self.switch is None or self.switch.poll() is not None:
             return
-        self.switch.send_signal(signal.SIGTERM)
+        self.switch.send_signal(sig)
         try:
             self.switch.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -171,9 +187,16 @@ class Testbed:
         return self.switch.pid if self.switch_alive() and self.switch is not None else None
 
 
+def teardown_dataplane() -> None:
+    """What an eBPF switch left running when it exited (its pins hold its programs on the
+    ports and its maps) and its journal: removing them takes the data plane down."""
+    for d in (PIN_DIR, STATE_DIR):
+        if d.exists():
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def teardown() -> None:
     LAB.teardown()
-    if PIN_DIR.exists():
-        shutil.rmtree(PIN_DIR, ignore_errors=True)
+    teardown_dataplane()
     # namespace deletion is asynchronous for veths; give the kernel a moment
     time.sleep(0.2)

@@ -1,6 +1,9 @@
 """Failover on the real one-site emulation (`make run`): real agents, real tunnels, shipped defaults.
+One way: the probe's request crosses the failed gateway, its answer returns through another
+pair (the whole path, both directions through the failed pair, is the two-site variant's
+headline: `--two-site`).
 
-`python -m bench.failover [--trials 5] [--soak-s 180] [--quick]` (root; uses the running
+`python -m bench.failover [--trials 5] [--soak-s 600] [--quick]` (root; uses the running
 one-site emulation, or boots one through the emulation engine (topologies/emulation.py) and
 stops it again afterwards; run it under `flock /work/.emu.lock`).
 
@@ -36,12 +39,15 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
+from bench.failover.load import liveness_gaps, saturated
 from bench.gaps import FlowGap
 from bench.probes import (GOAL_MS, KINDS, MIN_PROBE_FRAMES, BenchError, busy_pings, frames_entering, inject, ping_probe,
                           read_probe, restore)
 from bench.report import Metric, Series, write_report
+from supergw_proto.reports import DEFAULT_LAN_LIVENESS_INTERVAL_MS, DEFAULT_LAN_LIVENESS_TIMEOUT_MS
 from topologies.configs import HEARTBEAT_MS, MISSED_HEARTBEATS
 from topologies.emulation import Emulation, EmulationError, running_or_booted
 from topologies.poll import Timeout
@@ -156,22 +162,37 @@ class OneSite:
         self.wait_healthy()
         before = self.failovers()
         t0 = time.time()
-        remotes = [str(r.ip) for r in self.topo.remote.hosts]
-        busy_pings([(self.topo.ns(h.name), remotes[i % len(remotes)]) for i, h in enumerate(self.topo.hosts)], seconds)
+        remotes = [(r.name, str(r.ip)) for r in self.topo.remote.hosts]
+        flows = [(self.topo.ns(h.name), self.topo.ns(remotes[i % len(remotes)][0]), remotes[i % len(remotes)][1])
+                 for i, h in enumerate(self.topo.hosts)]
+        ports = {g.port: f"sw-{g.name}" for g in self.topo.gateways}
+        with saturated(flows, seconds), liveness_gaps(self.topo.switch_ns, sorted(ports.values()), seconds) as gaps:
+            busy_pings([(ns, ip) for ns, _, ip in flows], seconds)
         after = self.failovers()
-        dead = [ev for ev in self.api.events(limit=500)
-                if ev.kind == "gateway" and ev.reason == "dead" and ev.ts >= t0]
+        events = [ev for ev in self.api.events(limit=1000) if ev.kind == "gateway" and ev.ts >= t0]
+        dead = [ev for ev in events if ev.reason == "dead"]
+        stale = [ev for ev in events if ev.reason == "stale"]
         st = self.api.status()
         return {"seconds": seconds, "failovers": after - before, "dead_events": len(dead),
                 "dead_detail": [f"{e.src}: {e.detail}" for e in dead][:10],
-                "heartbeats_rejected": st.heartbeats_rejected}
+                "stale_events": len(stale), "stale_detail": [e.detail for e in stale][:10],
+                "liveness_gaps": gaps.result, "heartbeats_rejected": st.heartbeats_rejected}
 
 
-def usable(emu: Emulation) -> str | None:
-    """The benchmark measures the one-site emulation as `make run` boots it."""
-    if emu.spec.several or emu.spec.single.replicated:
-        return "bench.failover measures one site with one controller (make run)"
-    return None if emu.state.phase == "up" else f"it is {emu.state.phase}: {emu.state.failed_stages()}"
+SOAK_LOAD = ("every host's UDP flood through the tunnels (iperf3, 1200 B, 400 Mb/s offered each: more than "
+             "strongSwan's userspace ESP carries, so every gateway's CPU is saturated by IPsec), two busy loops on "
+             "this 2-core machine, and 1200 B pings every 2 ms from every host")
+
+
+def usable_on(switch: str) -> Callable[[Emulation], str | None]:
+    """The benchmark measures the one-site emulation as `make run [SWITCH=bmv2]` boots it."""
+    def usable(emu: Emulation) -> str | None:
+        if emu.spec.several or emu.spec.single.replicated:
+            return "bench.failover measures one site with one controller (make run)"
+        if emu.spec.single.switch.kind != switch:
+            return f"it runs on {emu.spec.single.switch.kind}, this run measures {switch} (--switch)"
+        return None if emu.state.phase == "up" else f"it is {emu.state.phase}: {emu.state.failed_stages()}"
+    return usable
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,15 +203,17 @@ def main(argv: list[str] | None = None) -> int:
         return two_site.main([a for a in argv if a != "--two-site"])
     ap = argparse.ArgumentParser(prog="python -m bench.failover", description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=None, help="trials per kind of failure (default 5; --quick 1)")
-    ap.add_argument("--soak-s", type=float, default=None, help="soak duration in seconds (default 180; --quick 10)")
+    ap.add_argument("--soak-s", type=float, default=None, help="soak duration in seconds (default 600; --quick 10)")
     ap.add_argument("--quick", action="store_true", help="1 trial per kind and a 10 s soak: proves the benchmark "
                                                          "works, measures nothing worth publishing")
+    ap.add_argument("--switch", choices=("ebpf", "bmv2"), default="ebpf",
+                    help="the emulation's switch (default ebpf, the shipped one); bmv2 writes failover-bmv2.*")
     ap.add_argument("--unrecoverable", action="store_true",
                     help="testing the benchmark: probe a remote host that returns through the victim's peer, which "
                          "no failover restores; every trial must be reported as failed")
     args = ap.parse_args(argv)
     args.trials = args.trials if args.trials is not None else (1 if args.quick else 5)
-    args.soak_s = args.soak_s if args.soak_s is not None else (10.0 if args.quick else 180.0)
+    args.soak_s = args.soak_s if args.soak_s is not None else (10.0 if args.quick else 600.0)
     if args.trials < 1 or args.soak_s < 0:
         ap.error("--trials must be >= 1 and --soak-s >= 0")
     if os.geteuid() != 0:
@@ -198,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     trials: list[Trial] = []
     try:
-        with running_or_booted(Emulation.from_file(), usable) as emu:
+        with running_or_booted(Emulation.from_file(switch=args.switch), usable_on(args.switch)) as emu:
             bench = OneSite(emu.site())
             for kind in KINDS:
                 print(f"== {kind}: {args.trials} trials", flush=True)
@@ -226,9 +249,10 @@ def write(trials: list[Trial], soak: dict[str, Any], args: argparse.Namespace) -
         down = sum(1 for t in ts if not t.recovered)
         failed = f"; {down} not recovered (gap = to the end of the run)" if down else ""
         metrics[f"failover_{kind}_ms"] = Metric(round(statistics.median(gaps), 1), "ms", goal=GOAL_MS,
-                                                higher_is_better=False, note=f"median of {len(gaps)}{failed}")
+                                                higher_is_better=False, note=f"one way (request through the victim, "
+                                                f"answer through another pair): median of {len(gaps)}{failed}")
         metrics[f"failover_{kind}_max_ms"] = Metric(max(gaps), "ms", goal=GOAL_MS, higher_is_better=False,
-                                                    note=f"worst of {len(gaps)}{failed}")
+                                                    note=f"one way: worst of {len(gaps)}{failed}")
     sent, lost = sum(t.sent for t in trials), sum(t.lost for t in trials)
     metrics["failover_not_recovered"] = Metric(
         sum(1 for t in trials if not t.recovered), "trials",
@@ -243,15 +267,28 @@ def write(trials: list[Trial], soak: dict[str, Any], args: argparse.Namespace) -
     metrics["refill_max_s"] = Metric(max(refills) if refills else None, "s", note="worst recovery")
     metrics["spurious_failovers_soak"] = Metric(
         soak["failovers"], "failovers",
-        note=f"goal 0; {soak['seconds']:.0f} s under load: two busy loops + 1200 B pings every 2 ms from every host")
+        note=f"goal 0; the controller's, {soak['seconds']:.0f} s at full load ({SOAK_LOAD})")
+    metrics["spurious_dataplane_failovers_soak"] = Metric(
+        soak["stale_events"], "failovers",
+        note=f"goal 0; the switch's own (gateway/stale events: a gateway's buckets sent to its backup), same soak")
+    gaps = soak["liveness_gaps"]
+    worst = max((g["max_gap_ms"] or 0.0 for g in gaps.values()), default=None) if gaps else None
+    metrics["liveness_max_gap_soak_ms"] = Metric(
+        worst, "ms", goal=DEFAULT_LAN_LIVENESS_TIMEOUT_MS, higher_is_better=False,
+        note=("longest silence between two liveness frames of one gateway at the switch's port during the soak "
+              "(kernel receive timestamps), against the switch's timeout: "
+              + "; ".join(f"{k}: {g['frames']} frames, max {g['max_gap_ms']} ms, p99 {g['p99_gap_ms']} ms"
+                          for k, g in sorted(gaps.items()))) if gaps else "not measured")
     rows = [vars(t) for t in trials]
     series = [Series(kind, x=[i + 1 for i, t in enumerate([t for t in trials if t.kind == kind])],
                      y=[t.gap_ms for t in trials if t.kind == kind], xlabel="trial", ylabel="longest gap (ms)")
               for kind in KINDS]
     method = (
-        f"One-site emulation (`make run`, eBPF switch, 3 strongSwan gateways with kernel-libipsec, real agents), "
+        f"One-site emulation (`make run`, {'eBPF' if args.switch == 'ebpf' else 'BMv2'} switch, 3 strongSwan gateways with kernel-libipsec, real agents), "
         f"shipped defaults: UDP heartbeats every {HEARTBEAT_MS} ms, dead after {MISSED_HEARTBEATS} missed, "
-        "port monitor on. Per trial: a LAN host pings a remote host every 10 ms (`ping -D -O -i 0.01 -W 1`, 500 "
+        f"port monitor on; the switch's own failover on: each agent's liveness frame every "
+        f"{DEFAULT_LAN_LIVENESS_INTERVAL_MS} ms, a gateway silent for {DEFAULT_LAN_LIVENESS_TIMEOUT_MS} ms has its "
+        "buckets sent to its backup by the switch (docs/pipeline-contract.md, 'Gateway liveness'). Per trial: a LAN host pings a remote host every 10 ms (`ping -D -O -i 0.01 -W 1`, 500 "
         "probes); its probe is checked to enter the gateway the controller says serves it (>= 50 frames into that "
         "gateway's LAN port in 1 s); then that gateway is frozen (SIGSTOP charon + agent), killed (SIGKILL both) or "
         "unplugged (its LAN interface down). The probe is read by bench/gaps.py: `sent` probes over the whole run, "
@@ -261,18 +298,27 @@ def write(trials: list[Trial], soak: dict[str, Any], args: argparse.Namespace) -
         "(the send of the last probe), whichever is longest; `tail_ms` = last answer -> end of the run. A flow whose "
         f"tail exceeds {GOAL_MS:.0f} ms (or with no answer after the failure) has not recovered: its gap runs to the "
         "end of the run, the trial is listed under the failed trials and the benchmark exits 1. "
-        "The remote host's return path avoids the victim (one-site "
-        "topology: the remote side is routed peers). detect_ms: failure to the controller's 'gateway dead' event. "
+        "**One way**: the remote host's return path avoids the victim's pair. In the one-site topology the remote "
+        "side is stock strongSwan peers, not a super gateway: the victim's peer would keep sending the answers into "
+        "the dead tunnel until its IKE dead-peer detection (about 20 s), which no LAN-side failover shortens. So "
+        "these figures cover the request's half of the path; both directions through a failed pair are measured on "
+        "two super gateways facing each other (`python -m bench.failover --two-site`, "
+        "bench/results/failover-two-site.md). detect_ms: failure to the controller's 'gateway dead' event. "
         "refill_s: restore (SIGCONT / `supergw-gateway up` + new agent / link up) until the victim holds "
         f"floor(K x weight / total weight) buckets again, on an otherwise idle system. {args.trials} trials per kind. "
-        f"Soak: {soak['seconds']:.0f} s with two busy loops on this 2-core machine and 1200-byte pings every 2 ms from "
-        f"every host through the tunnels; failovers counted from /api/v1/status (dead events: "
-        f"{soak['dead_events']}, {soak['dead_detail']}; UDP heartbeats rejected: {soak['heartbeats_rejected']}). "
+        f"Soak: {soak['seconds']:.0f} s at full load ({SOAK_LOAD}); the controller's failovers counted from "
+        f"/api/v1/status (dead events: {soak['dead_events']}, {soak['dead_detail']}; UDP heartbeats rejected: "
+        f"{soak['heartbeats_rejected']}), the switch's own from its gateway/stale events ({soak['stale_events']}, "
+        f"{soak['stale_detail']}), and every liveness frame's arrival at the switch's gateway ports taken with its "
+        "kernel timestamp (bench/failover/liveness_gaps.py). "
         "The machine is shared with other work, so this is a loaded machine."
         + (" **Run with --unrecoverable (testing the benchmark): the probes returned through the victim's peer, "
            "which no failover restores.**" if args.unrecoverable else "")
     )
-    paths = write_report("failover", metrics, rows, series, title="Gateway failover on the emulation (shipped defaults)",
+    name, on = ("failover", "") if args.switch == "ebpf" else (f"failover-{args.switch}", f", {args.switch} switch")
+    paths = write_report(name, metrics, rows, series,
+                         title="Gateway failover on the one-site emulation, one way: the request crosses the failed "
+                               f"gateway (shipped defaults{on})",
                          method=method, failures=[f for t in trials if (f := t.failure()) is not None])
     print(f"wrote {paths.json}, {paths.markdown}, {paths.png}")
 

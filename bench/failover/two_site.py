@@ -1,6 +1,6 @@
 """Failover on the two-site emulation, both directions: real agents, real tunnels, shipped defaults.
 
-`measure(trials)` is what bench/scaling calls; `python -m bench.failover --two-site
+`measure(trials)` returns the summary keys; `python -m bench.failover --two-site
 [--trials 5]` writes bench/results/failover-two-site.{json,md,png}. Root; run it under
 `flock /tmp/supergw-netns.lock`. It uses the running two-site emulation when one is up and
 otherwise boots `topologies/two-site.yaml` through the emulation engine (and stops it again
@@ -8,18 +8,24 @@ afterwards).
 
 Each trial fails gateway i of site A (i = trial number modulo N) -- freeze (SIGSTOP of its
 charon and agent, link up), kill (SIGKILL of both) or link (its LAN interface down) -- while
-two flows cross its pair, one each way, each returning over another pair (a host's bucket is
-the one its ARP cache's virtual MAC for IP_G names: what the switch dispatches on):
+three flows cross its pair (a host's bucket is the one its ARP cache's virtual MAC for IP_G
+names: what the switch dispatches on):
 
+    both:    host a3 pings host b3;  a3's bucket pinned to agw_i at site A,  b3's to bgw_i at B
     A -> B:  host a1 pings host b1;  a1's bucket pinned to agw_i at site A,  b1's to bgw_j at B
     B -> A:  host b2 pings host a2;  b2's bucket pinned to bgw_i at site B,  a2's to agw_j at A
 
-Each flow is seen entering its gateway's LAN port before the failure (or the trial stops and
-says so). Each probe is read by bench/gaps.py: probes sent and answered over the whole run,
+The first crosses the victim's pair in both directions (its request enters agw_i, its answer
+bgw_i): the whole path a user of the pair has, and the headline. The other two return over
+another pair, so each measures one site's reaction alone.
+
+Each one-way flow is seen entering its gateway's LAN port before the failure (or the trial
+stops and says so; the both-ways flow enters the same two ports). Each probe is read by bench/gaps.py: probes sent and answered over the whole run,
 and the gap from the last answer before the failure to the first answer after it (or to the
-end of the run when the answers do not come back). The A -> B flow's gap is the time until
-site A stops using agw_i, the B -> A flow's the time until site B stops using its partner
-bgw_i (pair beacons through the tunnel). A flow whose answers are not back within GOAL_MS of
+end of the run when the answers do not come back). The both-ways flow's gap is the time until
+both sites stop using the pair, the A -> B flow's the time until site A stops using agw_i, the
+B -> A flow's the time until site B stops using its partner bgw_i (pair beacons through the
+tunnel). A flow whose answers are not back within GOAL_MS of
 the end of its run has not recovered: its trial fails (`measure` raises, `main` lists it in
 the report and exits 1). Pins make the flows independent of the rebalancer; a pin to a dead
 gateway is failed over like any bucket, and the pins are removed after each trial. Then the
@@ -52,7 +58,7 @@ from topologies.poll import Timeout
 from topologies.schema import TWO_SITE_TOPOLOGY
 from topologies.site import Site
 
-DIRECTIONS = ("a_to_b", "b_to_a")
+DIRECTIONS = ("both", "a_to_b", "b_to_a")  # "both": the flow whose request and answer both cross the victim's pair
 
 __all__ = ["KINDS", "BenchError", "Trial", "measure", "run_trials", "summarize"]
 
@@ -65,13 +71,14 @@ class Trial:
     partner: str
     flow_a_to_b: FlowGap  # bench/gaps.py: sent, answered, lost, gap, tail, recovered
     flow_b_to_a: FlowGap
+    flow_both: FlowGap  # request through the victim, answer through its partner
     detect_a_ms: float | None  # failure -> site A's "gateway dead" event for the victim
     detect_b_ms: float | None  # failure -> site B's "gateway dead" event for the partner
     why_b: str  # site B's reason
     restore_s: float | None  # restored -> both sites all alive, partners up
 
     def flows(self) -> dict[str, FlowGap]:
-        return {"a_to_b": self.flow_a_to_b, "b_to_a": self.flow_b_to_a}
+        return {"both": self.flow_both, "a_to_b": self.flow_a_to_b, "b_to_a": self.flow_b_to_a}
 
     def gap_ms(self, direction: str) -> float:
         return self.flows()[direction].gap_ms
@@ -101,9 +108,9 @@ class TwoSites:
     def __init__(self, emu: Emulation) -> None:
         self.a, self.b = emu.sites
         n, hosts = len(self.a.topo.gateways), min(len(self.a.topo.hosts), len(self.b.topo.hosts))
-        if n < 2 or hosts < 2:
-            raise BenchError(f"two-site failover needs >= 2 gateways and >= 2 hosts per site (has {n} and {hosts}): "
-                             "each flow returns over another pair")
+        if n < 2 or hosts < 3:
+            raise BenchError(f"two-site failover needs >= 2 gateways and >= 3 hosts per site (has {n} and {hosts}): "
+                             "one flow crosses the victim's pair both ways, two return over another pair")
 
     def wait_healthy(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -153,17 +160,19 @@ class TwoSites:
         i, j = round_ % n, (round_ + 1) % n
         victim, other = a.topo.gateways[i].name, a.topo.gateways[j].name
         partner, b_other = b.topo.gateways[i].name, b.topo.gateways[j].name
-        a1, a2, b1, b2 = (self.host_bucket(a, 0), self.host_bucket(a, 1),
-                          self.host_bucket(b, 0), self.host_bucket(b, 1))
-        if a1 == a2 or b1 == b2:
-            raise BenchError(f"hosts 1 and 2 share a bucket at a site (A {a1}/{a2}, B {b1}/{b2}): "
-                             "the two flows cannot be separated")
+        a1, a2, a3 = (self.host_bucket(a, k) for k in range(3))
+        b1, b2, b3 = (self.host_bucket(b, k) for k in range(3))
+        if len({a1, a2, a3}) < 3 or len({b1, b2, b3}) < 3:
+            raise BenchError(f"hosts 1-3 share a bucket at a site (A {a1}/{a2}/{a3}, B {b1}/{b2}/{b3}): "
+                             "the three flows cannot be separated")
         pids = a.gateway_pids(victim)
-        ah1, ah2 = a.topo.hosts[0], a.topo.hosts[1]
-        bh1, bh2 = b.topo.hosts[0], b.topo.hosts[1]
-        with self.pinned([(a, a1, victim), (a, a2, other), (b, b2, partner), (b, b1, b_other)]):
+        ah1, ah2, ah3 = a.topo.hosts[:3]
+        bh1, bh2, bh3 = b.topo.hosts[:3]
+        with self.pinned([(a, a1, victim), (a, a2, other), (a, a3, victim),
+                          (b, b2, partner), (b, b1, b_other), (b, b3, partner)]):
             time.sleep(0.3)  # the pin moves are written before the probes start
             probes = {
+                "both": ping_probe(a.topo.ns(ah3.name), str(bh3.ip)),
                 "a_to_b": ping_probe(a.topo.ns(ah1.name), str(bh1.ip)),
                 "b_to_a": ping_probe(b.topo.ns(bh2.name), str(ah2.ip)),
             }
@@ -185,7 +194,8 @@ class TwoSites:
                     if p.poll() is None:
                         p.kill()
                         p.wait()
-            names = {"a_to_b": f"{ah1.name} -> {bh1.name}", "b_to_a": f"{bh2.name} -> {ah2.name}"}
+            names = {"both": f"{ah3.name} -> {bh3.name}", "a_to_b": f"{ah1.name} -> {bh1.name}",
+                     "b_to_a": f"{bh2.name} -> {ah2.name}"}
             flows = {d: read_probe(names[d], outs[d], t_inject, GOAL_MS / 1000) for d in DIRECTIONS}
             dead_a, dead_b = dead_event(a, victim, t_inject), dead_event(b, partner, t_inject)
             t_restore = time.monotonic()
@@ -197,12 +207,13 @@ class TwoSites:
         except BenchError as exc:
             print(f"  {exc}", flush=True)
             restore_s = None
-        t = Trial(kind, round_, victim, partner, flows["a_to_b"], flows["b_to_a"],
+        t = Trial(kind, round_, victim, partner, flows["a_to_b"], flows["b_to_a"], flows["both"],
                   None if dead_a is None else round(1000 * (dead_a[0] - t_inject), 1),
                   None if dead_b is None else round(1000 * (dead_b[0] - t_inject), 1),
                   "" if dead_b is None else dead_b[1], restore_s)
         failed = "".join(f"; FAILED {f['direction']}: {f['problem']}" for f in t.failures())
-        print(f"  {kind:6s} {victim}/{partner}: gap A->B {t.gap_ms('a_to_b'):.0f} ms "
+        print(f"  {kind:6s} {victim}/{partner}: gap both ways {t.gap_ms('both'):.0f} ms "
+              f"({t.flow_both.lost} of {t.flow_both.sent} lost), A->B {t.gap_ms('a_to_b'):.0f} ms "
               f"({t.flow_a_to_b.lost} of {t.flow_a_to_b.sent} lost), B->A {t.gap_ms('b_to_a'):.0f} ms "
               f"({t.flow_b_to_a.lost} of {t.flow_b_to_a.sent} lost); "
               f"dead at A after {t.detect_a_ms} ms, at B after {t.detect_b_ms} ms ({t.why_b or 'no event'}); "
@@ -219,9 +230,12 @@ class TwoSites:
         t0 = time.time()
         busy_pings([(src.topo.ns(h.name), str(dst.topo.hosts[k % len(dst.topo.hosts)].ip))
                     for src, dst in ((self.a, self.b), (self.b, self.a)) for k, h in enumerate(src.topo.hosts)], seconds)
-        dead = [(s.prefix, ev) for s in (self.a, self.b) for ev in s.api().events(limit=1000)
-                if ev.kind == "gateway" and ev.reason == "dead" and ev.ts >= t0]
-        return {"seconds": seconds, "dead_events": len(dead),
+        events = [(s.prefix, ev) for s in (self.a, self.b) for ev in s.api().events(limit=1000)
+                  if ev.kind == "gateway" and ev.ts >= t0]
+        dead = [(p, ev) for p, ev in events if ev.reason == "dead"]
+        stale = [(p, ev) for p, ev in events if ev.reason == "stale"]  # the switches' own failovers
+        return {"seconds": seconds, "dead_events": len(dead), "stale_events": len(stale),
+                "stale_detail": [f"{p}: {ev.detail}" for p, ev in stale][:10],
                 "partner_down_events": sum(1 for _, ev in dead if ev.detail.startswith("partner down")),
                 "detail": [f"{p}: {ev.src}: {ev.detail}" for p, ev in dead][:10]}
 
@@ -275,12 +289,13 @@ def summarize(trials: Sequence[Trial]) -> dict[str, float]:
     out: dict[str, float] = {}
     for kind in dict.fromkeys(t.kind for t in trials):
         ts = [t for t in trials if t.kind == kind]
+        both = statistics.median(t.gap_ms("both") for t in ts)
         a_to_b = statistics.median(t.gap_ms("a_to_b") for t in ts)
         b_to_a = statistics.median(t.gap_ms("b_to_a") for t in ts)
-        out[f"failover_{kind}_ms"] = round(max(a_to_b, b_to_a), 1)
+        out[f"failover_{kind}_ms"] = round(both, 1)
         out[f"failover_{kind}_a_to_b_ms"] = round(a_to_b, 1)
         out[f"failover_{kind}_b_to_a_ms"] = round(b_to_a, 1)
-        out[f"failover_{kind}_max_ms"] = max(max(t.gap_ms("a_to_b"), t.gap_ms("b_to_a")) for t in ts)
+        out[f"failover_{kind}_max_ms"] = max(t.gap_ms(d) for t in ts for d in DIRECTIONS)
     return out
 
 
@@ -295,9 +310,10 @@ def measure(trials: int = 5, kinds: Sequence[str] = KINDS, topology: Path = TWO_
     Uses the running two-site emulation when one is up; otherwise boots `topology` and stops it
     afterwards. Needs root; call it under
     `flock /work/.emu.lock`. Keys, for each kind in `kinds`:
-    `failover_<kind>_ms` (the worse direction's median), `failover_<kind>_a_to_b_ms` and
-    `failover_<kind>_b_to_a_ms` (median gap of a flow entering the victim's pair at site A,
-    resp. site B), `failover_<kind>_max_ms` (worst trial, either direction); each gap as
+    `failover_<kind>_ms` (median gap of the flow whose request and answer both cross the
+    victim's pair: the whole path), `failover_<kind>_a_to_b_ms` and `failover_<kind>_b_to_a_ms`
+    (median gap of a flow entering the victim's pair at site A, resp. site B, and returning
+    over another pair), `failover_<kind>_max_ms` (worst trial, any flow); each gap as
     bench/gaps.py measures it.
     Raises `BenchError` (bench.failover.two_site) when the emulation cannot be booted or probed,
     and when a flow has not recovered by the end of its run (naming the trials and flows): a
@@ -320,16 +336,20 @@ def write(trials: Sequence[Trial], n_trials: int, topology: str = "topologies/tw
             soak["dead_events"], "failovers",
             note=f"goal 0; {soak['seconds']:.0f} s, 1200 B pings every 2 ms from every host to the other site and two "
                  f"busy loops; {soak['partner_down_events']} of them 'partner down'; {soak['detail']}")
+        metrics["spurious_dataplane_failovers_soak_two_site"] = Metric(
+            soak["stale_events"], "failovers",
+            note=f"goal 0; the switches' own (gateway/stale events of either site), same soak; {soak['stale_detail']}")
     for kind in dict.fromkeys(t.kind for t in trials):
         k = f"failover_{kind}"
         metrics[f"{k}_ms"] = Metric(summary[f"{k}_ms"], "ms", goal=GOAL_MS, higher_is_better=False,
-                                    note="median, the worse of the two directions")
+                                    note="median, the flow whose request enters the victim at site A and whose "
+                                         "answer enters its partner at site B: the whole path, both directions")
         for d, label in (("a_to_b", "A -> B flow (enters the victim at site A)"),
                          ("b_to_a", "B -> A flow (enters the victim's partner at site B)")):
             metrics[f"{k}_{d}_ms"] = Metric(summary[f"{k}_{d}_ms"], "ms", goal=GOAL_MS, higher_is_better=False,
                                             note=f"median, {label}")
         metrics[f"{k}_max_ms"] = Metric(summary[f"{k}_max_ms"], "ms", goal=GOAL_MS, higher_is_better=False,
-                                        note="worst trial, either direction")
+                                        note="worst trial, any of the three flows")
         detects = [t.detect_b_ms for t in trials if t.kind == kind and t.detect_b_ms is not None]
         metrics[f"{k}_partner_detect_ms"] = Metric(
             statistics.median(detects) if detects else None, "ms",
@@ -337,12 +357,12 @@ def write(trials: Sequence[Trial], n_trials: int, topology: str = "topologies/tw
     flows = [f for t in trials for f in t.flows().values()]
     metrics["failover_not_recovered"] = Metric(
         sum(1 for f in flows if not f.recovered), "flows",
-        note=f"goal 0; of {len(flows)} (two per trial): answers not back within {GOAL_MS:.0f} ms of the end of the run")
+        note=f"goal 0; of {len(flows)} (three per trial): answers not back within {GOAL_MS:.0f} ms of the end of the run")
     metrics["probe_lost"] = Metric(
         sum(f.lost for f in flows), "probes",
         note=f"of {sum(f.sent for f in flows)} sent by all flows, every probe without an answer within 1 s "
              "(those after the last answer included)")
-    series = [Series(f"{kind} {d.replace('_to_', '->').upper()}",
+    series = [Series(f"{kind} {'both ways' if d == 'both' else d.replace('_to_', '->').upper()}",
                      x=[i + 1 for i in range(sum(1 for t in trials if t.kind == kind))],
                      y=[t.gap_ms(d) for t in trials if t.kind == kind],
                      xlabel="trial", ylabel="longest gap (ms)")
@@ -353,15 +373,18 @@ def write(trials: Sequence[Trial], n_trials: int, topology: str = "topologies/tw
         f"{HEARTBEAT_MS} ms, dead after {MISSED_HEARTBEATS} missed; pair beacons between the agents of each pair "
         f"through their tunnel at the same cadence, partner down after {MISSED_HEARTBEATS} missed (or when the "
         "partner says its charon or LAN is down); port monitor on. Per trial gateway i of site A is frozen (SIGSTOP "
-        "charon + agent, link up), killed (SIGKILL both) or unplugged (its LAN interface down) while two flows cross "
-        "its pair, one each way (`ping -D -O -i 0.01 -W 1`, 500 probes, failure after 1 s), each returning over "
-        "another pair (host buckets pinned for the trial; each flow checked to enter the victim's pair, >= 50 frames "
-        "in 1 s, before the failure). Each probe is read by bench/gaps.py: `sent` probes over the whole run, "
+        "charon + agent, link up), killed (SIGKILL both) or unplugged (its LAN interface down) while three flows "
+        "cross its pair (`ping -D -O -i 0.01 -W 1`, 500 probes, failure after 1 s; host buckets pinned for the "
+        "trial): one whose request enters the victim at site A and whose answer enters its partner at site B (both "
+        "directions through the pair: the headline `failover_<kind>_ms`), and one each way returning over another "
+        "pair (each checked to enter the victim's pair, >= 50 frames in 1 s, before the failure). Each probe is "
+        "read by bench/gaps.py: `sent` probes over the whole run, "
         "`lost` = sent - those answered within 1 s (the probes after the last answer included); the gap runs from "
         "the arrival of the last answer to a probe sent before the failure to the first answer to a probe sent after "
         "it, or between later answers, or from the last answer to the end of the run (the send of the last probe), "
-        "whichever is longest. The A -> B flow's gap is the time until site A stops using the victim, the B -> A "
-        "flow's the time until site B stops using the victim's partner. A flow whose answers are not back within "
+        "whichever is longest. The both-ways flow's gap is the time until both sites stop using the pair, the "
+        "A -> B flow's the time until site A stops using the victim, the B -> A flow's the time until site B stops "
+        "using the victim's partner. A flow whose answers are not back within "
         f"{GOAL_MS:.0f} ms of the end of its run (or never came after the failure) has not recovered: its gap runs "
         "to the end of the run, the trial is listed under the failed trials and the benchmark exits 1. "
         f"{n_trials} trials per kind, i rotating over the pairs; the victim is restored and both sites are healthy "

@@ -1,15 +1,18 @@
-"""The gateway benchmark's figure: IPsec throughput gain of each tuning configuration over
-the default, per backend (median, with the range of the per-round gains as error bars)."""
+"""The gateway benchmark's figure: left, the IPsec gain of each tuning configuration over the
+default per backend (mean of per-round ratios, error bars its 95 % interval); right, IPsec /
+plain IP per write size for the default and the whole profile (the paper's sweep)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from bench.gateway.stats import Interval
 from bench.gateway.tuning import Row
 
 
-def plot_gains(path: Path, title: str, tables: Mapping[str, Sequence[Row]]) -> None:
+def plot(path: Path, title: str, tables: Mapping[str, Sequence[Row]],
+         ratios: Mapping[str, Mapping[str, Sequence[tuple[int, Interval | None]]]]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -19,7 +22,7 @@ def plot_gains(path: Path, title: str, tables: Mapping[str, Sequence[Row]]) -> N
     for rows in tables.values():
         configs += [r.config for r in rows if r.config not in configs]
     width = 0.8 / max(1, len(tables))
-    fig, ax = plt.subplots(figsize=(10, 4.8))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(14, 4.8), gridspec_kw={"width_ratios": [3, 2]})
     try:
         for n, (backend, rows) in enumerate(tables.items()):
             by = {r.config: r for r in rows}
@@ -36,10 +39,24 @@ def plot_gains(path: Path, title: str, tables: Mapping[str, Sequence[Row]]) -> N
             ax.bar_label(bars, labels=[f"{y:.2f}" for y in ys], fontsize=7, padding=2)
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
         ax.set_xticks(range(len(configs)), configs, rotation=20)
-        ax.set_ylabel("IPsec throughput / default (median; bars: per-round range)")
-        ax.set_title(title)
+        ax.set_ylabel("IPsec throughput / default (bars: 95 % interval)")
+        ax.set_title(title, fontsize=9)
         ax.legend()
         ax.grid(True, axis="y", alpha=0.3)
+        for backend, by_config in ratios.items():
+            for config, points in by_config.items():
+                pts = [(size, q) for size, q in points if q is not None]
+                if not pts:
+                    continue
+                bx.errorbar([s for s, _ in pts], [q.mean for _, q in pts],
+                            yerr=[[q.mean - q.low for _, q in pts], [q.high - q.mean for _, q in pts]],
+                            marker="o", capsize=3, label=f"{backend} {config}")
+        bx.set_xscale("log", base=2)
+        bx.set_xlabel("bytes per write (iperf3 -l)")
+        bx.set_ylabel("IPsec / plain IP (95 % interval)")
+        bx.set_title("the paper's sweep: IPsec against plain IP", fontsize=9)
+        bx.legend(fontsize=7)
+        bx.grid(True, alpha=0.3)
         fig.tight_layout()
         fig.savefig(path, dpi=110)
     finally:

@@ -24,10 +24,12 @@ class Iperf:
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
 
-    def run(self, seconds: float, attempts: int = 2) -> float | None:
-        """Mb/s received by host-b; None (with the reason printed) when iperf3 keeps failing."""
+    def run(self, seconds: float, length: int | None = None, attempts: int = 2) -> float | None:
+        """Mb/s received by host-b (`length`: bytes per write, iperf3 -l; None: its default);
+        None (with the reason printed) when iperf3 keeps failing."""
         argv = ["ip", "netns", "exec", self.lab.host_ns("a"), "iperf3", "-c", self.lab.sites["b"].host_ip,
-                "-p", str(PORT), "-t", str(seconds), "-O", "1", "-J", "--connect-timeout", "5000"]
+                "-p", str(PORT), "-t", str(seconds), "-O", "1", "-J", "--connect-timeout", "5000",
+                *([] if length is None else ["-l", str(length)])]
         for attempt in range(attempts):
             try:
                 p = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 20)

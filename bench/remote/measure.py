@@ -21,6 +21,7 @@ from bench.gaps import FlowGap, ProbeOutputError, ping_flow
 from supergw_gateway.errors import GatewayError
 from supergw_gateway.ra.client import ClientState, Followed, RemoteClient, follow_move
 from topologies import raclients
+from topologies.drop_counts import unknown_port_drops
 from topologies.model import RemoteAccessSpec
 from topologies.poll import wait_until
 from topologies.site import Site
@@ -207,13 +208,57 @@ def ike_round(site: Site, fleet: Sequence[RemoteClient], timeout_s: float = 120.
 # --- (c) client failover ------------------------------------------------------------------
 
 PROBE_INTERVAL_S = 0.1
+FAULTS = ("kill", "freeze")
+# What a client's libipsec logs (level 1) for ESP it refuses: a replayed or out-of-window sequence
+# number, a packet its keys do not authenticate. A taken-over SA that continues from the wrong place,
+# or a thawed gateway's stale ESP, shows here.
+REFUSED_ESP = ("ESP sequence number verification failed", "ESP decryption or ICV verification failed")
+THAW_WATCH_S = 3.0
+RELEASE_TIMEOUT_S = 60.0
+
+
+def serving(site: Site) -> dict[str, str]:
+    """A client's inner address -> the gateway the outside switch pins it to, as the controller
+    reports it: after a takeover that is the holder of its state, while its address stays in the
+    pool of the gateway it first reached (so `holder` no longer tells)."""
+    return {vip: c.gateway for c in site.api().clients() if c.pinned for vip in c.vips}
+
+
+def served_by(site: Site, fleet: Sequence[RemoteClient], gateway: str) -> list[RemoteClient]:
+    pins, st = serving(site), states(fleet)
+    return [c for c in fleet if (s := st[c.cfg.name]) is not None and s.vip is not None
+            and pins.get(s.vip, holder(site, s)) == gateway]
+
+
+def busiest(site: Site, fleet: Sequence[RemoteClient]) -> str:
+    """The gateway serving the most clients."""
+    return max((g.name for g in site.topo.gateways), key=lambda g: len(served_by(site, fleet, g)))
+
+
+def esp_refused(c: RemoteClient, since: int) -> int:
+    """Lines of `REFUSED_ESP` in the client's charon log after byte offset `since`."""
+    with open(c.charon.log_path, "rb") as f:
+        f.seek(since)
+        text = f.read().decode(errors="replace")
+    return sum(text.count(line) for line in REFUSED_ESP)
+
+
+def log_offsets(fleet: Sequence[RemoteClient]) -> dict[str, int]:
+    return {c.cfg.name: c.charon.log_path.stat().st_size for c in fleet}
 
 
 @dataclass(frozen=True)
 class FailoverTrial:
+    fault: str  # "kill" (SIGKILL) or "freeze" (SIGSTOP, then SIGCONT after the probes)
     victim: str
-    clients: int  # clients the victim held
-    flows: list[FlowGap]  # per client: gap_ms = last answer before the kill -> first answer after it
+    taken_over_by: str | None  # the takeover event's holder (None: no takeover was logged)
+    clients: int  # clients the victim served
+    flows: list[FlowGap]  # per client: gap_ms = last answer before the fault -> first answer after it
+    new_ike_auths: int  # IKE_AUTH exchanges the victim's clients started, fault -> end of probe (their counters)
+    esp_refused: int  # ESP every client's libipsec refused (REFUSED_ESP), fault -> end of probe
+    fence_drops: int | None  # freeze: frames both switches dropped as from a port without a role, thaw -> +3 s
+    thaw_esp_refused: int | None  # freeze: ESP every client refused, thaw -> +3 s
+    thaw_silent: int | None  # freeze: the victim's clients without an answer just after those 3 s
 
     @property
     def recovered(self) -> int:
@@ -226,29 +271,57 @@ def _probe(ns: str, dst: str, seconds: float) -> subprocess.Popen[str]:
                              "-W", "1", "-c", str(count), dst], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def failover(site: Site, fleet: Sequence[RemoteClient], victim: str, budget_s: float, run_s: float) -> FailoverTrial:
-    """Each client the victim holds pings a LAN host every 100 ms; after 2 s the victim's charon
-    and agent are SIGKILLed. Per client, bench/gaps.py reads the gap from its last answer before
-    the kill to its first answer after it; a client still silent `budget_s` before the end of
-    its `run_s` probe has not recovered. Then the victim is restarted."""
-    held = [c for c in fleet if holder(site, states([c])[c.cfg.name]) == victim]
+def failover(site: Site, fleet: Sequence[RemoteClient], victim: str, fault: str, budget_s: float,
+             run_s: float) -> FailoverTrial:
+    """Each client the victim serves pings a LAN host every 100 ms; after 2 s the victim's charon
+    and agent are SIGKILLed (`kill`) or SIGSTOPped (`freeze`). Per client, bench/gaps.py reads
+    the gap from its last answer before the fault to its first answer after it; a client still
+    silent `budget_s` before the end of its `run_s` probe has not recovered. A frozen victim then
+    thaws behind its fence (what it still sends is counted dropped, no client may refuse ESP);
+    a killed one is restarted. Either way the trial ends once the controller released it."""
+    if fault not in FAULTS:
+        raise ValueError(f"fault {fault!r} is not one of {FAULTS}")
+    held = served_by(site, fleet, victim)
     if not held:
-        raise RemoteBenchError(f"{victim} holds no client: nothing to fail over")
+        raise RemoteBenchError(f"{victim} serves no client: nothing to fail over")
+    api = site.api()
     target = str(site.topo.hosts[0].ip)
     pids = site.gateway_pids(victim)
+    auths = {c.cfg.name: c.ike_auths() for c in held}
+    last_event = max((e.id for e in api.events(limit=1) if e.id is not None), default=0)
     probes = [(c.cfg.name, _probe(c.cfg.netns, target, run_s)) for c in held]
     time.sleep(2.0)
-    fault = time.time()
-    site.signal_gateway(pids, signal.SIGKILL)
+    logs = log_offsets(fleet)
+    fault_t = time.time()
+    site.signal_gateway(pids, signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
     flows = []
     for name, p in probes:
         out, _ = p.communicate(timeout=run_s + 30)
         try:
-            flows.append(ping_flow(f"{name} -> {target}", out, fault, budget_s))
+            flows.append(ping_flow(f"{name} -> {target}", out, fault_t, budget_s))
         except ProbeOutputError as exc:
             raise RemoteBenchError(str(exc)) from None
-    site.restart_gateway(victim)
-    return FailoverTrial(victim, len(held), flows)
+    new_auths = sum(c.ike_auths() - auths[c.cfg.name] for c in held)
+    refused = sum(esp_refused(c, logs[c.cfg.name]) for c in fleet)
+    took = [e.dst for e in api.events(limit=200, since_id=last_event) if e.kind == "takeover" and e.src == victim
+            and e.reason == "takeover"]
+    fence_drops = thaw_refused = thaw_silent = None
+    if fault == "freeze":
+        drops, logs = unknown_port_drops(site), log_offsets(fleet)
+        site.signal_gateway(pids, signal.SIGCONT)
+        time.sleep(THAW_WATCH_S)
+        fence_drops = unknown_port_drops(site) - drops
+        thaw_refused = sum(esp_refused(c, logs[c.cfg.name]) for c in fleet)
+        thaw_silent = sum(1 for c in held if not c.answers(site.topo.hosts[0].ip, 1.0))
+    else:
+        site.restart_gateway(victim)
+
+    def released() -> tuple[bool, str]:
+        g = next(g for g in api.gateways() if g.name == victim)
+        return g.state in ("alive", "recovering") and not g.fenced, f"{victim}: {g.state}, fenced {g.fenced}"
+    wait_until(released, RELEASE_TIMEOUT_S, f"{victim} released after its {fault}")
+    return FailoverTrial(fault, victim, took[0] if took else None, len(held), flows, new_auths, refused,
+                         fence_drops, thaw_refused, thaw_silent)
 
 
 # --- (c) client redirect on drain (RFC 5685) -----------------------------------------------
@@ -270,14 +343,19 @@ def drain(site: Site, fleet: Sequence[RemoteClient], victim: str, timeout_s: flo
     the longest time in between without any answer (its old SA carries traffic until then).
     A probe is one ping to a LAN host waiting 0.3 s. The drain starts once every other gateway
     is alive. Then the victim is undrained."""
-    held = [c for c in fleet if holder(site, states([c])[c.cfg.name]) == victim]
+    held = served_by(site, fleet, victim)
     if not held:
-        raise RemoteBenchError(f"{victim} holds no client: nothing to redirect")
+        raise RemoteBenchError(f"{victim} serves no client: nothing to redirect")
     target = site.topo.hosts[0].ip
+    before = states(held)
 
     def moved(c: RemoteClient) -> bool:
+        # one IKE SA, not the one it had: the redirect's new SA (with another gateway; a
+        # taken-over client's address may stay in the pool of neither)
         try:
-            return c.ike_sas() == 1 and holder(site, c.state()) not in (victim, None) and c.answers(target, 0.3)
+            was, now = before[c.cfg.name], c.state()
+            return c.ike_sas() == 1 and was is not None and now is not None \
+                and now.initiator_spi != was.initiator_spi and c.answers(target, 0.3)
         except (GatewayError, OSError):
             return False
 

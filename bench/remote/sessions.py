@@ -15,7 +15,7 @@ import ipaddress
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,10 +47,12 @@ class SessionRun:
     on_mean_s: float
     off_mean_s: float
     connects: int = 0  # connections the workload asked for (each a full exchange under `none`)
+    counted: int = 0  # IKE_AUTH requests the clients' own charons counted over the run
     connect_failures: list[str] = field(default_factory=list)
     recorded: int = 0  # sessions the gateways' logs hold from the run
     analysis: Analysis | None = None
     lifetimes_s: list[float] = field(default_factory=list)
+    trace: list[Connection] = field(default_factory=list)  # the recorded sessions the analysis replays
 
 
 def session_logs(site: Site) -> list[Path]:
@@ -67,10 +69,40 @@ def recorded_since(logs: Sequence[Path], t0: float) -> list[Connection]:
     return out
 
 
-def _client_loop(c: RemoteClient, target: ipaddress.IPv4Address, rng: random.Random, until: float,
+def ike_auths(c: RemoteClient) -> int:
+    """The client's IKE_AUTH requests so far (its `counters` plugin); 0 when it cannot say."""
+    try:
+        return c.ike_auths()
+    except (GatewayError, OSError):
+        return 0
+
+
+class Presence:
+    """One client's seeded schedule (the same seed and name, the same durations): gone at first
+    for a random part of one cycle, then present (exponential, mean `on_mean_s`) and gone
+    (mean `off_mean_s`) in turn; each duration cut at `until` (monotonic)."""
+
+    def __init__(self, seed: int, name: str, on_mean_s: float, off_mean_s: float, until: float) -> None:
+        self.rng = random.Random(f"{seed}/{name}")
+        self.on_mean_s, self.off_mean_s, self.until = on_mean_s, off_mean_s, until
+
+    def _left(self) -> float:
+        return max(0.0, self.until - time.monotonic())
+
+    def first_absence(self) -> float:
+        return min(self.rng.uniform(0, self.on_mean_s + self.off_mean_s), self._left())
+
+    def present(self) -> float:
+        return min(self.rng.expovariate(1 / self.on_mean_s), max(0.5, self._left()))
+
+    def absent(self) -> float:
+        return min(self.rng.expovariate(1 / self.off_mean_s), self._left())
+
+
+def _client_loop(c: RemoteClient, target: ipaddress.IPv4Address, seed: int, until: float,
                  run: SessionRun, lock: threading.Lock) -> None:
-    cycle = run.on_mean_s + run.off_mean_s
-    time.sleep(min(rng.uniform(0, cycle), max(0.0, until - time.monotonic())))
+    when = Presence(seed, c.cfg.name, run.on_mean_s, run.off_mean_s, until)
+    time.sleep(when.first_absence())
     while time.monotonic() < until:
         with lock:
             run.connects += 1
@@ -80,13 +112,28 @@ def _client_loop(c: RemoteClient, target: ipaddress.IPv4Address, rng: random.Ran
             with lock:
                 run.connect_failures.append(f"{c.cfg.name}: {exc}")
             return
-        on = min(rng.expovariate(1 / run.on_mean_s), max(0.5, until - time.monotonic()))
+        on = when.present()
         try:
             c.ping(target, count=max(1, int(on / PING_INTERVAL_S)), interval=PING_INTERVAL_S)
         except GatewayError:
             pass  # the ping only carries bytes; a lost ping is not what this part measures
         c.disconnect()
-        time.sleep(min(rng.expovariate(1 / run.off_mean_s), max(0.0, until - time.monotonic())))
+        time.sleep(when.absent())
+
+
+def run_fleet(fleet: Sequence[RemoteClient], seconds: float,
+              client: Callable[[RemoteClient, float, threading.Lock], None]) -> int:
+    """`client(c, until, lock)` for every client of `fleet` at once (one thread each) for
+    `seconds`; returns the IKE_AUTH requests the clients counted meanwhile."""
+    auths = {c.cfg.name: ike_auths(c) for c in fleet}
+    until = time.monotonic() + seconds
+    lock = threading.Lock()
+    threads = [threading.Thread(target=client, args=(c, until, lock), daemon=True) for c in fleet]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(ike_auths(c) - auths[c.cfg.name] for c in fleet)
 
 
 def session_workload(site: Site, fleet: Sequence[RemoteClient], target: ipaddress.IPv4Address, seconds: float,
@@ -98,14 +145,7 @@ def session_workload(site: Site, fleet: Sequence[RemoteClient], target: ipaddres
         if c.state() is not None:
             c.disconnect()
     t0 = time.time()
-    until = time.monotonic() + seconds
-    lock = threading.Lock()
-    threads = [threading.Thread(target=_client_loop, args=(c, target, random.Random(f"{seed}/{c.cfg.name}"),
-                                                           until, run, lock), daemon=True) for c in fleet]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run.counted = run_fleet(fleet, seconds, lambda c, until, lock: _client_loop(c, target, seed, until, run, lock))
     logs = session_logs(site)
     # A session is written when its IKE SA is gone, at the agent's next event or poll.
     def all_recorded() -> tuple[bool, str]:
@@ -117,10 +157,11 @@ def session_workload(site: Site, fleet: Sequence[RemoteClient], target: ipaddres
         pass  # the report counts what is missing (sessions_unrecorded)
     conns = recorded_since(logs, t0)
     run.recorded = len(conns)
+    run.trace = conns
     cycle = on_mean_s + off_mean_s
     run.lifetimes_s = [round(k * cycle, 1) for k in LIFETIME_CYCLES]
     run.analysis = analyse(conns, run.lifetimes_s, DATA_LIFETIMES_B)
     return run
 
 
-__all__ = ["PAPER", "SessionRun", "TraceError", "session_workload", "recorded_since", "session_logs"]
+__all__ = ["PAPER", "Presence", "SessionRun", "run_fleet", "TraceError", "ike_auths", "session_workload", "recorded_since", "session_logs"]

@@ -1,15 +1,16 @@
-"""The pure part of bench/scaling: the zero-loss search, the redistribution time and its
-criterion, and each gateway's share of a probe.
+"""The pure part of bench/scaling both figures use: the zero-loss search, max/mean spreads,
+and each gateway's share of a probe (Fig. 5's own criteria: redistribution.py; Fig. 4's
+yardstick: partition.py).
 
 No clock, no I/O: the benchmark hands in a probe (offered rate -> loss ratio) or the
-snapshots it took, so both are unit-tested with made-up numbers.
+counters it read, so everything is unit-tested with made-up numbers.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 ZERO_LOSS = 1e-4  # "zero loss" = at most 0.01 % of the frames sent
 
@@ -38,17 +39,23 @@ def zero_loss_rate(
     *,
     resolution: float = 0.05,
     max_probes: int = 10,
+    growth: float = 2.0,
 ) -> SearchResult:
     """Highest offered rate whose loss is <= ZERO_LOSS (RFC 2544 style).
 
-    Doubles from `start_pps` until a probe loses frames (or `ceiling_pps` passes), then
+    Multiplies the rate by `growth` from `start_pps` until a probe loses frames (or
+    `ceiling_pps` passes), or divides it by `growth` while no rate has passed yet; then
     bisects between the best passing and the lowest failing rate until they are within
-    `resolution` (relative) of each other or `max_probes` probes were spent.
+    `resolution` (relative) of each other or `max_probes` probes were spent. A start near the
+    answer (an earlier trial's) with a small growth brackets it in few probes; the start only
+    decides which rates are probed, never where the answer lies.
     """
     if not (0 < start_pps <= ceiling_pps and math.isfinite(ceiling_pps)):
         raise ValueError(f"need 0 < start_pps <= ceiling_pps (finite), got {start_pps}, {ceiling_pps}")
     if not 0 < resolution < 1 or max_probes < 1:
         raise ValueError(f"need 0 < resolution < 1 and max_probes >= 1, got {resolution}, {max_probes}")
+    if not (math.isfinite(growth) and growth > 1.0):
+        raise ValueError(f"need a finite growth > 1, got {growth}")
     probes: list[Probe] = []
 
     def run(rate: float) -> bool:
@@ -65,31 +72,17 @@ def zero_loss_rate(
             good = rate
             if rate >= ceiling_pps:
                 return SearchResult(good, tuple(probes), at_ceiling=True)
-            rate = min(2 * rate, ceiling_pps)
+            rate = min(growth * rate, ceiling_pps)
         else:
             bad = rate
             break
     while len(probes) < max_probes and bad - good > resolution * bad:
-        rate = (good + bad) / 2 if good > 0 else bad / 2
+        rate = (good + bad) / 2 if good > 0 else bad / growth
         if run(rate):
             good = rate
         else:
             bad = rate
     return SearchResult(good, tuple(probes), at_ceiling=False)
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """One second of the redistribution run."""
-
-    t_s: float  # since the offered load started
-    offered_pps: float  # both directions
-    delivered_pps: float
-    loss: float  # lost / (received + lost) in this second, both directions
-    gateway_cpu: Mapping[str, float] = field(default_factory=dict)  # % of a core, per gateway
-    sites: Mapping[str, Sequence[str]] = field(default_factory=dict)  # site -> its gateways' names
-    # per gateway: buckets carrying simulated hosts that it owns (the controller's bucket map)
-    loaded_buckets: Mapping[str, int] = field(default_factory=dict)
 
 
 def imbalance(values: Sequence[float]) -> float:
@@ -109,52 +102,6 @@ def best_imbalance(loaded: int, gateways: int) -> float:
     if loaded == 0:
         return 1.0
     return math.ceil(loaded / gateways) * gateways / loaded
-
-
-def _site_groups(s: Snapshot, per_gateway: Mapping[str, float]) -> list[list[float]]:
-    groups = s.sites.values() if s.sites else [list(per_gateway)]
-    return [[per_gateway[n] for n in names if n in per_gateway] for names in groups]
-
-
-def cpu_spread(s: Snapshot) -> float:
-    """The worst site's max/mean gateway CPU (1.0 when a site's gateways are idle)."""
-    return max([imbalance(v) for v in _site_groups(s, s.gateway_cpu) if v], default=1.0)
-
-
-def bucket_spread(s: Snapshot) -> tuple[float, float]:
-    """(max/mean of loaded buckets per gateway, the best reachable) at the site whose spread is
-    furthest above its best; (inf, 1.0) when the snapshot has no controller view."""
-    groups = _site_groups(s, {g: float(v) for g, v in s.loaded_buckets.items()})
-    worst: tuple[float, float] = (math.inf, 1.0)
-    for values in groups:
-        if not values:
-            return worst
-        pair = (imbalance(values), best_imbalance(round(sum(values)), len(values)))
-        if worst[0] == math.inf or pair[0] - pair[1] > worst[0] - worst[1]:
-            worst = pair
-    return worst
-
-
-def settled(s: Snapshot) -> bool:
-    """Redistributed: no loss, and at every site the loaded buckets are spread as evenly as
-    whole buckets allow (max/mean = the best reachable, i.e. no gateway holds more than
-    ceil(B/N) of the B loaded buckets)."""
-    spread, best = bucket_spread(s)
-    return s.loss <= ZERO_LOSS and spread <= best + 1e-9
-
-
-def redistribution_s(snapshots: Sequence[Snapshot], min_tail: int = 3) -> float | None:
-    """Time from the start (every flow on gateway 1) until the run is `settled` and stays so to
-    its end; None if that never holds for the last `min_tail` snapshots (the run ended before
-    it settled)."""
-    ordered = sorted(snapshots, key=lambda s: s.t_s)
-    first = len(ordered)
-    while first > 0 and settled(ordered[first - 1]):
-        first -= 1
-    if len(ordered) - first < min_tail:
-        return None
-    # the end of the first settled snapshot: an upper bound, never flattering
-    return ordered[first].t_s
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,14 @@
 """The two-site emulation as bench/scaling drives it: boot one (N, suite), offer load with the
-sites' hostsims, read CPU, steer buckets through the controllers' REST APIs.
+sites' hostsims, read CPU, set the gateways' CPU quotas, steer buckets and read the moves
+through the controllers' REST APIs.
 
 Everything here acts on the real system (the emulation engine, the hostsim control
-sockets, cgroups, /proc); the numbers are turned into results in `analysis.py`.
+sockets, cgroups, /proc); the numbers are turned into results by the figures' modules.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -14,44 +16,43 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from bench.scaling.analysis import Counters, GatewayShare, best_imbalance, gateway_shares, imbalance
+from bench.scaling.analysis import Counters, GatewayShare, gateway_shares
+from bench.scaling.partition import site_counts
+from bench.scaling.redistribution import MoveRecord
+from supergw_gateway.cgroup import CpuGroup
+from supergw_gateway.report import CLK_TCK, tasks_cpu_jiffies
 from supergw_proto.rest import ApiError, ControllerClient
 from topologies.emulation import Emulation, EmulationError
 from topologies.hostsim_client import HostsimClient, HostsimError, run_loss
 from topologies.poll import Timeout
-from topologies.shaping import EgressCap, QdiscStats
-from topologies.site import Site, SiteError
+from topologies.site import Site
 
 CGROUP_CPU = Path("/sys/fs/cgroup/cpu")
 # The controller reads bucket counters every second and agents report every 0.5 s (the shipped
 # defaults): this long after traffic stops, both have counted all of it.
 COUNTERS_SETTLE_S = 1.3
+EVENTS_PAGE = 1000  # the REST API's largest page of events
+# A gateway's quota is granted per this period. The kernel's default, 100 ms, runs a gateway at
+# 10 % for 10 ms and stops it for 90: its input queue overflows long before it has used its
+# quota (measured: one pair at 10 % lost frames from ~600 pps/dir on, at ~65 % of its quota).
+# 20 ms (longer where the quota is under 5 %: the kernel grants 1 ms a period at the least).
+QUOTA_PERIOD_US = 20_000
+# ... and ahead of other work on this shared machine (the default weight is 1024, each process
+# of the root group's as much): a separate gateway box's CPU is its own. The quota still caps it.
+GATEWAY_SHARES = 16 * 1024
+RT_PRIORITY = 10  # SCHED_FIFO priority of a gateway's processes with set_quota(realtime=True)
 
 
 class BenchError(RuntimeError):
     """The emulation could not be booted, driven or read; the message says what to do."""
 
 
+# What a boot of the run may fail with: the run records it and goes on with the next boot.
+RUN_ERRORS = (BenchError, HostsimError, ApiError, OSError)
+
+
 def say(msg: str) -> None:
     print(f"[scaling {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def proc_cpu_ns(pid: int) -> int:
-    """CPU time of a process, all its threads, in ns (schedstat: clock ticks are too coarse
-    for a gateway capped at a few % of a core); 0 when it is gone."""
-    total = 0
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except OSError:
-        return 0
-    for task in tasks:
-        try:
-            total += int((task / "schedstat").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass
-    return total
 
 
 def group_pids(gateway: str) -> list[int]:
@@ -78,9 +79,10 @@ class CpuMeter:
         self.others = others  # name -> pids, for the budget (hostsims, switches, controllers, agents)
         self._last = self._sample()
 
-    def _sample(self) -> tuple[float, dict[str, int], int, int]:
-        per = {g: sum(proc_cpu_ns(p) for p in group_pids(g)) for g in self.gateways}
-        per |= {name: sum(proc_cpu_ns(p) for p in pids()) for name, pids in self.others.items()}
+    def _sample(self) -> tuple[float, dict[str, float], int, int]:
+        # schedstat (ns): clock ticks are too coarse for a gateway capped at a few % of a core
+        per = {g: tasks_cpu_jiffies(group_pids(g)) for g in self.gateways}
+        per |= {name: tasks_cpu_jiffies(pids()) for name, pids in self.others.items()}
         busy, total = machine_busy_ticks()
         return time.monotonic(), per, busy, total
 
@@ -90,7 +92,7 @@ class CpuMeter:
         t0, per0, busy0, total0 = self._last
         self._last = now
         dt = max(1e-3, now[0] - t0)
-        per = {k: max(0.0, 100.0 * (v - per0.get(k, 0)) / 1e9 / dt) for k, v in now[1].items()}
+        per = {k: max(0.0, 100.0 * (v - per0.get(k, 0)) / CLK_TCK / dt) for k, v in now[1].items()}
         cores = os.cpu_count() or 1
         machine = 100.0 * cores * (now[2] - busy0) / max(1, now[3] - total0)
         return per, machine
@@ -119,27 +121,16 @@ class SiteLoad:
 @dataclass(frozen=True)
 class ProbeResult:
     rate_pps: float  # offered per direction
+    duration_s: float
     sent: int
     received: int
     loss: float  # both directions
     achieved_pps: float  # what the generators managed, per direction (min of the two)
     machine_cpu: float  # % of one core, whole machine, during the probe
     cpu: dict[str, float]  # per gateway and per other component, % of a core
+    sent_by_site: dict[str, int]  # frames each site's hostsim sent (its outgoing direction)
     # per gateway, when the probe was accounted: what it carried (controller's REST views)
     shares: dict[str, GatewayShare] | None = None
-    cap_drops: dict[str, int] | None = None  # per capped gateway: packets its WAN cap dropped in the probe
-
-
-def changes(gateways: int, cpu_percent: float, esp: str | None, buckets: int,
-            simulated_hosts: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The two-site file's keys a boot sets: N, the CPU cap, K, the ESP suite and (when given)
-    the simulated hosts (their MAC step)."""
-    out: dict[str, Any] = {"gateways": gateways, "gateway_cpu_percent": cpu_percent, "buckets": buckets}
-    if esp is not None:
-        out["esp_proposals"] = [esp]
-    if simulated_hosts is not None:
-        out["simulated_hosts"] = simulated_hosts
-    return out
 
 
 class LoadedEmulation:
@@ -149,13 +140,12 @@ class LoadedEmulation:
         self.topology = topology
         self.emu = Emulation.from_file(topology, changes=boot)  # refuses bad values before anything is built
         self.sites: list[SiteLoad] = []
-        self.cap: EgressCap | None = None
         self._quiet_since = 0.0  # monotonic time the last offered load ended
-        self._booted_rebalancer: dict[str, dict[str, Any]] = {}  # per site, before set_policy changed it
 
     def up(self) -> None:
         a = self.emu.spec.sites[0]
-        say(f"booting {self.topology.name} ({len(a.gateways)} pair(s), cap {a.gateway_cpu_percent} % per gateway)")
+        say(f"booting {self.topology.name} ({len(a.gateways)} pair(s), {a.gateway_backend} gateways, CPU quota "
+            f"{a.gateway_cpu_percent} % of a core each)")
         started = time.monotonic()
         try:
             ok = self.emu.up()
@@ -227,10 +217,9 @@ class LoadedEmulation:
         the controllers, read once they have counted the quiet before and after the probe)."""
         a, b = self.sites
         before: dict[str, Counters] = {}
-        drops_before: dict[str, QdiscStats] = {}
         if account:
             time.sleep(max(0.0, self._quiet_since + COUNTERS_SETTLE_S - time.monotonic()))
-            before, drops_before = self.counters(), self.cap_stats()
+            before = self.counters()
         meter = self.meter()
         self.start(rate_pps, frame_bytes, duration_s)
         time.sleep(duration_s)
@@ -245,7 +234,6 @@ class LoadedEmulation:
         lost = ab.lost + ba.lost
         achieved = min(float(r.get("achieved_pps", 0.0)) for r in runs)
         shares: dict[str, GatewayShare] | None = None
-        drops: dict[str, int] | None = None
         if account:
             time.sleep(max(0.0, self._quiet_since + COUNTERS_SETTLE_S - time.monotonic()))
             after = self.counters(reported_after=ended)
@@ -255,9 +243,8 @@ class LoadedEmulation:
                     shares |= gateway_shares(site_before, after[name], duration_s)
                 except ValueError as exc:
                     say(f"  site {name}: no per-gateway shares for this probe: {exc}")
-            drops = {g: q.drops - drops_before[g].drops for g, q in self.cap_stats().items() if g in drops_before}
-        return ProbeResult(rate_pps, sent, received, lost / sent if sent else 1.0, achieved, machine, cpu,
-                           shares, drops)
+        return ProbeResult(rate_pps, duration_s, sent, received, lost / sent if sent else 1.0, achieved, machine, cpu,
+                           {a.name: ab.sent, b.name: ba.sent}, shares)
 
     def counters(self, reported_after: float | None = None, timeout: float = 5.0) -> dict[str, Counters]:
         """Each site's bucket counters, bucket owners and its agents' tunnel counters (ESP
@@ -283,34 +270,46 @@ class LoadedEmulation:
                          for g in views if g.last_report is not None})
         return out
 
-    # ------------------------------------------------------------------ a fixed capacity per gateway
-    def cap_gateways(self, cap: EgressCap) -> None:
-        """`cap` on every gateway's WAN egress at both sites (the ESP it sends: each direction
-        of each pair is capped at the gateway that encrypts it)."""
-        for site in self.sites:
-            for g in site.gateways:
-                site.site.cap_wan_egress(g, cap)
-        self.cap = cap
-        say(f"every gateway capped at {cap.describe()} on its WAN egress")
+    # ------------------------------------------------------------------ each gateway's CPU quota
+    def set_quota(self, percent: float, realtime: bool = False) -> None:
+        """Every gateway's cgroup quota (`sgw-gw-<name>`, the one its `up` made) to `percent` of a
+        core, granted per QUOTA_PERIOD_US with the weight GATEWAY_SHARES. `realtime`: instead, its
+        processes run SCHED_FIFO (served the moment a frame arrives, ahead of all other work) on
+        one CPU of their own choosing (`gateway_cpu`), within the group's real-time budget of
+        `percent` per period there, which the kernel enforces per CPU."""
+        cpus = sorted(os.sched_getaffinity(0))
+        for g in self.gateways:
+            group = CpuGroup(f"sgw-gw-{g}")
+            if not group.pids():
+                raise BenchError(f"cgroup {group.path} holds no process: gateway {g} is not running under a quota")
+            # the kernel grants 1 ms a period at the least: a smaller quota needs a longer period
+            period = max(QUOTA_PERIOD_US, math.ceil(1000 * 100 / percent))
+            (group.path / "cpu.cfs_period_us").write_text(str(period))
+            (group.path / "cpu.shares").write_text(str(GATEWAY_SHARES))
+            group.set_quota(percent)
+            if realtime:
+                (group.path / "cpu.rt_period_us").write_text(str(period))
+                (group.path / "cpu.rt_runtime_us").write_text(str(int(period * percent / 100)))
+            policy = os.SCHED_FIFO if realtime else os.SCHED_OTHER
+            param = os.sched_param(RT_PRIORITY if realtime else 0)
+            where = {cpus[self.gateway_cpu(g) % len(cpus)]} if realtime else set(cpus)
+            for pid in group.pids():
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    try:
+                        os.sched_setaffinity(int(task.name), where)
+                        os.sched_setscheduler(int(task.name), policy, param)
+                    except ProcessLookupError:
+                        pass  # gone meanwhile
+            if not realtime:
+                (group.path / "cpu.rt_runtime_us").write_text("0")
 
-    def uncap_gateways(self) -> list[str]:
-        """Removes the caps `cap_gateways` installed; the gateways it removed one from."""
-        removed = [g for site in self.sites for g in site.gateways if site.site.uncap_wan_egress(g)]
-        self.cap = None
-        return removed
-
-    def cap_stats(self) -> dict[str, QdiscStats]:
-        """Per gateway, its WAN root qdisc's counters, while the caps are in place."""
-        if self.cap is None:
-            return {}
-        out: dict[str, QdiscStats] = {}
-        for site in self.sites:
-            for g in site.gateways:
-                try:
-                    out[g] = site.site.wan_qdisc(g)
-                except SiteError as exc:
-                    say(f"  {exc}")
-        return out
+    def gateway_cpu(self, gateway: str) -> int:
+        """The CPU index a real-time gateway runs on: the pairs alternate, and the two gateways
+        of a pair (which carry the same frames) run on different CPUs."""
+        for site_index, site in enumerate(self.sites):
+            if gateway in site.gateways:
+                return site.gateways.index(gateway) + site_index
+        raise BenchError(f"no gateway {gateway!r}")
 
     # ------------------------------------------------------------------ buckets and controllers
     def flows_to(self, index: int) -> tuple[int, int]:
@@ -331,36 +330,78 @@ class LoadedEmulation:
             most = max(most, len(hot))
         return most, moved
 
-    def host_balance(self) -> dict[str, dict[str, int]]:
-        """Simulated hosts per gateway at each site, from the controllers' bucket map now."""
-        out: dict[str, dict[str, int]] = {}
+    def partition(self) -> dict[str, list[int]]:
+        """Simulated hosts per gateway (in gateway order) at each site, from its controller's bucket map now."""
+        out: dict[str, list[int]] = {}
         for site in self.sites:
             owner = {b.bucket: b.gateway for b in site.api.buckets()}
-            counts = {g: 0 for g in site.gateways}
-            for b in site.host_buckets:
-                counts[str(owner.get(b))] = counts.get(str(owner.get(b)), 0) + 1
-            out[site.name] = counts
+            try:
+                out[site.name] = site_counts(owner, site.host_buckets, site.gateways)
+            except ValueError as exc:
+                raise BenchError(f"site {site.name}: {exc}") from None
         return out
 
     def loaded_buckets(self) -> dict[str, dict[str, int]]:
         """Buckets carrying simulated hosts per gateway at each site, from the controllers' map now."""
-        out: dict[str, dict[str, int]] = {}
+        return {name: loaded for name, (loaded, _) in self.bucket_state().items()}
+
+    def bucket_state(self) -> dict[str, tuple[dict[str, int], dict[str, int]]]:
+        """Per site, from its controller's bucket map now: loaded buckets per gateway, and the
+        frames the switch has sent each gateway through the buckets it owns now (cumulative)."""
+        out: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
         for site in self.sites:
-            owner = {b.bucket: b.gateway for b in site.api.buckets()}
+            view = site.api.buckets()
+            owner = {b.bucket: b.gateway for b in view}
             counts = {g: 0 for g in site.gateways}
             for b in set(site.host_buckets):
                 counts[str(owner.get(b))] = counts.get(str(owner.get(b)), 0) + 1
-            out[site.name] = counts
+            frames = {g: 0 for g in site.gateways}
+            for entry in view:
+                if entry.gateway in frames:
+                    frames[entry.gateway] += entry.packets
+            out[site.name] = (counts, frames)
         return out
 
-    def balanced(self, slack: float = 0.02) -> bool:
-        """Every site's loaded buckets spread over its gateways as evenly as whole buckets
-        allow, within `slack`: max/mean <= best_imbalance(B, N) x (1 + slack)."""
-        for counts in self.loaded_buckets().values():
-            values = [float(v) for v in counts.values()]
-            if imbalance(values) > best_imbalance(round(sum(values)), len(values)) * (1 + slack):
-                return False
-        return True
+    def place(self, site: SiteLoad, wanted: dict[int, str]) -> int:
+        """Operator moves until each bucket of `wanted` is on its gateway at `site`; how many it took."""
+        moved = 0
+        for bucket in site.api.buckets():
+            target = wanted.get(bucket.bucket)
+            if target is not None and bucket.gateway != target:
+                site.api.move(bucket.bucket, target)
+                moved += 1
+        wrong = [b.bucket for b in site.api.buckets() if b.bucket in wanted and b.gateway != wanted[b.bucket]]
+        if wrong:
+            raise BenchError(f"site {site.name}: buckets {wrong[:8]} not where they were moved")
+        return moved
+
+    def event_marks(self) -> dict[str, int]:
+        """Per site, the id of the newest event in its controller's log (0: none yet)."""
+        return {s.name: max((e.id or 0 for e in s.api.events(limit=1)), default=0) for s in self.sites}
+
+    def moves_since(self, marks: dict[str, int], t0_wall: float) -> tuple[list[MoveRecord], list[str]]:
+        """Every bucket move the controllers logged after `marks` (advanced in place), oldest
+        first, its time counted from `t0_wall` (UNIX time); and every other event of theirs
+        (a gateway declared dead and why, an operator action, ...) as a line."""
+        moves: list[MoveRecord] = []
+        other: list[tuple[float, str]] = []
+        for site in self.sites:
+            loaded = set(site.host_buckets)
+            while True:
+                page = site.api.events(limit=EVENTS_PAGE, since_id=marks.get(site.name, 0))
+                if not page:
+                    break
+                marks[site.name] = max(e.id or 0 for e in page)
+                for e in page:
+                    t = round(e.ts - t0_wall, 2)
+                    if e.kind == "move" and e.bucket is not None:
+                        moves.append(MoveRecord(t, site.name, e.bucket, e.src, e.dst, e.reason, e.bucket in loaded))
+                    elif e.kind != "move":
+                        other.append((t, f"t={t:.1f}s site {site.name} {e.kind} {e.src or e.dst or ''} {e.reason}: "
+                                         f"{e.detail}".replace("  ", " ")))
+                if len(page) < EVENTS_PAGE:
+                    break
+        return sorted(moves, key=lambda m: m.t_s), [line for _, line in sorted(other)]
 
     @staticmethod
     def bucket_counts(site: SiteLoad) -> dict[str, int]:
@@ -377,29 +418,3 @@ class LoadedEmulation:
                                      max(0.0, deadline - time.monotonic()))
         except Timeout as exc:
             raise BenchError(str(exc)) from None
-
-    def set_policy(self, rebalancer: dict[str, Any]) -> None:
-        """Restart both controllers with the `rebalancer:` section they booted with, updated by
-        `rebalancer` ({}: as booted) (the switch keeps its state; the controller reconciles, so
-        buckets stay where they are)."""
-        for s in self.sites:
-            conf = s.site.controller_config()
-            data = yaml.safe_load(conf.read_text())
-            booted = self._booted_rebalancer.setdefault(s.name, dict(data.get("rebalancer") or {}))
-            data["rebalancer"] = booted | rebalancer
-            conf.write_text(yaml.safe_dump(data, sort_keys=False))
-            try:
-                s.site.restart_controller()
-            except RuntimeError as exc:
-                raise BenchError(f"site {s.name}: the controller did not come back: {exc}") from None
-        for s in self.sites:  # primary again: /status answers only then
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    s.api.status()
-                    break
-                except ApiError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
-        self.wait_healthy()

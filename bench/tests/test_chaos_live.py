@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.chaos.live import ProbeCount
+from bench.chaos.live import Probe, ProbeCount
 from bench.gaps import unwrap_seq
 
 
@@ -38,9 +38,12 @@ def test_a_run_past_the_wrap_never_answers_more_than_it_sent() -> None:
 
 def test_duplicates_late_replies_and_a_silent_tail() -> None:
     count = ProbeCount()
-    assert count.feed(reply(1, 10.0)) == 10.0
-    assert count.feed(reply(1, 10.001).replace("ms", "ms (DUP!)")) == 10.001  # still an answer in time
-    assert count.feed(reply(2, 12.0, ms=1500)) is None  # later than the reply window: lost
+    assert count.feed(reply(1, 10.0)) == Probe(1, 10.0 - 0.0004, True, 10.0)
+    dup = count.feed(reply(1, 10.001).replace("ms", "ms (DUP!)"))  # still an answer in time
+    assert dup is not None and dup.arrival == 10.001
+    late = count.feed(reply(2, 12.0, ms=1500))  # later than the reply window: lost
+    assert late == Probe(2, 10.5, False)
     for seq in (3, 4, 5):
-        count.feed(silent(seq, 12.0 + seq))  # a flow that never comes back still counts its probes
+        assert count.feed(silent(seq, 12.0 + seq)) == Probe(seq, 12.0 + seq, False)  # a flow that never comes
+    assert count.feed("PING 10.2.0.11 (10.2.0.11) 56(84) bytes of data.\n") is None  # back still counts its probes
     assert count.sent == 6 and count.answered == 1

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from bench.chaos.checker import Injected, Silence, Violation
-from bench.chaos.results import BAD_INPUT_TABLE, per_kind, rewrite_bad_input, write
+from bench.chaos.loss import Judged
+from bench.chaos.results import BAD_INPUT_TABLE, COVERAGE_TABLE, per_kind, rewrite_bad_input, write
 from bench.chaos.runner import Record
 from bench.chaos.schedule import Fault
 from supergw_proto.badinput import Tally
@@ -18,8 +19,8 @@ def record(violations: list[Violation], log: Path) -> Record:
               Fault(2, 40.0, "gateway_freeze", "b", "bgw2", 2.0, 0.0, None),
               Fault(3, 50.0, "wan_delay", "a", "wan", 5.0, 100.0, None)]
     rec = Record(seed=5, minutes=1.0, schedule=faults)
-    rec.injected = {0: Injected(faults[0], 10.0, 13.0), 1: Injected(faults[1], 11.0, 16.0),
-                    2: Injected(faults[2], 40.0, 42.0)}
+    rec.injected = {0: Injected(faults[0], 10.0, 13.0, "agw1"), 1: Injected(faults[1], 11.0, 16.0, "c2"),
+                    2: Injected(faults[2], 40.0, 42.0, "bgw2")}
     rec.recovery_s = {0: 0.3, 1: 0.9, 2: 0.5}
     rec.outcomes = {0: "agw1", 1: "c2", 2: "bgw2", 3: "wan (not injected: no sch_netem)"}
     rec.flows = ["ah1 -> bh1"]
@@ -114,3 +115,21 @@ def test_rewrite_keeps_the_run_and_refreshes_the_tallies(tmp_path: Path) -> None
         assert after["metrics"][key] == before["metrics"][key]
     assert after["rows"] == before["rows"] and after["method"] == before["method"]
     assert after["series"] == before["series"] and after["rows_title"] == "Recovery per fault kind"
+
+
+def test_loss_windows_coverage_and_charged_silences_in_the_report(tmp_path: Path) -> None:
+    rec = record([], tmp_path / "x.log")
+    rec.windows = [Judged("ah1 -> bh1", 0, 0.0, 10.0, 500, 2, 15.9, "base 1 %", 0),
+                   Judged("ah1 -> bh1", 1, 10.0, 20.0, 500, 30, 60.0, "base 1 %, #0 gateway_freeze 500 ms", 1)]
+    rec.carried_s = {"agw1": 60.0, "bgw1": 60.0, "agw2": 30.0}
+    rec.charged = {0: [Silence("ah1 -> bh1", 10.0, 10.3, False)]}
+    write(rec, "method", quick=True, out_dir=tmp_path)
+    doc = json.loads((tmp_path / "chaos.json").read_text())
+    m = doc["metrics"]
+    assert m["loss_windows"] == 2 and m["loss_worst_of_allowance"] == 0.5 and m["loss_quiet_worst_pct"] == 0.4
+    assert m["gateway_faults_on_flows"] == 2
+    table = {r["gateway"]: r for r in doc["tables"][COVERAGE_TABLE]}
+    assert table["agw1"]["gateway_faults"] == 1 and table["agw2"]["of_run_pct"] == 50.0
+    history = json.loads((tmp_path / "chaos-replay" / "history.json").read_text())
+    assert history["faults"][0]["charged"] == [{"flow": "ah1 -> bh1", "start": 10.0, "ms": 300.0}]
+    assert history["faults"][0]["hit"] == "agw1"

@@ -42,7 +42,8 @@ class FakeOneSite:
         return one_site.trial_of(kind, round_, "gw2", flow(STOPPED if kind == "freeze" else FAILED_OVER), 280.0, 1.7)
 
     def soak(self, seconds: float) -> dict[str, Any]:
-        return {"seconds": seconds, "failovers": 0, "dead_events": 0, "dead_detail": [], "heartbeats_rejected": {}}
+        return {"seconds": seconds, "failovers": 0, "dead_events": 0, "dead_detail": [], "heartbeats_rejected": {},
+                "stale_events": 0, "stale_detail": [], "liveness_gaps": {}}
 
 
 class FakeEmulation:
@@ -78,9 +79,9 @@ def test_one_site_fails_the_trial_whose_probe_never_comes_back(monkeypatch: pyte
     assert "## Failed trials" in (tmp_path / "failover.md").read_text()
 
 
-def _two_site_trial(kind: str, a_to_b: str, b_to_a: str) -> two_site.Trial:
-    return two_site.Trial(kind, 0, "agw1", "bgw1", flow(a_to_b, "a1 -> b1"), flow(b_to_a, "b2 -> a2"), 290.0, 310.0,
-                          "partner down", 2.0)
+def _two_site_trial(kind: str, a_to_b: str, b_to_a: str, both: str = FAILED_OVER) -> two_site.Trial:
+    return two_site.Trial(kind, 0, "agw1", "bgw1", flow(a_to_b, "a1 -> b1"), flow(b_to_a, "b2 -> a2"),
+                          flow(both, "a3 -> b3"), 290.0, 310.0, "partner down", 2.0)
 
 
 def test_two_site_fails_the_flow_that_never_comes_back_and_measure_refuses_to_report_it(

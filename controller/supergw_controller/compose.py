@@ -64,6 +64,7 @@ from supergw_controller.router_adverts import RouterAdvertiser, build_advertiser
 from supergw_controller.southbound.domain import HostIdle, HostSeen, Ip6Idle, Ip6Seen, PacketIn
 from supergw_controller.southbound.session import Role
 from supergw_controller.southbound.switch import SessionLike, Southbound
+from supergw_controller.stale_watch import StaleEpisode, StaleWatch
 from supergw_controller.stores import build_intent_store, etcd_tls
 from supergw_controller.takeover import Takeover
 from supergw_controller.tasks import run_together
@@ -110,6 +111,9 @@ class FollowedBuckets:
         await self._lan.set_buckets(moves)
         self._follow()
 
+    async def set_backups(self, backups: Mapping[str, str]) -> int:
+        return await self._lan.set_backups(backups)
+
 
 class ControllerCore:
     def __init__(
@@ -132,6 +136,7 @@ class ControllerCore:
         self.durable = Durable(store)
         self.switch = Southbound(config, name=session_name, session=session)
         self.stats = BucketStats()
+        self.stale = StaleWatch()
         # Reports older than three report intervals no longer count as the gateway's load.
         history = History(report_stale_s=max(2.0, 3 * config.agent_timing().report_interval_ms / 1000.0))
         self.eventlog = EventLog(self.durable, history=history, wallclock=wallclock)
@@ -252,7 +257,7 @@ class ControllerCore:
         while True:
             try:
                 async with self.placement.lock:
-                    await self.switch.reconcile(self.hosts_learning.reconcile, self.placement.wanted)
+                    await self.switch.reconcile(self.hosts_learning.reconcile, self.placement.wanted, self.placement.backups)
                 return
             except SwitchUnavailable as exc:
                 log.warning("reconcile failed, retrying in %.1fs: %s", delay, exc)
@@ -332,6 +337,8 @@ class ControllerCore:
                 await self.hosts_learning.sweep()
                 samples = await self.switch.read_bucket_counters()
                 self.stats.update(self._clock(), samples)  # the time the read completed
+                if t.dataplane_failover:
+                    self._note_stale(self.stale.update(await self.switch.read_failover_frames()))
                 if self._clock() >= next_round:
                     next_round = self._clock() + every
                     await self.placement.periodic_round()
@@ -343,6 +350,15 @@ class ControllerCore:
             except Exception:
                 # A bug in one round must not drop the switch connection.
                 log.exception("periodic round failed")
+
+    def _note_stale(self, episodes: list[StaleEpisode]) -> None:
+        backups = self.placement.backups()
+        timeout = self.config.timing.lan_liveness_timeout_ms
+        for e in episodes:
+            log.warning("the switch failed %s over by itself: %d frames to %s (no liveness frame for %d ms)",
+                        e.gateway, e.frames, backups.get(e.gateway), timeout)
+            self.eventlog.note("gateway", "stale", f"{e.gateway}: the switch sent {e.frames} frames of its buckets to "
+                                                   f"{backups.get(e.gateway)} (no liveness frame for {timeout} ms)")
 
     # ------------------------------------------------------------------ the REST layer (api.core.Core)
     async def status(self) -> StatusView:

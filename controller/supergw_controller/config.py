@@ -31,6 +31,8 @@ from supergw_proto.p4constants import CPU_PORT, MAX_BUCKETS, BucketHash
 from supergw_proto.strict import StrictModel, read_yaml_mapping, validate
 from supergw_proto.reports import (
     DEFAULT_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_LAN_LIVENESS_INTERVAL_MS,
+    DEFAULT_LAN_LIVENESS_TIMEOUT_MS,
     DEFAULT_MISSED_HEARTBEATS,
     DEFAULT_REPORT_INTERVAL_MS,
     AgentTiming,
@@ -281,10 +283,46 @@ class TimingConfig(StrictModel):
         ),
     )
     counter_poll_interval_ms: int = Field(default=1000, gt=0, description="bucket counter reads for load rates")
+    lan_liveness_interval_ms: int = Field(
+        default=DEFAULT_LAN_LIVENESS_INTERVAL_MS,
+        ge=0,
+        le=1000,
+        description=(
+            "how often each gateway's agent sends its liveness frame out of its LAN port (the agents are told); "
+            "0: no frames, and the switch never fails a gateway over by itself"
+        ),
+    )
+    lan_liveness_timeout_ms: int = Field(
+        default=DEFAULT_LAN_LIVENESS_TIMEOUT_MS,
+        ge=0,
+        le=60_000,
+        description=(
+            "the switch sends a gateway's buckets to its backup (the next gateway that can serve, in the order of "
+            "`gateways:`) once no liveness frame has come from it for this long, before the controller's verdict; "
+            "0: it never does (the controller alone fails gateways over)"
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _liveness_timing(self) -> TimingConfig:
+        t, i = self.lan_liveness_timeout_ms, self.lan_liveness_interval_ms
+        if t and not i:
+            raise ValueError("lan_liveness_timeout_ms needs lan_liveness_interval_ms > 0 (no frames: every gateway stale)")
+        if t and t < 3 * i:
+            raise ValueError(
+                f"lan_liveness_timeout_ms {t} must be at least 3 x lan_liveness_interval_ms ({3 * i}): "
+                "two late frames must not fail a gateway over"
+            )
+        return self
 
     @property
     def dead_after_s(self) -> float:
         return self.heartbeat_interval_ms * self.missed_heartbeats / 1000.0
+
+    @property
+    def dataplane_failover(self) -> bool:
+        """The switch fails a stale gateway's buckets over by itself (gateway_backups written)."""
+        return self.lan_liveness_timeout_ms > 0
 
     def agent_timing(self) -> AgentTiming:
         """What the agents are told (and judged by)."""
@@ -292,6 +330,7 @@ class TimingConfig(StrictModel):
             heartbeat_interval_ms=self.heartbeat_interval_ms,
             missed_heartbeats=self.missed_heartbeats,
             report_interval_ms=self.report_interval_ms,
+            lan_liveness_interval_ms=self.lan_liveness_interval_ms,
         )
 
 

@@ -4,7 +4,8 @@
 the southbound write what the table says: a digest becomes `learned_sources`, `mac_table`
 and `host_ips` entries; an idle timeout deletes all of that host's entries; hosts that
 waited `learning.ip_wait_s` for an IPv4 source are learned without one (`sweep`); a
-gateway's ARP for an IP the controller knows is answered with a packet-out.
+gateway's ARP for an IP the controller knows is answered with a packet-out, and for one it
+does not know the host is asked (`_solicit`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from supergw_proto import p4constants as pc
 from supergw_proto.bucket import bucket_of
 from supergw_controller.config import Config, PortRoleName
 from supergw_controller.errors import SwitchUnavailable
-from supergw_controller.learning import ARP_REQUEST, HostTable, arp_reply, parse_arp
+from supergw_controller.learning import ARP_REQUEST, ArpPacket, HostTable, arp_probe, arp_reply, parse_arp
 from supergw_controller.ndp import neighbor_advert_frame, parse_neighbor_solicitation
 from supergw_controller.southbound.domain import (
     HeldHosts,
@@ -32,6 +33,10 @@ from supergw_controller.southbound.domain import (
 )
 
 log = logging.getLogger(__name__)
+
+# A gateway retries its ARP about every second while it has packets for the address: ask the
+# hosts once per address and second at most.
+SOLICIT_EVERY_S = 1.0
 
 
 class HostSwitch(Protocol):
@@ -53,6 +58,9 @@ class HostLearning:
         """`capacity`: what the switch's host tables hold; hosts beyond it are refused."""
         v6 = config.gateway_ip6
         k, how = config.buckets, config.dispatch.hash
+        self._host_ports = sorted(config.ports_with_role(PortRoleName.HOST))
+        self._not_hosts = {str(config.gateway_ip)}
+        self._solicited: dict[str, float] = {}  # address -> when the hosts were last asked for it
         self.table = HostTable(
             set(config.ports_with_role(PortRoleName.HOST)),
             str(config.gateway_ip),
@@ -66,6 +74,7 @@ class HostLearning:
         self.digests_total = 0
         self.packet_ins_total = 0
         self.arp_misses_unknown_total = 0
+        self.arp_solicits_total = 0
         self.ip6_digests_total = 0
         self.nd_misses_unknown_total = 0
 
@@ -137,10 +146,34 @@ class HostLearning:
         mac = self.table.mac_of_ip(arp.target_ip)
         if mac is None:
             self.arp_misses_unknown_total += 1
-            log.debug("gateway on port %d asks for unknown %s: ignored", p.port, arp.target_ip)
+            await self._solicit(arp, p.port)
             return
         await self._switch.send_packet(arp_reply(arp, mac), p.port)
         log.debug("answered ARP for %s (%s) to port %d", arp.target_ip, mac, p.port)
+
+    async def _solicit(self, arp: ArpPacket, port: int) -> None:
+        """A gateway asks for an address nobody taught us: a host that has been silent longer
+        than the ageing was forgotten (its entries idled out), and a gateway's ARP never reaches
+        hosts, so nothing would ever reach it again until it spoke first. Ask the host ports
+        with an RFC 5227 probe in the gateway's name (sender IP 0.0.0.0: no host caches
+        anything from it, least of all the gateway's MAC for IP_G); the owner's answer comes in
+        on its port, is learned like any frame (digest with its IP), and the gateway's next
+        ARP is answered by the switch."""
+        ip = arp.target_ip
+        now = self._clock()
+        if ip in self._not_hosts or ip == arp.sender_ip:
+            return  # IP_G is answered by nobody; a gateway's gratuitous ARP asks for nothing
+        last = self._solicited.get(ip)
+        if last is not None and now - last < SOLICIT_EVERY_S:
+            log.debug("gateway on port %d asks for unknown %s: asked the hosts %.2fs ago", port, ip, now - last)
+            return
+        self._solicited = {a: t for a, t in self._solicited.items() if now - t < SOLICIT_EVERY_S}
+        self._solicited[ip] = now
+        frame = arp_probe(arp.sender_mac, ip)
+        for host_port in self._host_ports:
+            await self._switch.send_packet(frame, host_port)
+        self.arp_solicits_total += 1
+        log.debug("gateway on port %d asks for unknown %s: asked %d host ports", port, ip, len(self._host_ports))
 
     async def _nd_miss(self, p: PacketIn) -> None:
         ns = parse_neighbor_solicitation(p.payload)

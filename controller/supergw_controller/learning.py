@@ -414,6 +414,16 @@ def parse_arp(frame: bytes) -> ArpPacket | None:
     )
 
 
+def arp_probe(sender_mac: str, target_ip: str) -> bytes:
+    """An RFC 5227 ARP probe for `target_ip` (sender IP 0.0.0.0, broadcast): its owner answers
+    it, and no host takes anything from it into its ARP cache (padded to 60 bytes)."""
+    eth = b"\xff" * 6 + mac_to_bytes(sender_mac) + struct.pack("!H", ETH_ARP)
+    arp = struct.pack("!HHBBH", 1, 0x0800, 6, 4, ARP_REQUEST)
+    arp += mac_to_bytes(sender_mac) + bytes(4) + bytes(6) + ipaddress.IPv4Address(target_ip).packed
+    frame = eth + arp
+    return frame + bytes(max(0, 60 - len(frame)))
+
+
 def arp_reply(request: ArpPacket, answer_mac: str) -> bytes:
     """The reply to `request` saying target_ip is at `answer_mac` (padded to 60 bytes)."""
     eth = mac_to_bytes(request.sender_mac) + mac_to_bytes(answer_mac) + struct.pack("!H", ETH_ARP)

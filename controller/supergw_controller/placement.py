@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from supergw_controller.assignment import fill_missing
+from supergw_controller.backups import ring_backups
 from supergw_controller.bucket_stats import BucketStats
 from supergw_controller.config import Config, RebalancePolicy
 from supergw_controller.durable import Durable
@@ -59,6 +60,10 @@ class BucketSwitch(Protocol):
 
     async def set_buckets(self, moves: Mapping[int, str]) -> None:
         """Write bucket -> gateway in one batch; the mirror changes only when it succeeded."""
+        ...
+
+    async def set_backups(self, backups: Mapping[str, str]) -> int:
+        """Write gateway -> backup (gateway_backups) as the difference to what is held."""
         ...
 
 
@@ -108,6 +113,7 @@ class Placement:
         # Set while this controller is primary and reconciled: failovers may write.
         self.ready = asyncio.Event()
         self._failover_pending = False
+        self._backups_pending = False
 
     @property
     def assignment(self) -> Mapping[int, str]:
@@ -143,11 +149,34 @@ class Placement:
         remembered = {b: g for b, g in before.items() if b not in held and g in eligible}
         return fill_missing(self._k, {**held, **remembered}, weights, self._config.dispatch.partition_period)
 
+    def backups(self) -> dict[str, str]:
+        """Each gateway's backup: where the switch sends its buckets by itself once its
+        liveness frames stop, and where its buckets go when it is judged dead. The ring
+        successor among the gateways that can serve (`backups.ring_backups`, the config's
+        order); empty when the switch is not to fail over by itself."""
+        if not self._config.timing.dataplane_failover:
+            return {}
+        serving = {g.name for g in self.registry.eligible()}
+        return {g: b for g, b in ring_backups(self.registry.names(), serving).items() if b is not None}
+
+    async def sync_backups(self) -> None:
+        """Write the backups that changed (a death, a return, a drain); retried each tick."""
+        if not self._switch.primary or not self.ready.is_set():
+            return
+        try:
+            await self._switch.set_backups(self.backups())
+            self._backups_pending = False
+        except SwitchUnavailable as exc:
+            if not self._backups_pending:
+                log.error("gateway backups write failed (retried at the next tick): %s", exc)
+            self._backups_pending = True
+
     async def serve(self) -> None:
         """Primary and reconciled: mandatory moves (dead or drained gateways, pins) now."""
         self.ready.set()
         self._failover_pending = True
         await self.failover_if_pending()
+        await self.sync_backups()
 
     def pause(self) -> None:
         """No longer primary: nothing is written until `serve` again."""
@@ -161,6 +190,9 @@ class Placement:
         if any(t.died for t in transitions):
             self._failover_pending = True
         await self.failover_if_pending()
+        # Every tick, not only on transitions: a takeover's release (withheld -> serving) is no
+        # liveness transition but changes the ring; only a difference is written.
+        await self.sync_backups()
         # The durable event log after the failover write: traffic first.
         await self._log.persist(records)
 
@@ -198,6 +230,7 @@ class Placement:
                     g.drained = False
                     await self._undo("set_drained", name, False)
                     raise
+            await self.sync_backups()
 
     async def undrain(self, name: str) -> None:
         """Eligible again; the next rounds refill it gradually."""
@@ -208,6 +241,7 @@ class Placement:
                 await self._durable.save("set_drained", name, False)
                 g.drained = False
                 g.recovering = not g.dead
+                await self.sync_backups()
 
     async def set_weight(self, name: str, weight: float) -> None:
         self.registry.get(name)
@@ -290,6 +324,7 @@ class Placement:
             assignment=dict(self.assignment),
             gateways=self.registry.rebalance_inputs(),  # the config's order: the paper policy's ring
             pins=dict(self.pins),
+            failover_to=self.backups(),
         )
         if self._config.rebalancer.policy is RebalancePolicy.PAPER:
             return plan_paper(inp, self.paper_params, self._rng, self.params)

@@ -80,6 +80,9 @@ class RebalanceInput:
     assignment: Mapping[int, str]
     gateways: Sequence[GatewayInput]
     pins: Mapping[int, str] = field(default_factory=lambda: _EMPTY)
+    # A dead (or withheld) gateway's buckets go to this gateway when it is eligible (the backup the switch
+    # already sends them to, `backups.ring_backups`), else to the emptiest.
+    failover_to: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True)
@@ -251,6 +254,7 @@ class _Planner:
             self.cost[b] = bucket_cost(rate, params)
         self.assign: list[str | None] = [inp.assignment.get(b) for b in range(inp.k)]
         self.pins = {b: g for b, g in inp.pins.items() if g in gws}
+        self.failover_to = inp.failover_to
         self.weights = {n: g.weight for n, g in gws.items()}
         self.loads = {n: 0.0 for n in gws}
         self.counts = {n: 0 for n in gws}
@@ -335,7 +339,8 @@ class _Planner:
             if cur_state is None:
                 self.move(b, self.emptiest_for(b), MoveReason.UNASSIGNED)
             elif cur_state in (GatewayState.DEAD, GatewayState.WITHHELD):
-                self.move(b, self.emptiest_for(b), MoveReason.FAILOVER)
+                to = self.failover_to.get(cur or "")
+                self.move(b, to if to in eligible else self.emptiest_for(b), MoveReason.FAILOVER)
             elif cur_state is GatewayState.DRAINED:
                 self.move(b, self.emptiest_for(b), MoveReason.DRAIN)
 
@@ -420,9 +425,11 @@ class _Planner:
         # Whole buckets may leave the best placement above the target (16 equal buckets on 3
         # gateways: 6/5/5 is 1.125). Counter noise then always finds some move that lowers
         # the peak a little, and the plan would reshuffle every round; a plan that does not
-        # gain at least the hysteresis band is noise, not imbalance.
+        # gain at least the hysteresis band is noise, not imbalance. A plan the move budget cut
+        # short is a first step toward a far target, however small: it stays.
         gain = ratio_start - self.ratio()
-        if self.moves[undo.moves:] and gain < p.threshold - p.target - 1e-9:
+        made = len(self.moves) - undo.moves
+        if 0 < made < budget and gain < p.threshold - p.target - 1e-9:
             self.warnings.append(
                 f"load moves would lower max/mean only {ratio_start:.3f} -> {self.ratio():.3f}, less than the "
                 f"hysteresis {p.threshold - p.target:.3f}: whole buckets are as even as they get, none moved"

@@ -11,7 +11,7 @@ in its last report that it holds `v`'s state (`replication.protects == v`):
 | fence | v's port_roles entries go on the LAN and the outside switch | `RemoteAccess.sync` (`set_fenced`) |
 | steer | v's IKE SPI label, ESP SPI ranges and pool, and its last clients' pins, point to b | `RemoteAccess.sync` (`ClientBook.wanted`) |
 | order | b's orders say `take_over: [v]` (a new generation: its long-poll answers at once) | `RemoteAccess.sync` (`OrdersBoard`) |
-| unfence | v is alive and its report says `fence_cleared >=` the generation that fenced it: its port roles come back | `review`, then `RemoteAccess.sync` |
+| unfence | v's report says `fence_cleared >=` the generation that fenced it (v may still be judged dead: its tunnel crosses the fence): its port roles come back | `review`, then `RemoteAccess.sync` |
 | release | v unfenced, and no live gateway reports SAs under v's label or range (`foreign_sas`): the record goes, v serves again | `review` |
 
 From the verdict until its release `v` is withheld (`GatewayRegistry.set_withheld`: no
@@ -257,9 +257,10 @@ class Takeover:
         changed = False
         states = self.states()
         for v, r in list(self._records.items()):
-            if v in dead:
-                continue
             if r.fenced_generation is not None:
+                # A report that cleared this fence is proof enough that v's agent is back, even
+                # while v is still judged dead: its tunnel crosses the fence and comes up only
+                # once the fence is lifted.
                 cleared = states[v].fence_cleared if v in states else None
                 fenced_at = r.fenced_generation
                 if cleared is None or cleared < fenced_at:
@@ -273,7 +274,7 @@ class Takeover:
                     f"its agent dropped its remote-access SAs (fence_cleared {cleared} >= {fenced_at}): "
                     f"port roles restored on the LAN and the outside switch",
                 )
-            if self.foreign(v, dead):
+            if v in dead or self.foreign(v, dead):
                 continue
             del self._records[v]
             self._ordered.discard(v)

@@ -9,6 +9,7 @@ from typing import Any
 
 from finsy.p4schema import P4Schema
 
+from supergw_proto import p4constants as pc
 from supergw_controller.compose import ControllerCore
 from supergw_controller.config import Config, parse_config
 from supergw_controller.errors import NotPrimary, SwitchUnavailable
@@ -65,6 +66,7 @@ class Clock:
 
 class RecordingSession:
     """Stands in for the P4Runtime session: records every write batch and stream message;
+    (writes of gateway_backups alone in `backup_batches`);
     `fail` makes writes fail as a lost switch does; reads answer from `tables` (entity
     class name or table name -> entries)."""
 
@@ -73,6 +75,8 @@ class RecordingSession:
         self.errors = 0
         self.reconnects = 0
         self.batches: list[list[Update]] = []
+        # gateway_backups writes on their own (they follow every death, drain and return)
+        self.backup_batches: list[list[Update]] = []
         self.sent: list[Any] = []
         self.fail = False
         self.tables: dict[str, list[Any]] = {}
@@ -92,7 +96,9 @@ class RecordingSession:
         self.require_primary()
         if self.fail:
             raise SwitchUnavailable("switch gone")
-        if updates:
+        if updates and all(getattr(u.entity, "table_id", None) == pc.TABLE_GATEWAY_BACKUPS for u in updates):
+            self.backup_batches.append(list(updates))
+        elif updates:
             self.batches.append(list(updates))
 
     async def send(self, msgs: Sequence[Any]) -> None:

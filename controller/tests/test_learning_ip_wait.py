@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from finsy import P4PacketOut
 
 from supergw_proto import p4constants as pc
-from supergw_controller.config import ConfigError
+from supergw_controller.config import ConfigError, PortRoleName
 from supergw_controller.compose import ControllerCore
 from supergw_controller.errors import SwitchUnavailable
-from supergw_controller.learning import ARP_REQUEST, HostTable
+from supergw_controller.learning import ARP_REQUEST, HostTable, arp_probe, parse_arp
 from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.domain import LearnedSource, Op
 
@@ -218,24 +219,60 @@ async def test_dispatcher_sweep_learns_waiting_hosts(disp: tuple[ControllerCore,
     assert (await d.hosts()).hosts[0].learned
 
 
-async def test_dispatcher_counts_gateway_arp_misses_for_unknown_ips(disp: tuple[ControllerCore, RecordingSession]) -> None:
+class Pkt:
+    """A gateway's ARP request the switch punted (`host_ips` missed)."""
+
+    def __init__(self, target: str, sender_ip: str = "10.0.0.2") -> None:
+        self.metadata = {
+            pc.CTRL_HDR_PACKET_IN_REASON: int(pc.PuntReason.GATEWAY_ARP_MISS),
+            pc.CTRL_HDR_PACKET_IN_INGRESS_PORT: 11,
+        }
+        self.payload = arp_request(GW_MAC, sender_ip, target)
+
+
+GW_MAC = "52:54:00:00:01:01"
+
+
+async def test_a_gateway_arp_for_an_unknown_ip_asks_the_hosts(disp: tuple[ControllerCore, RecordingSession],
+                                                              clock: Clock) -> None:
+    """A host silent past its ageing is forgotten; a gateway's ARP never reaches hosts: the
+    controller asks the host ports for the address (RFC 5227 probe), once a second at most."""
     d, s = disp
     await d.switch.on_digest(digest(MAC, 1, "10.0.0.11"))
-
-    class Pkt:
-        def __init__(self, target: str) -> None:
-            self.metadata = {
-                pc.CTRL_HDR_PACKET_IN_REASON: int(pc.PuntReason.GATEWAY_ARP_MISS),
-                pc.CTRL_HDR_PACKET_IN_INGRESS_PORT: 11,
-            }
-            self.payload = arp_request("52:54:00:00:01:01", "10.0.0.2", target)
-
+    host_ports = sorted(d.config.ports_with_role(PortRoleName.HOST))
+    assert host_ports
     await d.switch.on_packet_in(Pkt("10.0.0.99"))
     st = await d.status()
     assert st.arp_misses_unknown_total == 1 and st.packet_ins_total == 1
-    await d.switch.on_packet_in(Pkt("10.0.0.11"))  # known: answered with a packet-out
-    assert (await d.status()).arp_misses_unknown_total == 1
-    assert len(s.sent) == 2  # the digest ack and the ARP reply
+    probes = [m for m in s.sent if isinstance(m, P4PacketOut)]
+    assert sorted(m.metadata[pc.CTRL_HDR_PACKET_OUT_EGRESS_PORT] for m in probes) == host_ports
+    for m in probes:
+        arp = parse_arp(m.payload)
+        assert arp is not None and arp.op == ARP_REQUEST and m.payload[:6] == b"\xff" * 6
+        # the gateway's MAC as sender, no sender address: the owner answers, nobody caches it
+        assert (arp.sender_mac, arp.sender_ip, arp.target_ip) == (GW_MAC, "0.0.0.0", "10.0.0.99")
+    assert d.hosts_learning.arp_solicits_total == 1
+    await d.switch.on_packet_in(Pkt("10.0.0.99"))  # the gateway retries within the second: not again
+    clock.t += 1.0
+    await d.switch.on_packet_in(Pkt("10.0.0.99"))  # a second later: asked again
+    assert d.hosts_learning.arp_solicits_total == 2
+    assert len([m for m in s.sent if isinstance(m, P4PacketOut)]) == 2 * len(host_ports)
+    await d.switch.on_packet_in(Pkt("10.0.0.1"))  # IP_G (punted without host_ips): never asked for
+    await d.switch.on_packet_in(Pkt("10.0.0.98", sender_ip="10.0.0.98"))  # a gateway's gratuitous ARP: neither
+    assert d.hosts_learning.arp_solicits_total == 2
+    before = len(s.sent)
+    await d.switch.on_packet_in(Pkt("10.0.0.11"))  # known: answered with a packet-out to the gateway
+    assert (await d.status()).arp_misses_unknown_total == 5  # the known one is no miss
+    [reply] = s.sent[before:]
+    assert reply.metadata[pc.CTRL_HDR_PACKET_OUT_EGRESS_PORT] == 11
+
+
+def test_arp_probe_frame() -> None:
+    frame = arp_probe(GW_MAC, "10.0.0.99")
+    arp = parse_arp(frame)
+    assert len(frame) == 60 and arp is not None
+    assert (arp.op, arp.sender_mac, arp.sender_ip, arp.target_mac, arp.target_ip, arp.eth_src) == (
+        ARP_REQUEST, GW_MAC, "0.0.0.0", "00:00:00:00:00:00", "10.0.0.99", GW_MAC)
 
 
 def arp_request(sender_mac: str, sender_ip: str, target_ip: str) -> bytes:

@@ -30,6 +30,7 @@ class FakeSwitch:
         self.writes: list[dict[int, str]] = []
         self.primary = True
         self.fail_on: int | None = None
+        self.backups: dict[str, str] = {}
 
     @property
     def assignment(self) -> Mapping[int, str]:
@@ -41,6 +42,11 @@ class FakeSwitch:
             raise SwitchUnavailable("switch gone")
         self.writes.append(dict(moves))
         self.held.update(moves)
+
+    async def set_backups(self, backups: Mapping[str, str]) -> int:
+        changed = int(backups != self.backups)
+        self.backups = dict(backups)
+        return changed
 
 
 class Permission:

@@ -158,9 +158,11 @@ async def test_a_dead_gateway_is_fenced_then_steered_then_its_backup_ordered(lab
 
     # Every step is written before the next begins: the fence on both switches, then the
     # steering (labels, ranges, pins on the outside; the pool on the LAN); the LAN's bucket
-    # failover (placement) precedes them all.
-    lan_failover = [i for i, w in enumerate(lab.journal) if w[0] == "lan" and w[2] == pc.TABLE_BUCKETS]
-    steps = [(sw, op, t, what) for sw, op, t, what in lab.journal if t != pc.TABLE_BUCKETS]
+    # failover and the switch's new backups around g1 (placement) precede them all.
+    placement_tables = (pc.TABLE_BUCKETS, pc.TABLE_GATEWAY_BACKUPS)
+    lan_failover = [i for i, w in enumerate(lab.journal) if w[0] == "lan" and w[2] in placement_tables]
+    assert [w[1] for w in lab.journal if w[2] == pc.TABLE_GATEWAY_BACKUPS] == ["MODIFY"]  # g3's: g1 -> g2
+    steps = [(sw, op, t, what) for sw, op, t, what in lab.journal if t not in placement_tables]
     assert steps[:2] == [("lan", "DELETE", pc.TABLE_PORT_ROLES, PORTS["g1"]),
                          ("outside", "DELETE", pc.TABLE_PORT_ROLES, OUTSIDE_PORTS["g1"])]
     steer = steps[2:]
@@ -338,6 +340,25 @@ async def test_a_returning_gateway_stays_fenced_until_its_agent_clears_and_serve
     await lab.core.placement.periodic_round()
     assert "g1" in set(lab.core.placement.assignment.values())  # placement gives it buckets again
     assert lab.ra.pins["198.51.100.1"] == "g2"  # its old clients stay where their SA is
+
+
+async def test_a_restarted_gateway_still_judged_dead_is_unfenced_once_its_agent_cleared(lab: Lab) -> None:
+    # A killed gateway restarts: its agent reports at once, but its tunnel crosses the fence and
+    # cannot come up, so the verdict stays dead (no CHILD SA) until the fence is lifted.
+    await feed(lab)
+    await lab.kill("g1")
+    fence_gen = (await _stored(lab))["g1"].fenced_generation
+    assert fence_gen is not None
+    g2_after = {"protects": "g3", "held_sas": 0, "taken_over": {"g1": 2}, "foreign_sas": {"g1": 2}}
+    g2_clients = {"g1": [], "g2": [C2, C1, C3], "g3": []}
+    lab.journal.clear()
+    await feed(lab, clients=g2_clients, g1={"fence_cleared": fence_gen}, g2=g2_after)
+    assert lab.writes(pc.TABLE_PORT_ROLES) == [("lan", "INSERT", PORTS["g1"]), ("outside", "INSERT", OUTSIDE_PORTS["g1"])]
+    assert lab.events()[-1][:2] == ("unfence", "g1")
+    # still dead: not released, however little is left under its label
+    await feed(lab, clients=g2_clients, g1={"fence_cleared": fence_gen},
+               g2={"protects": "g3", "taken_over": {"g1": 2}, "foreign_sas": {}})
+    assert "g1" in await _stored(lab) and lab.events()[-1][:2] == ("unfence", "g1")
 
 
 def _labels_of(lab: Lab, *gws: str) -> set[Any]:

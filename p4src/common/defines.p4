@@ -35,6 +35,10 @@ const bit<16> ETHERTYPE_IPV6 = 0x86DD;
 // A front-port frame with this ethertype is dropped: it could be mistaken for a
 // controller packet-out by whatever sits behind the CPU port.
 const bit<16> ETHERTYPE_PACKET_OUT = 0xBF01;
+// A gateway's liveness frame (docs/pipeline-contract.md, "Gateway liveness"): IEEE 802
+// Local Experimental Ethertype 2 (tests and bench/controller's probe use the first, 0x88B5),
+// sent by each gateway's agent out of its LAN port every few ms.
+const bit<16> ETHERTYPE_LIVENESS = 0x88B6;
 
 // Remote access on the outside switch: what tells IKE, ESP and NAT-T apart (RFC 7296,
 // RFC 4303, RFC 3948). IKE and ESP are only looked into in IPv4 headers without options.

@@ -238,6 +238,19 @@ struct local_metadata_t {
     bool              nd_target_is_gateway;
     // The switch turned an NS into an NA: the ICMPv6 checksum is recomputed.
     bool              nd_reply;
+    // BucketDispatch's set_gateway chose this gateway port: GatewayLiveness sends the frame
+    // to the port's backup instead when the gateway's liveness frames have stopped.
+    bool              to_bucket_gateway;
+    port_num_t        bucket_gateway_port;
+    // From SupergwIngress.gateway_liveness.gateway_backups (GatewayLiveness).
+    bool              has_backup;
+    port_num_t        backup_port;
+    mac_addr_t        backup_mac;
+    bit<32>           liveness_timeout;
+    // The target's liveness clock now, and the time since the gateway's last liveness
+    // frame in its units (0: never heard since the switch started).
+    bit<32>           liveness_now;
+    bit<32>           liveness_age;
 }
 
 #endif  // SUPERGW_HEADERS_P4

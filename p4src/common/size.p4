@@ -33,6 +33,11 @@
 #define HOST_IP6S_TABLE_SIZE 131072
 #define LEARNED_IP6S_TABLE_SIZE 131072
 
+// Gateway liveness: one backup entry, one timestamp and two counter cells per port (a
+// gateway is a port), indexed by the P4 port number.
+#define GATEWAY_BACKUPS_TABLE_SIZE 512
+#define GATEWAY_LIVENESS_SIZE 512
+
 // Indexed by drop_reason_t; room for reasons added later without resizing the counter.
 #define DROP_COUNTER_SIZE 32
 

@@ -10,7 +10,8 @@ data widths from the TNA program) and applies the usual Tofino 1 packing rules p
   words, an entry wider than a word across 2 to 4 of them, at the width that packs best
   (two 180-bit IPv6 entries in three words); hash ways get 25 % headroom for collisions.
 - Wider action data goes to its own SRAM words (rounded up to 2^n bits per entry).
-- A PACKETS_AND_BYTES counter cell takes a whole 128-bit word (64 + 64 bits); idle
+- A PACKETS_AND_BYTES counter cell takes a whole 128-bit word (64 + 64 bits); a register
+  cell of W bits packs 128 / W to a word (stateful ALU memory, in the counters column); idle
   timeout adds one map RAM per 1024 x 4 entries (not counted as SRAM).
 - A ternary or LPM table (bf-p4c puts LPM in TCAM unless told `@alpm`) takes
   ceil(key bits / 44) x ceil(entries / 512) TCAM blocks, and its action selector and
@@ -112,6 +113,9 @@ def estimate(info: p4i.P4Info) -> list[TableCost]:
     costs = [table_cost(info, t) for t in info.tables]
     for c in info.counters:
         costs.append(TableCost(str(c.preamble.name), int(c.size), 0, 0, 0, 0, _srams(c.size)))
+    for r in info.registers:
+        per_word = max(1, WORD_BITS // r.type_spec.bitstring.bit.bitwidth)
+        costs.append(TableCost(str(r.preamble.name), int(r.size), 0, 0, 0, 0, _srams(r.size / per_word)))
     return costs
 
 

@@ -6,7 +6,7 @@ v1model/PSA/PNA externs, so this reads the TNA program as p4c's front and mid en
 (`p4test --toJSON`, the IR after the mid end) and serializes the control-plane objects
 the way bf-p4c does before `--p4runtime-force-std-externs` strips the pipe name:
 
-- tables, counters, direct counters and digests are named `<pipe>.<control path>` (the
+- tables, counters, direct counters, registers and digests are named `<pipe>.<control path>` (the
   pipeline instance is `pipe`), actions and controller headers are not;
 - IDs are p4c's: an `@id` where the program has one (only the controller headers, shared
   with v1model), else the object type's prefix byte and the low 24 bits of
@@ -41,7 +41,7 @@ PIPE = "pipe"
 CONTROLS = ("SupergwIngress", "SupergwIngressDeparser")
 
 # p4c's P4Ids::Prefix values (p4runtime p4info.proto).
-PREFIX = {"action": 0x01, "table": 0x02, "ctrl_hdr": 0x04, "counter": 0x12, "direct_counter": 0x13, "digest": 0x17}
+PREFIX = {"action": 0x01, "table": 0x02, "ctrl_hdr": 0x04, "counter": 0x12, "direct_counter": 0x13, "register": 0x16, "digest": 0x17}
 # CounterSpec.Unit of p4info.proto.
 COUNTER_UNIT = {"BYTES": 1, "PACKETS": 2, "PACKETS_AND_BYTES": 3}
 # MatchField.MatchType of p4info.proto, by P4 match kind.
@@ -173,6 +173,7 @@ def build(ir: Ir, arch: str) -> p4info_pb2.P4Info:
     actions: dict[str, p4info_pb2.Action] = {}
     action_nodes: dict[str, Node] = {}
     counters: dict[str, Node] = {}
+    registers: list[Node] = []
     ingress = ir.control(CONTROLS[0])
 
     for n in ir.locals(ingress):
@@ -193,6 +194,8 @@ def build(ir: Ir, arch: str) -> p4info_pb2.P4Info:
             extern = path_name_of_type(ir, n["type"])
             if extern in ("Counter", "DirectCounter"):
                 counters[n["name"]] = n
+            elif extern == "Register":
+                registers.append(n)
 
     used_actions: set[str] = set()
     direct: dict[str, int] = {}  # counter local name -> table id
@@ -272,6 +275,15 @@ def build(ir: Ir, arch: str) -> p4info_pb2.P4Info:
             c.preamble.alias = name.rsplit(".", 1)[-1]
             c.spec.unit = unit
             c.size = constant_int(ir, ir.full(ir.vec(n["arguments"])[0]["expression"]))
+
+    for n in registers:
+        name = f"{PIPE}.{control_plane_name(ir, n)}"
+        r = info.registers.add()
+        r.preamble.id = object_id(ir, n, "register", name)
+        r.preamble.name = name
+        r.preamble.alias = name.rsplit(".", 1)[-1]
+        r.type_spec.bitstring.bit.bitwidth = ir.width(ir.vec(ir.full(n["type"])["arguments"])[0])
+        r.size = constant_int(ir, ir.full(ir.vec(n["arguments"])[0]["expression"]))
 
     add_digests(ir, info)
     add_controller_headers(ir, info)

@@ -23,6 +23,7 @@
 #include "include/control/outside_dispatch.p4"
 #include "include/control/pool_dispatch.p4"
 #include "include/control/bucket_dispatch.p4"
+#include "include/control/gateway_liveness.p4"
 #include "include/control/l2_forwarding.p4"
 #include "include/control/flood_pruning.p4"
 
@@ -47,6 +48,7 @@ control SupergwIngress(inout headers_t hdr,
     OutsideDispatch() outside_dispatch;
     PoolDispatch() pool_dispatch;
     BucketDispatch() bucket_dispatch;
+    GatewayLiveness() gateway_liveness;
     L2Forwarding() l2_forwarding;
 
     apply {
@@ -88,6 +90,8 @@ control SupergwIngress(inout headers_t hdr,
         if (!meta.decided) {
             bucket_dispatch.apply(hdr, meta, standard_metadata);
         }
+        // Also after a decision: it may redirect what BucketDispatch sent to a gateway.
+        gateway_liveness.apply(hdr, meta, standard_metadata);
         if (!meta.decided) {
             l2_forwarding.apply(hdr, meta, standard_metadata);
         }

@@ -66,7 +66,7 @@ def test_capabilities_are_each_roles_own() -> None:
     caps = {u: set(directives(u)["CapabilityBoundingSet"][-1].split()) for u in UNITS}
     assert caps["supergw-switch.service"] == {"CAP_BPF", "CAP_PERFMON", "CAP_NET_ADMIN", "CAP_NET_RAW"}
     assert caps["supergw-controller.service"] == set()
-    assert caps["supergw-gateway-agent@.service"] == {"CAP_NET_ADMIN"}
+    assert caps["supergw-gateway-agent@.service"] == {"CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_SYS_NICE"}
     assert caps["supergw-gateway@.service"] == {"CAP_NET_ADMIN", "CAP_NET_BIND_SERVICE", "CAP_NET_RAW", "CAP_SYS_ADMIN"}
     assert directives("supergw-controller.service")["User"] == ["supergw"]
 

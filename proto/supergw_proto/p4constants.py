@@ -72,6 +72,8 @@ ESP_SPI_RANGES_TABLE_SIZE: Final = 64
 ND_SETTINGS_TABLE_SIZE: Final = 1
 HOST_IP6S_TABLE_SIZE: Final = 131072
 LEARNED_IP6S_TABLE_SIZE: Final = 131072
+GATEWAY_BACKUPS_TABLE_SIZE: Final = 512
+GATEWAY_LIVENESS_SIZE: Final = 512
 DROP_COUNTER_SIZE: Final = 32
 CPU_PORT: Final = 255
 HOST_FLOOD_GROUP: Final = 1
@@ -81,6 +83,7 @@ ETHERTYPE_IPV4: Final = 0x0800
 ETHERTYPE_ARP: Final = 0x0806
 ETHERTYPE_IPV6: Final = 0x86DD
 ETHERTYPE_PACKET_OUT: Final = 0xBF01
+ETHERTYPE_LIVENESS: Final = 0x88B6
 IPV4_IHL_NO_OPTIONS: Final = 5
 IPV4_HEADER_LEN: Final = 20
 IP_PROTO_UDP: Final = 17
@@ -154,6 +157,9 @@ MATCH_CLIENT_POOLS_DST_IP: Final = "dst_ip"
 
 TABLE_BUCKETS: Final = "SupergwIngress.bucket_dispatch.buckets"
 MATCH_BUCKETS_BUCKET: Final = "bucket"
+
+TABLE_GATEWAY_BACKUPS: Final = "SupergwIngress.gateway_liveness.gateway_backups"
+MATCH_GATEWAY_BACKUPS_PORT: Final = "port"
 
 TABLE_MAC_TABLE: Final = "SupergwIngress.l2_forwarding.mac_table"
 MATCH_MAC_TABLE_DST_MAC: Final = "dst_mac"
@@ -229,6 +235,13 @@ PARAM_SET_GATEWAY_GATEWAY_MAC: Final = "gateway_mac"
 
 ACTION_DROP_UNASSIGNED: Final = "SupergwIngress.bucket_dispatch.drop_unassigned"
 
+ACTION_SET_BACKUP: Final = "SupergwIngress.gateway_liveness.set_backup"
+PARAM_SET_BACKUP_PORT: Final = "port"
+PARAM_SET_BACKUP_GATEWAY_MAC: Final = "gateway_mac"
+PARAM_SET_BACKUP_TIMEOUT_US: Final = "timeout_us"
+
+ACTION_NO_BACKUP: Final = "SupergwIngress.gateway_liveness.no_backup"
+
 ACTION_SET_OUTPUT_PORT: Final = "SupergwIngress.l2_forwarding.set_output_port"
 PARAM_SET_OUTPUT_PORT_PORT: Final = "port"
 PARAM_SET_OUTPUT_PORT_ROLE: Final = "role"
@@ -236,6 +249,10 @@ PARAM_SET_OUTPUT_PORT_ROLE: Final = "role"
 ACTION_FLOOD: Final = "SupergwIngress.l2_forwarding.flood"
 
 COUNTER_DROP_COUNTER: Final = "SupergwIngress.drop_counter"
+
+COUNTER_LIVENESS_FRAMES: Final = "SupergwIngress.gateway_liveness.liveness_frames"
+
+COUNTER_FAILOVER_FRAMES: Final = "SupergwIngress.gateway_liveness.failover_frames"
 
 DIRECT_COUNTER_PIN_COUNTER: Final = "SupergwIngress.outside_dispatch.pin_counter"
 

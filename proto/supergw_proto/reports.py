@@ -29,6 +29,10 @@ from supergw_proto.replication import ReplicationOrders, ReplicationState
 DEFAULT_HEARTBEAT_INTERVAL_MS = 100
 DEFAULT_MISSED_HEARTBEATS = 3
 DEFAULT_REPORT_INTERVAL_MS = 500
+# Gateway liveness in the switch (supergw_proto.liveness): a frame every 5 ms, and a gateway
+# silent for 25 ms (five frames) has its buckets sent to its backup by the switch itself.
+DEFAULT_LAN_LIVENESS_INTERVAL_MS = 5
+DEFAULT_LAN_LIVENESS_TIMEOUT_MS = 25
 TIMING_HEADER = "Supergw-Timing"
 
 
@@ -42,6 +46,8 @@ class AgentTiming(BaseModel):
     heartbeat_interval_ms: int = Field(default=DEFAULT_HEARTBEAT_INTERVAL_MS, gt=0, lt=1 << 32)
     missed_heartbeats: int = Field(default=DEFAULT_MISSED_HEARTBEATS, ge=1)
     report_interval_ms: int = Field(default=DEFAULT_REPORT_INTERVAL_MS, gt=0)
+    # How often the agent sends its liveness frame out of its LAN port; 0: not at all.
+    lan_liveness_interval_ms: int = Field(default=DEFAULT_LAN_LIVENESS_INTERVAL_MS, ge=0, le=1000)
 
     @property
     def dead_after_s(self) -> float:
@@ -56,8 +62,10 @@ class AgentTiming(BaseModel):
         return cls.model_validate_json(value)
 
     def describe(self) -> str:
+        liveness = (f"liveness frames every {self.lan_liveness_interval_ms} ms" if self.lan_liveness_interval_ms
+                    else "no liveness frames")
         return (f"heartbeats every {self.heartbeat_interval_ms} ms (dead after {self.missed_heartbeats} missed), "
-                f"reports every {self.report_interval_ms} ms")
+                f"reports every {self.report_interval_ms} ms, {liveness}")
 
 
 ORDERS_HEADER = "Supergw-Orders"
@@ -231,8 +239,10 @@ class GatewayReport(BaseModel):
     cpu_scope: Literal["processes", "cgroup", "guest"] | None = Field(
         default=None,
         description=(
-            "what cpu_percent counts: its processes (charon with libipsec's ESP threads, the agent), "
-            "its cgroup, or the UML guest's whole /proc/stat (None: an older agent, whole box)"
+            "what cpu_percent counts: its processes (charon with libipsec's ESP threads, the agent; a UML "
+            "guest under a quota: the guest's host processes, and its charon and softirq are not sampled), its "
+            "cgroup, or the UML guest's whole /proc/stat "
+            "(None: an older agent, whole box)"
         ),
     )
     softirq_percent: float = Field(ge=0)

@@ -87,3 +87,12 @@ def test_configs_pass_the_owners_loaders(tmp_path: Path) -> None:
     assert [c.name for c in clients] == ["rw1", "rw2", "rw3"]
     assert all(c.cert.is_file() and c.key.is_file() and str(c.server) == "203.0.113.1" for c in clients)
     assert len({c.identity for c in clients}) == 3
+
+
+def test_remote_access_on_uml_gateways_is_refused_with_the_reason() -> None:
+    topo = load(REMOTE_ACCESS_TOPOLOGY).single
+    data = topo.model_dump(mode="json") | {"gateway_backend": "uml"}
+    from topologies.model import Topology
+
+    with pytest.raises(ValueError, match="remote access does not run on UML gateways"):
+        Topology.model_validate(data)

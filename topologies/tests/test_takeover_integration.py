@@ -13,10 +13,7 @@ once on BMv2 where it is installed."""
 
 from __future__ import annotations
 
-import json
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,11 +22,10 @@ import pytest
 
 from bench.remote.measure import holder, states
 from supergw_gateway.ra.client import RemoteClient
-from supergw_proto import p4constants as pc
 from topologies import bmv2, raclients
+from topologies.drop_counts import unknown_port_drops
 from topologies.emulation import Emulation
 from topologies.model import SWITCH_KINDS, SwitchKind
-from topologies.paths import REPO
 from topologies.poll import wait_until
 from topologies.schema import REMOTE_ACCESS_TOPOLOGY
 from topologies.site import Site
@@ -60,20 +56,6 @@ def _replays(c: RemoteClient, since: int) -> int:
     with open(_log(c), "rb") as f:
         f.seek(since)
         return f.read().decode(errors="replace").count(REPLAY_LINE)
-
-
-def _unknown_port_drops(site: Site) -> int:
-    """Frames the LAN and the outside switch dropped because their ingress port has no role (a
-    fenced gateway's), read over P4Runtime from the switch namespace (where the controller is)."""
-    topo = site.topo
-    assert topo.remote_access is not None
-    total = 0
-    for addr, device in ((topo.p4runtime_addr, topo.switch.device_id),
-                         (topo.outside_p4runtime_addr, topo.remote_access.outside.device_id)):
-        out = subprocess.run(["ip", "netns", "exec", topo.switch_ns, sys.executable, "-m", "topologies.drop_counts",
-                              addr, str(device)], capture_output=True, text=True, cwd=REPO, check=True, timeout=30)
-        total += json.loads(out.stdout).get(pc.DropReason.UNKNOWN_PORT.name, 0)
-    return total
 
 
 def test_a_frozen_gateways_clients_are_taken_over_and_its_thaw_is_fenced(site: Site) -> None:
@@ -112,10 +94,10 @@ def test_a_frozen_gateways_clients_are_taken_over_and_its_thaw_is_fenced(site: S
 
     # It thaws behind its fence: its charon still believes the SAs its own and will send on
     # them (ESP, DPD, rekeys); the switches drop it all.
-    drops = _unknown_port_drops(site)
+    drops = unknown_port_drops(site)
     site.signal_gateway(pids, signal.SIGCONT)
     time.sleep(3)
-    assert _unknown_port_drops(site) > drops, "the thawed gateway sent nothing the fence dropped (a probe that saw nothing)"
+    assert unknown_port_drops(site) > drops, "the thawed gateway sent nothing the fence dropped (a probe that saw nothing)"
     for c in fleet:
         assert c.answers(target, wait_s=1.0), f"{c.cfg.name} lost its traffic after {victim} thawed"
     assert {c.cfg.name: c.ike_auths() for c in fleet} == auths, "a client authenticated again"

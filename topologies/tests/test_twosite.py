@@ -85,7 +85,29 @@ def test_configs_pair_the_sites(tmp_path: Path) -> None:
     assert [g["name"] for g in controller_config(b, paths(tmp_path))["gateways"]] == ["bgw1", "bgw2", "bgw3"]
 
 
+def test_uml_gateways_and_the_controllers_rebalancer_section(tmp_path: Path) -> None:
+    from supergw_gateway.uml_init import stable_mac
+
+    rebalancer = {"policy": "paper", "paper": {"seed": 3}}
+    _, (a, b) = load_two_site(TWO_SITE_PAPER_TOPOLOGY, gateway_backend="uml", rebalancer=rebalancer)
+    for topo in (a, b):
+        gen = write_all(topo, paths(tmp_path / topo.prefix), Secrets.fresh(24))
+        assert validate_with_owners(gen) == []
+        conf = yaml.safe_load(gen.gateways[topo.gateways[0].name].read_text())
+        assert conf["backend"] == "uml"
+        ctl = controller_config(topo, paths(tmp_path / topo.prefix))
+        # the switch sends each gateway's frames to its guest NIC's MAC, not to the namespace's veth
+        assert [g["mac"] for g in ctl["gateways"]] == [stable_mac(g.name, "lan0") for g in topo.gateways]
+        assert ctl["rebalancer"]["policy"] == "paper" and ctl["rebalancer"]["paper"]["seed"] == 3
+    _, (a, _) = load_two_site()
+    assert a.gateway_backend == "auto" and "rebalancer" not in controller_config(a, paths(tmp_path))
+    assert [g["mac"] for g in controller_config(a, paths(tmp_path))["gateways"]] == [g.mac for g in a.gateways]
+
+
 @pytest.mark.parametrize(("changes", "needle"), [
+    ({"gateway_backend": "qemu"}, "gateway_backend"),
+    ({"rebalancer": {"policy": "random"}}, "rebalancer.policy"),
+    ({"rebalancer": {"threshold": 0.5}}, "rebalancer.threshold"),
     ({"gateways": 5}, "gateways"),
     ({"gateways": 0}, "gateways"),
     ({"hosts_per_site": 0}, "hosts_per_site"),

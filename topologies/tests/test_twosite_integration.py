@@ -6,7 +6,9 @@ gateway its bucket names), a planned move with 0 loss, and a freeze failover (SI
 site A gateway's charon and agent): site A fails it over, site B fails over its partner (the
 pair beacons through their tunnel stop: reason "partner down"), and flows entering the pair
 from either site resume. The gaps are measured and printed, not asserted: the timing goal
-lives in the benchmarks (bench/failover --two-site).
+lives in the benchmarks (bench/failover --two-site). Last (it restarts the controllers with a
+short ageing): a LAN host silent past its ageing is reached again, across a freeze of the
+pair its flow crosses both ways (the 8.6 s outage of issue 28).
 
 Needs root, the built switch and strongSwan; run it under `flock /tmp/supergw-netns.lock`.
 """
@@ -20,14 +22,21 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import yaml
 
 from supergw_proto.api import EventView, HostView
+from supergw_proto.rest import ApiError
 from topologies.emulation import Emulation
 from topologies.schema import TWO_SITE_TOPOLOGY
 from topologies.site import Site
-from topologies.tests.emulation import EMULATION_MARKS, all_alive, booted, ping_counts, until
+from topologies.tests.emulation import EMULATION_MARKS, FAILOVER_GAP_S, all_alive, booted, ping_counts, until
 
 pytestmark = EMULATION_MARKS
+
+AGEING_S = 3.0  # the controllers' `timing.ageing_s` for the last test (shipped: 300 s)
+# A gateway's first ARP for a host nobody knows goes out with the flow's first packet; the
+# host answers the controller's probe at once and the gateway's next try (1 s later) is answered.
+FIRST_ANSWER_S = 3.0
 
 
 def host(site: Site, ip: str) -> HostView:
@@ -208,3 +217,83 @@ def test_frozen_gateway_is_dropped_by_both_sites_and_traffic_resumes_both_ways(p
         time.sleep(0.2)
     a.api().unpin(bucket)
     b.api().unpin(bbucket)
+
+
+def _primary(site: Site) -> bool:
+    try:
+        st = site.api().status()
+    except ApiError:
+        return False
+    return st.connected and st.role == "primary" and st.buckets_unassigned == 0
+
+
+def _forgotten(site: Site, ip: str) -> bool:
+    return all(h.ip != ip for h in site.api().hosts())
+
+
+def test_a_host_silent_past_its_ageing_is_reached_again_through_a_failover(pair: Pair) -> None:
+    """bench/scaling's 8.6 s (issue 28): after its controllers were restarted, two of five freeze
+    trials lost every probe of the B -> A flow. Its receiver had been silent for longer than the
+    ageing (Fig. 5's runs load only the simulated hosts), so its switch had forgotten it, and
+    the gateways had dropped their neighbour entry for it (with the 224 simulated hosts they hold
+    more than gc_thresh1 = 128, so a stale entry goes after gc_stale_time, 60 s). A gateway's
+    ARP for it is punted, never flooded to hosts (it would poison their entry for IP_G), and the
+    controller, not knowing the address either, dropped it: nothing reached the host until it
+    spoke first. The controllers' restart was only what came before the trials.
+
+    Here the same with short timers: both controllers restarted with a 3 s ageing (the switches
+    restarted too, so that every learned entry carries it), the receiver forgotten, its
+    neighbour entries dropped, then a flow to it whose request and answer both cross pair 1,
+    frozen after 4 s. The controller asks the hosts for an address a gateway asks it for and it
+    does not know (an RFC 5227 probe), so the flow starts within a few ARP retries and survives
+    the failover."""
+    a, b = pair.a, pair.b
+    for site in (a, b):
+        conf = site.controller_config()
+        data = yaml.safe_load(conf.read_text())
+        data.setdefault("timing", {})["ageing_s"] = AGEING_S
+        conf.write_text(yaml.safe_dump(data, sort_keys=False))
+        site.restart_controller()
+    receiver, sender = a.topo.hosts[1], b.topo.hosts[1]
+    rbucket, sbucket = host(a, str(receiver.ip)).bucket, host(b, str(sender.ip)).bucket
+    for site in (a, b):
+        site.restart_switch()  # the controller writes every host again, with the short ageing
+    for site in (a, b):
+        deadline = time.monotonic() + 30
+        while not _primary(site):
+            assert time.monotonic() < deadline, f"{site.prefix}: the controller is not primary on its new switch"
+            time.sleep(0.3)
+        until(site, "every gateway alive with its partner up after the restarts",
+              lambda g: all_alive(g) and all(x.partner_up is True for x in g.values()), 60)
+    # both directions through pair 1: the request enters bgw1, the answer agw1, the victim
+    victim, partner = a.topo.gateways[0].name, b.topo.gateways[0].name
+    b.api().pin(sbucket, partner)
+    a.api().pin(rbucket, victim)
+    deadline = time.monotonic() + 10 * AGEING_S + 10
+    while not _forgotten(a, str(receiver.ip)):
+        assert time.monotonic() < deadline, f"{receiver.name} was never forgotten: it is not silent"
+        time.sleep(0.5)
+    for g in a.topo.gateways:
+        subprocess.run(["ip", "netns", "exec", a.topo.ns(g.name), "ip", "neigh", "flush", "to", str(receiver.ip)],
+                       check=True)
+    pids = a.gateway_pids(victim)
+    with subprocess.Popen(["ip", "netns", "exec", b.topo.ns(sender.name), "ping", "-n", "-D", "-O", "-W", "1",
+                           "-i", "0.01", "-w", "12", str(receiver.ip)], stdout=subprocess.PIPE, text=True) as probe:
+        started = time.time()
+        time.sleep(4.0)
+        frozen_at = time.time()
+        a.signal_gateway(pids, signal.SIGSTOP)
+        try:
+            out, _ = probe.communicate(timeout=60)
+        finally:
+            a.signal_gateway(pids, signal.SIGCONT)
+    replies = _replies_after(out, started)
+    print(f"{sender.name} -> forgotten {receiver.name}: first answer after "
+          f"{'none' if not replies else f'{replies[0] - started:.2f} s'}, {len(replies)} answers, longest gap "
+          f"{_longest_gap_ms(out):.0f} ms, {victim} frozen at +{frozen_at - started:.1f} s")
+    assert replies, f"{sender.name} -> {receiver.name} ({receiver.name} forgotten by its switch): no answer in 12 s"
+    assert replies[0] - started < FIRST_ANSWER_S, \
+        f"{receiver.name} answered only {replies[0] - started:.1f} s after the flow to it began"
+    after = _replies_after(out, frozen_at)
+    assert after and after[-1] > started + 11, f"the flow did not survive the freeze of {victim}: {out[-300:]!r}"
+    assert _longest_gap_ms(out) <= 1000 * FAILOVER_GAP_S, f"longest gap {_longest_gap_ms(out):.0f} ms"

@@ -36,9 +36,11 @@ class Lineage:
         self.messages = [m for m in self.messages if not (m.type is msg.type and m.ike_id == msg.ike_id)]
         self.messages.append(msg)
 
-    def drop_child(self, ike_id: IkeSaId, inbound_spi: int) -> None:
+    def drop_child(self, inbound_spi: int) -> None:
+        # By SPI alone: a CHILD SA made before an IKE rekey was added under the old IKE SA's id
+        # and moved to the new one, whose id its CHILD_DELETE carries.
         self.messages = [m for m in self.messages
-                         if not (m.type is MsgType.CHILD_ADD and m.ike_id == ike_id and m.inbound_spi == inbound_spi)]
+                         if not (m.type is MsgType.CHILD_ADD and m.inbound_spi == inbound_spi)]
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ class SaBook:
             lin.replace_latest(msg)
         elif msg.type is MsgType.CHILD_DELETE:
             if msg.inbound_spi is not None:
-                lin.drop_child(ike, msg.inbound_spi)
+                lin.drop_child(msg.inbound_spi)
         elif msg.type is MsgType.IKE_DELETE:
             ended = self._delete(lin, ike)
         else:

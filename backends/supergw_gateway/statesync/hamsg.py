@@ -10,6 +10,7 @@ is carried as the bytes charon gave us. Parsing never trusts a length beyond the
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -86,6 +87,7 @@ _FIXED = {
 }
 _CHUNKS = frozenset({Attr.NONCE_I, Attr.NONCE_R, Attr.SECRET, Attr.LOCAL_DH, Attr.REMOTE_DH, Attr.PSK, Attr.IV,
                      Attr.OLD_SKD})
+_SECRETS = frozenset({Attr.NONCE_I, Attr.NONCE_R, Attr.SECRET, Attr.PSK, Attr.OLD_SKD})
 _IDS = frozenset({Attr.LOCAL_ID, Attr.REMOTE_ID, Attr.REMOTE_EAP_ID})
 _HOSTS = frozenset({Attr.LOCAL_ADDR, Attr.REMOTE_ADDR, Attr.LOCAL_VIP, Attr.REMOTE_VIP, Attr.PEER_ADDR})
 _TS = frozenset({Attr.LOCAL_TS, Attr.REMOTE_TS})
@@ -166,20 +168,20 @@ def _need(buf: bytes, pos: int, n: int) -> None:
         raise HaMessageError(f"truncated at byte {pos} (need {n} more, have {len(buf) - pos})")
 
 
-def parse(raw: bytes) -> HaMessage:
-    """Parse a sync message; HaMessageError says what is wrong."""
+def _header(raw: bytes) -> MsgType:
     if len(raw) < 2:
         raise HaMessageError(f"{len(raw)} bytes: shorter than a header")
     if raw[0] != VERSION:
         raise HaMessageError(f"version {raw[0]}, this relay speaks {VERSION} (strongSwan 5.9)")
     try:
-        mtype = MsgType(raw[1])
+        return MsgType(raw[1])
     except ValueError:
         raise HaMessageError(f"unknown message type {raw[1]}") from None
-    ike_id = rekey_of = None
-    name: str | None = None
-    spi: int | None = None
-    segments: list[int] = []
+
+
+def attributes(raw: bytes) -> Iterator[tuple[Attr, bytes]]:
+    """Each attribute of a sync message with its encoded value; HaMessageError says what is wrong."""
+    _header(raw)
     pos = 2
     while pos < len(raw):
         try:
@@ -189,7 +191,24 @@ def parse(raw: bytes) -> HaMessage:
         pos += 1
         n = _attr_len(attr, raw, pos)
         _need(raw, pos, n)
-        value = raw[pos:pos + n]
+        yield attr, raw[pos:pos + n]
+        pos += n
+
+
+def key_material(raw: bytes) -> list[bytes]:
+    """The secret values a sync message carries (DH secret, nonces, PSK, the old SK_d): what must
+    never leave the replication channel."""
+    return [value[2:] for attr, value in attributes(raw) if attr in _SECRETS and len(value) > 2]
+
+
+def parse(raw: bytes) -> HaMessage:
+    """Parse a sync message; HaMessageError says what is wrong."""
+    mtype = _header(raw)
+    ike_id = rekey_of = None
+    name: str | None = None
+    spi: int | None = None
+    segments: list[int] = []
+    for attr, value in attributes(raw):
         if attr is Attr.IKE_ID and ike_id is None:
             ike_id = IkeSaId(value)
         elif attr is Attr.IKE_REKEY_ID:
@@ -200,7 +219,6 @@ def parse(raw: bytes) -> HaMessage:
             spi = struct.unpack("!I", value)[0]
         elif attr is Attr.SEGMENT:
             segments.append(struct.unpack("!H", value)[0])
-        pos += n
     return HaMessage(raw, mtype, ike_id, rekey_of, name, spi, tuple(segments))
 
 

@@ -17,13 +17,14 @@ import logging
 import ssl
 import struct
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
 from typing import cast
 
-from supergw_gateway.netns import udp_in_netns
+from supergw_gateway.nssocket import udp_in_netns
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,9 @@ MAX_FRAME = 64 * 1024
 # paced. 20,000 a second replays 1,000 SAs (about 6 messages each) in 0.3 s.
 INJECT_RATE = 20_000.0
 INJECT_BURST = 256
+# The most recent per-message lags a link keeps (`LinkStats.lags_ms`), for whoever reads
+# their distribution (bench/replication drains them); older ones fall out.
+LAG_SAMPLES = 16_384
 CONNECT_RETRY_S = (0.1, 2.0)  # first and longest wait between connection attempts
 STABLE_LINK_S = 5.0
 
@@ -163,6 +167,7 @@ class LinkStats:
     bytes_in: int = 0
     lag_ms_last: float | None = None
     lag_ms_max: float | None = None
+    lags_ms: deque[float] = field(default_factory=lambda: deque(maxlen=LAG_SAMPLES))
     acked_seq: int = 0
     last_error: str | None = None
 
@@ -281,6 +286,7 @@ class BackupLink:
             if arrived is not None:
                 lag = (time.monotonic() - arrived) * 1000
                 self.stats.lag_ms_last = lag
+                self.stats.lags_ms.append(lag)
                 self.stats.lag_ms_max = lag if self.stats.lag_ms_max is None else max(self.stats.lag_ms_max, lag)
 
     @property

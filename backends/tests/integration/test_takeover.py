@@ -12,7 +12,9 @@ client's own charon).
 from __future__ import annotations
 
 import asyncio
+import base64
 import ipaddress
+import logging
 import os
 import signal
 import socket
@@ -31,6 +33,7 @@ from supergw_gateway.pki import Leaf, issue, make_ca
 from supergw_gateway.ra.client import RemoteClient
 from supergw_gateway.ra.lab import LabGateway, RaLab
 from supergw_gateway.runtime import Gateway
+from supergw_gateway.statesync import hamsg
 from supergw_gateway.statesync.replicator import Replicator
 from supergw_gateway.statesync.setup import replicator_for
 from supergw_proto.replication import ReplicationOrders, ReplicationPeer, ReplicationState
@@ -241,8 +244,33 @@ def assert_no_new_auth(cluster: Cluster, clients: list[int]) -> None:
     assert all(n == 1 for n in auths.values()), f"IKE_AUTHs per client (1 = never re-authenticated): {auths}"
 
 
-def test_a_killed_gateways_clients_go_on_through_its_backup_then_survive_a_second_failure(cluster: Cluster) -> None:
+def key_material(c: Cluster) -> set[bytes]:
+    """Every secret the sync messages each agent holds (its own and its protected gateway's) carry."""
+    out: set[bytes] = set()
+    def held(rep: Replicator) -> Callable[[], list[bytes]]:
+        return lambda: [m.raw for m in (*rep.own.replay(), *rep.held.replay())]
+    for rep in c.reps:
+        out.update(v for raw in c.loop.run(held(rep)) for v in hamsg.key_material(raw) if len(v) >= 16)
+    return out
+
+
+def assert_secrets_stay_secret(c: Cluster, secrets: set[bytes], logs: str) -> None:
+    """No secret in what an agent reports to the controller (its replication state: /status,
+    metrics, the dashboard and the event log are made from it) nor in anything the agents
+    logged, raw, hex or base64."""
+    reports = "".join(c.state(k).model_dump_json() for k in range(len(c.gws)))
+    for text, what in ((reports, "a replication report"), (logs, "the agents' log")):
+        for v in secrets:
+            for form in (v.hex(), v.hex().upper(), base64.b64encode(v).decode(), v.decode("latin-1")):
+                assert form not in text, f"key material in {what}"
+
+
+def test_a_killed_gateways_clients_go_on_through_its_backup_then_survive_a_second_failure(
+        cluster: Cluster, caplog: pytest.LogCaptureFixture) -> None:
     c = cluster
+    caplog.set_level(logging.DEBUG)
+    secrets = key_material(c)
+    assert len(secrets) >= 2 * len(c.clients), f"the books hold too few secrets to check: {len(secrets)}"
     before = {i: c.clients[i].state() for i in range(len(c.clients))}
     assert c.replay_drops() == {i: 0 for i in range(len(c.clients))}
     c.kill(0)
@@ -278,6 +306,7 @@ def test_a_killed_gateways_clients_go_on_through_its_backup_then_survive_a_secon
     print(f"takeover g1 -> g2: clients back after {back}")
     assert_no_new_auth(c, list(range(len(c.clients))))
     assert c.replay_drops() == {i: 0 for i in range(len(c.clients))}, "ESP the clients dropped as replay"
+    assert_secrets_stay_secret(c, secrets | key_material(c), caplog.text)
 
 
 def test_when_the_backup_dies_first_the_ring_relinks_and_a_later_failure_is_taken_over(cluster: Cluster) -> None:

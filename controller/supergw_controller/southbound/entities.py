@@ -177,6 +177,21 @@ def bucket_key(index: int) -> P4TableEntry:
     return P4TableEntry(pc.TABLE_BUCKETS, match=P4TableMatch(bucket=index))
 
 
+def gateway_backup(gateway_port: int, backup_port: int, backup_mac: str | int, timeout_us: int) -> P4TableEntry:
+    """gateway_backups: the gateway on `gateway_port` is stale after `timeout_us` of silence,
+    and its buckets' frames then go to the backup's port and MAC."""
+    params = {
+        pc.PARAM_SET_BACKUP_PORT: backup_port,
+        pc.PARAM_SET_BACKUP_GATEWAY_MAC: mac_int(backup_mac),
+        pc.PARAM_SET_BACKUP_TIMEOUT_US: timeout_us,
+    }
+    return P4TableEntry(
+        pc.TABLE_GATEWAY_BACKUPS,
+        match=P4TableMatch({pc.MATCH_GATEWAY_BACKUPS_PORT: gateway_port}),
+        action=P4TableAction(pc.ACTION_SET_BACKUP, **params),
+    )
+
+
 def mac_entry(mac: str | int, port: int) -> P4TableEntry:
     """mac -> host port. Hosts are learned on host ports only, so the entry's `role` (which
     lets a gateway's frame out only when it is HOST) is always HOST."""

@@ -19,7 +19,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from finsy import P4DigestEntry, P4MulticastGroupEntry, P4TableEntry, Switch
+from finsy import P4CounterEntry, P4DigestEntry, P4MulticastGroupEntry, P4TableEntry, Switch
 from finsy.p4schema import P4Schema
 
 from supergw_proto import p4constants as pc
@@ -106,6 +106,8 @@ class Southbound:
         self._by_target = {(g.port, ent.mac_int(g.mac)): g.name for g in config.gateways}
         self._assignment: dict[int, str] = {}
         self._pools: dict[str, str] = {}  # client_pools as written: pool -> gateway
+        self._backups: list[P4TableEntry] = []  # gateway_backups as written or read
+        self._timeout_us = config.timing.lan_liveness_timeout_ms * 1000
         # Fenced gateways (remote-access takeover): their ports' port_roles entries are gone.
         self._fence_wanted: frozenset[str] = frozenset()
         self._fenced: frozenset[str] = frozenset()  # as the switch holds it
@@ -231,6 +233,24 @@ class Southbound:
             await self.session.write([Update(Op.DELETE, ent.ra_entry(pc.TABLE_CLIENT_POOLS, k)) for k in foreign])
         return dict(self._pools)
 
+    def backup_entries(self, backups: Mapping[str, str]) -> list[P4TableEntry]:
+        """gateway_backups for gateway -> backup (by the config's ports and MACs)."""
+        out = []
+        for gateway, backup in sorted(backups.items()):
+            port, _ = self._targets[gateway]
+            out.append(ent.gateway_backup(port, *self._targets[backup], self._timeout_us))
+        return out
+
+    async def set_backups(self, backups: Mapping[str, str]) -> int:
+        """gateway_backups (gateway -> backup; a gateway left out has no backup), written as
+        the difference to what the switch holds; the number of updates."""
+        wanted = self.backup_entries(backups)
+        updates = diff_entries(self.session.schema, wanted, self._backups)
+        if updates:
+            await self.session.write(updates)
+        self._backups = wanted
+        return len(updates)
+
     async def send_packet(self, frame: bytes, port: int) -> None:
         await self.session.send([ent.packet_out(frame, port)])
 
@@ -243,6 +263,16 @@ class Southbound:
                 continue
             samples[ent.counter_bucket(c.table_entry)] = (c.data.packet_count, c.data.byte_count)
         return samples
+
+    async def read_failover_frames(self) -> dict[str, int]:
+        """gateway -> packets of its buckets the switch sent to its backup (`failover_frames`)."""
+        by_port = {port: name for name, (port, _) in self._targets.items()}
+        out = {name: 0 for name in self._targets}
+        for c in await self.session.read(P4CounterEntry(pc.COUNTER_FAILOVER_FRAMES)):
+            name = by_port.get(c.index)
+            if name is not None and c.data is not None:
+                out[name] = c.data.packet_count
+        return out
 
     async def read_hosts(self) -> HeldHosts:
         async def table(name: str) -> list[Any]:
@@ -279,12 +309,14 @@ class Southbound:
         self,
         hosts: Callable[[HeldHosts], list[HostWrite]],
         buckets: Callable[[Mapping[int, str], Mapping[int, str]], dict[int, str]],
+        backups: Callable[[], Mapping[str, str]] = dict,
     ) -> None:
         """Read what the switch holds and write only the difference to what the core wants,
         in one batch: `hosts(held)` says what to write to the host tables, `buckets(held,
         before)` the bucket table wanted (from the valid entries held and the mirror before
-        the read). The dispatch settings last: a fresh switch drops everything until then,
-        and from then on it has buckets, roles and a flood group."""
+        the read), `backups()` each gateway's backup (gateway_backups; entries for anything
+        else are deleted). The dispatch settings last: a fresh switch drops everything until
+        then, and from then on it has buckets, roles and a flood group."""
         cfg = self._config
         s = self.session
         schema = s.schema
@@ -336,6 +368,10 @@ class Southbound:
                 batch.append(Update(op, BucketEntry(b, *self._targets[name])))
         batch.extend(Update(Op.DELETE, ent.bucket_key(b)) for b in sorted(foreign) if b >= self._k)
 
+        # Each gateway's backup (the switch's own failover): only the difference.
+        want_backups = self.backup_entries(backups())
+        batch.extend(diff_entries(schema, want_backups, await s.read(P4TableEntry(pc.TABLE_GATEWAY_BACKUPS))))
+
         # The gateway's IPv6 addresses (ND answers); none configured -> the initial default.
         ip6 = cfg.gateway_ip6
         want_nd = ent.nd_settings(ip6.link_local if ip6 else None, ip6.global_ if ip6 else None)
@@ -344,6 +380,7 @@ class Southbound:
             batch.append(Update(Op.MODIFY, want_nd))
         await s.write(batch)
         self._assignment = dict(target)
+        self._backups = want_backups
         self._fenced = fence
 
         want_settings = ent.settings(str(cfg.gateway_ip), cfg.vmac_base, cfg.bucket_mask, cfg.dispatch.hash)

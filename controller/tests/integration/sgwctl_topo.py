@@ -37,7 +37,7 @@ from typing import Literal
 from supergw_proto.p4constants import CPU_PORT
 from topologies import bmv2
 from topologies.paths import BMV2_JSON, SWITCH_BIN
-from topologies.switch import SwitchCommand, pin_dir
+from topologies.switch import SwitchCommand, lasting_pin_dir, mount_lasting_pin_root
 from topologies.switchlab import Endpoint as LabEndpoint
 from topologies.switchlab import MgmtLink, SwitchLab
 
@@ -121,7 +121,9 @@ class Topology:
 
     @property
     def pin_dir(self) -> Path:
-        return pin_dir(self.lab.prefix)
+        """On a bpffs that outlives the switch process, as a deployed switch's: a switch
+        stopped with `keep_dataplane` leaves its data plane for the next one to adopt."""
+        return lasting_pin_dir(self.lab.prefix)
 
     def exec_sw(self, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return nsexec(self.sw_ns, *cmd, check=check)
@@ -164,6 +166,8 @@ class Topology:
 
     def start_switch(self) -> None:
         assert self.switch_proc is None
+        if self.switch == "ebpf":
+            mount_lasting_pin_root()
         log_file = self.log_dir / f"{self.lab.prefix}-bmv2" if self.switch == "bmv2" else None
         cmd = SwitchCommand(self.switch, self.device_id, self.grpc_addr, CPU_PORT, self.lab.ports(),
                             pin_dir=self.pin_dir if self.switch == "ebpf" else None, log_file=log_file)
@@ -172,12 +176,15 @@ class Topology:
                                             stderr=subprocess.STDOUT)
         wait_tcp(self.grpc_addr, 15, self.switch_proc)
 
-    def stop_switch(self) -> None:
+    def stop_switch(self, keep_dataplane: bool = False) -> None:
+        """Stop the switch process; its data plane (eBPF: still forwarding) goes too unless
+        `keep_dataplane` (a restart that the next switch adopts)."""
         if self.switch_proc is not None:
             stop_process(self.switch_proc)
             self.switch_proc = None
-        with contextlib.suppress(Exception):
-            sh("rm", "-rf", str(self.pin_dir), check=False)
+        if not keep_dataplane:
+            with contextlib.suppress(Exception):
+                sh("rm", "-rf", str(self.pin_dir), check=False)
 
     def destroy(self) -> None:
         self.stop_switch()

@@ -3,7 +3,7 @@
 Compares the committed Tofino-shaped P4Info (generated from p4src/tna/supergw.p4 by
 tofino_p4info.py, kept current by `make p4`) with the committed v1model P4Info, by name:
 tables, keys, actions, parameters, scopes, default actions, sizes, idle timeout,
-counters, the direct counter, the digest and the controller headers. Only IDs and the
+counters, the direct counter, registers, the digest and the controller headers. Only IDs and the
 Tofino pipe prefix may differ; anything else is a drift between the two programs.
 """
 
@@ -38,7 +38,7 @@ def _api(info: p4i.P4Info) -> dict[str, Any]:
     def action(aid: int) -> str:
         return str(actions[aid].preamble.name)
 
-    out: dict[str, Any] = {"tables": {}, "actions": {}, "counters": {}, "direct_counters": {}, "digests": {}, "headers": {}}
+    out: dict[str, Any] = {"tables": {}, "actions": {}, "counters": {}, "direct_counters": {}, "registers": {}, "digests": {}, "headers": {}}
     for t in info.tables:
         out["tables"][_name(t.preamble.name)] = {
             "keys": [(f.name, f.bitwidth, f.match_type) for f in t.match_fields],
@@ -58,6 +58,8 @@ def _api(info: p4i.P4Info) -> dict[str, Any]:
         out["counters"][_name(c.preamble.name)] = (c.spec.unit, c.size)
     for d in info.direct_counters:
         out["direct_counters"][_name(d.preamble.name)] = (d.spec.unit, _name(tables[d.direct_table_id].preamble.name))
+    for r in info.registers:
+        out["registers"][_name(r.preamble.name)] = (r.type_spec.bitstring.bit.bitwidth, r.size)
     for g in info.digests:
         struct = g.type_spec.struct.name
         members = [(m.name, m.type_spec.bitstring.bit.bitwidth) for m in info.type_info.structs[struct].members]
@@ -76,7 +78,7 @@ def test_tna_and_v1model_offer_the_same_api() -> None:
 
 def test_only_ids_and_the_pipe_prefix_differ() -> None:
     tna, v1 = _load(TOFINO), _load(V1MODEL)
-    v1_names = {o.preamble.name: o.preamble.id for k in ("tables", "actions", "counters", "direct_counters", "digests") for o in getattr(v1, k)}
-    tna_names = {_name(o.preamble.name): o.preamble.id for k in ("tables", "actions", "counters", "direct_counters", "digests") for o in getattr(tna, k)}
+    v1_names = {o.preamble.name: o.preamble.id for k in ("tables", "actions", "counters", "direct_counters", "registers", "digests") for o in getattr(v1, k)}
+    tna_names = {_name(o.preamble.name): o.preamble.id for k in ("tables", "actions", "counters", "direct_counters", "registers", "digests") for o in getattr(tna, k)}
     assert set(tna_names) == set(v1_names)
     assert all(tna_names[n] != v1_names[n] for n in v1_names), "TNA pins no IDs: every ID is p4c's own"

@@ -52,6 +52,10 @@ LEARNED_SOURCES = c.TABLE_LEARNED_SOURCES
 MARK_KNOWN = c.ACTION_MARK_KNOWN
 LEARN = c.ACTION_LEARN
 DROP_COUNTER = c.COUNTER_DROP_COUNTER
+GATEWAY_BACKUPS = c.TABLE_GATEWAY_BACKUPS
+SET_BACKUP = c.ACTION_SET_BACKUP
+LIVENESS_FRAMES = c.COUNTER_LIVENESS_FRAMES
+FAILOVER_FRAMES = c.COUNTER_FAILOVER_FRAMES
 LEARN_DIGEST = c.DIGEST_LEARN_DIGEST
 
 ETHERTYPE_PACKET_OUT = c.ETHERTYPE_PACKET_OUT
@@ -163,6 +167,19 @@ class SupergwTest(P4RuntimeTest):
         role = int(self.port_role(port)) if role is None else role
         params = {c.PARAM_SET_OUTPUT_PORT_PORT: port, c.PARAM_SET_OUTPUT_PORT_ROLE: role}
         return P4TableEntry(MAC_TABLE, match=match, action=P4TableAction(SET_OUTPUT_PORT, **params))
+
+    def backup_entry(self, gateway: int, backup: int | None = None, timeout_us: int = 0) -> P4TableEntry:
+        """gateway_backups for the gateway on port `gateway`; with `backup`, set_backup to that
+        port and its fixture MAC, stale after `timeout_us` microseconds of silence."""
+        match = P4TableMatch({c.MATCH_GATEWAY_BACKUPS_PORT: gateway})
+        if backup is None:
+            return P4TableEntry(GATEWAY_BACKUPS, match=match)
+        params = {
+            c.PARAM_SET_BACKUP_PORT: backup,
+            c.PARAM_SET_BACKUP_GATEWAY_MAC: gateway_mac(backup),
+            c.PARAM_SET_BACKUP_TIMEOUT_US: timeout_us,
+        }
+        return P4TableEntry(GATEWAY_BACKUPS, match=match, action=P4TableAction(SET_BACKUP, **params))
 
     def port_role(self, port: int) -> c.PortRole:
         """The port map's role of port; UNKNOWN for a port not in the map."""

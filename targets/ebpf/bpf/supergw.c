@@ -50,6 +50,7 @@ struct sgw_md {
 	struct sgw_ip6 nd_target;
 	const struct sgw_dispatch_config *cfg;
 	const struct sgw_ra_config *ra; /* outside ports only (sgw_ra_check_configured) */
+	__u64 coarse_ns; /* bpf_ktime_get_coarse_ns() once learning has read it, else 0 */
 };
 
 static __always_inline int sgw_drop(struct sgw_md *md, __u16 reason)
@@ -319,6 +320,7 @@ static __always_inline void sgw_learn(struct __sk_buff *skb, struct sgw_md *md)
 	/* Coarse (tick-resolution) clock: cheaper than bpf_ktime_get_ns, and both
 	 * users (1 s refresh, 10 ms hold-off) are coarser than a tick. */
 	now = bpf_ktime_get_coarse_ns();
+	md->coarse_ns = now; /* sgw_learn_ip6 reads the clock once per frame, too */
 	if (!sgw_learn_miss(&sgw_learned_sources, &sgw_digest_sent, &key, now))
 		return;
 	e = bpf_ringbuf_reserve(&sgw_events, sizeof(*e), 0);
@@ -339,14 +341,24 @@ static __always_inline void sgw_learn(struct __sk_buff *skb, struct sgw_md *md)
 	bpf_map_update_elem(&sgw_digest_sent, &key, &now, BPF_ANY);
 }
 
-/* Host → vmac: buckets[dst & mask] picks the gateway (the fast path). */
+/* Gateway liveness: refresh and the stale gateway's backup. */
+#include "supergw_liveness.h"
+
+/* Host → vmac: buckets[dst & mask] picks the gateway (the fast path), or its backup when
+ * the gateway's liveness frames have stopped. */
 static __always_inline int sgw_dispatch(struct sgw_md *md, struct sgw_eth *eth, __u32 bucket)
 {
 	struct sgw_bucket *b = bpf_map_lookup_elem(&sgw_buckets, &bucket);
+	const struct sgw_gateway_backup *bk;
 
 	if (!b || !b->valid)
 		return sgw_drop(md, DROP_REASON_BUCKET_UNASSIGNED);
 	sgw_count(&sgw_bucket_counter, bucket, md->len);
+	bk = sgw_stale_backup(md, b->port);
+	if (bk) {
+		sgw_mac_copy(eth->dst, bk->gateway_mac);
+		return sgw_forward(md, bk->port, bk->ifindex);
+	}
 	sgw_mac_copy(eth->dst, b->gateway_mac);
 	return sgw_forward(md, b->port, b->ifindex);
 }
@@ -421,6 +433,9 @@ static __always_inline int sgw_gateway(struct __sk_buff *skb, struct sgw_md *md)
 	struct sgw_mac *host;
 	int v;
 
+	/* Before everything else of this stage, which ignores the ethertype anyway. */
+	if (sgw_eth_type(skb) == bpf_htons(ETHERTYPE_LIVENESS))
+		return sgw_liveness_refresh(md);
 	v = sgw_nd_guard(md);
 	if (v != SGW_CONTINUE)
 		return v;

@@ -281,6 +281,54 @@ struct {
 	__type(value, struct sgw_counter);
 } sgw_port_tx SEC(".maps");
 
+/* ---- Gateway liveness (docs/pipeline-contract.md, "Gateway liveness"). ---- */
+
+/* Value of sgw_gateway_backups[port]: action set_backup(port, gateway_mac, timeout_us) of
+ * the gateway on `port`, the backup's port resolved to an ifindex (valid == 0: no_backup). */
+struct sgw_gateway_backup {
+	__u64 timeout_ns; /* timeout_us x 1000 */
+	__u32 ifindex; /* 0: backup port not attached on this target, frames are discarded */
+	__u16 port;
+	__u8 valid;
+	__u8 pad;
+	__u8 gateway_mac[6];
+	__u16 pad2;
+};
+
+/* gateway_liveness.gateway_backups: gateway port -> its backup. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, GATEWAY_BACKUPS_TABLE_SIZE);
+	__type(key, __u32);
+	__type(value, struct sgw_gateway_backup);
+} sgw_gateway_backups SEC(".maps");
+
+/* gateway_liveness.gateway_last_seen: port -> bpf_ktime_get_ns() of its last liveness frame
+ * (0: never heard). Written by the program only, so a table write never moves it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, GATEWAY_LIVENESS_SIZE);
+	__type(key, __u32);
+	__type(value, __u64);
+} sgw_gateway_last_seen SEC(".maps");
+
+/* gateway_liveness.liveness_frames: liveness frames heard per port, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, GATEWAY_LIVENESS_SIZE);
+	__type(key, __u32);
+	__type(value, struct sgw_counter);
+} sgw_liveness_frames SEC(".maps");
+
+/* gateway_liveness.failover_frames: per gateway port, its buckets' frames sent to its backup
+ * because it was stale, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, GATEWAY_LIVENESS_SIZE);
+	__type(key, __u32);
+	__type(value, struct sgw_counter);
+} sgw_failover_frames SEC(".maps");
+
 /* ---- Remote access: the outside switch's tables and the LAN's client pools. ---- */
 
 #ifndef SGW_MAX_CLIENT_POOLS

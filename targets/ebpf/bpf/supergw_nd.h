@@ -73,7 +73,7 @@ static __always_inline void sgw_classify_ip6(struct __sk_buff *skb, struct sgw_m
 	struct sgw_ipv6 ip;
 
 	if ((md->role != PORT_ROLE_HOST && md->role != PORT_ROLE_GATEWAY) ||
-	    type != bpf_htons(ETHERTYPE_IPV6) || !sgw_load(skb, SGW_IP6_OFF, &ip, sizeof(ip)) ||
+	    type != bpf_htons(ETHERTYPE_IPV6) || !sgw_load_fast(skb, SGW_IP6_OFF, &ip, sizeof(ip)) ||
 	    (ip.ver_tc_flow[0] >> 4) != IPV6_VERSION)
 		return;
 	nd = bpf_map_lookup_elem(&sgw_nd_settings, &zero);
@@ -83,7 +83,7 @@ static __always_inline void sgw_classify_ip6(struct __sk_buff *skb, struct sgw_m
 	md->ip6_src = ip.saddr;
 	md->ip6_src_is_gateway = sgw_is_gateway_ip6(nd, &md->ip6_src);
 	/* The ICMPv6 type, code and checksum must be in the frame, as in the P4 parser. */
-	if (ip.nexthdr != IP_PROTO_ICMPV6 || !sgw_load(skb, SGW_ICMP6_OFF, &msg, 4) ||
+	if (ip.nexthdr != IP_PROTO_ICMPV6 || !sgw_load_fast(skb, SGW_ICMP6_OFF, &msg, 4) ||
 	    msg.type < ICMPV6_TYPE_RS || msg.type > ICMPV6_TYPE_REDIRECT)
 		return;
 	md->nd_type = msg.type;
@@ -208,7 +208,7 @@ static __always_inline void sgw_learn_ip6(struct __sk_buff *skb, struct sgw_md *
 	    sgw_ip6_is_multicast(&md->ip6_src) || md->ip6_src_is_gateway)
 		return;
 	sgw_mac_copy(key.mac, eth->src);
-	now = bpf_ktime_get_coarse_ns();
+	now = md->coarse_ns ? md->coarse_ns : bpf_ktime_get_coarse_ns();
 	if (!sgw_learn_miss(&sgw_learned_ip6s, &sgw_digest_ip6_sent, &key, now))
 		return;
 	e = bpf_ringbuf_reserve(&sgw_events, sizeof(*e), 0);

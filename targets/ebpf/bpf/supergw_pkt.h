@@ -117,6 +117,19 @@ static __always_inline bool sgw_load(struct __sk_buff *skb, __u32 off, void *dst
 	return off + len <= skb->len && bpf_skb_load_bytes(skb, off, dst, len) == 0;
 }
 
+/* sgw_load for the hot path: straight from the linear area when it holds the bytes (no
+ * helper call), else through the kernel. len must be a constant at every call site. */
+static __always_inline bool sgw_load_fast(struct __sk_buff *skb, __u32 off, void *dst, __u32 len)
+{
+	void *data = (void *)(long)skb->data;
+
+	if (data + off + len <= (void *)(long)skb->data_end) {
+		__builtin_memcpy(dst, data + off, len);
+		return true;
+	}
+	return sgw_load(skb, off, dst, len);
+}
+
 /* Verifier: the context may only be read at a constant offset from skb itself; this
  * keeps clang from computing &skb->data_end once and dereferencing that address later. */
 #define sgw_ctx_barrier(skb) asm volatile("" : "+r"(skb))

@@ -4,6 +4,7 @@
 // of each bucket for the controller's rebalancer.
 // Outside switch: a client's packet to IP_P that OutsideDispatch neither sent by SPI nor
 // pinned goes to the bucket of its outer source address's hash, the same way.
+// GatewayLiveness, right after, may send the frame to the gateway's backup instead.
 // TNA: DirectCounter<bit<32>> (PACKETS_AND_BYTES); both actions count, as on v1model.
 
 #ifndef SUPERGW_BUCKET_DISPATCH_P4
@@ -19,6 +20,8 @@ control BucketDispatch(inout headers_t hdr,
         bucket_counter.count();
         ig_tm_md.ucast_egress_port = (PortId_t)port;
         hdr.ethernet.dst_addr = gateway_mac;
+        meta.to_bucket_gateway = true;
+        meta.bucket_gateway_port = port;
     }
 
     action drop_unassigned() {

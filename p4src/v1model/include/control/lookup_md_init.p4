@@ -40,6 +40,14 @@ control LookupMdInit(in headers_t hdr,
         meta.ip6_src_is_gateway = false;
         meta.nd_target_is_gateway = false;
         meta.nd_reply = false;
+        meta.to_bucket_gateway = false;
+        meta.bucket_gateway_port = 0;
+        meta.has_backup = false;
+        meta.backup_port = 0;
+        meta.backup_mac = 0;
+        meta.liveness_timeout = 0;
+        meta.liveness_now = 0;
+        meta.liveness_age = 0;
 
         meta.lookup.eth_dst = 0;
         meta.lookup.eth_src = 0;

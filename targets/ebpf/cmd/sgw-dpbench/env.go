@@ -304,7 +304,7 @@ func (e *benchEnv) live() (Result, error) {
 // sendRing sends n copies of frame through an AF_PACKET TX ring on ifindex gen (at
 // most a minute's worth) and returns how many the kernel took.
 func sendRing(gen int, frame []byte, n uint64) (uint64, error) {
-	ring, err := pktgen.OpenTxRing(gen)
+	ring, err := pktgen.OpenTxRing(gen, true)
 	if err != nil {
 		return 0, err
 	}

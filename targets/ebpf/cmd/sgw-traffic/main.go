@@ -108,6 +108,7 @@ type options struct {
 	bucketMask uint16
 	drain      time.Duration
 	genMode    pktgen.Mode
+	noOffload  bool // TX ring: frames without checksum offload state (CHECKSUM_NONE)
 }
 
 // SinkResult is what one sink counted.
@@ -173,6 +174,8 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.seconds, "seconds", 3, "how long to send")
 	fs.Float64Var(&o.rate, "rate", 0, "frames per second to pace at, evenly (0: as fast as possible)")
 	fs.IntVar(&o.cpu, "cpu", 0, "CPU the generator runs on")
+	fs.BoolVar(&o.noOffload, "no-checksum-offload", false, "af-packet-tx-ring: hand UDP frames over without checksum "+
+		"offload state, so that the receiving veth's GRO verifies their checksums in software (see internal/pktgen)")
 	vmac := fs.String("vmac-base", "00:00:00:00:00:00", "vmac base the sinks recognise in src MACs")
 	mask := fs.Uint("bucket-mask", 0, "bucket mask (K-1) of the vmacs")
 	fs.DurationVar(&o.drain, "drain", 200*time.Millisecond, "wait after the last frame before reading the sinks")
@@ -410,7 +413,7 @@ func sendTxRing(p plan, o options) (uint64, float64, error) {
 		if err != nil {
 			return fmt.Errorf("generator %s: %w", o.gen, err)
 		}
-		ring, err := pktgen.OpenTxRing(idx)
+		ring, err := pktgen.OpenTxRing(idx, !o.noOffload)
 		if err != nil {
 			return fmt.Errorf("generator %s: %w", o.gen, err)
 		}

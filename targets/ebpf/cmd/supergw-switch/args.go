@@ -16,15 +16,20 @@ import (
 var errHelp = flag.ErrHelp
 
 type options struct {
-	deviceID    uint64
-	grpcAddr    string
-	cpuPort     uint16
-	ports       map[uint16]string
-	logLevel    string
-	logFile     string
-	pinRoot     string
-	ignoredJSON []string
-	tls         grpctls.Options
+	deviceID  uint64
+	grpcAddr  string
+	cpuPort   uint16
+	ports     map[uint16]string
+	logLevel  string
+	logFile   string
+	pinRoot   string
+	stateRoot string
+	// teardown: remove the data plane a previous instance left for this device and exit.
+	teardown            bool
+	teardownOnExit      bool
+	replaceIncompatible bool
+	ignoredJSON         []string
+	tls                 grpctls.Options
 }
 
 // ifaceFlag collects repeated -i N@iface options.
@@ -79,7 +84,11 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(ifaces, "interface", "same as -i")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "trace, debug, info, warn, error or off")
 	fs.StringVar(&o.logFile, "log-file", "", "write logs to this file instead of stderr")
-	fs.StringVar(&o.pinRoot, "pin-dir", dataplane.DefaultPinRoot, "bpffs directory; maps are pinned under <pin-dir>/<device-id>")
+	fs.StringVar(&o.pinRoot, "pin-dir", dataplane.DefaultPinRoot, "bpffs directory; maps and links are pinned under <pin-dir>/<device-id>")
+	fs.StringVar(&o.stateRoot, "state-dir", DefaultStateRoot, "the P4Runtime state journal goes under <state-dir>/<device-id> (next to the pins' lifetime: /run)")
+	fs.BoolVar(&o.teardown, "teardown", false, "remove the running data plane a previous instance of this device left (programs off the ports, maps, journal) and exit")
+	fs.BoolVar(&o.teardownOnExit, "teardown-on-exit", false, "on SIGINT/SIGTERM take the data plane down instead of leaving it forwarding for the next instance")
+	fs.BoolVar(&o.replaceIncompatible, "replace-incompatible", false, "replace a running data plane whose maps do not fit this build's pipeline (their counters restart; see README) instead of refusing to start")
 	fs.BoolVar(&o.tls.SSL, "grpc-server-ssl", false, "serve P4Runtime over TLS (needs --grpc-server-cert and --grpc-server-key)")
 	fs.StringVar(&o.tls.CACert, "grpc-server-cacert", "", "PEM CA certificate that client certificates must chain to")
 	fs.StringVar(&o.tls.Cert, "grpc-server-cert", "", "PEM server certificate (chain)")
@@ -109,6 +118,9 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 			o.ignoredJSON = append(o.ignoredJSON, rest[0])
 			rest = rest[1:]
 		}
+	}
+	if o.teardown {
+		return o, nil // needs only the device id and the directories
 	}
 	if *cpu > 0xffff {
 		return nil, fmt.Errorf("--cpu-port %d does not fit in 16 bits", *cpu)

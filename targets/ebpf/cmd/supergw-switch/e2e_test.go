@@ -149,40 +149,20 @@ func TestEndToEndRealDataplane(t *testing.T) {
 	hostFd, gwFd := rawSocket(t, ns, "sgw-rt-p1p"), rawSocket(t, ns, "sgw-rt-p2p")
 
 	pinRoot := "/sys/fs/bpf/" + ns
+	stateRoot := t.TempDir()
 	// Unique per run so concurrent test runs do not share a device id or port.
 	dev := uint64(800 + os.Getpid()%100)
 	addr := fmt.Sprintf("127.0.0.1:%d", 50800+os.Getpid()%100)
-	var logs bytes.Buffer
-	cmd := exec.Command("nsenter", "--net=/run/netns/"+ns, bin,
-		"-i", "1@sgw-rt-p1", "-i", "2@sgw-rt-p2", "--log-level", "info", "--no-p4", "--pin-dir", pinRoot,
-		"--", "--device-id", fmt.Sprint(dev), "--grpc-server-addr", addr, "--cpu-port", "255")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	sw := startSwitch(t, ns, bin, addr, dev, pinRoot, stateRoot)
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-exited
+		exec.Command(bin, "--teardown", "--device-id", fmt.Sprint(dev), "--pin-dir", pinRoot, "--state-dir", stateRoot).Run()
 		_ = os.RemoveAll(pinRoot)
 	})
-
-	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
-			var conn net.Conn
-			err := inNetns(ns, func() error {
-				var err error
-				conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", a)
-				return err
-			})
-			return conn, err
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	logs := sw.logs
+	cc := dial(t, ns, addr)
 	defer cc.Close()
 	client := p4v1.NewP4RuntimeClient(cc)
+	var err error
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var caps *p4v1.CapabilitiesResponse
@@ -243,7 +223,8 @@ func TestEndToEndRealDataplane(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := client.SetForwardingPipelineConfig(ctx, &p4v1.SetForwardingPipelineConfigRequest{DeviceId: dev, ElectionId: eid,
-		Action: p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT, Config: &p4v1.ForwardingPipelineConfig{P4Info: info}}); err != nil {
+		Action: p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT, Config: &p4v1.ForwardingPipelineConfig{P4Info: info,
+			Cookie: &p4v1.ForwardingPipelineConfig_Cookie{Cookie: 42}}}); err != nil {
 		t.Fatal(err)
 	}
 	ids, objects := idsByName(info)
@@ -348,22 +329,149 @@ func TestEndToEndRealDataplane(t *testing.T) {
 		t.Fatalf("idle notification %v", idle)
 	}
 
-	// SIGTERM: exit 0 and the pins are gone.
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	// SIGTERM hands the data plane over: exit 0, the pins stay, and the program keeps
+	// answering ARP for IP_G with nobody in user space.
+	sw.stop(t, syscall.SIGTERM)
+	if entries, _ := os.ReadDir(filepath.Join(pinRoot, fmt.Sprint(dev))); len(entries) == 0 {
+		t.Fatalf("no pins left after SIGTERM: the data plane went with the process\n%s", logs.String())
+	}
+	arpForG := arpFrame([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, []byte{2, 0, 0, 0, 0x11, 0x22}, 1, []byte{2, 0, 0, 0, 0x11, 0x22},
+		[]byte{10, 0, 0, 7}, make([]byte, 6), gwIP)
+	answered := func() bool {
+		if _, err := unix.Write(hostFd, arpForG); err != nil {
+			t.Fatal(err)
+		}
+		return tryFrame(hostFd, func(f []byte) bool { return len(f) >= 42 && f[12] == 8 && f[13] == 6 && f[21] == 2 }, time.Second) != nil
+	}
+	if !answered() {
+		t.Fatal("no ARP answer with the switch stopped: the program did not stay on the port")
+	}
+
+	// A new instance adopts it and restores the P4Runtime state: same cookie, same entries.
+	sw2 := startSwitch(t, ns, bin, addr, dev, pinRoot, stateRoot)
+	cc2 := dial(t, ns, addr)
+	client2 := p4v1.NewP4RuntimeClient(cc2)
+	got, err := client2.GetForwardingPipelineConfig(ctx, &p4v1.GetForwardingPipelineConfigRequest{DeviceId: dev,
+		ResponseType: p4v1.GetForwardingPipelineConfigRequest_COOKIE_ONLY}, grpc.WaitForReady(true))
+	if err != nil || got.GetConfig().GetCookie().GetCookie() != 42 {
+		t.Fatalf("pipeline after the restart: %v %v\n%s", got, err, sw2.logs.String())
+	}
+	roles := readAll(t, ctx, client2, dev, &p4v1.TableEntry{TableId: ids[c.TablePortRoles]})
+	if len(roles) != 2 {
+		t.Fatalf("port_roles after the restart: %d entries, want 2", len(roles))
+	}
+	for _, want := range []string{"adopted the running data plane", "P4Runtime state restored"} {
+		if !strings.Contains(sw2.logs.String(), want) {
+			t.Errorf("log of the second instance lacks %q:\n%s", want, sw2.logs.String())
+		}
+	}
+	if !answered() {
+		t.Fatal("no ARP answer after the restart")
+	}
+	cc2.Close()
+
+	// A crash (SIGKILL) leaves it running too, and --teardown takes it down.
+	sw2.stop(t, syscall.SIGKILL)
+	if !answered() {
+		t.Fatal("no ARP answer after a crash of the switch")
+	}
+	if out, err := exec.Command(bin, "--teardown", "--device-id", fmt.Sprint(dev), "--pin-dir", pinRoot, "--state-dir", stateRoot).CombinedOutput(); err != nil {
+		t.Fatalf("--teardown: %v: %s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(pinRoot, fmt.Sprint(dev))); !os.IsNotExist(err) {
+		t.Errorf("pin directory after --teardown: %v", err)
+	}
+	if answered() {
+		t.Error("ARP still answered after --teardown: the program is still on the port")
+	}
+}
+
+// runningSwitch is one supergw-switch process of the end-to-end test.
+type runningSwitch struct {
+	cmd    *exec.Cmd
+	logs   *bytes.Buffer
+	exited chan error
+}
+
+func startSwitch(t *testing.T, ns, bin, addr string, dev uint64, pinRoot, stateRoot string) *runningSwitch {
+	t.Helper()
+	sw := &runningSwitch{logs: &bytes.Buffer{}, exited: make(chan error, 1)}
+	sw.cmd = exec.Command("nsenter", "--net=/run/netns/"+ns, bin,
+		"-i", "1@sgw-rt-p1", "-i", "2@sgw-rt-p2", "--log-level", "info", "--no-p4", "--pin-dir", pinRoot, "--state-dir", stateRoot,
+		"--", "--device-id", fmt.Sprint(dev), "--grpc-server-addr", addr, "--cpu-port", "255")
+	sw.cmd.Stdout, sw.cmd.Stderr = sw.logs, sw.logs
+	if err := sw.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { sw.exited <- sw.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = sw.cmd.Process.Signal(syscall.SIGKILL)
+		<-sw.exited
+	})
+	return sw
+}
+
+// stop signals the switch and waits for it; after SIGTERM it must exit 0.
+func (sw *runningSwitch) stop(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := sw.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-exited:
-		exited <- err
-		if err != nil {
-			t.Fatalf("exit: %v\n%s", err, logs.String())
+	case err := <-sw.exited:
+		sw.exited <- err
+		if sig == syscall.SIGTERM && err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, sw.logs.String())
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("switch did not stop on SIGTERM")
+		t.Fatalf("switch did not stop on %v", sig)
 	}
-	if entries, _ := os.ReadDir(filepath.Join(pinRoot, fmt.Sprint(dev))); len(entries) != 0 {
-		t.Fatalf("pins left after SIGTERM: %v", entries)
+}
+
+func dial(t *testing.T, ns, addr string) *grpc.ClientConn {
+	t.Helper()
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			var conn net.Conn
+			err := inNetns(ns, func() error {
+				var err error
+				conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", a)
+				return err
+			})
+			return conn, err
+		}))
+	if err != nil {
+		t.Fatal(err)
 	}
+	return cc
+}
+
+func readAll(t *testing.T, ctx context.Context, client p4v1.P4RuntimeClient, dev uint64, te *p4v1.TableEntry) []*p4v1.Entity {
+	t.Helper()
+	rc, err := client.Read(ctx, &p4v1.ReadRequest{DeviceId: dev, Entities: []*p4v1.Entity{{Entity: &p4v1.Entity_TableEntry{TableEntry: te}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*p4v1.Entity
+	for {
+		resp, err := rc.Recv()
+		if err != nil {
+			return out
+		}
+		out = append(out, resp.GetEntities()...)
+	}
+}
+
+// tryFrame returns the first frame on fd that satisfies match within d, or nil.
+func tryFrame(fd int, match func([]byte) bool, d time.Duration) []byte {
+	buf := make([]byte, 2048)
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err == nil && match(buf[:n]) {
+			return append([]byte(nil), buf[:n]...)
+		}
+	}
+	return nil
 }
 
 // p4object lists the ids of a P4Info object's fields, params or metadata, in

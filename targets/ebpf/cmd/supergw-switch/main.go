@@ -13,15 +13,12 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc"
 
-	"supergw/targets/ebpf/internal/dataplane"
 	"supergw/targets/ebpf/internal/p4rt"
 )
 
@@ -73,6 +70,9 @@ func run(o *options) error {
 		return err
 	}
 	defer closer.Close()
+	if o.teardown {
+		return teardown(o, logger)
+	}
 	for _, p := range o.ignoredJSON {
 		logger.Warn("ignoring BMv2 JSON argument: this target runs only the built-in supergw pipeline", "path", p)
 	}
@@ -90,20 +90,19 @@ func run(o *options) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.grpcAddr, err)
 	}
-	dp, err := dataplane.New(dataplane.Config{
-		DeviceID: o.deviceID,
-		Ports:    o.ports,
-		CPUPort:  o.cpuPort,
-		PinDir:   filepath.Join(o.pinRoot, strconv.FormatUint(o.deviceID, 10)),
-	})
+	dp, j, err := startDataplane(o, logger)
 	if err != nil {
 		lis.Close()
-		return fmt.Errorf("start data plane: %w", err)
+		return err
 	}
 	srv, err := p4rt.New(p4rt.Config{DeviceID: o.deviceID, Dataplane: dp, Logger: logger})
 	if err != nil {
 		lis.Close()
 		return errors.Join(fmt.Errorf("start P4Runtime server: %w", err), dp.Close())
+	}
+	if err := takeOver(dp, srv, j, logger); err != nil {
+		lis.Close()
+		return errors.Join(err, dp.Close())
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -135,8 +134,13 @@ func run(o *options) error {
 	stopGRPC(gs)
 	cancelRun()
 	<-runDone
-	if err := dp.Close(); err != nil {
-		result = errors.Join(result, fmt.Errorf("close data plane: %w", err))
+	if o.teardownOnExit {
+		result = errors.Join(result, dp.Close(), j.Remove())
+		logger.Info("data plane taken down")
+	} else {
+		result = errors.Join(result, dp.Release(), j.Close())
+		logger.Info("data plane left forwarding for the next instance (supergw-switch --teardown removes it)",
+			"pin_dir", dp.PinDir(), "journal", j.Path())
 	}
 	return result
 }

@@ -230,34 +230,3 @@ func TestPinDirMustBeOnBPFFS(t *testing.T) {
 		t.Fatalf("ensureBPFFS on tmpfs: %v, want a not-on-bpffs error", err)
 	}
 }
-
-// Pins left by an instance that died without Close are removed by the next one.
-func TestStalePinsRemoved(t *testing.T) {
-	requireRoot(t)
-	dir := fmt.Sprintf("%s/%d", DefaultPinRoot, 950+os.Getpid()%40)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	if err := m.Pin(dir + "/sgw_stale"); err != nil {
-		t.Fatal(err)
-	}
-	p, err := lockPinDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(dir + "/sgw_stale"); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("stale pin still there: %v", err)
-	}
-	if err := p.unlockAndRemove(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("pin directory still there: %v", err)
-	}
-}

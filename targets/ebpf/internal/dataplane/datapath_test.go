@@ -110,7 +110,7 @@ func (r *rig) pipeline(t testing.TB, configure bool) *EBPF {
 	for p, n := range rigLinks {
 		ports[p] = n
 	}
-	e, err := open(Config{Ports: ports, CPUPort: 255}, r.ifindex)
+	e, err := open(Config{Ports: ports, CPUPort: 255}, r.ifindex, nil)
 	if err != nil {
 		t.Fatalf("open pipeline: %v", err)
 	}

@@ -99,6 +99,25 @@ type Gateway struct {
 	MAC  MAC
 }
 
+// GatewayBackup mirrors the params of SupergwIngress.gateway_liveness.set_backup: where the
+// buckets of a gateway go while its liveness frames have stopped for longer than Timeout.
+type GatewayBackup struct {
+	Port    uint16
+	MAC     MAC
+	Timeout time.Duration
+}
+
+// PortCounter names an indexed counter of gateway_liveness, indexed by P4 port.
+type PortCounter uint8
+
+const (
+	// LivenessFrames is gateway_liveness.liveness_frames: liveness frames heard per port.
+	LivenessFrames PortCounter = iota + 1
+	// FailoverFrames is gateway_liveness.failover_frames: per gateway port, frames of its
+	// buckets sent to its backup because it was stale.
+	FailoverFrames
+)
+
 // Counter is a packets-and-bytes counter value.
 type Counter struct {
 	Packets uint64
@@ -161,6 +180,14 @@ type Dataplane interface {
 	// BucketCounter reads the direct counter of one bucket entry (summed over CPUs).
 	BucketCounter(bucket uint16) (Counter, error)
 	SetBucketCounter(bucket uint16, c Counter) error
+
+	// SetGatewayBackup installs gateway_backups' set_backup for the gateway on port gateway
+	// (insert or modify); DeleteGatewayBackup removes it (no_backup).
+	SetGatewayBackup(gateway uint16, b GatewayBackup) error
+	DeleteGatewayBackup(gateway uint16) error
+	// PortCounter reads one port's cell of a gateway_liveness counter (summed over CPUs).
+	PortCounter(c PortCounter, port uint16) (Counter, error)
+	SetPortCounter(c PortCounter, port uint16, v Counter) error
 
 	// SetRAConfig sets ra_settings' default action (set_ra_config or, with
 	// Configured=false, mark_ra_unconfigured).

@@ -31,21 +31,27 @@ type Config struct {
 	CPUPort uint16
 	// PinDir overrides DefaultPinRoot/<DeviceID>.
 	PinDir string
+	// ReplaceIncompatible: a running predecessor whose maps do not fit this build's pipeline
+	// is replaced (those maps re-created empty) instead of refused (ErrIncompatible).
+	ReplaceIncompatible bool
 }
 
 // EBPF is the Dataplane backed by the tc program in bpf/supergw.c, attached
 // with TCX ingress to every front port.
 type EBPF struct {
-	cfg      Config
-	objs     bpfObjects
-	ifindex  map[uint16]int
-	pins     *pinDir
-	links    []link.Link
-	reader   *ringbuf.Reader
-	events   chan Event
-	done     chan struct{} // closed by teardown; unblocks the event reader
-	tx       *transmitter
-	readerWG sync.WaitGroup
+	cfg       Config
+	objs      bpfObjects
+	ifindex   map[uint16]int
+	pins      *pinDir
+	links     map[uint16]link.Link
+	prevLinks map[uint16]link.Link // the predecessor's live links, until Attach moves them
+	adoption  *Adoption
+	attached  bool // Attach ran: the ports run our program
+	reader    *ringbuf.Reader
+	events    chan Event
+	done      chan struct{} // closed by teardown; unblocks the event reader
+	tx        *transmitter
+	readerWG  sync.WaitGroup
 
 	mu        sync.Mutex // serialises read-modify-write sequences below
 	closed    bool
@@ -66,13 +72,30 @@ type EBPF struct {
 	dropCounter   counterMap
 	portTx        counterMap
 	ra            raMaps
+	liveness      livenessMaps
 }
 
 var _ Dataplane = (*EBPF)(nil)
 
-// New loads the pipeline, pins its maps under the pin directory, and attaches
-// it to every port in cfg.Ports. The caller must Close it.
-func New(cfg Config) (_ *EBPF, err error) {
+// New is Open and Attach: the pipeline loaded (adopting a running predecessor's maps) and
+// on every port. The caller must Close (or Release) it.
+func New(cfg Config) (*EBPF, error) {
+	e, err := Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.Attach(); err != nil {
+		return nil, errors.Join(err, e.Close())
+	}
+	return e, nil
+}
+
+// Open loads the pipeline under the device's pin directory, held exclusively. When a
+// predecessor's programs still run on our ports (it exited handing over, or crashed), its
+// maps are reused where their layout is this build's (Adoption says what happened): the old
+// programs keep forwarding on them until Attach moves the ports. Nothing is attached yet,
+// so the caller can fill the maps first (the P4Runtime server's journal).
+func Open(cfg Config) (_ *EBPF, err error) {
 	ifindex, err := resolvePorts(cfg)
 	if err != nil {
 		return nil, err
@@ -84,52 +107,72 @@ func New(cfg Config) (_ *EBPF, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := open(cfg, ifindex)
+	adoption, repl, prev, err := inspect(pins.path, ifindex, mapNames(), cfg.ReplaceIncompatible)
 	if err != nil {
-		pins.unlockAndRemove()
+		pins.unlock()
 		return nil, err
 	}
-	e.pins = pins
+	if !adoption.Live {
+		// Left over by an instance whose programs no longer run anywhere: nothing to keep.
+		if err := pins.removeAll(); err != nil {
+			pins.unlock()
+			return nil, fmt.Errorf("remove stale pins: %w", err)
+		}
+	}
+	e, err := open(cfg, ifindex, repl)
+	if err != nil {
+		closeLinks(prev)
+		pins.unlock()
+		return nil, err
+	}
+	e.pins, e.prevLinks, e.adoption = pins, prev, adoption
 	defer func() {
 		if err != nil {
 			e.teardown()
 		}
 	}()
-	if err = e.pins.pinAll(e.mapsByName()); err != nil {
-		return nil, err
-	}
 	if e.tx, err = newTransmitter(ifindex); err != nil {
 		return nil, err
 	}
-	for _, port := range slices.Sorted(maps.Keys(ifindex)) {
-		l, err := link.AttachTCX(link.TCXOptions{
-			Interface: ifindex[port],
-			Program:   e.objs.SgwIngress,
-			Attach:    ebpf.AttachTCXIngress,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("attach tcx ingress to %s (port %d): %w", cfg.Ports[port], port, err)
-		}
-		e.links = append(e.links, l)
-	}
 	return e, nil
+}
+
+// Adoption says what Open found of a predecessor and what it did with it.
+func (e *EBPF) Adoption() *Adoption { return e.adoption }
+
+// Attach pins the maps this instance created and points every port at its program: a
+// predecessor's live link is updated in place (atomically: frames see the old program or
+// the new one, never none), other ports get new links; all links are pinned, so the
+// programs keep running after this process exits (Release).
+func (e *EBPF) Attach() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.pinMaps(); err != nil {
+		return err
+	}
+	e.attached = true
+	return e.attachOrUpdate()
 }
 
 // open loads the pipeline, fills the port maps and starts the event reader,
 // without pinning, attaching or opening packet sockets (BPF_PROG_RUN tests use
 // it directly).
-func open(cfg Config, ifindex map[uint16]int) (_ *EBPF, err error) {
-	e := &EBPF{cfg: cfg, ifindex: ifindex, events: make(chan Event, 4096), done: make(chan struct{})}
+func open(cfg Config, ifindex map[uint16]int, repl map[string]*ebpf.Map) (_ *EBPF, err error) {
+	e := &EBPF{cfg: cfg, ifindex: ifindex, links: map[uint16]link.Link{}, events: make(chan Event, 4096), done: make(chan struct{}),
+		adoption: &Adoption{Created: mapNames()}}
 	defer func() {
 		if err != nil {
 			e.teardown()
 		}
 	}()
-	if err = e.load(); err != nil {
+	if err = e.load(repl); err != nil {
 		return nil, err
 	}
 	for port, idx := range ifindex {
-		if err = e.ifindexPort.put(uint32(idx), bpfSgwPortInfo{Port: port}); err != nil {
+		// An adopted port_roles map already says each port's role: keep it, or the
+		// predecessor's program (still running on these maps) would drop everything.
+		role, _ := e.portRoles.get(port)
+		if err = e.ifindexPort.put(uint32(idx), bpfSgwPortInfo{Port: port, Role: role}); err != nil {
 			return nil, err
 		}
 	}
@@ -164,8 +207,10 @@ func resolvePorts(cfg Config) (map[uint16]int, error) {
 	return ifindex, nil
 }
 
-func (e *EBPF) load() error {
-	if err := loadBpfObjects(&e.objs, nil); err != nil {
+func (e *EBPF) load(repl map[string]*ebpf.Map) error {
+	err := loadBpfObjects(&e.objs, &ebpf.CollectionOptions{MapReplacements: repl})
+	closeMaps(repl) // the objects hold their own references now
+	if err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
 			return fmt.Errorf("load eBPF pipeline: %+v", verr)
@@ -173,7 +218,6 @@ func (e *EBPF) load() error {
 		return fmt.Errorf("load eBPF pipeline: %w", err)
 	}
 	m := &e.objs.bpfMaps
-	var err error
 	e.portRoles = hashMap[uint16, uint8]{m.SgwPortRoles, "port_roles"}
 	e.ifindexPort = hashMap[uint32, bpfSgwPortInfo]{m.SgwIfindexPort, "ifindex_port"}
 	e.settings = hashMap[uint32, bpfSgwDispatchConfig]{m.SgwSettings, "settings"}
@@ -195,13 +239,23 @@ func (e *EBPF) load() error {
 		return err
 	}
 	e.loadND()
+	if err := e.loadLiveness(); err != nil {
+		return err
+	}
 	return e.loadRemoteAccess()
+}
+
+// mapNames are the names under which the maps are pinned.
+func mapNames() []string {
+	var e EBPF
+	return slices.Sorted(maps.Keys(e.mapsByName()))
 }
 
 func (e *EBPF) mapsByName() map[string]*ebpf.Map {
 	m := &e.objs.bpfMaps
 	all := e.raMapsByName()
 	maps.Copy(all, e.ndMapsByName())
+	maps.Copy(all, e.livenessMapsByName())
 	maps.Copy(all, map[string]*ebpf.Map{
 		bpfMapSgwBucketCounter:  m.SgwBucketCounter,
 		bpfMapSgwBuckets:        m.SgwBuckets,
@@ -470,7 +524,7 @@ func (e *EBPF) Transmit(port uint16, frame []byte) error {
 func (e *EBPF) Events() <-chan Event { return e.events }
 
 // Close detaches the program from every port, removes the pinned maps and
-// stops the event reader. It is safe to call more than once.
+// stops the event reader: the data plane is gone. It is safe to call more than once.
 func (e *EBPF) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -481,34 +535,76 @@ func (e *EBPF) Close() error {
 	return e.teardown()
 }
 
+// Release ends this process's hold on the data plane and leaves it running: the pinned
+// links keep the program on every port and the pinned maps keep the state, for the next
+// instance to adopt (a restart or an upgrade). Digests and packet-ins wait in the event
+// ring buffer meanwhile. Safe to call more than once; Close after Release does nothing.
+func (e *EBPF) Release() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	var errs []error
+	for _, l := range e.links {
+		errs = append(errs, l.Close()) // closes our descriptor; the pin keeps the link
+	}
+	e.links = nil
+	errs = append(errs, e.stopReader())
+	if e.tx != nil {
+		errs = append(errs, e.tx.close())
+	}
+	errs = append(errs, e.objs.Close())
+	if e.pins != nil {
+		e.pins.unlock()
+	}
+	return errors.Join(errs...)
+}
+
+func (e *EBPF) stopReader() error {
+	close(e.done)
+	if e.reader == nil {
+		close(e.events)
+		return nil
+	}
+	err := e.reader.Close()
+	e.readerWG.Wait()
+	if err != nil {
+		return fmt.Errorf("close event reader: %w", err)
+	}
+	return nil
+}
+
 func (e *EBPF) teardown() error {
 	var errs []error
 	for _, l := range e.links {
+		errs = append(errs, l.Unpin())
 		if err := l.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("detach: %w", err))
 		}
 	}
 	e.links = nil
-	close(e.done)
-	if e.reader != nil {
-		if err := e.reader.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close event reader: %w", err))
-		}
-		e.readerWG.Wait()
-	} else {
-		close(e.events)
-	}
+	closeLinks(e.prevLinks) // a predecessor's links never moved: its programs keep running
+	e.prevLinks = nil
+	errs = append(errs, e.stopReader())
 	if e.tx != nil {
 		errs = append(errs, e.tx.close())
 	}
-	if e.pins != nil {
+	// Before Attach a live predecessor still runs on its pins: they stay.
+	ours := e.attached || e.adoption == nil || !e.adoption.Live
+	if e.pins != nil && ours {
 		errs = append(errs, e.pins.removeAll())
 	}
 	if err := e.objs.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close eBPF objects: %w", err))
 	}
 	if e.pins != nil {
-		errs = append(errs, e.pins.unlockAndRemove())
+		if ours {
+			errs = append(errs, e.pins.unlockAndRemove())
+		} else {
+			e.pins.unlock()
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -35,6 +35,8 @@ type Fake struct {
 	nd          NDConfig
 	hostIP6s    map[IPv6]MAC
 	learnedIP6s map[LearnedIP6Key]time.Time
+	backups     map[uint16]GatewayBackup
+	portCtr     map[PortCounter]map[uint16]Counter
 }
 
 // BucketEntry is what SetBucket stored for one bucket.
@@ -53,6 +55,7 @@ type Transmitted struct {
 type fakeLimits struct {
 	portRoles, hostIPs, buckets, l2, learned, groups, replicas, drops int
 	hostIP6s, learnedIP6s                                             int
+	backups, livenessPorts                                            int
 	dispatch                                                          map[DispatchTable]int
 }
 
@@ -90,6 +93,9 @@ func specLimits() (fakeLimits, error) {
 
 			hostIP6s:    size(bpfMapSgwHostIp6s),
 			learnedIP6s: size(bpfMapSgwLearnedIp6s),
+
+			backups:       size(bpfMapSgwGatewayBackups),
+			livenessPorts: size(bpfMapSgwLivenessFrames),
 		}
 	})
 	return limits, limitsErr
@@ -119,6 +125,8 @@ func NewFake(ports ...uint16) *Fake {
 		dispatchCtr: map[DispatchTable]map[uint16]Counter{},
 		hostIP6s:    map[IPv6]MAC{},
 		learnedIP6s: map[LearnedIP6Key]time.Time{},
+		backups:     map[uint16]GatewayBackup{},
+		portCtr:     map[PortCounter]map[uint16]Counter{LivenessFrames: {}, FailoverFrames: {}},
 	}
 	for t, n := range l.dispatch {
 		f.dispatchTbl[t] = newDispatchIndex(t, n)

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"supergw/targets/ebpf/internal/bucket"
+	"supergw/targets/ebpf/internal/p4constants"
 )
 
 // FuzzDatapath feeds arbitrary frames from every port role through the real tc
@@ -312,6 +313,7 @@ func fuzzSeeds() []fuzzSeed {
 			fuzzSeed{port, 0, ethFrame(broadcast, macH1, 0x0806, nil)},
 			fuzzSeed{port, 0, pad(ethFrame(macH2, macH1, 0xBF01, []byte{0, 1}))},
 			fuzzSeed{port, 0, pad(ethFrame(broadcast, macGW1, 0x88b5, nil))},
+			fuzzSeed{port, 0, pad(ethFrame(broadcast, macGW1, p4constants.EthertypeLiveness, []byte("SGWL")))},
 			fuzzSeed{port, 0, ipv4Frame(macGW2, macH1, ipH1, ipGW1)},
 			fuzzSeed{port, 0, ipv4Frame(macH3, macGW1, ipGW1, ipH3)},
 			fuzzSeed{port, 0, ethFrame(macH2, macH1, 0x0800, []byte{0x45, 0})},
@@ -401,6 +403,12 @@ func (fz *fuzzRig) check(t *testing.T, portSel uint8, shape uint32, data []byte)
 	}
 	switch {
 	case res.verdict == fz.redirect, dropped:
+	case role == fz.gwRole && etherType == p4constants.EthertypeLiveness:
+		// A gateway's liveness frame is consumed: SHOT, no drop reason, nothing sent
+		// (TestLivenessDatapath checks its counter and timestamp).
+		if res.verdict != fz.shot || len(sent) > 0 {
+			t.Errorf("%s: liveness frame from a gateway: verdict %d, sent to %v", desc, res.verdict, sent)
+		}
 	case len(sent) > 0:
 		want := slices.DeleteFunc(slices.Clone(fz.floodGroup), func(p uint16) bool { return p == port })
 		if !slices.Equal(sent, want) {

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,13 +32,8 @@ func lockPinDir(path string) (*pinDir, error) {
 		dir.Close()
 		return nil, fmt.Errorf("pin directory %s is in use by another switch instance: %w", path, err)
 	}
-	p := &pinDir{path: path, dir: dir}
-	// Left over by an instance that died without Close: nobody holds the lock.
-	if err := p.removeAll(); err != nil {
-		p.unlockAndRemove()
-		return nil, fmt.Errorf("remove stale pins: %w", err)
-	}
-	return p, nil
+	// What an earlier instance left is Open's to adopt or remove.
+	return &pinDir{path: path, dir: dir}, nil
 }
 
 // bpffsMount is where bpffs normally lives and where ensureBPFFS may mount it.
@@ -77,15 +71,6 @@ func ensureBPFFS(dir string) error {
 	return nil
 }
 
-func (p *pinDir) pinAll(maps map[string]*ebpf.Map) error {
-	for name, m := range maps {
-		if err := m.Pin(filepath.Join(p.path, name)); err != nil {
-			return fmt.Errorf("pin map %s: %w", name, err)
-		}
-	}
-	return nil
-}
-
 // removeAll removes every pin in the directory (maps stay alive while open).
 func (p *pinDir) removeAll() error {
 	entries, err := os.ReadDir(p.path)
@@ -99,6 +84,11 @@ func (p *pinDir) removeAll() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// unlock releases the directory for the next instance, leaving its pins.
+func (p *pinDir) unlock() {
+	p.dir.Close()
 }
 
 func (p *pinDir) unlockAndRemove() error {

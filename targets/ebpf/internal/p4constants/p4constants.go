@@ -179,6 +179,8 @@ const (
 	NDSettingsTableSize      = 1
 	HostIP6sTableSize        = 131072
 	LearnedIP6sTableSize     = 131072
+	GatewayBackupsTableSize  = 512
+	GatewayLivenessSize      = 512
 	DropCounterSize          = 32
 	CPUPort                  = 255
 	HostFloodGroup           = 1
@@ -188,6 +190,7 @@ const (
 	EthertypeARP             = 0x0806
 	EthertypeIPv6            = 0x86DD
 	EthertypePacketOut       = 0xBF01
+	EthertypeLiveness        = 0x88B6
 	IPv4IHLNoOptions         = 5
 	IPv4HeaderLen            = 20
 	IPProtoUDP               = 17
@@ -300,6 +303,12 @@ const (
 const (
 	TableBuckets       = "SupergwIngress.bucket_dispatch.buckets"
 	MatchBucketsBucket = "bucket"
+)
+
+// SupergwIngress.gateway_liveness.gateway_backups
+const (
+	TableGatewayBackups     = "SupergwIngress.gateway_liveness.gateway_backups"
+	MatchGatewayBackupsPort = "port"
 )
 
 // SupergwIngress.l2_forwarding.mac_table
@@ -454,6 +463,19 @@ const (
 	ActionDropUnassigned = "SupergwIngress.bucket_dispatch.drop_unassigned"
 )
 
+// SupergwIngress.gateway_liveness.set_backup
+const (
+	ActionSetBackup          = "SupergwIngress.gateway_liveness.set_backup"
+	ParamSetBackupPort       = "port"
+	ParamSetBackupGatewayMAC = "gateway_mac"
+	ParamSetBackupTimeoutUs  = "timeout_us"
+)
+
+// SupergwIngress.gateway_liveness.no_backup
+const (
+	ActionNoBackup = "SupergwIngress.gateway_liveness.no_backup"
+)
+
 // SupergwIngress.l2_forwarding.set_output_port
 const (
 	ActionSetOutputPort    = "SupergwIngress.l2_forwarding.set_output_port"
@@ -469,6 +491,16 @@ const (
 // SupergwIngress.drop_counter
 const (
 	CounterDropCounter = "SupergwIngress.drop_counter"
+)
+
+// SupergwIngress.gateway_liveness.liveness_frames
+const (
+	CounterLivenessFrames = "SupergwIngress.gateway_liveness.liveness_frames"
+)
+
+// SupergwIngress.gateway_liveness.failover_frames
+const (
+	CounterFailoverFrames = "SupergwIngress.gateway_liveness.failover_frames"
 )
 
 // SupergwIngress.outside_dispatch.pin_counter
@@ -540,6 +572,7 @@ const (
 	TableESPSPIRangesID          uint32 = 0x0200000b
 	TableClientPoolsID           uint32 = 0x02000008
 	TableBucketsID               uint32 = 0x02000004
+	TableGatewayBackupsID        uint32 = 0x0200000f
 	TableMACTableID              uint32 = 0x02000005
 	ActionSetPortRoleID          uint32 = 0x01000001
 	ActionSetDispatchConfigID    uint32 = 0x01000002
@@ -566,9 +599,13 @@ const (
 	ActionDispatchByVmacID       uint32 = 0x0100000f
 	ActionSetGatewayID           uint32 = 0x01000006
 	ActionDropUnassignedID       uint32 = 0x01000007
+	ActionSetBackupID            uint32 = 0x0100001c
+	ActionNoBackupID             uint32 = 0x0100001d
 	ActionSetOutputPortID        uint32 = 0x01000008
 	ActionFloodID                uint32 = 0x01000009
 	CounterDropCounterID         uint32 = 0x12000001
+	CounterLivenessFramesID      uint32 = 0x12000002
+	CounterFailoverFramesID      uint32 = 0x12000003
 	DirectCounterPinCounterID    uint32 = 0x13000003
 	DirectCounterIKESPICounterID uint32 = 0x13000004
 	DirectCounterESPSPICounterID uint32 = 0x13000005

@@ -50,6 +50,11 @@ type binding struct {
 	learnIP6Digest                                              uint32
 	digestIP6Members                                            []string
 
+	// Gateway liveness: gateway_backups and its two per-port counters.
+	gatewayBackups, gatewayBackupsPort, setBackup       uint32
+	backupPortParam, backupMACParam, backupTimeoutParam uint32
+	portCounters                                        map[uint32]dataplane.PortCounter
+
 	pktInIngressPort, pktInReason, pktOutEgressPort   uint32
 	pktInPortWidth, pktInReasonWidth, pktOutPortWidth int32
 	// pktOutHeaderBytes is the size of the packet_out header on the CPU port: the
@@ -119,11 +124,24 @@ func newBinding(s *schema, dp dataplane.Dataplane) (*binding, error) {
 	b.gwPortParam, b.gwMACParam = param(sgw, c.ParamSetGatewayPort), param(sgw, c.ParamSetGatewayGatewayMAC)
 	b.outPortParam, b.outRoleParam = param(sop, c.ParamSetOutputPortPort), param(sop, c.ParamSetOutputPortRole)
 
+	b.portCounters = map[uint32]dataplane.PortCounter{}
 	for cid, ctr := range s.counters {
-		if ctr.GetPreamble().GetName() == c.CounterDropCounter {
+		switch ctr.GetPreamble().GetName() {
+		case c.CounterDropCounter:
 			b.dropCounter, b.dropCounterSize = cid, ctr.GetSize()
+		case c.CounterLivenessFrames:
+			b.portCounters[cid] = dataplane.LivenessFrames
+		case c.CounterFailoverFrames:
+			b.portCounters[cid] = dataplane.FailoverFrames
 		}
 	}
+	if len(b.portCounters) != 2 {
+		errs = append(errs, fmt.Errorf("counters %q and %q not both in P4Info", c.CounterLivenessFrames, c.CounterFailoverFrames))
+	}
+	gb, sbk := tbl(c.TableGatewayBackups), act(c.ActionSetBackup)
+	b.gatewayBackups, b.gatewayBackupsPort, b.setBackup = id(gb), field(gb, c.MatchGatewayBackupsPort), aid(sbk)
+	b.backupPortParam, b.backupMACParam = param(sbk, c.ParamSetBackupPort), param(sbk, c.ParamSetBackupGatewayMAC)
+	b.backupTimeoutParam = param(sbk, c.ParamSetBackupTimeoutUs)
 	for dcid, dc := range s.directCounters {
 		if dc.GetPreamble().GetName() == c.DirectCounterBucketCounter {
 			b.bucketCounter = dcid
@@ -298,6 +316,14 @@ func (b *binding) setEntry(table uint32, match entryKey, a *p4v1.Action) error {
 		return b.dp.SetHostIPv6(ipv6(match.value(b.hostIP6sTarget)), mac(p[b.hostIP6MACParam]))
 	case table == b.learnedIP6s && a.GetActionId() == b.markIP6Known:
 		return b.dp.SetLearnedIP6(ipv6(match.value(b.learnedIP6sIP)), mac(match.value(b.learnedIP6sMAC)))
+	case table == b.gatewayBackups && a.GetActionId() == b.setBackup:
+		timeout := toUint(p[b.backupTimeoutParam])
+		if timeout == 0 {
+			return fmt.Errorf("%w: timeout_us 0 (a gateway would be stale at once); give the longest silence in microseconds", errBadValue)
+		}
+		return b.dp.SetGatewayBackup(u16(match.value(b.gatewayBackupsPort)), dataplane.GatewayBackup{
+			Port: u16(p[b.backupPortParam]), MAC: mac(p[b.backupMACParam]), Timeout: time.Duration(timeout) * time.Microsecond,
+		})
 	}
 	if d, ok := b.dispatch[table]; ok && a.GetActionId() == d.action {
 		return b.dp.SetDispatchEntry(d.table, d.key(match), dataplane.Gateway{Port: u16(p[d.portParam]), MAC: mac(p[d.macParam])})
@@ -322,6 +348,8 @@ func (b *binding) deleteEntry(table uint32, match entryKey) error {
 		return b.dp.DeleteHostIPv6(ipv6(match.value(b.hostIP6sTarget)))
 	case b.learnedIP6s:
 		return b.dp.DeleteLearnedIP6(ipv6(match.value(b.learnedIP6sIP)), mac(match.value(b.learnedIP6sMAC)))
+	case b.gatewayBackups:
+		return b.dp.DeleteGatewayBackup(u16(match.value(b.gatewayBackupsPort)))
 	}
 	if d, ok := b.dispatch[table]; ok {
 		return b.dp.DeleteDispatchEntry(d.table, d.key(match))
@@ -414,6 +442,9 @@ func (b *binding) setDirectCounter(table uint32, match entryKey, v dataplane.Cou
 }
 
 func (b *binding) counter(id uint32, index int64) (dataplane.Counter, error) {
+	if pc, ok := b.portCounters[id]; ok {
+		return b.dp.PortCounter(pc, uint16(index))
+	}
 	if id != b.dropCounter {
 		return dataplane.Counter{}, errUnsupported
 	}
@@ -421,6 +452,9 @@ func (b *binding) counter(id uint32, index int64) (dataplane.Counter, error) {
 }
 
 func (b *binding) setCounter(id uint32, index int64, v dataplane.Counter) error {
+	if pc, ok := b.portCounters[id]; ok {
+		return b.dp.SetPortCounter(pc, uint16(index), v)
+	}
 	if id != b.dropCounter {
 		return errUnsupported
 	}

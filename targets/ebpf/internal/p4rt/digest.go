@@ -24,6 +24,19 @@ type digestEngine struct {
 	nextID uint64
 }
 
+// configs returns every configured digest's config (a copy).
+func (d *digestEngine) configs() map[uint32]*p4v1.DigestEntry_Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[uint32]*p4v1.DigestEntry_Config{}
+	for id, st := range d.states {
+		if st.cfg != nil {
+			out[id] = proto.Clone(st.cfg).(*p4v1.DigestEntry_Config)
+		}
+	}
+	return out
+}
+
 type digestState struct {
 	cfg         *p4v1.DigestEntry_Config
 	pending     []*p4v1.P4Data

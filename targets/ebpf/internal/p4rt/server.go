@@ -57,6 +57,7 @@ type Server struct {
 	digests *digestEngine
 	// idleNext: when each idle-timeout table is scanned next (idle.go); guarded by mu.
 	idleNext map[uint32]time.Time
+	journal *Journal // nil: the state lives in memory only
 }
 
 // New builds a server for the supergw pipeline on dp.
@@ -226,6 +227,9 @@ func (s *Server) SetForwardingPipelineConfig(_ context.Context, req *p4v1.SetFor
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "unknown SetForwardingPipelineConfig action %v", action)
 	}
+	if action != p4v1.SetForwardingPipelineConfigRequest_VERIFY && action != p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_SAVE {
+		s.journalSnapshot()
+	}
 	s.log.Info("pipeline config", "action", action.String(), "cookie", cfg.GetCookie().GetCookie())
 	return &p4v1.SetForwardingPipelineConfigResponse{}, nil
 }
@@ -252,6 +256,15 @@ func (s *Server) GetForwardingPipelineConfig(_ context.Context, req *p4v1.GetFor
 		out.P4DeviceConfig = append([]byte(nil), s.config.GetP4DeviceConfig()...)
 	}
 	return &p4v1.GetForwardingPipelineConfigResponse{Config: out}, nil
+}
+
+// defaultEntries are the tables whose default action was modified, as entries.
+func (s *Server) defaultEntries() []*p4v1.TableEntry {
+	out := make([]*p4v1.TableEntry, 0, len(s.defaults))
+	for tid, ta := range s.defaults {
+		out = append(out, &p4v1.TableEntry{TableId: tid, IsDefaultAction: true, Action: proto.Clone(ta).(*p4v1.TableAction)})
+	}
+	return out
 }
 
 // resetLocked returns the forwarding state to that of a freshly loaded
@@ -286,9 +299,11 @@ func (s *Server) resetLocked() error {
 		}
 	}
 	s.mcast = map[uint32]*p4v1.MulticastGroupEntry{}
-	for i := int64(0); i < s.bind.dropCounterSize; i++ {
-		if err := s.bind.setCounter(s.bind.dropCounter, i, dataplane.Counter{}); err != nil {
-			return fmt.Errorf("reset drop counter %d: %w", i, err)
+	for _, id := range s.sch.counterIDs {
+		for i := int64(0); i < s.sch.counters[id].GetSize(); i++ {
+			if err := s.bind.setCounter(id, i, dataplane.Counter{}); err != nil {
+				return fmt.Errorf("reset counter %s[%d]: %w", s.sch.counters[id].GetPreamble().GetName(), i, err)
+			}
 		}
 	}
 	s.digests.reset()

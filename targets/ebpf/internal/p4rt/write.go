@@ -60,6 +60,7 @@ func (s *Server) Write(_ context.Context, req *p4v1.WriteRequest) (*p4v1.WriteRe
 			s.log.Debug("write update failed", "index", i, "err", results[i])
 		}
 	}
+	s.journalWrite(req.GetUpdates(), results)
 	if failed == 0 {
 		return &p4v1.WriteResponse{}, nil
 	}

@@ -1,6 +1,7 @@
 package pktgen
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -32,19 +33,27 @@ const (
 // TxRing is an AF_PACKET socket bound to one interface, with a TPACKET_V2 TX ring and
 // PACKET_QDISC_BYPASS. Not safe for concurrent use.
 type TxRing struct {
-	fd   int
-	ring []byte
-	next int // the next slot to fill
+	fd      int
+	ring    []byte
+	next    int  // the next slot to fill
+	offload bool // each slot starts with a virtio_net_hdr (PACKET_VNET_HDR)
 }
 
-// OpenTxRing opens the ring on ifindex in the calling thread's network namespace.
-func OpenTxRing(ifindex int) (*TxRing, error) {
+// OpenTxRing opens the ring on ifindex in the calling thread's network namespace. With
+// offload, UDP frames (over IPv4 or IPv6) leave as a host's stack hands them to a NIC or a
+// veth: with their checksum to be completed by the device (CHECKSUM_PARTIAL, through a
+// virtio_net_hdr with NEEDS_CSUM), so a receiver does not verify it in software. Without
+// it an injected frame carries no checksum state, and the receiving veth's GRO verifies
+// every UDP checksum that is not zero — IPv6's always (it is mandatory), IPv4's never when
+// the frame carries none: a cost no NIC-fed or stack-fed switch port pays, and one that
+// would set the two families apart.
+func OpenTxRing(ifindex int, offload bool) (*TxRing, error) {
 	// Protocol 0: the socket only sends; it never sees the interface's traffic.
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("AF_PACKET socket: %w (needs root and a kernel with CONFIG_PACKET)", err)
 	}
-	r := &TxRing{fd: fd}
+	r := &TxRing{fd: fd, offload: offload}
 	fail := func(what string, err error) (*TxRing, error) {
 		r.Close()
 		return nil, fmt.Errorf("AF_PACKET TX ring: %s: %w", what, err)
@@ -54,6 +63,11 @@ func OpenTxRing(ifindex int) (*TxRing, error) {
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1); err != nil {
 		return fail("PACKET_QDISC_BYPASS", err)
+	}
+	if offload { // before the ring: the kernel refuses it afterwards
+		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
+			return fail("PACKET_VNET_HDR", err)
+		}
 	}
 	req := unix.TpacketReq{Block_size: blockSize, Block_nr: ringBlocks, Frame_size: slotSize, Frame_nr: ringSlots}
 	if err := unix.SetsockoptTpacketReq(fd, unix.SOL_PACKET, unix.PACKET_TX_RING, &req); err != nil {
@@ -112,9 +126,20 @@ func (r *TxRing) Send(frames [][]byte, o SendOptions) (SendStats, error) {
 	if o.Duration <= 0 {
 		return SendStats{}, fmt.Errorf("duration %v: want > 0", o.Duration)
 	}
+	limit := MaxFrame
+	if r.offload {
+		limit -= vnetHdrLen
+	}
 	for i, f := range frames {
-		if len(f) < 14 || len(f) > MaxFrame {
-			return SendStats{}, fmt.Errorf("frame %d: %d bytes, want 14..%d", i, len(f), MaxFrame)
+		if len(f) < 14 || len(f) > limit {
+			return SendStats{}, fmt.Errorf("frame %d: %d bytes, want 14..%d", i, len(f), limit)
+		}
+	}
+	var vnet [][]byte
+	if r.offload {
+		vnet = make([][]byte, len(frames))
+		for i, f := range frames {
+			vnet[i] = vnetHeader(f)
 		}
 	}
 	var (
@@ -138,7 +163,7 @@ func (r *TxRing) Send(frames [][]byte, o SendOptions) (SendStats, error) {
 		if o.Frames > 0 {
 			want = int(min(uint64(want), o.Frames-handed))
 		}
-		n, err := r.fill(frames, &next, want)
+		n, err := r.fill(frames, vnet, &next, want)
 		if err != nil {
 			return SendStats{}, err
 		}
@@ -160,8 +185,9 @@ func (r *TxRing) Send(frames [][]byte, o SendOptions) (SendStats, error) {
 	return SendStats{Sent: handed - left, Elapsed: elapsed}, nil
 }
 
-// fill writes up to want frames into free slots and marks them for sending.
-func (r *TxRing) fill(frames [][]byte, next *int, want int) (int, error) {
+// fill writes up to want frames (each behind its vnet header, with offload) into free slots
+// and marks them for sending.
+func (r *TxRing) fill(frames, vnet [][]byte, next *int, want int) (int, error) {
 	n := 0
 	for ; n < want; n++ {
 		st := r.status(r.next)
@@ -172,11 +198,14 @@ func (r *TxRing) fill(frames [][]byte, next *int, want int) (int, error) {
 			break
 		}
 		f := frames[*next]
+		at := r.next*slotSize + dataOffset
+		if vnet != nil {
+			at += copy(r.ring[at:], vnet[*next])
+		}
 		*next = (*next + 1) % len(frames)
-		base := r.next * slotSize
-		copy(r.ring[base+dataOffset:], f)
+		copy(r.ring[at:], f)
 		h := r.header(r.next)
-		h.Len = uint32(len(f))
+		h.Len = uint32(at - r.next*slotSize - dataOffset + len(f))
 		atomic.StoreUint32(&h.Status, unix.TP_STATUS_SEND_REQUEST)
 		r.next = (r.next + 1) % ringSlots
 	}
@@ -214,4 +243,28 @@ func (r *TxRing) drain(timeout time.Duration) (uint64, error) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// vnetHdrLen is the size of struct virtio_net_hdr.
+const vnetHdrLen = 10
+
+// vnetHeader is the virtio_net_hdr of frame (little endian, as packet sockets read it on
+// the hosts we run on): NEEDS_CSUM at the UDP checksum of an IPv4 or IPv6 UDP frame, no
+// flags for anything else.
+func vnetHeader(f []byte) []byte {
+	h := make([]byte, vnetHdrLen)
+	start := 0
+	switch {
+	case len(f) >= 14+20+8 && f[12] == 0x08 && f[13] == 0x00 && f[14]>>4 == 4 && f[23] == 17:
+		start = 14 + int(f[14]&0x0f)*4
+	case len(f) >= 14+40+8 && f[12] == 0x86 && f[13] == 0xdd && f[20] == 17:
+		start = 14 + 40
+	}
+	if start == 0 || start+8 > len(f) {
+		return h
+	}
+	h[0] = 1 // VIRTIO_NET_HDR_F_NEEDS_CSUM
+	binary.LittleEndian.PutUint16(h[6:], uint16(start))
+	binary.LittleEndian.PutUint16(h[8:], 6) // the UDP checksum's offset in its header
+	return h
 }

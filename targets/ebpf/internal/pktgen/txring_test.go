@@ -45,11 +45,17 @@ type receiver struct{ fd int }
 
 func listen(t *testing.T) receiver {
 	t.Helper()
+	return listenFor(t, testEthertype)
+}
+
+// listenFor receives the frames of one ethertype (unix.ETH_P_ALL: every frame) at sink0.
+func listenFor(t *testing.T, ethertype uint16) receiver {
+	t.Helper()
 	idx, err := dataplane.Ifindex("sink0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const proto = (testEthertype&0xff)<<8 | testEthertype>>8 // network byte order
+	proto := (ethertype&0xff)<<8 | ethertype>>8 // network byte order
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(proto))
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +93,7 @@ func TestTxRingSendsThePlanRoundRobin(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		ring, err := OpenTxRing(idx)
+		ring, err := OpenTxRing(idx, false)
 		if err != nil {
 			return err
 		}
@@ -118,7 +124,7 @@ func TestTxRingKeepsToItsRate(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		ring, err := OpenTxRing(idx)
+		ring, err := OpenTxRing(idx, false)
 		if err != nil {
 			return err
 		}
@@ -141,14 +147,14 @@ func TestTxRingKeepsToItsRate(t *testing.T) {
 
 func TestTxRingRefusesBadInput(t *testing.T) {
 	inPair(t, func() error {
-		if _, err := OpenTxRing(1 << 20); err == nil || !strings.Contains(err.Error(), "bind to ifindex") {
+		if _, err := OpenTxRing(1<<20, false); err == nil || !strings.Contains(err.Error(), "bind to ifindex") {
 			t.Errorf("a ring on a missing interface: %v", err)
 		}
 		idx, err := dataplane.Ifindex("gen0")
 		if err != nil {
 			return err
 		}
-		ring, err := OpenTxRing(idx)
+		ring, err := OpenTxRing(idx, false)
 		if err != nil {
 			return err
 		}
@@ -199,6 +205,84 @@ func TestProbeTellsTheTruth(t *testing.T) {
 			t.Errorf("the probe says %v, yet a live run was allowed", probe)
 		case probe != nil && !errors.Is(probe, ErrLiveFramesRefused):
 			t.Errorf("the probe's refusal is not ErrLiveFramesRefused: %v", probe)
+		}
+		return nil
+	})
+}
+
+// udpFrame is an Ethernet/IPv4 (ihl 5 or 6) or IPv6 frame carrying UDP, n bytes long.
+func udpFrame(v6 bool, ihl int, n int) []byte {
+	f := make([]byte, n)
+	copy(f, []byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1})
+	if v6 {
+		f[12], f[13], f[14], f[20] = 0x86, 0xdd, 0x60, 17
+	} else {
+		f[12], f[13], f[14], f[23] = 0x08, 0x00, byte(0x40|ihl), 17
+	}
+	return f
+}
+
+func TestVnetHeaderMarksUDPChecksums(t *testing.T) {
+	le := func(h []byte, off int) uint16 { return uint16(h[off]) | uint16(h[off+1])<<8 }
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		start uint16 // 0: no NEEDS_CSUM
+	}{
+		{"IPv4 UDP", udpFrame(false, 5, 60), 34},
+		{"IPv4 with options, UDP", udpFrame(false, 6, 64), 38},
+		{"IPv6 UDP", udpFrame(true, 0, 62), 54},
+		{"IPv6 UDP cut before its header ends", udpFrame(true, 0, 60), 0},
+		{"not UDP", testFrame(60, 1), 0},
+	} {
+		h := vnetHeader(c.frame)
+		if len(h) != vnetHdrLen {
+			t.Fatalf("%s: header of %d bytes", c.name, len(h))
+		}
+		if c.start == 0 {
+			if h[0] != 0 || le(h, 6) != 0 {
+				t.Errorf("%s: flags %d start %d, want none", c.name, h[0], le(h, 6))
+			}
+			continue
+		}
+		if h[0] != 1 || le(h, 6) != c.start || le(h, 8) != 6 {
+			t.Errorf("%s: flags %d start %d offset %d, want NEEDS_CSUM at %d+6", c.name, h[0], le(h, 6), le(h, 8), c.start)
+		}
+	}
+}
+
+// TestTxRingOffloadSendsFramesWhole: with checksum offload each slot carries a
+// virtio_net_hdr in front of its frame; what arrives is the frame alone, byte for byte.
+func TestTxRingOffloadSendsFramesWhole(t *testing.T) {
+	plan := [][]byte{udpFrame(false, 5, 60), udpFrame(true, 0, 62), testFrame(60, 3)}
+	inPair(t, func() error {
+		rx := listenFor(t, unix.ETH_P_ALL)
+		idx, err := dataplane.Ifindex("gen0")
+		if err != nil {
+			return err
+		}
+		ring, err := OpenTxRing(idx, true)
+		if err != nil {
+			return err
+		}
+		defer ring.Close()
+		st, err := ring.Send(plan, SendOptions{Duration: 5 * time.Second, Frames: 30})
+		if err != nil {
+			return err
+		}
+		var got [][]byte
+		for _, f := range rx.frames(300 * time.Millisecond) {
+			if bytes.Equal(f[6:12], plan[0][6:12]) || bytes.Equal(f[6:12], plan[2][6:12]) { // the ring's, not the kernel's own
+				got = append(got, f)
+			}
+		}
+		if st.Sent != 30 || len(got) != 30 {
+			t.Fatalf("the ring sent %d of 30, %d arrived", st.Sent, len(got))
+		}
+		for i, f := range got {
+			if !bytes.Equal(f, plan[i%3]) {
+				t.Fatalf("frame %d arrived as % x, want plan frame %d", i, f, i%3)
+			}
 		}
 		return nil
 	})
