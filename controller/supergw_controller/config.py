@@ -383,8 +383,8 @@ class LearningConfig(StrictModel):
         ge=1,
         le=65536,
         description=(
-            "at most this many hosts per digest list the switch sends: hosts that appear together (a cold "
-            "start of the site) are learned in one write per list, not one write per host"
+            "at most this many hosts per batch of digests the controller learns in one write: hosts that "
+            "appear together (a cold start of the site) are learned in one write per batch, not one per host"
         ),
     )
     digest_timeout_ms: float = Field(
@@ -392,8 +392,8 @@ class LearningConfig(StrictModel):
         ge=0,
         le=1000,
         description=(
-            "the switch sends a digest list at the latest this long after its first host (0: every digest at "
-            "once, one host per list): what a lone new host waits for its list"
+            "the controller learns a batch of digests at the latest this long after its first host (0: only "
+            "the digests already waiting): what a lone new host waits for its batch"
         ),
     )
 

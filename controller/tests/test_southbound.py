@@ -76,8 +76,8 @@ def sb(tmp_path: Path) -> tuple[Southbound, RecordingSession]:
     return s, session
 
 
-# The learn digest as the default config wants it (learning.digest_list_size, digest_timeout_ms).
-BATCHED = ent.learn_digest(256, 2_000_000)
+# The learn digest as the controller writes it: every digest at once (it gathers lists itself).
+AT_ONCE = ent.learn_digest()
 
 
 def writes(batch: list[ent.Update]) -> list[tuple[str, str, Any]]:
@@ -159,7 +159,7 @@ def held_switch(session: RecordingSession) -> None:
         pc.TABLE_PORT_ROLES: [ent.port_role(1, pc.PortRole.HOST), ent.port_role(2, pc.PortRole.GATEWAY),
                               ent.port_role(7, pc.PortRole.HOST)],
         "P4MulticastGroupEntry": [ent.flood_group([1])],
-        "P4DigestEntry": [BATCHED],
+        "P4DigestEntry": [AT_ONCE],
         pc.TABLE_LEARNED_SOURCES: [ent.learned("02:00:00:00:00:01", 1, 1)],
         pc.TABLE_MAC_TABLE: [ent.mac_entry("02:00:00:00:00:01", 1)],
         pc.TABLE_HOST_IPS: [ent.host_ip("10.0.0.11", "02:00:00:00:00:01")],
@@ -209,7 +209,7 @@ async def test_reconcile_of_a_switch_in_line_writes_nothing(sb: tuple[Southbound
     session.tables.update({
         pc.TABLE_PORT_ROLES: [ent.port_role(p, pc.PortRole.HOST if p < 10 else pc.PortRole.GATEWAY) for p in cfg.ports],
         "P4MulticastGroupEntry": [ent.flood_group([1, 2])],
-        "P4DigestEntry": [BATCHED],
+        "P4DigestEntry": [AT_ONCE],
         pc.TABLE_BUCKETS: [ent.bucket(b, 11, MAC1) for b in range(16)],
         pc.TABLE_SETTINGS: [ent.settings(str(cfg.gateway_ip), cfg.vmac_base, cfg.bucket_mask, cfg.dispatch.hash)],
         pc.TABLE_ND_SETTINGS: [ent.nd_settings(None, None)],
@@ -353,25 +353,85 @@ def test_the_fast_host_encoding_refuses_what_does_not_fit(entry: Any) -> None:
         ent.HostEncoder(P4Schema(P4INFO)).encode(Op.INSERT, ent.host_update(HostWrite(Op.INSERT, entry), 1).entity)
 
 
-async def test_reconcile_turns_a_held_per_host_digest_into_batches(sb: tuple[Southbound, RecordingSession]) -> None:
-    """A switch left with one digest per list (a controller before batching) is reconfigured."""
+async def test_reconcile_sets_a_switch_left_batching_back_to_every_digest_at_once(
+        sb: tuple[Southbound, RecordingSession]) -> None:
+    """A switch a batching controller left (lists of 256, 2 ms) is reconfigured: a PI-based
+    server (BMv2) holds a lone host 100-200 ms for such a list, whatever its max_timeout_ns."""
     s, session = sb
     held_switch(session)
-    session.tables["P4DigestEntry"] = [ent.learn_digest()]
+    session.tables["P4DigestEntry"] = [ent.learn_digest(256, 2_000_000)]
     await s.reconcile(lambda held: [], lambda held, before: dict(held))
     digests = [u for batch in session.batches for u in batch if u.entity.__class__.__name__ == "P4DigestEntry"]
-    assert [(u.op, u.entity.max_list_size, u.entity.max_timeout_ns) for u in digests] == [(Op.MODIFY, 256, 2_000_000)]
+    assert [(u.op, u.entity.max_list_size, u.entity.max_timeout_ns) for u in digests] == [(Op.MODIFY, 1, 0)]
 
 
 def test_the_digest_queue_holds_a_cold_start_of_the_whole_table() -> None:
     from supergw_controller.southbound.switch import DIGEST_QUEUE_MAX, DIGEST_QUEUE_MIN, digest_queue_size
 
-    # finsy's default of 50 lists dropped most of a 50,000-host cold start (bench/scale)
-    assert digest_queue_size(65536, 256) == 514 and 514 * 256 >= 2 * 65536
-    assert digest_queue_size(131072, 256) == 1026
-    assert digest_queue_size(None, 256) == 514  # no stated size: the shipped tables'
-    assert digest_queue_size(100, 256) == DIGEST_QUEUE_MIN
-    assert digest_queue_size(65536, 1) == DIGEST_QUEUE_MAX  # one host per list: bounded
+    # finsy's default of 50 digests dropped most of a 50,000-host cold start (bench/scale)
+    assert digest_queue_size(65536) == 65536
+    assert digest_queue_size(None) == pc.LEARNED_SOURCES_TABLE_SIZE  # no stated size: the shipped tables'
+    assert digest_queue_size(131072) == DIGEST_QUEUE_MAX  # bounded
+    assert digest_queue_size(10) == DIGEST_QUEUE_MIN
+
+
+async def _stream(q: asyncio.Queue[Any]) -> Any:
+    while True:
+        yield await q.get()
+
+
+async def test_gathered_lists_take_what_waits_up_to_the_list_size() -> None:
+    """Hosts that come together are learned in one write: the lists already waiting are
+    gathered, up to `learning.digest_list_size` hosts a batch."""
+    from supergw_controller.southbound.switch import gather_lists
+
+    q: asyncio.Queue[Any] = asyncio.Queue()
+    for i in range(5):
+        q.put_nowait(Digest([{"host": i}]))
+    batches = gather_lists(_stream(q), 3, 0.05, 100)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    first = await anext(batches)
+    full_after = loop.time() - started
+    second = await anext(batches)
+    short_after = loop.time() - started
+    assert [[d[0]["host"] for d in b] for b in (first, second)] == [[0, 1, 2], [3, 4]]
+    assert full_after < 0.04 <= short_after  # a full batch leaves at once, a short one after the wait
+    await batches.aclose()
+
+
+async def test_a_lone_host_waits_the_digest_timeout_at_most() -> None:
+    """A host that comes alone is learned `learning.digest_timeout_ms` after its digest, not
+    at the switch's pace (a PI-based switch sweeps its lists every 100 ms at the least); a
+    digest that comes within the wait joins it, one that comes after it is the next batch's."""
+    from supergw_controller.southbound.switch import gather_lists
+
+    q: asyncio.Queue[Any] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+    batches = gather_lists(_stream(q), 256, 0.05, 100)
+    q.put_nowait(Digest([{"host": 1}]))
+    loop.call_later(0.02, q.put_nowait, Digest([{"host": 2}]))
+    loop.call_later(0.3, q.put_nowait, Digest([{"host": 3}]))
+    started = loop.time()
+    first = await anext(batches)
+    waited = loop.time() - started
+    assert [d[0]["host"] for d in first] == [1, 2] and 0.04 <= waited < 0.2
+    second = await anext(batches)
+    assert [d[0]["host"] for d in second] == [3]
+    await batches.aclose()
+
+
+async def test_gathered_lists_are_learned_in_one_call_and_each_acked(sb: tuple[Southbound, RecordingSession]) -> None:
+    s, session = sb
+    listener = Listener()
+    s.listen(listener)
+    one = {pc.DIGEST_LEARN_DIGEST_SRC_MAC: ent.mac_int("02:00:00:00:00:01"), pc.DIGEST_LEARN_DIGEST_PORT: 1,
+           pc.DIGEST_LEARN_DIGEST_SRC_IP: ent.ip_int("10.0.0.11")}
+    two = {pc.DIGEST_LEARN_DIGEST_SRC_MAC: ent.mac_int("02:00:00:00:00:02"), pc.DIGEST_LEARN_DIGEST_PORT: 2,
+           pc.DIGEST_LEARN_DIGEST_SRC_IP: 0}
+    await s.on_digests([Digest([one]), Digest([two])])
+    assert listener.calls == [("seen", [HostSeen("02:00:00:00:00:01", 1, "10.0.0.11"), HostSeen("02:00:00:00:00:02", 2, None)])]
+    assert session.sent == ["ack", "ack"]
 
 
 async def test_a_pump_with_two_in_flight_works_on_the_next_item_while_one_waits() -> None:
@@ -471,8 +531,10 @@ async def test_digests_that_come_during_the_reconcile_are_learned_after_it(tmp_p
     assert events == ["reconcile started"] and sw.dropped == []  # queued, not learned yet
     reconcile_done.set()
     await primary
-    for _ in range(20):
-        await asyncio.sleep(0)
+    for _ in range(100):  # a lone host is learned learning.digest_timeout_ms (2) after its digest
+        if len(events) == 3:
+            break
+        await asyncio.sleep(0.005)
     assert events == ["reconcile started", "reconcile done", "learned 02:00:00:00:00:07"]
     for t in sw.tasks:
         t.cancel()

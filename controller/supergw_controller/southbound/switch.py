@@ -340,11 +340,13 @@ class Southbound:
         elif sorted(ent.replica_ports(groups[0])) != host_ports:
             batch.append(Update(Op.MODIFY, want_group))
 
-        # Learn digest config (IPv6 addresses only when the LAN is dual-stack).
-        size, timeout = cfg.learning.digest_list_size, int(cfg.learning.digest_timeout_ms * 1e6)
-        wanted = [ent.learn_digest(size, timeout)]
+        # Learn digest config (IPv6 addresses only when the LAN is dual-stack): every digest at
+        # once; the controller gathers them into lists itself (`gather_lists`). A switch's own
+        # max_timeout_ns is not to be trusted for a lone host: P4Runtime servers built on PI
+        # (BMv2) sweep it at 100 ms at the least, and send after a second sweep (100-200 ms).
+        wanted = [ent.learn_digest()]
         if cfg.gateway_ip6 is not None:
-            wanted.append(ent.learn_ip6_digest(size, timeout))
+            wanted.append(ent.learn_ip6_digest())
         for want_digest in wanted:
             digests = await s.read_or_none(P4DigestEntry(want_digest.digest_id))
             if not digests:
@@ -415,14 +417,19 @@ class Southbound:
 
             return handled
 
-        capacity, per_list = self.host_capacity(), self._config.learning.digest_list_size
-        digests = sw.read_digests(pc.DIGEST_LEARN_DIGEST, queue_size=digest_queue_size(capacity.hosts, per_list))
-        sw.create_task(self.pump(digests, after(self.on_digest), "digest", DIGESTS_IN_FLIGHT), name="digests")
+        capacity, learning = self.host_capacity(), self._config.learning
+        per_list, wait_s = learning.digest_list_size, learning.digest_timeout_ms / 1000
+
+        def gathered(digest_id: str, capacity: int | None) -> AsyncIterator[list[Any]]:
+            size = digest_queue_size(capacity)
+            return gather_lists(sw.read_digests(digest_id, queue_size=size), per_list, wait_s, size,
+                                create_task=sw.create_task)
+
+        sw.create_task(self.pump(gathered(pc.DIGEST_LEARN_DIGEST, capacity.hosts), after(self.on_digests),
+                                 "digest", DIGESTS_IN_FLIGHT), name="digests")
         if self._config.gateway_ip6 is not None:
-            ip6_digests = sw.read_digests(pc.DIGEST_LEARN_IP6_DIGEST,
-                                          queue_size=digest_queue_size(capacity.ip6s, per_list))
-            sw.create_task(self.pump(ip6_digests, after(self.on_ip6_digest), "IPv6 digest", DIGESTS_IN_FLIGHT),
-                           name="ip6-digests")
+            sw.create_task(self.pump(gathered(pc.DIGEST_LEARN_IP6_DIGEST, capacity.ip6s), after(self.on_ip6_digests),
+                                     "IPv6 digest", DIGESTS_IN_FLIGHT), name="ip6-digests")
         sw.create_task(self.pump(sw.read_idle_timeouts(), after(self.on_idle_timeout), "idle timeout"),
                        name="idle-timeouts")
         await asyncio.sleep(0)  # the pumps run up to their queue's first get: the queues exist now
@@ -441,12 +448,18 @@ class Southbound:
 
     # -- one item of each switch stream (finsy's digest list, packet-in, idle-timeout notification)
     async def on_digest(self, dl: Any) -> None:
-        await learn_digest(self.session, dl, ent.seen_hosts, lambda hosts: self._need_listener().hosts_seen(hosts),
-                           self.stream_rejected, "digest")
+        await self.on_digests([dl])
+
+    async def on_digests(self, lists: Sequence[Any]) -> None:
+        await learn_digests(self.session, lists, ent.seen_hosts,
+                            lambda hosts: self._need_listener().hosts_seen(hosts), self.stream_rejected, "digest")
 
     async def on_ip6_digest(self, dl: Any) -> None:
-        await learn_digest(self.session, dl, ent.seen_ip6s, lambda ip6s: self._need_listener().ip6s_seen(ip6s),
-                           self.stream_rejected, "IPv6 digest")
+        await self.on_ip6_digests([dl])
+
+    async def on_ip6_digests(self, lists: Sequence[Any]) -> None:
+        await learn_digests(self.session, lists, ent.seen_ip6s,
+                            lambda ip6s: self._need_listener().ip6s_seen(ip6s), self.stream_rejected, "IPv6 digest")
 
     async def on_packet_in(self, pkt: Any) -> None:
         await self._need_listener().packet_in(ent.packet_in(dict(pkt.metadata), pkt.payload))
@@ -468,20 +481,69 @@ class Southbound:
 
 # Large reads (counters, host tables) let other work run after this many entities.
 READ_SLICE = 256
-# Digest lists learned at once per digest: the next list is learned while the switch takes the
-# write of the one before (a cold start of 50,000 hosts waited on each write in turn).
+# Gathered digest lists learned at once per digest: the next is learned while the switch takes
+# the write of the one before (a cold start of 50,000 hosts waited on each write in turn).
 DIGESTS_IN_FLIGHT = 2
 DIGEST_QUEUE_MIN = 50  # finsy's own default
-DIGEST_QUEUE_MAX = 4096
+DIGEST_QUEUE_MAX = 65536
 
 
-def digest_queue_size(capacity: int | None, per_list: int) -> int:
-    """How many digest lists the controller buffers while it learns: finsy drops a list that
-    finds its queue full (with a warning), and the switch does not send it again, so its hosts
-    would be learned only at their next frame. A cold start of a whole table arrives at once:
-    room for twice a full table's lists (65,536 hosts in lists of 256: 514), within bounds."""
-    lists = (capacity if capacity is not None else pc.LEARNED_SOURCES_TABLE_SIZE) // max(1, per_list) + 1
-    return min(max(DIGEST_QUEUE_MIN, 2 * lists), DIGEST_QUEUE_MAX)
+def digest_queue_size(capacity: int | None) -> int:
+    """How many digests the controller buffers while it learns: finsy drops a digest that finds
+    its queue full (with a warning), and the switch sends it again only after its ack timeout,
+    at the host's next frame. The switch sends one host per digest, and a cold start of a whole
+    table arrives at once: room for the whole table, within bounds."""
+    hosts = capacity if capacity is not None else pc.LEARNED_SOURCES_TABLE_SIZE
+    return min(max(DIGEST_QUEUE_MIN, hosts), DIGEST_QUEUE_MAX)
+
+
+def gather_lists(
+    stream: AsyncIterator[Any],
+    max_items: int,
+    wait_s: float,
+    queue_size: int,
+    *,
+    create_task: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]] = asyncio.create_task,
+) -> AsyncIterator[list[Any]]:
+    """The switch's digest lists, gathered: each batch holds the lists already waiting, and
+    those that come within `wait_s` of its first, up to `max_items` items (hosts), so that
+    hosts that appear together are learned in one write and a lone host waits `wait_s` at
+    most (the controller's `learning.digest_list_size`, `digest_timeout_ms`). A batch is made
+    when its learner asks for it: while the learners are busy, lists wait. The reader of
+    `stream` starts now (`create_task`), so the stream's queue opens before anything is asked."""
+    queue: asyncio.Queue[Any] = asyncio.Queue(queue_size)
+
+    async def read() -> None:
+        async for item in stream:
+            await queue.put(item)
+
+    reader = create_task(read())
+
+    async def batches() -> AsyncIterator[list[Any]]:
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                first = await queue.get()
+                batch, items, deadline = [first], len(first), loop.time() + wait_s
+                while items < max_items:
+                    if queue.empty():
+                        left = deadline - loop.time()
+                        if left <= 0:
+                            break
+                        try:
+                            async with asyncio.timeout(left):
+                                item = await queue.get()
+                        except TimeoutError:
+                            break
+                    else:
+                        item = queue.get_nowait()
+                    batch.append(item)
+                    items += len(item)
+                yield batch
+        finally:
+            reader.cancel()
+
+    return batches()
 
 
 def count_rejected(counts: dict[str, int], stream: str, why: str) -> None:
@@ -524,9 +586,14 @@ async def pump_stream(
         finally:
             slots.release()
 
+    items = aiter(stream)
     async with asyncio.TaskGroup() as group:  # cancelled with the pump: so are the items in flight
-        async for item in stream:
-            await slots.acquire()
+        while True:
+            await slots.acquire()  # the next item is taken when it can be worked on (gather_lists)
+            try:
+                item = await anext(items)
+            except StopAsyncIteration:
+                break
             group.create_task(held(item))
 
 
@@ -538,14 +605,29 @@ async def learn_digest(
     rejected: dict[str, int],
     stream: str,
 ) -> None:
-    """`deliver` learns what the digest's good items say; then the digest is acknowledged,
-    also when some or all of its items were malformed (else the switch would send it again
-    and again). Each malformed item is counted in `rejected`."""
+    """One digest list, as `learn_digests`."""
+    await learn_digests(session, [dl], parse, deliver, rejected, stream)
+
+
+async def learn_digests(
+    session: SessionLike,
+    lists: Sequence[Any],
+    parse: Callable[[Any], tuple[list[T], list[str]]],
+    deliver: Callable[[list[T]], Awaitable[None]],
+    rejected: dict[str, int],
+    stream: str,
+) -> None:
+    """`deliver` learns what the digest lists' good items say, all in one call; then each list
+    is acknowledged, also when some or all of its items were malformed (else the switch would
+    send it again and again). Each malformed item is counted in `rejected`."""
     try:
-        items, dropped = parse(dl)
-        for why in dropped:
-            count_rejected(rejected, stream, f"digest item dropped: {why}")
+        items: list[T] = []
+        for dl in lists:
+            good, dropped = parse(dl)
+            items += good
+            for why in dropped:
+                count_rejected(rejected, stream, f"digest item dropped: {why}")
         if items:
             await deliver(items)
     finally:
-        await session.send([dl.ack()])
+        await session.send([dl.ack() for dl in lists])
