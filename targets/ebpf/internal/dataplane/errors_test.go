@@ -54,7 +54,7 @@ func checkSentinels(t *testing.T, dp Dataplane, l fakeLimits) {
 		t.Fatal(err)
 	}
 	for i := 0; ; i++ {
-		ip := IPv4{10, 99, byte(i >> 8), byte(i)}
+		ip := IPv4{10, byte(99 + i>>16), byte(i >> 8), byte(i)} // 65,536 and more keys: no wrap onto a held one
 		err := dp.SetHostIP(ip, macH1)
 		if i < l.hostIPs {
 			if err != nil {
