@@ -27,7 +27,7 @@ from bench.scale.site import ScaleSite
 from bench.scale.switchtables import Observer, Seen
 from supergw_proto import p4constants as pc
 from topologies.paths import P4INFO
-from topologies.switch import pin_dir
+from topologies.switch import lasting_pin_dir
 
 STALL_S = 30.0  # no new host on the switch for this long: the run ends with what it has
 V6_EVERY = 2  # host_ip6s is read at every second poll of host_ips
@@ -70,9 +70,9 @@ class PinnedTables:
 
 def tables(site: ScaleSite) -> Tables:
     if site.topo.switch.kind == "ebpf":
-        # `ip netns exec` gives the switch a bpffs of its own mount namespace: reach it through
-        # the switch process's root.
-        pins = pin_dir(site.topo.prefix) / str(plan.DEVICE_ID)
+        # The emulation's switch pins where its data plane outlives it (topologies.switch);
+        # read through the switch process's root, whatever its mount namespace shows.
+        pins = lasting_pin_dir(site.topo.prefix) / str(plan.DEVICE_ID)
         return PinnedTables(Path(f"/proc/{site.switch_pid()}/root") / pins.relative_to("/"))
     return Observer(plan.p4runtime_addr(), plan.DEVICE_ID, P4INFO)
 
