@@ -262,6 +262,7 @@ class ClientBook:
         of its SA (its backup's) and encrypt it with sequence numbers the client has seen."""
         nets = [(info.pool, str(info.pool)) for info in self._info.values()]
         kept: dict[str, str] = {}
+        served: set[str] = set()  # "vip/32" of every client a serving gateway lists
         out: dict[str, str] = {}
         for name in self._order:
             if name in self._dead or name in self._withheld or self._unrenewed.get(name, 0):
@@ -269,10 +270,11 @@ class ClientBook:
                 continue
             for s in self._clients.get(name, []):
                 for vip in s.vips:
+                    served.add(f"{vip}/32")
                     pool = next((key for net, key in nets if vip in net), None)
                     if pool is not None and pools.get(pool) != name:
                         out[f"{vip}/32"] = name
-        return kept | out
+        return {key: gw for key, gw in kept.items() if key not in served} | out
 
     def routes_missing(self, pools: Mapping[str, str]) -> int:
         """Clients away from their pool's gateway whose /32 is not in `pools` (the `wanted`
