@@ -101,7 +101,7 @@ def inactive(m: Machine, unit: str) -> str | None:
     return None if state == "inactive" else f"{unit} is {state}"
 
 
-CAP = {"CAP_NET_ADMIN": 12, "CAP_NET_RAW": 13, "CAP_NET_BIND_SERVICE": 10, "CAP_SYS_ADMIN": 21,
+CAP = {"CAP_NET_ADMIN": 12, "CAP_NET_RAW": 13, "CAP_NET_BIND_SERVICE": 10, "CAP_SYS_ADMIN": 21, "CAP_SYS_NICE": 23,
        "CAP_PERFMON": 38, "CAP_BPF": 39}
 
 
