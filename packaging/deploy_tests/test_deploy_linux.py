@@ -98,7 +98,12 @@ def answers(site: Site, host: str, dest: str) -> str | None:
 
 def inactive(m: Machine, unit: str) -> str | None:
     state = m.run(["systemctl", "is-active", unit], check=False).stdout.strip()
-    return None if state == "inactive" else f"{unit} is {state}"
+    if state == "inactive":
+        return None
+    if state == "failed":  # say why: its journal's last lines
+        tail = m.run(["journalctl", "-u", unit, "-n", "15", "--no-pager", "-o", "cat"], check=False).stdout.strip()
+        return f"{unit} is failed; its journal ends:\n{tail}"
+    return f"{unit} is {state}"
 
 
 CAP = {"CAP_NET_ADMIN": 12, "CAP_NET_RAW": 13, "CAP_NET_BIND_SERVICE": 10, "CAP_SYS_ADMIN": 21, "CAP_SYS_NICE": 23,
