@@ -254,7 +254,7 @@ class FailoverTrial:
     taken_over_by: str | None  # the takeover event's holder (None: no takeover was logged)
     clients: int  # clients the victim served
     flows: list[FlowGap]  # per client: gap_ms = last answer before the fault -> first answer after it
-    new_ike_auths: int  # IKE_AUTH exchanges the victim's clients started, fault -> end of probe (their counters)
+    new_ike_auths: int  # IKE_AUTH exchanges its clients started (their counters), 2 s before the fault -> probe end
     esp_refused: int  # ESP every client's libipsec refused (REFUSED_ESP), fault -> end of probe
     fence_drops: int | None  # freeze: frames both switches dropped as from a port without a role, thaw -> +3 s
     thaw_esp_refused: int | None  # freeze: ESP every client refused, thaw -> +3 s

@@ -239,7 +239,7 @@ class ClientBook:
             for prefix in esp_prefixes(info.esp_spi_min, info.esp_spi_max):
                 ranges[prefix] = target
             pools[str(info.pool)] = target if target == name or self.renewed(target) else name
-        away = self._away_from_pool(pools)
+        away = self._away_from_pool(pools, held.pools)
         room = max(0, MAX_POOL_ENTRIES - len(pools))
         if len(away) > room:  # the rest go without (`routes_missing` counts them)
             away = dict(sorted(away.items())[:room])
@@ -253,21 +253,28 @@ class ClientBook:
             pools.setdefault(net, gw)
         return RaTables(self._wanted_pins(held.pins), labels, ranges, pools)
 
-    def _away_from_pool(self, pools: Mapping[str, str]) -> dict[str, str]:
+    def _away_from_pool(self, pools: Mapping[str, str], held: Mapping[str, str] | None = None) -> dict[str, str]:
         """"vip/32" -> gateway for each client listed by a serving gateway whose inner address
         lies in a pool that is not routed to that gateway (a taken-over client after its pool
-        went back to its owner)."""
+        went back to its owner). The /32s `held` for a gateway that is dead, withheld or has not
+        renewed what it took over stay where they are until a serving gateway lists the client:
+        dropped, the client's return traffic would go to its pool's gateway, which may hold a copy
+        of its SA (its backup's) and encrypt it with sequence numbers the client has seen."""
         nets = [(info.pool, str(info.pool)) for info in self._info.values()]
+        kept: dict[str, str] = {}
+        served: set[str] = set()  # "vip/32" of every client a serving gateway lists
         out: dict[str, str] = {}
         for name in self._order:
             if name in self._dead or name in self._withheld or self._unrenewed.get(name, 0):
-                continue  # (not renewed: its ESP to them would be replays)
+                kept |= {key: gw for key, gw in (held or {}).items() if gw == name and key.endswith("/32")}
+                continue
             for s in self._clients.get(name, []):
                 for vip in s.vips:
+                    served.add(f"{vip}/32")
                     pool = next((key for net, key in nets if vip in net), None)
                     if pool is not None and pools.get(pool) != name:
                         out[f"{vip}/32"] = name
-        return out
+        return {key: gw for key, gw in kept.items() if key not in served} | out
 
     def routes_missing(self, pools: Mapping[str, str]) -> int:
         """Clients away from their pool's gateway whose /32 is not in `pools` (the `wanted`

@@ -341,6 +341,33 @@ async def test_a_returning_gateway_stays_fenced_until_its_agent_clears_and_serve
     assert "g1" in set(lab.core.placement.assignment.values())  # placement gives it buckets again
     assert lab.ra.pins["198.51.100.1"] == "g2"  # its old clients stay where their SA is
 
+    # g2 dies in turn with them; g3, its backup, takes over. Until g3 renewed them their /32s stay
+    # on g2 (fenced, lost there): back on g1's pool their return traffic would reach a gateway
+    # that may hold copies of their SAs and sends ESP the clients have seen.
+    await feed(lab, clients={"g1": [], "g2": [C2, C1, C3], "g3": []}, g1={"fence_cleared": fence_gen},
+               g2={"protects": "g3", "taken_over": {"g1": 2}, "foreign_sas": {}})
+    lab.journal.clear()
+    await lab.kill("g2")
+    away = ("10.90.1.2/32", "10.90.1.3/32")
+    assert [w for w in lab.writes(pc.TABLE_CLIENT_POOLS) if w[2][0] in away] == []
+    g3_clients = {"g1": [], "g2": [], "g3": [C2, C1, C3]}
+    await feed(lab, clients=g3_clients, g1={"fence_cleared": fence_gen, "protects": "g3"},
+               g3={"protects": "g1", "taken_over": {"g2": 3}, "unrenewed_children": {"g2": 3}})
+    assert [w for w in lab.writes(pc.TABLE_CLIENT_POOLS) if w[2][0] in away] == []
+    await feed(lab, clients=g3_clients, g1={"fence_cleared": fence_gen, "protects": "g3"},
+               g3={"protects": "g1", "taken_over": {"g2": 3}, "foreign_sas": {"g2": 3}})
+    assert sorted(w for w in lab.writes(pc.TABLE_CLIENT_POOLS) if w[2][0] in away) == [
+        ("lan", "MODIFY", ("10.90.1.2/32", PORTS["g3"])), ("lan", "MODIFY", ("10.90.1.3/32", PORTS["g3"]))]
+    # g3 dies too; g1, their pool's gateway, takes them over: once it renewed them the /32s go
+    # (its pool route serves them), none is left pointing at a dead gateway
+    lab.journal.clear()
+    await lab.kill("g3")
+    g1_clients = {"g1": [C2, C1, C3], "g2": [], "g3": []}
+    await feed(lab, clients=g1_clients, g1={"protects": "g2", "taken_over": {"g3": 3}, "foreign_sas": {"g3": 3}},
+               g2={"protects": "g1", "fence_cleared": 10**18}, g3=None)
+    assert sorted(w for w in lab.writes(pc.TABLE_CLIENT_POOLS) if w[2][0] in away) == [
+        ("lan", "DELETE", ("10.90.1.2/32", None)), ("lan", "DELETE", ("10.90.1.3/32", None))]
+
 
 async def test_a_restarted_gateway_still_judged_dead_is_unfenced_once_its_agent_cleared(lab: Lab) -> None:
     # A killed gateway restarts: its agent reports at once, but its tunnel crosses the fence and
