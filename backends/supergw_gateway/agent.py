@@ -36,6 +36,7 @@ import ipaddress
 import json
 import logging
 import os
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -724,8 +725,29 @@ async def run_agent(cfg: GatewayConfig, health_listen: str = "127.0.0.1:0") -> N
     addr = server.sockets[0].getsockname()
     log.warning("agent %s: health on http://%s:%d/health, reporting to %s; %s; %s", cfg.name, addr[0], addr[1],
                 ", ".join(agent.ctl.endpoints), agent.partner_line(), agent.liveness_line())
+    # SIGTERM (systemd's stop, the emulation's) ends the loops and lets aclose stop the
+    # liveness sender and reap it: a child left to die with us would be reparented to PID 1,
+    # and systemd on cgroup v1 in a container then waits out TimeoutStopSec for a cgroup it
+    # cannot see empty (the deploy test's units).
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    async def work() -> None:
+        await asyncio.gather(agent.report_loop(), agent.heartbeat_loop(), agent.replication_loop())
+
+    async def stopped() -> None:
+        await stop.wait()
+
+    loops, stopper = asyncio.create_task(work()), asyncio.create_task(stopped())
     try:
         async with server:
-            await asyncio.gather(agent.report_loop(), agent.heartbeat_loop(), agent.replication_loop())
+            await asyncio.wait({loops, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if loops.done():
+                loops.result()  # a loop that failed ends the agent with its error
     finally:
+        for task in (loops, stopper):
+            task.cancel()
+        await asyncio.gather(loops, stopper, return_exceptions=True)
         await agent.aclose()

@@ -249,6 +249,8 @@ class LivenessSender:
                 if k in said:
                     setattr(s, k, int(said[k]))
         code = proc.wait()
+        if self._proc is None:
+            return  # stopped by the agent (stop), not a failure
         if self.status.exited is None and code != 0:
             self.status.exited = f"exit status {code}"
             log.error("liveness sender exited with status %d", code)

@@ -8,10 +8,13 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from supergw_proto import p4constants as pc
 from supergw_proto.liveness import decode
@@ -108,3 +111,40 @@ def test_the_sender_process_on_lo() -> None:
         charon.wait()
         sniff.close()
     assert proc is not None and proc.poll() is not None, "the sender ends when the agent closes its orders"
+
+
+def _children(pid: int) -> list[int]:
+    tasks = Path(f"/proc/{pid}/task")
+    kids: list[int] = []
+    for task in tasks.iterdir() if tasks.exists() else ():
+        kids += [int(k) for k in (task / "children").read_text().split()]
+    return kids
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a packet socket needs root")
+def test_sigterm_stops_the_agent_and_reaps_its_sender(gw_dict: dict[str, Any], tmp_path: Path) -> None:
+    """systemd's stop (SIGTERM to the agent): the agent stops its liveness sender, reaps it and
+    exits 0. Killed at once instead, it left the sender to PID 1, and systemd on cgroup v1 in a
+    container waited out the unit's TimeoutStopSec (the deploy test's gateway machines)."""
+    gw_dict["interfaces"][0]["device"] = "lo"
+    gw_dict["controller"] = {"url": "http://127.0.0.1:9", "token": "agent-test-token"}
+    gw_dict["state_dir"] = str(tmp_path / "state")
+    conf = tmp_path / "gw1.yaml"
+    conf.write_text(yaml.safe_dump(gw_dict))
+    agent = subprocess.Popen([sys.executable, "-m", "supergw_gateway.cli", "agent", "-c", str(conf)],
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not (kids := _children(agent.pid)):
+            assert agent.poll() is None, f"the agent exited with {agent.returncode}: {agent.stderr.read() if agent.stderr else ''}"
+            assert time.monotonic() < deadline, "the agent started no liveness sender in 20 s"
+            time.sleep(0.1)
+        sender = kids[0]
+        agent.send_signal(signal.SIGTERM)
+        code = agent.wait(10)
+        assert code == 0, f"the agent ended with {code} on SIGTERM (not a clean stop)"
+        assert not Path(f"/proc/{sender}").exists(), "the sender outlived the agent (left for PID 1 to reap)"
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()

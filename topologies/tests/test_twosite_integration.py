@@ -39,8 +39,19 @@ AGEING_S = 3.0  # the controllers' `timing.ageing_s` for the last test (shipped:
 FIRST_ANSWER_S = 3.0
 
 
-def host(site: Site, ip: str) -> HostView:
-    return next(h for h in site.api().hosts() if h.ip == ip)
+def host(site: Site, ip: str, timeout: float = 15.0) -> HostView:
+    """The controller's view of host `ip`, waiting while it is not listed (a controller that
+    has just restarted lists a host once it has read the switch's entries or heard it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        listed = site.api().hosts()
+        found = next((h for h in listed if h.ip == ip), None)
+        if found is not None:
+            return found
+        if time.monotonic() >= deadline:
+            pytest.fail(f"{site.prefix}: the controller does not list host {ip} after {timeout:.0f} s "
+                        f"(it lists {sorted(str(h.ip) for h in listed)})", pytrace=False)
+        time.sleep(0.3)
 
 
 def _moves(site: Site, bucket: int, since: float) -> list[EventView]:
@@ -248,14 +259,15 @@ def test_a_host_silent_past_its_ageing_is_reached_again_through_a_failover(pair:
     does not know (an RFC 5227 probe), so the flow starts within a few ARP retries and survives
     the failover."""
     a, b = pair.a, pair.b
+    receiver, sender = a.topo.hosts[1], b.topo.hosts[1]
+    # A host's bucket is its MAC's, the same before and after the restarts.
+    rbucket, sbucket = host(a, str(receiver.ip)).bucket, host(b, str(sender.ip)).bucket
     for site in (a, b):
         conf = site.controller_config()
         data = yaml.safe_load(conf.read_text())
         data.setdefault("timing", {})["ageing_s"] = AGEING_S
         conf.write_text(yaml.safe_dump(data, sort_keys=False))
         site.restart_controller()
-    receiver, sender = a.topo.hosts[1], b.topo.hosts[1]
-    rbucket, sbucket = host(a, str(receiver.ip)).bucket, host(b, str(sender.ip)).bucket
     for site in (a, b):
         site.restart_switch()  # the controller writes every host again, with the short ageing
     for site in (a, b):
