@@ -282,7 +282,7 @@ class Site:
     def owner(self, host: str) -> str:
         """The gateway that carries `host`'s bucket now."""
         ip = LAN_HOSTS[host][1].split("/")[0]
-        for h in self.api("hosts"):
+        for h in self.api("hosts", "--ip", ip)["hosts"]:  # one page (GET /hosts pages since issue 29)
             if h["ip"] == ip and h["gateway"]:
                 return str(h["gateway"])
         raise DeployError(f"the controller has not learned {host} ({ip}) or its bucket has no gateway")

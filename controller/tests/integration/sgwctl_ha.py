@@ -119,16 +119,26 @@ class Replica:
         return h.ha.model_dump() if isinstance(h, ReplicaHealth) else {}
 
 
+def free_ports(n: int) -> list[int]:
+    """`n` distinct ports free on 127.0.0.1 now (all bound at once, then released): a fixed
+    port once collided with a listener nobody could name (test_ctl_ha, a landing CI run)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+
+
 def make_replicas(
-    setup: Setup, etcd_endpoint: str, names: list[str], first_port: int, prefix: str = "/sgw-ha-test", **over: Any
+    setup: Setup, etcd_endpoint: str, names: list[str], prefix: str = "/sgw-ha-test", **over: Any
 ) -> list[Replica]:
     host, _, port = etcd_endpoint.rpartition(":")
     out = []
-    for i, name in enumerate(names):
+    for name, api_port in zip(names, free_ports(len(names))):
         link = EtcdLink((host, int(port)))
         c = setup.controller(
             name,
-            api_port=first_port + i,
+            api_port=api_port,
             store={"backend": "etcd", "etcd": {"endpoints": [link.endpoint], "prefix": prefix}},
             ha={"replica": name},
             **over,

@@ -47,9 +47,9 @@ def _start(replicas: list[Replica]) -> Replica:
     return wait_one_leader(replicas, 20)
 
 
-def _replicas(setup: Setup, etcd: EtcdServer, names: list[str], port: int) -> list[Replica]:
+def _replicas(setup: Setup, etcd: EtcdServer, names: list[str]) -> list[Replica]:
     viewer = {"tokens": [{"name": "viewer", "role": "read-only", "token": VIEWER}]}
-    return make_replicas(setup, etcd.endpoint, names, port, prefix=PREFIX, api=viewer)
+    return make_replicas(setup, etcd.endpoint, names, prefix=PREFIX, api=viewer)
 
 
 def _close(replicas: list[Replica]) -> None:
@@ -66,7 +66,7 @@ def _refused(call: Any) -> ApiError:
 
 
 def test_credentials_and_backup_refusals(setup: Setup, etcd_server: EtcdServer) -> None:
-    reps = _replicas(setup, etcd_server, ["ha-a", "ha-b"], 18761)
+    reps = _replicas(setup, etcd_server, ["ha-a", "ha-b"])
     try:
         with Heartbeats([r.controller for r in reps], GATEWAYS):
             leader = _start(reps)
@@ -131,7 +131,7 @@ def _stale_switch_write(addr: str, device_id: int, eid: int, entity: Any) -> _St
 
 
 def test_leader_kill_one_new_leader_writes_and_the_stale_one_is_refused(setup: Setup, etcd_server: EtcdServer) -> None:
-    reps = _replicas(setup, etcd_server, ["ha-1", "ha-2", "ha-3"], 18764)
+    reps = _replicas(setup, etcd_server, ["ha-1", "ha-2", "ha-3"])
     h = setup.topo.endpoints["h1"]
     try:
         with Heartbeats([r.controller for r in reps], GATEWAYS) as beats:
@@ -204,7 +204,7 @@ def test_leader_kill_one_new_leader_writes_and_the_stale_one_is_refused(setup: S
 
 @pytest.mark.not_on("bmv2", "one partition is enough to prove the fencing; BMv2 adds minutes, not coverage")
 def test_partitioned_leader_steps_down_before_a_new_leader_writes(setup: Setup, etcd_server: EtcdServer) -> None:
-    reps = _replicas(setup, etcd_server, ["ha-x", "ha-y", "ha-z"], 18767)
+    reps = _replicas(setup, etcd_server, ["ha-x", "ha-y", "ha-z"])
     try:
         with Heartbeats([r.controller for r in reps], GATEWAYS):
             old = _start(reps)
@@ -237,7 +237,7 @@ def test_partitioned_leader_steps_down_before_a_new_leader_writes(setup: Setup, 
 
 @pytest.mark.not_on("bmv2", "the freeze is the same on both switches; one is enough")
 def test_frozen_leader_is_replaced_and_never_writes_after_it_thaws(setup: Setup, etcd_server: EtcdServer) -> None:
-    reps = _replicas(setup, etcd_server, ["ha-f", "ha-g"], 18770)
+    reps = _replicas(setup, etcd_server, ["ha-f", "ha-g"])
     try:
         with Heartbeats([r.controller for r in reps], GATEWAYS):
             old = _start(reps)
