@@ -261,9 +261,9 @@ def test_a_killed_gateways_clients_go_on_through_its_backup_then_survive_a_secon
     print(f"takeover g0 -> g1: clients back after {back}")
     assert_no_new_auth(c, list(range(len(c.clients))))
     for i in (0, 1):
-        after = c.clients[i].state()
-        assert after is not None and before[i] is not None
-        assert after.vip == before[i].vip, "the client kept its inner address"
+        after, was = c.clients[i].state(), before[i]
+        assert after is not None and was is not None
+        assert after.vip == was.vip, "the client kept its inner address"
     # g1 rekeyed what it took over: nothing left with g0's label or range, so the switch can give them back.
     c.wait_state(1, lambda s: s.taken_over == {c.name(0): PER_GATEWAY} and not s.foreign_sas.get(c.name(0)),
                  "taken-over SAs rekeyed onto g1's SPIs")
