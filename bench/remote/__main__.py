@@ -313,25 +313,6 @@ def takeover_part(res: Results) -> tuple[dict[str, Metric | float], list[dict[st
 TAKEOVER_KEYS = ("client_failover", "thaw_", "control_no_takeover")
 
 
-def merge_takeover_part(plan: Plan, res: Results, results_dir: Path = RESULTS_DIR) -> None:
-    """`--only takeover`: the failover part of an existing remote report replaced by this run's,
-    everything else kept as it was."""
-    path = results_dir / "remote.json"
-    if not path.exists():
-        report(plan, res, results_dir)
-        return
-    saved = read_report(path)
-    new_metrics, new_rows = takeover_part(res)
-    keep = {k: m for k, m in saved.metrics.items() if not k.startswith(TAKEOVER_KEYS)}
-    rows = [r for r in saved.rows if "failover_trial" not in r and "control" not in r] + new_rows
-    failures = [f for f in saved.failures if not str(f.get("trial", "")).startswith(("failover", "control"))] \
-        + res.failures
-    method = saved.method + ("" if TAKEOVER_NOTE in saved.method else "\n\n" + TAKEOVER_NOTE)
-    write_report("remote", {**keep, **new_metrics}, rows, saved.series, title=saved.title, method=method,
-                 failures=failures, results_dir=results_dir, tables=saved.tables, rows_title=saved.rows_title,
-                 log_y=True)
-
-
 TAKEOVER_NOTE = ("The failover metrics (`client_failover*`, `thaw_*`, `control_no_takeover_recovered`) come from a "
                  "`--only takeover` run of the stateful takeover (issue 27); the other parts from the run named above.")
 
@@ -415,24 +396,77 @@ def ike_part(res: Results) -> tuple[dict[str, Metric | float], dict[str, list[di
 IKE_TRIALS = ("sessions", "caching live", "IKE cost")
 
 
-def merge_ike_part(plan: Plan, res: Results, results_dir: Path = RESULTS_DIR) -> None:
-    """`--only ikecost`: the IKE-cost part of an existing remote report replaced by this run's,
-    everything else (transfers, IKE capacity, failover, drain, moves) kept as it was."""
+PartReport = tuple[dict[str, Metric | float], list[dict[str, Any]], dict[str, list[dict[str, object]]]]
+
+
+@dataclass(frozen=True)
+class ReportPart:
+    """What of the remote report a `--only` run measures again: the metrics, tables and failures
+    (by their trial) under these prefixes and the rows with one of these keys are its own and
+    replaced; `measure` gives its new metrics, rows and tables, `method` the method text."""
+    metric_prefixes: tuple[str, ...]
+    trial_prefixes: tuple[str, ...]
+    measure: Callable[[Results], PartReport]
+    method: Callable[[str], str]
+    row_keys: tuple[str, ...] = ()
+    table_prefixes: tuple[str, ...] = ()
+
+
+def merge_part(part: ReportPart, plan: Plan, res: Results, results_dir: Path = RESULTS_DIR) -> None:
+    """The part of an existing remote report replaced by this run's, the rest kept as it was;
+    without a saved report, the whole report of this run."""
     path = results_dir / "remote.json"
     if not path.exists():
         report(plan, res, results_dir)
         return
     saved = read_report(path)
-    ike_metrics, tables = ike_part(res)
-    keep = {k: m for k, m in saved.metrics.items()
-            if not k.startswith(("sessions_", "ike_cache_", "ike_cpu_", "esp_cpu_", "ike_esp_"))}
-    kept_tables = {t: rows for t, rows in saved.tables.items()
-                   if not t.startswith(("Fig. 6 on this system", "The paper's figures", "IKE caching live"))}
-    method = saved.method.split(ikecost.METHOD.split("\n", 1)[0])[0].rstrip() + "\n\n" + ikecost.METHOD
-    failures = [f for f in saved.failures if not str(f.get("trial", "")).startswith(IKE_TRIALS)] + res.failures
-    write_report("remote", {**keep, **ike_metrics}, saved.rows, saved.series, title=saved.title, method=method,
-                 failures=failures, results_dir=results_dir, tables={**kept_tables, **tables},
-                 rows_title=saved.rows_title, log_y=True)
+    # measured before the failures are read: a part may add to them (the takeover's control)
+    new_metrics, new_rows, new_tables = part.measure(res)
+    keep = {k: m for k, m in saved.metrics.items() if not k.startswith(part.metric_prefixes)}
+    rows = [r for r in saved.rows if not any(k in r for k in part.row_keys)] + new_rows
+    tables = {t: table for t, table in saved.tables.items() if not t.startswith(part.table_prefixes)}
+    failures = [f for f in saved.failures if not str(f.get("trial", "")).startswith(part.trial_prefixes)] \
+        + res.failures
+    write_report("remote", {**keep, **new_metrics}, rows, saved.series, title=saved.title,
+                 method=part.method(saved.method), failures=failures, results_dir=results_dir,
+                 tables={**tables, **new_tables}, rows_title=saved.rows_title, log_y=True)
+
+
+def takeover_method(saved: str) -> str:
+    return saved + ("" if TAKEOVER_NOTE in saved else "\n\n" + TAKEOVER_NOTE)
+
+
+def ike_method(saved: str) -> str:
+    return saved.split(ikecost.METHOD.split("\n", 1)[0])[0].rstrip() + "\n\n" + ikecost.METHOD
+
+
+def takeover_measure(res: Results) -> PartReport:
+    metrics, rows = takeover_part(res)
+    return metrics, rows, {}
+
+
+def ike_measure(res: Results) -> PartReport:
+    metrics, tables = ike_part(res)
+    return metrics, [], tables
+
+
+TAKEOVER_PART = ReportPart(TAKEOVER_KEYS, ("failover", "control"), takeover_measure, takeover_method,
+                           row_keys=("failover_trial", "control"))
+IKE_PART = ReportPart(("sessions_", "ike_cache_", "ike_cpu_", "esp_cpu_", "ike_esp_"), IKE_TRIALS,
+                      ike_measure, ike_method,
+                      table_prefixes=("Fig. 6 on this system", "The paper's figures", "IKE caching live"))
+
+
+def merge_takeover_part(plan: Plan, res: Results, results_dir: Path = RESULTS_DIR) -> None:
+    """`--only takeover`: the failover part of an existing remote report replaced by this run's,
+    everything else kept as it was."""
+    merge_part(TAKEOVER_PART, plan, res, results_dir)
+
+
+def merge_ike_part(plan: Plan, res: Results, results_dir: Path = RESULTS_DIR) -> None:
+    """`--only ikecost`: the IKE-cost part of an existing remote report replaced by this run's,
+    everything else (transfers, IKE capacity, failover, drain, moves) kept as it was."""
+    merge_part(IKE_PART, plan, res, results_dir)
 
 
 def sessions_report(run: SessionRun) -> tuple[dict[str, Metric | float], dict[str, list[dict[str, object]]]]:

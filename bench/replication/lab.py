@@ -17,7 +17,6 @@ import ipaddress
 import os
 import shutil
 import signal
-import socket
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -28,8 +27,8 @@ from bench.replication.agent import AgentHandle
 from bench.replication.fleet import FleetClient, FleetConfig, Identity, started
 from supergw_gateway.config import parse_config
 from supergw_gateway.executor import LocalExecutor
-from supergw_gateway.pki import Leaf, issue, make_ca, make_demo_pki
-from supergw_gateway.ra.lab import CLIENT_DEV, SERVICE_ID, LabGateway, RaLab
+from supergw_gateway.pki import make_demo_pki
+from supergw_gateway.ra.lab import CLIENT_DEV, SERVICE_ID, RaLab, replicating_lab, take_down
 from supergw_gateway.runtime import Gateway
 from supergw_proto.replication import ReplicationOrders, ReplicationPeer, ReplicationState
 
@@ -58,12 +57,6 @@ def split(sas: int, clients: int) -> list[int]:
         raise ValueError(f"{sas} SAs over {clients} clients: both must be at least 1")
     clients = min(clients, sas)
     return [sas // clients + (1 if i < sas % clients else 0) for i in range(clients)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -127,18 +120,6 @@ class Rig:
                                                 str(self.lab.gw_lan(via).ip)])
 
 
-def gateway_dicts(lab: RaLab, backend: str, tls_dir: Path) -> list[dict[str, Any]]:
-    out = []
-    for k in range(len(lab.gateways)):
-        name = lab.gw_name(k)
-        issue(tls_dir, Leaf("peer", name, name, (name,)))
-        tls = {"cert": str(tls_dir / f"{name}.crt"), "key": str(tls_dir / f"{name}.key"), "ca": str(tls_dir / "ca.crt")}
-        lab.gateways[k] = LabGateway(PUBLIC, {"pool": str(pool(k)),
-                                              "replication": {"listen": f"127.0.0.1:{free_port()}", "tls": tls}})
-        out.append(lab.gateway_dict(k, backend=backend))
-    return out
-
-
 def fleet_configs(lab: RaLab, per_client: list[int], state_dir: Path, progress: Any) -> list[FleetConfig]:
     ids = [[identity(i, j) for j in range(n)] for i, n in enumerate(per_client)]
     flat = [x for row in ids for x in row]
@@ -159,11 +140,10 @@ def rig(sas: int, clients: int, backend: str, state_dir: Path, progress: Any = p
     per_client = split(sas, clients)
     for stale in ("gw", "fleet", "agents"):  # each lab starts with fresh logs; the PKIs are kept
         shutil.rmtree(state_dir / stale, ignore_errors=True)
-    tls_dir = state_dir / "replication-pki"
-    make_ca(tls_dir, "supergw replication bench CA")
-    lab = RaLab(TAG, [LabGateway(PUBLIC) for _ in range(GATEWAYS)], clients=len(per_client), state_dir=state_dir,
-                client_dpd_s=0, shared_lan=True)
-    dicts = gateway_dicts(lab, backend, tls_dir)
+    lab = replicating_lab(TAG, GATEWAYS, PUBLIC, clients=len(per_client), state_dir=state_dir,
+                          tls_dir=state_dir / "replication-pki", ca_name="supergw replication bench CA",
+                          remote_access=lambda k: {"pool": str(pool(k))})
+    dicts = [lab.gateway_dict(k, backend=backend) for k in range(GATEWAYS)]
     fleet = [FleetClient(c) for c in fleet_configs(lab, per_client, state_dir, progress)]
     progress(f"lab: {GATEWAYS} gateways ({backend}), {len(fleet)} client charons holding {per_client} connections")
     lab.create()
@@ -188,9 +168,4 @@ def rig(sas: int, clients: int, backend: str, state_dir: Path, progress: Any = p
     finally:
         for a in agents:
             a.stop()
-        for gw in gws:
-            try:
-                gw.down()
-            except Exception as exc:  # keep cleaning
-                progress(f"cleanup {gw.cfg.name}: {exc}")
-        lab.destroy()
+        take_down(lab, gws, progress)

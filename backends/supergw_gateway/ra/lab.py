@@ -12,12 +12,16 @@ address (`route_client`), the way the switch pins a client. Names: `sgw-ra-<tag>
 With `shared_lan` the gateways share one LAN (10.80.0.0/24, a bridge in host 0's namespace,
 host 10.80.0.2, gateway k at 10.80.0.10+k), as behind the LAN switch, and the host routes each
 gateway's pool to a gateway of the test's choice (`route_pool`), as the switch's
-`client_pools` does: what a takeover test needs.
+`client_pools` does: what a takeover test needs. `replicating_lab` builds that lab with the
+gateways' state replication configured (a listener each, mutual TLS from a CA of its own), as the
+takeover test and the replication benchmark use it; `take_down` removes it again.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import socket
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,9 +30,10 @@ from supergw_gateway import netns
 from supergw_gateway.charon import Retransmit
 from supergw_gateway.config import GatewayConfig, parse_config
 from supergw_gateway.executor import LocalExecutor
-from supergw_gateway.pki import make_demo_pki
+from supergw_gateway.pki import Leaf, issue, make_ca, make_demo_pki
 from supergw_gateway.ra.client import ClientConfig
 from supergw_gateway.ra.config import cluster_spi_plan
+from supergw_gateway.runtime import Gateway
 
 CLIENT_NET = ipaddress.IPv4Network("10.77.0.0/24")
 MOVE_NET = ipaddress.IPv4Network("10.76.0.0/24")
@@ -277,3 +282,40 @@ class RaLab:
             key=files[f"{ident}.key"], subnets=(self.lan(k),), run_dir=self.state_dir / "clients" / self.client_name(i),
             dpd_delay_s=self.client_dpd_s, retransmit=self.client_retransmit,
         )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def replicating_lab(tag: str, gateways: int, public: ipaddress.IPv4Address, *, clients: int, state_dir: Path,
+                    tls_dir: Path, ca_name: str,
+                    remote_access: Callable[[int], dict[str, Any]] = lambda k: {}) -> RaLab:
+    """A shared-LAN lab (not created yet) of `gateways` gateways sharing the public address, whose
+    clients run without DPD (strongSwan's default). Each gateway replicates its remote-access SAs:
+    a listener on a free local port and, for mutual TLS, a peer certificate named after it from
+    the CA `ca_name` in `tls_dir` (made there unless it exists); `remote_access(k)` gives gateway
+    k's other remote_access keys."""
+    make_ca(tls_dir, ca_name)
+    lab = RaLab(tag, [LabGateway(public) for _ in range(gateways)], clients=clients, state_dir=state_dir,
+                client_dpd_s=0, shared_lan=True)
+    for k in range(gateways):
+        name = lab.gw_name(k)
+        issue(tls_dir, Leaf("peer", name, name, (name,)))
+        tls = {"cert": str(tls_dir / f"{name}.crt"), "key": str(tls_dir / f"{name}.key"), "ca": str(tls_dir / "ca.crt")}
+        lab.gateways[k] = LabGateway(public, {**remote_access(k),
+                                              "replication": {"listen": f"127.0.0.1:{free_port()}", "tls": tls}})
+    return lab
+
+
+def take_down(lab: RaLab, gws: Sequence[Gateway], progress: Callable[[str], object] = print) -> None:
+    """Every gateway down (one that fails to go down is reported, the others still go down),
+    then the lab's namespaces."""
+    for gw in gws:
+        try:
+            gw.down()
+        except Exception as exc:  # keep cleaning
+            progress(f"cleanup {gw.cfg.name}: {exc}")
+    lab.destroy()

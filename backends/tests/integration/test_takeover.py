@@ -17,7 +17,6 @@ import ipaddress
 import logging
 import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,9 +28,8 @@ from typing import Any, TypeVar
 import pytest
 
 from supergw_gateway.executor import LocalExecutor
-from supergw_gateway.pki import Leaf, issue, make_ca
 from supergw_gateway.ra.client import RemoteClient
-from supergw_gateway.ra.lab import LabGateway, RaLab
+from supergw_gateway.ra.lab import RaLab, replicating_lab, take_down
 from supergw_gateway.runtime import Gateway
 from supergw_gateway.statesync import hamsg
 from supergw_gateway.statesync.replicator import Replicator
@@ -46,12 +44,6 @@ N_GATEWAYS = 3
 PER_GATEWAY = 2
 PUBLIC = ipaddress.IPv4Address("203.0.113.1")
 BACK_WITHIN_S = 5.0  # from the takeover order to a client's traffic flowing again (today: ~20 s of DPD)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Loop:
@@ -172,17 +164,9 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]
     if backend == "uml":
         require_uml()
     require_root_strongswan()
-    pki = tmp_path / "replication-pki"
-    make_ca(pki, "supergw replication test CA")
-    lab = RaLab("tk", [LabGateway(PUBLIC) for _ in range(N_GATEWAYS)], clients=N_GATEWAYS * PER_GATEWAY,
-                state_dir=Path("/run/sgw-ra-tk"), client_dpd_s=0, shared_lan=True)
+    lab = replicating_lab("tk", N_GATEWAYS, PUBLIC, clients=N_GATEWAYS * PER_GATEWAY, state_dir=Path("/run/sgw-ra-tk"),
+                          tls_dir=tmp_path / "replication-pki", ca_name="supergw replication test CA")
     gws: list[Gateway] = []
-    for k in range(N_GATEWAYS):
-        name = lab.gw_name(k)
-        issue(pki, Leaf("peer", name, name, (name,)))
-        tls = {"cert": str(pki / f"{name}.crt"), "key": str(pki / f"{name}.key"), "ca": str(pki / "ca.crt")}
-        ra = {"replication": {"listen": f"127.0.0.1:{free_port()}", "tls": tls}}
-        lab.gateways[k] = LabGateway(PUBLIC, ra)
     lab.create()
     loop = Loop()
     clients: list[RemoteClient] = []
@@ -218,12 +202,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]
         loop.stop()
         for cl in clients:
             cl.stop()
-        for gw in gws:
-            try:
-                gw.down()
-            except Exception as exc:  # keep cleaning
-                print(f"cleanup {gw.cfg.name}: {exc}")
-        lab.destroy()
+        take_down(lab, gws, print)
 
 
 def back_after(cluster: Cluster, clients: list[int], t0: float) -> dict[int, float]:
@@ -282,9 +261,9 @@ def test_a_killed_gateways_clients_go_on_through_its_backup_then_survive_a_secon
     print(f"takeover g0 -> g1: clients back after {back}")
     assert_no_new_auth(c, list(range(len(c.clients))))
     for i in (0, 1):
-        after = c.clients[i].state()
-        assert after is not None and before[i] is not None
-        assert after.vip == before[i].vip, "the client kept its inner address"
+        after, was = c.clients[i].state(), before[i]
+        assert after is not None and was is not None
+        assert after.vip == was.vip, "the client kept its inner address"
     # g1 rekeyed what it took over: nothing left with g0's label or range, so the switch can give them back.
     c.wait_state(1, lambda s: s.taken_over == {c.name(0): PER_GATEWAY} and not s.foreign_sas.get(c.name(0)),
                  "taken-over SAs rekeyed onto g1's SPIs")
