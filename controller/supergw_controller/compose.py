@@ -389,6 +389,9 @@ class ControllerCore:
     async def buckets(self) -> list[BucketView]:
         return await self.read.buckets()
 
+    async def buckets_json(self, gateway: str | None = None) -> bytes:
+        return await self.read.buckets_json(gateway)
+
     async def bucket(self, bucket: int) -> BucketView:
         return await self.read.bucket(bucket)
 

@@ -26,6 +26,7 @@ from supergw_proto.api import (
     StatusView,
 )
 from supergw_proto.bucket import vmac
+from supergw_controller.bucket_list import BucketList
 from supergw_controller.bucket_stats import BucketStats
 from supergw_controller.config import Config
 from supergw_controller.eventlog import EventLog
@@ -70,6 +71,7 @@ class ReadModel:
         self._started = clock()
         # Every bucket's vmac, made once: the bucket and host views of a large site ask for thousands.
         self._vmacs = [vmac(config.vmac_base, b) for b in range(config.buckets)]
+        self._bucket_list = BucketList(self._vmacs, placement, stats)
 
     async def status(self) -> StatusView:
         cfg = self._config
@@ -161,23 +163,19 @@ class ReadModel:
     async def buckets(self) -> list[BucketView]:
         return [self.bucket_view(b) for b in range(self._config.buckets)]
 
+    async def buckets_json(self, gateway: str | None = None) -> bytes:
+        """`buckets()` (only `gateway`'s, if given) as the JSON body of `GET /buckets`,
+        encoded once per change of what it shows (`bucket_list`)."""
+        if gateway is not None:
+            self._registry.get(gateway)  # UnknownGateway: the cache keeps a body per known name only
+        return self._bucket_list.body(gateway)
+
     async def bucket(self, bucket: int) -> BucketView:
         self._placement.check_bucket(bucket)
         return self.bucket_view(bucket)
 
     def bucket_view(self, b: int) -> BucketView:
-        pkts, byts = self._stats.totals.get(b, (0, 0))
-        rate = self._stats.rates.get(b)
-        return BucketView(
-            bucket=b,
-            vmac=self._vmacs[b],
-            gateway=self._placement.assignment.get(b),
-            pinned=self._placement.pins.get(b),
-            packets=pkts,
-            bytes=byts,
-            pps=rate.pps if rate else 0.0,
-            bps=rate.bps if rate else 0.0,
-        )
+        return BucketView.model_validate(self._bucket_list.row(b))
 
     async def hosts(self, query: HostQuery) -> HostPage:
         """One page of the hosts matching `query`, by MAC. Filters run over the host list

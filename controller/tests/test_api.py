@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import TypeAdapter
 
 from supergw_controller.api import API_PREFIX, create_app
 from supergw_proto.bucket import vmac
@@ -154,6 +155,10 @@ class FakeCore:
 
     async def buckets(self) -> list[BucketView]:
         return [await self.bucket(b) for b in range(K)]
+
+    async def buckets_json(self, gateway: str | None = None) -> bytes:
+        views = [b for b in await self.buckets() if gateway is None or b.gateway == gateway]
+        return TypeAdapter(list[BucketView]).dump_json(views)
 
     async def pin(self, bucket: int, gateway: str) -> BucketView:
         self._check(gateway)

@@ -32,6 +32,13 @@ class ApiState:
     def unknown_gateway(self, name: str) -> str:
         return f"no gateway named {name!r}; known: {', '.join(self.gateway_names) or '(none)'}"
 
+    def known_gateway(self, name: str, where: str) -> str:
+        """`name` when it is a configured gateway, else a 404 saying `where` it was given
+        (`query.gateway`, `body.gateway`): like an unknown name in a path, it refers to nothing."""
+        if name not in self.gateway_names:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"{where}: {self.unknown_gateway(name)}")
+        return name
+
     def access(self, method: str, route_path: str | None) -> Access:
         return access_for(method, route_path in self.agent_paths)
 

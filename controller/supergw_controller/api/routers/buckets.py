@@ -1,28 +1,32 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Response, status
-from pydantic import TypeAdapter
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
 
 from supergw_controller.api.audit import audited
-from supergw_controller.api.deps import ApiState, BucketIndex, Caller, CoreDep, State
-from supergw_controller.api.responses import BODY, WRITE, errors, json_response
-from supergw_proto.api import GatewayRef
-from supergw_proto.api import BucketView
+from supergw_controller.api.deps import BucketIndex, Caller, CoreDep, State
+from supergw_controller.api.responses import BODY, WRITE, errors
+from supergw_proto.api import BucketView, GatewayRef
 
 router = APIRouter(prefix="/buckets", tags=["buckets"])
-BUCKETS = TypeAdapter(list[BucketView])
 
 
-def _known(state: ApiState, ref: GatewayRef) -> str:
-    if ref.gateway not in state.gateway_names:
-        # 404 like an unknown gateway in the path: the body is schema-valid, the name refers to nothing
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "body.gateway: " + state.unknown_gateway(ref.gateway))
-    return ref.gateway
-
-
-@router.get("", response_model=list[BucketView], summary="The bucket map: all K buckets in index order")
-async def list_buckets(core: CoreDep) -> Response:
-    return json_response(BUCKETS, await core.buckets())
+@router.get(
+    "",
+    response_model=list[BucketView],
+    responses=errors(404, 422, when=" (only with a gateway filter: it names no gateway, or is no name at all)"),
+    summary="The bucket map: all K buckets in index order, or only those one gateway holds",
+)
+async def list_buckets(
+    core: CoreDep,
+    state: State,
+    gateway: Annotated[str | None, Query(min_length=1, max_length=64, description="only the buckets this gateway holds")] = None,
+) -> Response:
+    if gateway is not None:
+        state.known_gateway(gateway, "query.gateway")
+    # The core's body as it is: encoded once per change of the map, pins or counters (`bucket_list`).
+    return Response(await core.buckets_json(gateway), media_type="application/json")
 
 
 @router.get("/{b}", response_model=BucketView, summary="One bucket", responses=errors(404, 422))
@@ -37,7 +41,7 @@ async def get_bucket(core: CoreDep, b: BucketIndex) -> BucketView:
     summary="Pin a bucket to a gateway (moves it there now; 409 if the gateway is drained or dead)",
 )
 async def pin(core: CoreDep, caller: Caller, state: State, b: BucketIndex, body: GatewayRef) -> BucketView:
-    gw = _known(state, body)
+    gw = state.known_gateway(body.gateway, "body.gateway")
     return await audited(core, caller, "pin", core.pin(b, gw), bucket=b, target=gw)
 
 
@@ -54,5 +58,5 @@ async def unpin(core: CoreDep, caller: Caller, b: BucketIndex) -> BucketView:
     summary="Move a bucket once (reason 'operator'); 409 if pinned elsewhere or the gateway is drained/dead",
 )
 async def move(core: CoreDep, caller: Caller, state: State, b: BucketIndex, body: GatewayRef) -> BucketView:
-    gw = _known(state, body)
+    gw = state.known_gateway(body.gateway, "body.gateway")
     return await audited(core, caller, "move", core.move(b, gw, "operator"), bucket=b, target=gw)

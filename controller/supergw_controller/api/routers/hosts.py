@@ -35,8 +35,8 @@ async def list_hosts(
     mac: Annotated[str | None, Query(pattern=MAC_PATTERN, description="the host with this MAC")] = None,
     learned: Annotated[bool | None, Query(description="false: hosts still waiting for an IPv4 source")] = None,
 ) -> Response:
-    if gateway is not None and gateway not in state.gateway_names:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "query.gateway: " + state.unknown_gateway(gateway))
+    if gateway is not None:
+        state.known_gateway(gateway, "query.gateway")
     if bucket is not None and bucket >= state.buckets:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"query.bucket: bucket {bucket} out of range 0..{state.buckets - 1}")
     try:
