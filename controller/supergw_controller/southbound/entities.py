@@ -49,7 +49,7 @@ from supergw_controller.southbound.domain import (
     Ternary,
 )
 
-__all__ = ["Op", "Update", "BucketEntry", "BucketEncoder"]
+__all__ = ["Op", "Update", "BucketEntry", "BucketEncoder", "UpdateEncoder"]
 
 K = TypeVar("K", str, Ternary)
 T = TypeVar("T")
@@ -468,6 +468,27 @@ class HostEncoder:
             if idle:
                 te.idle_timeout_ns = idle
         return u
+
+
+class UpdateEncoder:
+    """Every update of a WriteRequest encoded: buckets and host rows by their fast encoders,
+    any other entity by finsy."""
+
+    def __init__(self, schema: P4Schema) -> None:
+        self.schema = schema
+        self._buckets = BucketEncoder(schema)
+        self._hosts = HostEncoder(schema)
+
+    def encode(self, updates: Iterable[Update]) -> list[p4r.Update]:
+        buckets, hosts, schema = self._buckets.encode, self._hosts.encode, self.schema
+        return [
+            buckets(u.op, u.entity)
+            if isinstance(u.entity, BucketEntry)
+            else hosts(u.op, u.entity)
+            if isinstance(u.entity, HostRow)
+            else p4r.Update(type=int(u.op), entity=u.entity.encode(schema))  # type: ignore[arg-type]
+            for u in updates
+        ]
 
 
 def _match(e: P4TableEntry) -> dict[str, Any]:
