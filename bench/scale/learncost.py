@@ -165,14 +165,16 @@ class Learner:
 def digest_messages(schema: P4Schema, hosts: int) -> tuple[list[p4r.StreamMessageResponse], list[p4r.StreamMessageResponse]]:
     """Each host's learn digest and IPv6 learn digest as the switch streams them (one item each)."""
     v4, v6 = schema.digests[pc.DIGEST_LEARN_DIGEST], schema.digests[pc.DIGEST_LEARN_IP6_DIGEST]
+    spec4: Any = v4.type_spec  # a struct (finsy types every kind of P4 type here)
+    spec6: Any = v6.type_spec
     out4, out6 = [], []
     for i in range(hosts):
         mac = 0x0200_0000_0000 | (i + 1)
         ip = (10 << 24) | (1 << 16) | (i + 2)
         ip6 = (0x2001_0DB8_0010_0000 << 64) | (i + 2)
-        item4 = v4.type_spec.encode_data({pc.DIGEST_LEARN_DIGEST_SRC_MAC: mac, pc.DIGEST_LEARN_DIGEST_SRC_IP: ip,
+        item4 = spec4.encode_data({pc.DIGEST_LEARN_DIGEST_SRC_MAC: mac, pc.DIGEST_LEARN_DIGEST_SRC_IP: ip,
                                           pc.DIGEST_LEARN_DIGEST_PORT: HOST_PORT})
-        item6 = v6.type_spec.encode_data({pc.DIGEST_LEARN_IP6_DIGEST_SRC_MAC: mac,
+        item6 = spec6.encode_data({pc.DIGEST_LEARN_IP6_DIGEST_SRC_MAC: mac,
                                           pc.DIGEST_LEARN_IP6_DIGEST_SRC_IP6: ip6,
                                           pc.DIGEST_LEARN_IP6_DIGEST_PORT: HOST_PORT})
         out4.append(p4r.StreamMessageResponse(digest=p4r.DigestList(digest_id=v4.id, list_id=i + 1, data=[item4])))
