@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import socket
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from supergw_controller.southbound.domain import (
     LearnedIp6,
     LearnedSource,
     Op,
+    ip6_text,
 )
 
 log = logging.getLogger(__name__)
@@ -207,11 +209,18 @@ class HostTable:
         if port not in self._host_ports:
             log.debug("ignoring IPv6 learn of %s on non-host port %d", mac, port)
             return []
-        addr = ipaddress.IPv6Address(ip6)
-        if int(mac.split(":")[0], 16) & 1 or addr.is_multicast or addr.is_unspecified or ip6 in self._gateway_ip6s:
+        try:
+            packed = socket.inet_pton(socket.AF_INET6, ip6)
+        except OSError:  # not plain IPv6 text (a scope, a typo): ipaddress says which, or takes it
+            packed = ipaddress.IPv6Address(ip6).packed
+            text = str(ipaddress.IPv6Address(ip6))
+        else:
+            text = ip6_text(packed)
+        multicast, unspecified = packed[0] == 0xFF, not any(packed)
+        if int(mac.split(":")[0], 16) & 1 or multicast or unspecified or ip6 in self._gateway_ip6s:
             log.debug("ignoring IPv6 learn of %s for %s", ip6, mac)
             return []
-        ip6 = str(addr)
+        ip6 = text
         out: list[HostWrite] = []
         h = self._hosts.get(mac)
         if h is None or h.port != port:

@@ -69,6 +69,28 @@ def test_gateway_multicast_unspecified_and_non_host_ports_are_not_learned() -> N
     assert len(t) == 0
 
 
+def test_addresses_are_written_as_ipaddress_writes_them() -> None:
+    """The C library's text of an address (the fast path of digests and learning) is
+    ipaddress's: zero runs, ties, single zero groups, IPv4 tails, random addresses."""
+    import random
+
+    from supergw_controller.southbound.domain import ip6_text
+
+    rng = random.Random(29)
+    samples = ["::", "::1", "1::", "1:0:0:2:0:0:0:3", "1:0:0:2:0:0:3:4", "1:0:2:3:4:5:6:7", "::ffff:10.0.0.1",
+               "::10.0.0.1", "64:ff9b::10.0.0.1", "ff02::1:ff00:1", "fe80::1ff:fe00:1", "2001:db8::ffff:0:1"]
+    samples += [str(ipaddress.IPv6Address(rng.getrandbits(128) & rng.choice([(1 << 128) - 1, 0xFFFF << 64 | 0xFFFF])))
+                for _ in range(2000)]
+    for text in samples:
+        addr = ipaddress.IPv6Address(text)
+        assert ip6_text(addr.packed) == str(addr), text
+        assert ent.ip6_str(int(addr)) == str(addr), text
+    t = table()
+    # a host's address in any spelling is learned as ipaddress writes it
+    writes = t.learn_ip6(MAC, 1, "FD00:0060:0000::01FF:FE00:0001", 0.0)
+    assert HostWrite(Op.INSERT, HostIp6(GUA, MAC)) in writes and t.mac_of_ip6(GUA) == MAC
+
+
 def test_an_address_moving_to_another_host_is_rewritten() -> None:
     t = table()
     t.learn(MAC, 1, "10.0.0.11", 0.0)

@@ -47,6 +47,7 @@ from supergw_controller.southbound.domain import (
     Op,
     PacketIn,
     Ternary,
+    ip6_text,
 )
 
 __all__ = ["Op", "Update", "BucketEntry", "BucketEncoder", "UpdateEncoder"]
@@ -236,7 +237,9 @@ def ip6_int(ip6: str) -> int:
 
 
 def ip6_str(ip6: int) -> str:
-    return str(ipaddress.IPv6Address(ip6))
+    if 0 <= ip6 < 1 << 128:
+        return ip6_text(ip6.to_bytes(16, "big"))
+    return str(ipaddress.IPv6Address(ip6))  # raises its ValueError
 
 
 def learned_ip6(ip6: str, mac: str | int, idle_timeout_ns: int) -> P4TableEntry:
