@@ -286,8 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     missing = []
     if out.learned != out.hosts or out.ip6s != out.hosts:
         missing.append(f"learned {out.learned} hosts and {out.ip6s} IPv6 addresses of {out.hosts}")
-    if s.entries < ENTRIES_PER_HOST * out.hosts:
-        missing.append(f"wrote {s.entries} entries, fewer than {ENTRIES_PER_HOST * out.hosts}")
+    if s.entries != ENTRIES_PER_HOST * out.hosts:
+        missing.append(f"wrote {s.entries} entries, not {ENTRIES_PER_HOST * out.hosts} (one of each per host)")
     if profiler is not None:
         profiler.dump_stats(args.profile)
         stats = pstats.Stats(str(args.profile))
