@@ -551,13 +551,10 @@ def gather_lists(
 
     async def batches() -> AsyncIterator[list[Any]]:
         nonlocal held
-        loop = asyncio.get_running_loop()
         try:
             while True:
                 await wait_for(1, None)
-                deadline = loop.time() + wait_s
-                if held < max_items:
-                    await wait_for(max_items, max(0.0, deadline - loop.time()))
+                await wait_for(max_items, wait_s)
                 batch: list[Any] = []
                 items = 0
                 while waiting and items < max_items:
