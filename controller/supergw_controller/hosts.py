@@ -118,6 +118,7 @@ class HostLearning:
         except SwitchUnavailable as exc:
             log.warning("IPv6 learning write failed (addresses will be re-learned): %s", exc)
             for s in seen:
+                self.table.forget_in_flight(s.mac)
                 if self.table.mac_of_ip6(s.ip6) == s.mac:
                     self.table.expire_ip6(s.ip6, s.mac)
 

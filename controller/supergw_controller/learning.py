@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import socket
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from supergw_controller.southbound.domain import (
     LearnedIp6,
     LearnedSource,
     Op,
+    ip6_text,
 )
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,10 @@ class Host:
     learned: bool = True
     waiting_since: float = 0.0
     bucket: int = -1  # its bucket (HostTable's `bucket_of`), fixed by its MAC
+    # learned_sources was written for it by its IPv6 digest: the switch may have sent a learn
+    # digest for it before that entry was in (a dual-stack host's first frames), and that one
+    # digest says nothing is missing (see `learn`).
+    digest_in_flight: bool = False
 
 
 @dataclass(frozen=True)
@@ -192,8 +198,12 @@ class HostTable:
         if h.learned or ip is not None or h.ips or h.ip6s or now - h.waiting_since >= self._ip_wait_s:
             if not h.learned and ip is None and not h.ips and self._ip_wait_s > 0:
                 log.info("host %s sent no IPv4 source for %.1fs: learned without an IP", mac, self._ip_wait_s)
-            out.insert(at, HostWrite(Op.INSERT, LearnedSource(mac, port)))
+            if not (h.learned and h.digest_in_flight):
+                out.insert(at, HostWrite(Op.INSERT, LearnedSource(mac, port)))
+            # else: the digest sent before its IPv6 digest wrote learned_sources; writing it
+            # again would be an INSERT the switch refuses (ALREADY_EXISTS) and a second write
             h.learned = True
+        h.digest_in_flight = False
         self._mark(h)
         if not h.learned and out:
             log.debug("host %s on port %d: forwarding, waiting for an IPv4 source", mac, port)
@@ -207,13 +217,21 @@ class HostTable:
         if port not in self._host_ports:
             log.debug("ignoring IPv6 learn of %s on non-host port %d", mac, port)
             return []
-        addr = ipaddress.IPv6Address(ip6)
-        if int(mac.split(":")[0], 16) & 1 or addr.is_multicast or addr.is_unspecified or ip6 in self._gateway_ip6s:
+        try:
+            packed = socket.inet_pton(socket.AF_INET6, ip6)
+        except OSError:  # not plain IPv6 text (a scope, a typo): ipaddress says which, or takes it
+            packed = ipaddress.IPv6Address(ip6).packed
+            text = str(ipaddress.IPv6Address(ip6))
+        else:
+            text = ip6_text(packed)
+        multicast, unspecified = packed[0] == 0xFF, not any(packed)
+        if int(mac.split(":")[0], 16) & 1 or multicast or unspecified or ip6 in self._gateway_ip6s:
             log.debug("ignoring IPv6 learn of %s for %s", ip6, mac)
             return []
-        ip6 = str(addr)
+        ip6 = text
         out: list[HostWrite] = []
         h = self._hosts.get(mac)
+        was_learned = h is not None and h.port == port and h.learned
         if h is None or h.port != port:
             # Its MAC digest is on the way or lost: learn the MAC as well.
             out += self.learn(mac, port, None, now)
@@ -249,7 +267,15 @@ class HostTable:
             out.append(HostWrite(Op.INSERT, LearnedSource(mac, h.port)))
             h.learned = True
             self._mark(h)
+        if not was_learned:
+            h.digest_in_flight = True
         return out
+
+    def forget_in_flight(self, mac: str) -> None:
+        """The write of an IPv6 digest failed: the host's next learn digest writes learned_sources."""
+        h = self._hosts.get(mac.lower())
+        if h is not None:
+            h.digest_in_flight = False
 
     def expire_ip6(self, ip6: str, mac: str) -> list[HostWrite]:
         """learned_ip6s (ip6, mac) went idle: the address is no longer the host's."""

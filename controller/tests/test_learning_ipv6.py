@@ -19,6 +19,7 @@ from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.domain import (
     HeldHosts,
     HostIp6,
+    HostSeen,
     HostWrite,
     Ip6Idle,
     Ip6Seen,
@@ -67,6 +68,64 @@ def test_gateway_multicast_unspecified_and_non_host_ports_are_not_learned() -> N
                            (MAC, 11, GUA), ("03:00:00:00:00:01", 1, GUA)]:
         assert t.learn_ip6(mac, port, ip6, 0.0) == [], (mac, port, ip6)
     assert len(t) == 0
+
+
+def test_addresses_are_written_as_ipaddress_writes_them() -> None:
+    """The C library's text of an address (the fast path of digests and learning) is
+    ipaddress's: zero runs, ties, single zero groups, IPv4 tails, random addresses."""
+    import random
+
+    from supergw_controller.southbound.domain import ip6_text
+
+    rng = random.Random(29)
+    samples = ["::", "::1", "1::", "1:0:0:2:0:0:0:3", "1:0:0:2:0:0:3:4", "1:0:2:3:4:5:6:7", "::ffff:10.0.0.1",
+               "::10.0.0.1", "64:ff9b::10.0.0.1", "ff02::1:ff00:1", "fe80::1ff:fe00:1", "2001:db8::ffff:0:1"]
+    samples += [str(ipaddress.IPv6Address(rng.getrandbits(128) & rng.choice([(1 << 128) - 1, 0xFFFF << 64 | 0xFFFF])))
+                for _ in range(2000)]
+    for text in samples:
+        addr = ipaddress.IPv6Address(text)
+        assert ip6_text(addr.packed) == str(addr), text
+        assert ent.ip6_str(int(addr)) == str(addr), text
+    t = table()
+    # a host's address in any spelling is learned as ipaddress writes it
+    writes = t.learn_ip6(MAC, 1, "FD00:0060:0000::01FF:FE00:0001", 0.0)
+    assert HostWrite(Op.INSERT, HostIp6(GUA, MAC)) in writes and t.mac_of_ip6(GUA) == MAC
+
+
+def test_the_learn_digest_sent_before_the_ipv6_one_wrote_learned_sources_does_not_write_it_again() -> None:
+    """A dual-stack host's first frames bring a learn digest and an IPv6 one; when the IPv6
+    one is learned first it writes learned_sources, and the learn digest (sent before that
+    entry was in) adds only the host's IP: an INSERT of learned_sources again would be refused
+    by the switch (ALREADY_EXISTS) and cost a second write. Any later learn digest means the
+    entry is missing, and it is written again, as it is after a failed IPv6 write."""
+    for wait in (30.0, 0.0):
+        t = HostTable({1, 2}, "10.0.0.1", ip_wait_s=wait)
+        first = t.learn_ip6(MAC, 1, GUA, 0.0)
+        assert (Op.INSERT, pc.TABLE_LEARNED_SOURCES) in ops(first)
+        assert ops(t.learn(MAC, 1, "10.0.0.11", 0.1)) == [(Op.INSERT, pc.TABLE_HOST_IPS)], wait
+        assert ops(t.learn(MAC, 1, "10.0.0.11", 0.2)) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES)], wait
+    # a host already learned by its IPv4 source: every learn digest rewrites learned_sources
+    t = table()
+    t.learn(MAC, 1, "10.0.0.11", 0.0)
+    t.learn_ip6(MAC, 1, GUA, 0.1)
+    assert ops(t.learn(MAC, 1, "10.0.0.11", 0.2)) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES)]
+    # the IPv6 digest's write failed: the next learn digest writes learned_sources
+    t = table()
+    t.learn_ip6(MAC, 1, GUA, 0.0)
+    t.forget_in_flight(MAC)
+    assert ops(t.learn(MAC, 1, "10.0.0.11", 0.1)) == [(Op.INSERT, pc.TABLE_LEARNED_SOURCES), (Op.INSERT, pc.TABLE_HOST_IPS)]
+
+
+def test_a_failed_ipv6_write_leaves_learned_sources_to_the_next_learn_digest(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        core, session = await running_core(make_config(tmp_path, gateway_ip6=IP6), Clock())
+        session.fail = True
+        await core.ip6s_seen([Ip6Seen(MAC, 1, GUA)])
+        session.fail = False
+        await core.hosts_seen([HostSeen(MAC, 1, "10.0.0.11")])
+        assert (Op.INSERT, pc.TABLE_LEARNED_SOURCES) in [(u.op, u.entity.table_id) for u in session.batches[-1]]
+
+    asyncio.run(scenario())
 
 
 def test_an_address_moving_to_another_host_is_rewritten() -> None:

@@ -7,8 +7,19 @@ packet-ins and idle timeouts as plain events.
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from dataclasses import dataclass, field
 from enum import IntEnum
+
+
+def ip6_text(packed: bytes) -> str:
+    """The 16 bytes of an IPv6 address as text, exactly as `str(ipaddress.IPv6Address(packed))`
+    writes it (RFC 5952), by the C library: ipaddress takes microseconds per address, and a cold
+    start of H hosts reads H addresses from digests and learns them. The C library writes an
+    address with an IPv4 tail ("::ffff:10.0.0.1") differently: those go to ipaddress."""
+    text = socket.inet_ntop(socket.AF_INET6, packed)
+    return text if "." not in text else str(ipaddress.IPv6Address(packed))
 
 
 class Op(IntEnum):

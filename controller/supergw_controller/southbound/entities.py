@@ -47,9 +47,10 @@ from supergw_controller.southbound.domain import (
     Op,
     PacketIn,
     Ternary,
+    ip6_text,
 )
 
-__all__ = ["Op", "Update", "BucketEntry", "BucketEncoder"]
+__all__ = ["Op", "Update", "BucketEntry", "BucketEncoder", "UpdateEncoder"]
 
 K = TypeVar("K", str, Ternary)
 T = TypeVar("T")
@@ -236,7 +237,9 @@ def ip6_int(ip6: str) -> int:
 
 
 def ip6_str(ip6: int) -> str:
-    return str(ipaddress.IPv6Address(ip6))
+    if 0 <= ip6 < 1 << 128:
+        return ip6_text(ip6.to_bytes(16, "big"))
+    return str(ipaddress.IPv6Address(ip6))  # raises its ValueError
 
 
 def learned_ip6(ip6: str, mac: str | int, idle_timeout_ns: int) -> P4TableEntry:
@@ -468,6 +471,27 @@ class HostEncoder:
             if idle:
                 te.idle_timeout_ns = idle
         return u
+
+
+class UpdateEncoder:
+    """Every update of a WriteRequest encoded: buckets and host rows by their fast encoders,
+    any other entity by finsy."""
+
+    def __init__(self, schema: P4Schema) -> None:
+        self.schema = schema
+        self._buckets = BucketEncoder(schema)
+        self._hosts = HostEncoder(schema)
+
+    def encode(self, updates: Iterable[Update]) -> list[p4r.Update]:
+        buckets, hosts, schema = self._buckets.encode, self._hosts.encode, self.schema
+        return [
+            buckets(u.op, u.entity)
+            if isinstance(u.entity, BucketEntry)
+            else hosts(u.op, u.entity)
+            if isinstance(u.entity, HostRow)
+            else p4r.Update(type=int(u.op), entity=u.entity.encode(schema))  # type: ignore[arg-type]
+            for u in updates
+        ]
 
 
 def _match(e: P4TableEntry) -> dict[str, Any]:

@@ -24,12 +24,11 @@ from finsy import P4ClientError, Switch, SwitchEvent, SwitchOptions
 from finsy.p4entity import P4Entity
 from finsy.grpcutil import GRPCStatusCode
 from finsy.p4schema import P4Schema
-from finsy.proto import p4r
 
 from supergw_proto import p4constants as pc
 from supergw_controller.config import Config
 from supergw_controller.errors import NotPrimary, SwitchUnavailable
-from supergw_controller.southbound.entities import BucketEncoder, BucketEntry, HostEncoder, HostRow, Op, Update
+from supergw_controller.southbound.entities import BucketEntry, HostRow, Op, Update, UpdateEncoder
 from supergw_controller.southbound.p4names import canonical_p4info
 from supergw_controller.southbound.tls import channel_credentials, explain, probe, warn_if_plaintext
 
@@ -93,8 +92,7 @@ class SwitchSession:
         self.errors = 0
         self._ever_up = False
         self._send_lock = asyncio.Lock()
-        self._bucket_encoder: BucketEncoder | None = None
-        self._host_encoder: HostEncoder | None = None
+        self._encoder: UpdateEncoder | None = None
         self.switch.ee.on(SwitchEvent.CHANNEL_UP, self._channel_up)
         self.switch.ee.on(SwitchEvent.CHANNEL_DOWN, self._channel_down)
         self.switch.ee.on(SwitchEvent.BECOME_BACKUP, self._become_backup)
@@ -256,18 +254,9 @@ class SwitchSession:
 
     async def _write_once(self, updates: Sequence[Update]) -> list[tuple[Update, GRPCStatusCode, str]]:
         schema = self.schema
-        if self._bucket_encoder is None or self._bucket_encoder.schema is not schema:
-            self._bucket_encoder = BucketEncoder(schema)
-            self._host_encoder = HostEncoder(schema)
-        buckets, hosts = self._bucket_encoder.encode, self._host_encoder.encode  # type: ignore[union-attr]
-        msgs = [
-            buckets(u.op, u.entity)
-            if isinstance(u.entity, BucketEntry)
-            else hosts(u.op, u.entity)
-            if isinstance(u.entity, HostRow)
-            else p4r.Update(type=int(u.op), entity=u.entity.encode(schema))  # type: ignore[arg-type]
-            for u in updates
-        ]
+        if self._encoder is None or self._encoder.schema is not schema:
+            self._encoder = UpdateEncoder(schema)
+        msgs = self._encoder.encode(updates)
         try:
             await self.switch.write(msgs)
         except P4ClientError as exc:

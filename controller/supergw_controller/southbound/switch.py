@@ -15,6 +15,7 @@ reconcile rewrites or deletes it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
@@ -510,35 +511,58 @@ def gather_lists(
     hosts that appear together are learned in one write and a lone host waits `wait_s` at
     most (the controller's `learning.digest_list_size`, `digest_timeout_ms`). A batch is made
     when its learner asks for it: while the learners are busy, lists wait. The reader of
-    `stream` starts now (`create_task`), so the stream's queue opens before anything is asked."""
-    queue: asyncio.Queue[Any] = asyncio.Queue(queue_size)
+    `stream` starts now (`create_task`), so the stream's queue opens before anything is asked.
+
+    A cold start brings a list per host per address family, tens of thousands at once: the
+    reader only appends each list and wakes the batcher when the batch it waits for is there
+    (its first list, then a full batch), so a batch costs one wake-up and one timer, not one
+    of each per list."""
+    waiting: collections.deque[Any] = collections.deque()
+    held = 0  # items (hosts) in `waiting`
+    want = 1  # the batcher is woken once `held` reaches this
+    wake = asyncio.Event()
+    room = asyncio.Event()
+    room.set()
 
     async def read() -> None:
+        nonlocal held
         async for item in stream:
-            await queue.put(item)
+            while len(waiting) >= queue_size:
+                room.clear()
+                await room.wait()
+            waiting.append(item)
+            held += len(item)
+            if held >= want:
+                wake.set()
 
     reader = create_task(read())
 
+    async def wait_for(items: int, timeout: float | None) -> None:
+        nonlocal want
+        if held >= items:
+            return
+        want = items
+        wake.clear()
+        try:
+            async with asyncio.timeout(timeout):
+                await wake.wait()
+        except TimeoutError:
+            pass
+
     async def batches() -> AsyncIterator[list[Any]]:
-        loop = asyncio.get_running_loop()
+        nonlocal held
         try:
             while True:
-                first = await queue.get()
-                batch, items, deadline = [first], len(first), loop.time() + wait_s
-                while items < max_items:
-                    if queue.empty():
-                        left = deadline - loop.time()
-                        if left <= 0:
-                            break
-                        try:
-                            async with asyncio.timeout(left):
-                                item = await queue.get()
-                        except TimeoutError:
-                            break
-                    else:
-                        item = queue.get_nowait()
+                await wait_for(1, None)
+                await wait_for(max_items, wait_s)
+                batch: list[Any] = []
+                items = 0
+                while waiting and items < max_items:
+                    item = waiting.popleft()
                     batch.append(item)
                     items += len(item)
+                held -= items
+                room.set()
                 yield batch
         finally:
             reader.cancel()
