@@ -83,9 +83,11 @@ def site_config(workdir: Path, gateways: int, buckets: int) -> Config:
 
 @dataclass
 class Pauses:
-    """Every collection of one phase: (generation, ms)."""
+    """Every collection of one phase: (generation, ms); at its end, the objects a full
+    collection walks, the frozen ones and the policy's freezes so far."""
 
     by_gen: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    end: str = ""
 
     def line(self) -> str:
         parts = []
@@ -96,7 +98,7 @@ class Pauses:
             else:
                 parts.append(f"gen{gen}: 0")
         total = sum(sum(v) for v in self.by_gen.values())
-        return "; ".join(parts) + f"; stopped {total:.0f} ms in all"
+        return "; ".join(parts) + f"; stopped {total:.0f} ms in all" + (f"\n{'':34}{self.end}" if self.end else "")
 
 
 def pct(ms: list[float], p: float) -> float:
@@ -111,7 +113,9 @@ class PauseClock:
         self.current = Pauses()
         self._t0 = 0
 
-    def phase(self, name: str) -> None:
+    def phase(self, name: str, freezes: int) -> None:
+        self.current.end = (f"then: {len(gc.get_objects())} objects walked by a full collection, "
+                            f"{gc.get_freeze_count()} frozen, {freezes} freezes")
         self.current = self.phases[name] = Pauses()
 
     def __call__(self, what: str, info: dict[str, Any]) -> None:
@@ -165,7 +169,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> int:
             stack.enter_context(policy.installed())  # first: its work after a full collection is in the pause timed
         gc.callbacks.append(clock)
         stack.callback(gc.callbacks.remove, clock)
-        clock.phase("adopt + learn")
+        clock.phase("adopt + learn", policy.freezes)
         await core.load_intent()
         await core.primary()  # reconcile: the empty switch gets the bucket map
         await core.placement.serve()
@@ -175,14 +179,14 @@ async def run(args: argparse.Namespace, workdir: Path) -> int:
         if len(core.hosts_learning.table) != args.hosts:
             failures.append(f"learned {len(core.hosts_learning.table)} of {args.hosts} hosts")
 
-        clock.phase("an hour of history")
+        clock.phase("an hour of history", policy.freezes)
         t = time.time()
         for s in range(core.eventlog.history.capacity):
             for name in names:
                 core.liveness.registry.get(name).last_report = report(name, t + s)
             core.sample_history()
 
-        clock.phase("steady state")
+        clock.phase("steady state", policy.freezes)
         stop = asyncio.Event()
         latencies: dict[str, list[float]] = defaultdict(list)
         hosts = [args.hosts]
@@ -236,6 +240,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> int:
     print(f"{'freeze policy off (--no-freeze)' if args.no_freeze else 'GcPolicy (as shipped)'}: "
           f"N = {args.gateways}, K = {args.buckets}, {args.hosts} hosts learned in {learn_s:.1f} s, "
           f"{args.seconds:.0f} s steady state; {policy.freezes} freezes")
+    clock.phase("end", policy.freezes)
+    del clock.phases["end"]
     for name, pauses in clock.phases.items():
         print(f"  GC pauses, {name:20} {pauses.line()}")
     everything = sorted(ms for p in latencies.values() for ms in p)
@@ -245,8 +251,6 @@ async def run(args: argparse.Namespace, workdir: Path) -> int:
         ms.sort()
         print(f"    {path:32} {len(ms):4} GETs, p50 {statistics.median(ms):6.1f} ms, p99 {pct(ms, 99):6.1f} ms, "
               f"max {ms[-1]:6.1f} ms")
-    print(f"  tracked objects now: {len(gc.get_objects())} scanned by a full collection, "
-          f"{gc.get_freeze_count()} frozen")
     if failures:
         print("FAILED: " + "; ".join(sorted(set(failures))[:10]), file=sys.stderr)
         return 1
