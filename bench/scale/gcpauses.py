@@ -21,10 +21,12 @@ time). Then:
    (10/s).
 
 Every garbage collection is timed with `gc.callbacks` (its "start" to its "stop", by
-generation) per phase; printed: count, p99 and max per generation, the GETs' p50/p99/max,
-the tracked objects (`len(gc.get_objects())`, frozen ones excluded) and frozen ones
-(`gc.get_freeze_count()`). Timings are this shared machine's, printed, never asserted; it
-fails (exit 1) only when a GET failed or a host was not learned.
+generation; the policy's own work after a full collection included) per phase; printed:
+count, p99 and max per generation and the time the loop stood still; at each phase's end the
+objects a full collection would walk (`len(gc.get_objects())`: frozen ones are in no
+generation), the frozen ones (`gc.get_freeze_count()`) and the policy's freezes so far; the
+GETs' p50/p99/max, per path too. Timings are this shared machine's, printed, never asserted;
+it fails (exit 1) only when a GET or a report failed or a host was not learned.
 """
 
 from __future__ import annotations

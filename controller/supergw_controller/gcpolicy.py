@@ -2,7 +2,8 @@
 
 The controller is one asyncio process. CPython 3.11's full (generation 2) collection walks
 every GC-tracked object while the event loop stands still; with 50,000 hosts learned and an
-hour of history that is ~1,000,000 objects, ~300-400 ms, and Python starts one whenever the
+hour of history at N = 32 that is ~490,000 objects, ~130-340 ms on the lab machine
+(`bench.scale.gcpauses`), and Python starts one whenever the
 objects that reached the old generation since the last one exceed 25 % of those that survived
 it. A growing host table, a filling history ring or the churn of reports and counter polls
 set one off again and again: every REST answer, heartbeat verdict and failover write waits.
@@ -13,7 +14,7 @@ removed the unreachable ones; the younger generations are empty). So after each 
 collection (Python's own trigger, no collection of ours) this policy freezes its survivors
 when they are many: `FREEZE_AT` objects or more that a full collection would walk again.
 The next full collection walks only what was allocated since, so a full pause stays near
-what walking `FREEZE_AT` objects costs (~20 ms), whatever the site's size.
+what walking `FREEZE_AT` objects costs (15-40 ms measured), whatever the site's size.
 
 What it trades (controller/README.md, "Garbage collection"): a frozen object is still freed
 by its reference count, but a frozen object that later becomes garbage inside a reference
@@ -35,7 +36,8 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 # Objects a full collection would walk again (its survivors, not frozen) before they are
-# frozen: ~20 ms of walking on the lab machine (~0.4 µs per object).
+# frozen: 15-35 ms of walking on the lab machine (~0.3-0.7 µs per object). Lower keeps full
+# pauses shorter but freezes more often (each freeze is a chance to keep a cycle forever).
 FREEZE_AT = 50_000
 OLDEST = 2  # the generation a full collection collects
 
