@@ -238,11 +238,11 @@ async def run(args: argparse.Namespace, workdir: Path) -> int:
             await asyncio.sleep(args.seconds)
             stop.set()
             await asyncio.gather(*tasks)
+        clock.phase("end", policy.freezes)  # (before the policy is removed: it thaws what it froze)
 
     print(f"{'freeze policy off (--no-freeze)' if args.no_freeze else 'GcPolicy (as shipped)'}: "
           f"N = {args.gateways}, K = {args.buckets}, {args.hosts} hosts learned in {learn_s:.1f} s, "
           f"{args.seconds:.0f} s steady state; {policy.freezes} freezes")
-    clock.phase("end", policy.freezes)
     del clock.phases["end"]
     for name, pauses in clock.phases.items():
         print(f"  GC pauses, {name:20} {pauses.line()}")

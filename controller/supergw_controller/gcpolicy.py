@@ -22,7 +22,7 @@ cycle is never collected. Freezes are few (one per `FREEZE_AT` long-lived object
 replaced), so that leak is bounded by what was alive in cycles at each freeze.
 
 The collector's state is the one global here (it is the interpreter's); `installed()` adds
-the callback for the time of the process's run and removes it after.
+the callback for the time of the process's run, and removes it and thaws what it froze after.
 """
 
 from __future__ import annotations
@@ -88,9 +88,12 @@ class GcPolicy:
 
     @contextmanager
     def installed(self) -> Iterator[GcPolicy]:
-        """The policy in `gc.callbacks` for the time of the block."""
+        """The policy in `gc.callbacks` for the time of the block; after it, what was frozen
+        is the collector's again (a test process that served goes on as it was)."""
         gc.callbacks.append(self)
         try:
             yield self
         finally:
             gc.callbacks.remove(self)
+            if self.freezes:
+                gc.unfreeze()

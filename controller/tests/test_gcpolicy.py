@@ -60,11 +60,13 @@ def test_only_the_end_of_a_full_collection_with_enough_survivors_freezes() -> No
     assert frozen == [10, 25] and (policy.freezes, policy.frozen_objects) == (2, 35)
 
 
-def test_installed_for_the_block_only() -> None:
-    policy = GcPolicy()
+def test_installed_for_the_block_only_and_thawed_after(thawed: None) -> None:
+    policy = GcPolicy(freeze_at=1)
     with policy.installed() as p:
         assert p is policy and gc.callbacks.count(policy) == 1
-    assert policy not in gc.callbacks
+        gc.collect()
+        assert policy.freezes == 1 and gc.get_freeze_count() > 0
+    assert policy not in gc.callbacks and gc.get_freeze_count() == 0
 
 
 def test_a_full_collection_freezes_the_live_and_frees_the_garbage(thawed: None) -> None:
@@ -75,15 +77,15 @@ def test_a_full_collection_freezes_the_live_and_frees_the_garbage(thawed: None) 
     policy = GcPolicy(freeze_at=30_000)
     with policy.installed():
         gc.collect()
-    assert dead() is None  # collected before the freeze: no garbage is frozen
-    assert policy.freezes == 1 and gc.get_freeze_count() >= len(live) + 1
-    # What the next full collection walks: not the frozen lists
-    assert not any(obj is live for obj in gc.get_objects())
-    later = Cycle()  # made after the freeze: the collector's as before
-    later_ref = weakref.ref(later)
-    del later
-    gc.collect()
-    assert later_ref() is None
+        assert dead() is None  # collected before the freeze: no garbage is frozen
+        assert policy.freezes == 1 and gc.get_freeze_count() >= len(live) + 1
+        # What the next full collection walks: not the frozen lists
+        assert not any(obj is live for obj in gc.get_objects())
+        later = Cycle()  # made after the freeze: the collector's as before
+        later_ref = weakref.ref(later)
+        del later
+        gc.collect()
+        assert later_ref() is None
 
 
 def test_the_trade_a_frozen_cycle_is_never_collected_a_frozen_object_still_freed(thawed: None) -> None:
@@ -93,12 +95,11 @@ def test_the_trade_a_frozen_cycle_is_never_collected_a_frozen_object_still_freed
     plain_ref = weakref.ref(plain)
     with GcPolicy(freeze_at=1).installed():
         gc.collect()
-    assert gc.get_freeze_count() > 0
-    del plain
-    assert plain_ref() is None  # reference counting frees a frozen object at once
-    del kept_cycle
+        assert gc.get_freeze_count() > 0
+        del plain
+        assert plain_ref() is None  # reference counting frees a frozen object at once
+        del kept_cycle
+        gc.collect()
+        assert cycle_ref() is not None  # frozen in a cycle: no collection reaches it (the trade)
     gc.collect()
-    assert cycle_ref() is not None  # frozen in a cycle: no collection reaches it (the trade)
-    gc.unfreeze()
-    gc.collect()
-    assert cycle_ref() is None  # unfrozen, it is garbage again
+    assert cycle_ref() is None  # thawed when the policy is removed: garbage again
