@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from supergw_controller.api.auth import Authenticator
 from supergw_controller.compose import ControllerCore, ReplicaCore, build_core
 from supergw_controller.config import Config, ConfigError
+from supergw_controller.gcpolicy import GcPolicy
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,14 @@ def _check_tls(cert: Path, key: Path) -> None:
 
 
 async def serve(config: Config, announce: Callable[[str], None] = print) -> None:
-    """Run until SIGINT/SIGTERM or until the core fails."""
+    """Run until SIGINT/SIGTERM or until the core fails; the survivors of large full garbage
+    collections frozen meanwhile (`gcpolicy`: a full collection of a large site stopped the
+    event loop for ~300 ms)."""
+    with GcPolicy().installed():
+        await _serve(config, announce)
+
+
+async def _serve(config: Config, announce: Callable[[str], None]) -> None:
     import uvicorn
 
     from supergw_controller.api import API_PREFIX, create_app

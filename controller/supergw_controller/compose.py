@@ -68,7 +68,7 @@ from supergw_controller.stale_watch import StaleEpisode, StaleWatch
 from supergw_controller.stores import build_intent_store, etcd_tls
 from supergw_controller.takeover import Takeover
 from supergw_controller.tasks import run_together
-from supergw_controller.views import OperatorAction, OrdersAnswer
+from supergw_controller.views import BucketTraffic, OperatorAction, OrdersAnswer
 
 log = logging.getLogger(__name__)
 
@@ -391,6 +391,9 @@ class ControllerCore:
 
     async def buckets_json(self, gateway: str | None = None) -> bytes:
         return await self.read.buckets_json(gateway)
+
+    async def bucket_traffic(self) -> list[BucketTraffic]:
+        return self.read.bucket_traffic()
 
     async def bucket(self, bucket: int) -> BucketView:
         return await self.read.bucket(bucket)

@@ -18,8 +18,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from supergw_controller.views import BucketTraffic
 from supergw_proto.api import (
-    BucketView,
     GatewayView,
     RemoteAccessStatus,
     ReplicationGatewayView,
@@ -34,7 +34,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 class Snapshot:
     status: StatusView | None = None
     gateways: Sequence[GatewayView] = field(default_factory=tuple)
-    buckets: Sequence[BucketView] = field(default_factory=tuple)
+    buckets: Sequence[BucketTraffic] = field(default_factory=tuple)  # those carrying traffic
     asyncio_tasks: int | None = None  # tasks alive in the controller's event loop at scrape time
 
 
@@ -102,7 +102,7 @@ def _gateway_families(gateways: Sequence[GatewayView]) -> Iterator[Metric]:
     yield from (up, drained, load, weight, nbuckets, cpu, hb, tunnel, partner, clients)
 
 
-def _bucket_families(buckets: Sequence[BucketView]) -> Iterator[Metric]:
+def _bucket_families(buckets: Sequence[BucketTraffic]) -> Iterator[Metric]:
     pps = GaugeMetricFamily(
         "supergw_bucket_packets_per_second", "per-bucket packet rate (direct counter)", labels=["bucket", "gateway"]
     )

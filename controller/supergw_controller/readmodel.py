@@ -38,6 +38,7 @@ from supergw_controller.placement import Placement
 from supergw_controller.remote_access import RemoteAccess
 from supergw_controller.southbound.session import Role
 from supergw_controller.southbound.switch import Southbound
+from supergw_controller.views import BucketTraffic
 
 
 class ReadModel:
@@ -169,6 +170,14 @@ class ReadModel:
         if gateway is not None:
             self._registry.get(gateway)  # UnknownGateway: the cache keeps a body per known name only
         return self._bucket_list.body(gateway)
+
+    def bucket_traffic(self) -> list[BucketTraffic]:
+        """The buckets carrying traffic, for `/metrics`: from the counters' rates (only buckets
+        whose counters moved have one) and the map, without a `BucketView` per bucket (4096
+        models per scrape were a third of its time and half of its young collections)."""
+        held = self._placement.assignment
+        return [BucketTraffic(b, held.get(b), r.pps, r.bps)
+                for b, r in sorted(self._stats.rates.items()) if r.pps > 0 or r.bps > 0]
 
     async def bucket(self, bucket: int) -> BucketView:
         self._placement.check_bucket(bucket)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -20,6 +21,16 @@ class OperatorAction(BaseModel):
     bucket: int | None = None
     target: str | None = None  # the destination gateway of a pin/move (event dst)
     outcome: str = "ok"  # "ok", "ok: <what>" or "refused: <why>" (event detail)
+
+
+class BucketTraffic(NamedTuple):
+    """A bucket carrying traffic, as `/metrics` shows it (a tuple of plain values: after its
+    first young collection the collector no longer tracks it)."""
+
+    bucket: int
+    gateway: str | None
+    pps: float
+    bps: float
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from supergw_controller.rebalancer import (
     plan_rebalance,
 )
 from supergw_proto.reports import ORDERS_HEADER, TIMING_HEADER, AgentOrders, GatewayReport, Heartbeat
-from supergw_controller.views import OperatorAction, OrdersAnswer
+from supergw_controller.views import BucketTraffic, OperatorAction, OrdersAnswer
 from supergw_proto.api import (
     BucketView,
     ClientView,
@@ -159,6 +159,9 @@ class FakeCore:
     async def buckets_json(self, gateway: str | None = None) -> bytes:
         views = [b for b in await self.buckets() if gateway is None or b.gateway == gateway]
         return TypeAdapter(list[BucketView]).dump_json(views)
+
+    async def bucket_traffic(self) -> list[BucketTraffic]:
+        return [BucketTraffic(b, self.assign.get(b), self.pps[b], 64 * self.pps[b]) for b in range(K) if self.pps[b] > 0]
 
     async def pin(self, bucket: int, gateway: str) -> BucketView:
         self._check(gateway)

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from supergw_controller.api import create_app
 from supergw_controller.metrics import ControllerMetrics, Snapshot
-from supergw_proto.api import BucketView, GatewayView, StatusView
+from supergw_controller.views import BucketTraffic
+from supergw_proto.api import GatewayView, StatusView
+
+from corekit import Clock, make_config, running_core
 
 
 def status(**kw: object) -> StatusView:
@@ -26,8 +33,8 @@ def gateway(name: str, alive: bool, load: float) -> GatewayView:
                        report_age_s=None, last_report=None)
 
 
-def bucket(b: int, gw: str | None, pps: float) -> BucketView:
-    return BucketView(bucket=b, vmac=f"02:5e:00:00:00:0{b}", gateway=gw, pinned=None, packets=10, bytes=640, pps=pps, bps=pps * 64)
+def bucket(b: int, gw: str | None, pps: float) -> BucketTraffic:
+    return BucketTraffic(bucket=b, gateway=gw, pps=pps, bps=pps * 64)
 
 
 def samples(metrics: ControllerMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -77,3 +84,24 @@ def test_asyncio_tasks_gauge_only_when_sampled() -> None:
     assert samples(m)[("supergw_asyncio_tasks", ())] == 17.0
     m.update(Snapshot(status()))
     assert not any(k[0] == "supergw_asyncio_tasks" for k in samples(m))
+
+
+async def test_bucket_series_are_the_bucket_views_carrying_traffic(tmp_path: Path) -> None:
+    """/metrics reads the counters' rates and the map, not `BucketView`s: the same buckets, gateways and rates."""
+    core, _ = await running_core(make_config(tmp_path), Clock())
+    core.stats.update(1.0, {b: (0, 0) for b in range(16)})
+    core.stats.update(3.0, {b: (b % 3, 100 * (b % 3)) for b in range(16)})  # a third of them idle
+    await core.move(4, "g3")
+    views = await core.buckets()
+    want = {(str(v.bucket), v.gateway or ""): (v.pps, v.bps) for v in views if v.pps > 0 or v.bps > 0}
+    assert len(want) == 10 and ("4", "g3") in want
+    app = create_app(core, core.config)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sgw") as client:
+        r = await client.get("/metrics")
+    assert r.status_code == 200
+    got: dict[tuple[str, str], list[float]] = {}
+    for fam in text_string_to_metric_families(r.text):
+        for s in fam.samples:
+            if s.name in ("supergw_bucket_packets_per_second", "supergw_bucket_bytes_per_second"):
+                got.setdefault((s.labels["bucket"], s.labels["gateway"]), []).append(s.value)
+    assert {k: tuple(v) for k, v in got.items()} == want

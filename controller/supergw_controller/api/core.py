@@ -10,7 +10,7 @@ from typing import Protocol
 
 from supergw_proto.api import HistoryView
 from supergw_proto.reports import AgentOrders, GatewayReport, Heartbeat
-from supergw_controller.views import OperatorAction, OrdersAnswer
+from supergw_controller.views import BucketTraffic, OperatorAction, OrdersAnswer
 from supergw_proto.api import (
     BucketView,
     ClientView,
@@ -34,6 +34,10 @@ class Core(Protocol):
     async def buckets_json(self, gateway: str | None = None) -> bytes:
         """`GET /buckets`'s body: `buckets()` as JSON (only `gateway`'s buckets, if given;
         `UnknownGateway`), encoded once per change of what it shows."""
+        ...
+
+    async def bucket_traffic(self) -> list[BucketTraffic]:
+        """The buckets whose counters moved in the last poll (pps or bps > 0), by index."""
         ...
 
     async def bucket(self, bucket: int) -> BucketView: ...

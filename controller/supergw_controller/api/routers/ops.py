@@ -35,6 +35,7 @@ async def healthz(state: State) -> Health:
 
 @router.get("/metrics", response_class=Response, summary="Prometheus exposition (text format 0.0.4)")
 async def metrics(state: State) -> Response:
-    status, gateways, buckets = await asyncio.gather(state.core.status(), state.core.gateways(), state.core.buckets())
+    status, gateways, buckets = await asyncio.gather(state.core.status(), state.core.gateways(),
+                                                     state.core.bucket_traffic())
     state.metrics.update(Snapshot(status, gateways, buckets, asyncio_tasks=len(asyncio.all_tasks())))
     return Response(state.metrics.render(), media_type=CONTENT_TYPE)
