@@ -172,7 +172,7 @@ def pin_phase(run: results.Run, sizes: tuple[int, ...], gateways: int, switch: s
 METHOD = """\
 One site, the real switch and controller with the shipped defaults (controller `timing:`
 heartbeats every 100 ms, 3 missed, reports every {report_ms} ms; `learning.digest_list_size`
-256, `digest_timeout_ms` 2: the controller gathers the switch's digests into batches), N real strongSwan gateways (kernel-libipsec: real IKE and ESP to
+256, `digest_timeout_ms` 2, `digest_batching` auto: the eBPF switch batches its digests, BMv2 sends each at once and the controller gathers them), N real strongSwan gateways (kernel-libipsec: real IKE and ESP to
 a peer each) with their real agents (UDP heartbeats, reports), K = 4096 buckets, hosts
 simulated by supergw-hostsim (IPv4 and IPv6 each) on one switch port. Pair beacons are off:
 they run between two sites' gateways, and this is one site (as `make run`). Every point starts

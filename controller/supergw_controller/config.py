@@ -52,6 +52,15 @@ class PortRoleName(StrEnum):
     GATEWAY = "gateway"
 
 
+class DigestBatching(StrEnum):
+    """Who gathers learn digests into batches (`learning.digest_batching`; the rule of `auto`
+    is `southbound.digests.digest_plan`'s)."""
+
+    AUTO = "auto"
+    SWITCH = "switch"
+    CONTROLLER = "controller"
+
+
 class ElectionId(StrictModel):
     high: int = Field(default=0, ge=0, lt=2**64)
     low: int = Field(default=1, ge=0, lt=2**64)
@@ -394,6 +403,17 @@ class LearningConfig(StrictModel):
         description=(
             "the controller learns a batch of digests at the latest this long after its first host (0: only "
             "the digests already waiting): what a lone new host waits for its batch"
+        ),
+    )
+    digest_batching: DigestBatching = Field(
+        default=DigestBatching.AUTO,
+        description=(
+            "who makes the batches of digest_list_size / digest_timeout_ms: 'switch' (its DigestEntry "
+            "lists; for a switch that sends a list max_timeout_ns after its first digest, as the eBPF "
+            "switch), 'controller' (the switch sends each digest at once; for PI-based P4Runtime servers "
+            "such as BMv2's, which send a list 100-200 ms late whatever max_timeout_ns says), or 'auto': "
+            "'controller' when pipeline.device_config is given (BMv2, Tofino), 'switch' when not (the eBPF "
+            "switch, whose program is built in)"
         ),
     )
 

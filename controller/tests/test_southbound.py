@@ -76,7 +76,10 @@ def sb(tmp_path: Path) -> tuple[Southbound, RecordingSession]:
     return s, session
 
 
-# The learn digest as the controller writes it: every digest at once (it gathers lists itself).
+# The learn digest as the controller writes it with the unit config (no pipeline.device_config:
+# digest_batching auto lets the switch batch, lists of 256 sent at the latest 2 ms after the first).
+SWITCH_LISTS = ent.learn_digest(256, 2_000_000)
+# ... and with a device config (BMv2): every digest at once, the controller gathers them.
 AT_ONCE = ent.learn_digest()
 
 
@@ -159,7 +162,7 @@ def held_switch(session: RecordingSession) -> None:
         pc.TABLE_PORT_ROLES: [ent.port_role(1, pc.PortRole.HOST), ent.port_role(2, pc.PortRole.GATEWAY),
                               ent.port_role(7, pc.PortRole.HOST)],
         "P4MulticastGroupEntry": [ent.flood_group([1])],
-        "P4DigestEntry": [AT_ONCE],
+        "P4DigestEntry": [SWITCH_LISTS],
         pc.TABLE_LEARNED_SOURCES: [ent.learned("02:00:00:00:00:01", 1, 1)],
         pc.TABLE_MAC_TABLE: [ent.mac_entry("02:00:00:00:00:01", 1)],
         pc.TABLE_HOST_IPS: [ent.host_ip("10.0.0.11", "02:00:00:00:00:01")],
@@ -209,7 +212,7 @@ async def test_reconcile_of_a_switch_in_line_writes_nothing(sb: tuple[Southbound
     session.tables.update({
         pc.TABLE_PORT_ROLES: [ent.port_role(p, pc.PortRole.HOST if p < 10 else pc.PortRole.GATEWAY) for p in cfg.ports],
         "P4MulticastGroupEntry": [ent.flood_group([1, 2])],
-        "P4DigestEntry": [AT_ONCE],
+        "P4DigestEntry": [SWITCH_LISTS],
         pc.TABLE_BUCKETS: [ent.bucket(b, 11, MAC1) for b in range(16)],
         pc.TABLE_SETTINGS: [ent.settings(str(cfg.gateway_ip), cfg.vmac_base, cfg.bucket_mask, cfg.dispatch.hash)],
         pc.TABLE_ND_SETTINGS: [ent.nd_settings(None, None)],
@@ -353,16 +356,29 @@ def test_the_fast_host_encoding_refuses_what_does_not_fit(entry: Any) -> None:
         ent.HostEncoder(P4Schema(P4INFO)).encode(Op.INSERT, ent.host_update(HostWrite(Op.INSERT, entry), 1).entity)
 
 
-async def test_reconcile_sets_a_switch_left_batching_back_to_every_digest_at_once(
-        sb: tuple[Southbound, RecordingSession]) -> None:
-    """A switch a batching controller left (lists of 256, 2 ms) is reconfigured: a PI-based
-    server (BMv2) holds a lone host 100-200 ms for such a list, whatever its max_timeout_ns."""
-    s, session = sb
+@pytest.mark.parametrize(("device_config", "held", "want"), [
+    # BMv2 (a device config): a switch a batching controller left (lists of 256, 2 ms) is set
+    # back to every digest at once: a PI-based server holds a lone host 100-200 ms for such a
+    # list, whatever its max_timeout_ns
+    (True, SWITCH_LISTS, (1, 0)),
+    # the eBPF switch (no device config): one left sending at once batches again, by the same
+    # numbers the controller gathers by (learning.digest_list_size, digest_timeout_ms)
+    (False, AT_ONCE, (256, 2_000_000)),
+])  # fmt: skip
+async def test_reconcile_sets_the_digest_config_of_the_switch_it_runs(
+        tmp_path: Path, device_config: bool, held: Any, want: tuple[int, int]) -> None:
+    pipeline = {"p4info": str(P4INFO)}
+    if device_config:
+        (tmp_path / "supergw.json").write_text("{}")
+        pipeline["device_config"] = "supergw.json"
+    session = RecordingSession()
+    s = Southbound(make_config(tmp_path, pipeline=pipeline), session=session)
+    s.listen(Listener())
     held_switch(session)
-    session.tables["P4DigestEntry"] = [ent.learn_digest(256, 2_000_000)]
+    session.tables["P4DigestEntry"] = [held]
     await s.reconcile(lambda held: [], lambda held, before: dict(held))
     digests = [u for batch in session.batches for u in batch if u.entity.__class__.__name__ == "P4DigestEntry"]
-    assert [(u.op, u.entity.max_list_size, u.entity.max_timeout_ns) for u in digests] == [(Op.MODIFY, 1, 0)]
+    assert [(u.op, u.entity.max_list_size, u.entity.max_timeout_ns) for u in digests] == [(Op.MODIFY, *want)]
 
 
 def test_the_digest_queue_holds_a_cold_start_of_the_whole_table() -> None:

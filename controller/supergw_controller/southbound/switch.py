@@ -28,6 +28,7 @@ from supergw_controller.config import Config, PortRoleName
 from supergw_controller.errors import SwitchUnavailable
 from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.arbitration import ReplicaStream
+from supergw_controller.southbound.digests import DigestPlan, digest_plan
 from supergw_controller.southbound.domain import (
     HeldHosts,
     HostCapacity,
@@ -114,12 +115,19 @@ class Southbound:
         self._fenced: frozenset[str] = frozenset()  # as the switch holds it
         self._listener: SwitchListener | None = None
         self._finsy: SwitchSession | None = None
+        self._digests = digest_plan(config.learning, config.pipeline.device_config)
+        log.info("%s", self._digests.describe())
         # stream items dropped as not understood (digest items, packet-ins, idle notes), by stream
         self.stream_rejected: dict[str, int] = {}
         if session is None:
             self._finsy = SwitchSession(config, self._on_primary, self._on_role, name=name, on_backup=self._on_backup)
             session = self._finsy
         self.session: SessionLike = session
+
+    @property
+    def digests(self) -> DigestPlan:
+        """Who batches the learn digests, and with which numbers."""
+        return self._digests
 
     def listen(self, listener: SwitchListener) -> None:
         self._listener = listener
@@ -341,14 +349,9 @@ class Southbound:
         elif sorted(ent.replica_ports(groups[0])) != host_ports:
             batch.append(Update(Op.MODIFY, want_group))
 
-        # Learn digest config (IPv6 addresses only when the LAN is dual-stack): every digest at
-        # once; the controller gathers them into lists itself (`gather_lists`). A switch's own
-        # max_timeout_ns is not to be trusted for a lone host: P4Runtime servers built on PI
-        # (BMv2) sweep it at 100 ms at the least, and send after a second sweep (100-200 ms).
-        wanted = [ent.learn_digest()]
-        if cfg.gateway_ip6 is not None:
-            wanted.append(ent.learn_ip6_digest())
-        for want_digest in wanted:
+        # Learn digest config (IPv6 addresses only when the LAN is dual-stack): batched by the
+        # switch or sent at once for the controller to gather, as the digest plan says (digests.py).
+        for want_digest in self._digests.entries(ip6=cfg.gateway_ip6 is not None):
             digests = await s.read_or_none(P4DigestEntry(want_digest.digest_id))
             if not digests:
                 batch.append(Update(Op.INSERT, want_digest))
@@ -418,8 +421,8 @@ class Southbound:
 
             return handled
 
-        capacity, learning = self.host_capacity(), self._config.learning
-        per_list, wait_s = learning.digest_list_size, learning.digest_timeout_ms / 1000
+        capacity = self.host_capacity()
+        per_list, wait_s = self._digests.gather_items, self._digests.gather_wait_s
 
         def gathered(digest_id: str, capacity: int | None) -> AsyncIterator[list[Any]]:
             size = digest_queue_size(capacity)
@@ -509,7 +512,9 @@ def gather_lists(
     """The switch's digest lists, gathered: each batch holds the lists already waiting, and
     those that come within `wait_s` of its first, up to `max_items` items (hosts), so that
     hosts that appear together are learned in one write and a lone host waits `wait_s` at
-    most (the controller's `learning.digest_list_size`, `digest_timeout_ms`). A batch is made
+    most (`digests.DigestPlan`: `learning.digest_list_size`, and `digest_timeout_ms` when the
+    switch sends each digest at once, 0 when it batches them itself). Lists of any length are
+    taken whole: a batch ends with the list that fills it. A batch is made
     when its learner asks for it: while the learners are busy, lists wait. The reader of
     `stream` starts now (`create_task`), so the stream's queue opens before anything is asked.
 
