@@ -535,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
         api = ControllerClient(API_URL, tb.TOKEN)
         hb = Heartbeats(tb.GATEWAYS)
         hb.start()
-        wait_for("controller primary and connected", lambda: (s := api.status()).role == "primary" and s.connected, 30)
+        wait_for("controller primary and reconciled", lambda: api.status().reconciled, 30)
         wait_for("every bucket assigned", lambda: api.status().buckets_unassigned == 0, 20)
         say("controller is primary, all buckets assigned; starting probe traffic")
         assert testbed.controller is not None

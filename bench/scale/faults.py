@@ -204,7 +204,7 @@ def restart(site: ScaleSite, hosts: int, probe_s: float) -> RestartRun:
                 st = site.api.status()
             except ApiError as exc:
                 return False, str(exc)
-            return st.role == "primary" and st.hosts >= hosts, f"role {st.role}, {st.hosts} hosts"
+            return st.reconciled and st.hosts >= hosts, f"role {st.role} (reconciled: {st.reconciled}), {st.hosts} hosts"
 
         try:
             wait_until(adopted, probe_s - 2, f"restarted controller holding {hosts} hosts", rec, interval=0.05)

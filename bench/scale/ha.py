@@ -48,7 +48,7 @@ def leader_holding(site: ScaleSite, hosts: int, exclude: str | None = None) -> t
             st = site.site.api(name).status()
         except ApiError:
             continue
-        if st.role == "primary" and st.hosts >= hosts:
+        if st.reconciled and st.hosts >= hosts:
             return True, f"{name} primary with {st.hosts} hosts"
     return False, f"no replica primary with {hosts} hosts yet"
 

@@ -115,7 +115,7 @@ class ScaleSite:
             except ApiError as exc:
                 return False, str(exc)
             down = [g.name for g in gws if g.state != "alive" or g.tunnel_up is False]
-            ok = st.role == "primary" and st.hosts >= hosts and not down
+            ok = st.reconciled and st.hosts >= hosts and not down
             return ok, f"role {st.role}, {st.hosts} hosts, not alive: {down[:5]}"
 
         try:

@@ -5,11 +5,13 @@ the southbound write what the table says: a digest becomes `learned_sources`, `m
 and `host_ips` entries; an idle timeout deletes all of that host's entries; hosts that
 waited `learning.ip_wait_s` for an IPv4 source are learned without one (`sweep`); a
 gateway's ARP for an IP the controller knows is answered with a packet-out, and for one it
-does not know the host is asked (`_solicit`).
+does not know the host is asked (`_solicit`) and the gateway answered once the owner is
+learned (`pending_asks`); Neighbor Solicitations alike, without the asking.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -21,6 +23,7 @@ from supergw_controller.config import Config, PortRoleName
 from supergw_controller.errors import SwitchUnavailable
 from supergw_controller.learning import ARP_REQUEST, ArpPacket, HostTable, arp_probe, arp_reply, parse_arp
 from supergw_controller.ndp import neighbor_advert_frame, parse_neighbor_solicitation
+from supergw_controller.pending_asks import PendingAsks
 from supergw_controller.southbound.domain import (
     HeldHosts,
     HostCapacity,
@@ -61,6 +64,7 @@ class HostLearning:
         self._host_ports = sorted(config.ports_with_role(PortRoleName.HOST))
         self._not_hosts = {str(config.gateway_ip)}
         self._solicited: dict[str, float] = {}  # address -> when the hosts were last asked for it
+        self.pending = PendingAsks()
         self.table = HostTable(
             set(config.ports_with_role(PortRoleName.HOST)),
             str(config.gateway_ip),
@@ -77,6 +81,7 @@ class HostLearning:
         self.arp_solicits_total = 0
         self.ip6_digests_total = 0
         self.nd_misses_unknown_total = 0
+        self.asks_answered_late_total = 0  # ARP/NS answered once their address was learned
 
     async def seen(self, hosts: Sequence[HostSeen]) -> None:
         """One learn digest: learn its hosts; a failed write forgets them (the switch digests them again)."""
@@ -93,6 +98,9 @@ class HostLearning:
                 known = self.table.get(h.mac)
                 if known is not None:
                     self.table.expire(h.mac, known.port)
+            return
+        if self.pending:
+            await self._answer_pending([(h.ip, self.table.mac_of_ip(h.ip)) for h in hosts if h.ip is not None])
 
     async def idle(self, hosts: Sequence[HostIdle]) -> None:
         """`learned_sources` entries went idle: forget those hosts and delete their entries."""
@@ -121,6 +129,25 @@ class HostLearning:
                 self.table.forget_in_flight(s.mac)
                 if self.table.mac_of_ip6(s.ip6) == s.mac:
                     self.table.expire_ip6(s.ip6, s.mac)
+            return
+        if self.pending:
+            await self._answer_pending([(s.ip6, self.table.mac_of_ip6(s.ip6)) for s in seen])
+
+    async def _answer_pending(self, learned: Sequence[tuple[str, str | None]]) -> None:
+        """Answer the gateways that asked for these just-learned addresses (address, owner)
+        before the controller knew them: they need not wait for their next retry."""
+        now = self._clock()
+        for address, mac in learned:
+            if mac is None:
+                continue  # not learned after all (refused: the tables are full, or another host has it)
+            for ask in self.pending.take(address, now):
+                try:
+                    await self._switch.send_packet(ask.answer(mac), ask.port)
+                except SwitchUnavailable as exc:
+                    log.warning("answer to the gateway on port %d for %s failed (it asks again): %s", ask.port, address, exc)
+                    continue
+                self.asks_answered_late_total += 1
+                log.debug("answered the gateway on port %d for %s (%s), learned after it asked", ask.port, address, mac)
 
     async def ip6s_idle(self, idle: Sequence[Ip6Idle]) -> None:
         """`learned_ip6s` entries went idle: those addresses are forgotten."""
@@ -147,6 +174,8 @@ class HostLearning:
         mac = self.table.mac_of_ip(arp.target_ip)
         if mac is None:
             self.arp_misses_unknown_total += 1
+            if arp.target_ip not in self._not_hosts and arp.target_ip != arp.sender_ip:
+                self.pending.add(arp.target_ip, p.port, functools.partial(arp_reply, arp), self._clock())
             await self._solicit(arp, p.port)
             return
         await self._switch.send_packet(arp_reply(arp, mac), p.port)
@@ -184,7 +213,8 @@ class HostLearning:
         mac = self.table.mac_of_ip6(str(ns.target))
         if mac is None:
             self.nd_misses_unknown_total += 1
-            log.debug("gateway on port %d solicits unknown %s: ignored", p.port, ns.target)
+            self.pending.add(str(ns.target), p.port, functools.partial(neighbor_advert_frame, ns), self._clock())
+            log.debug("gateway on port %d solicits unknown %s: answered if it is learned soon", p.port, ns.target)
             return
         await self._switch.send_packet(neighbor_advert_frame(ns, mac), p.port)
         log.debug("answered NS for %s (%s) to port %d", ns.target, mac, p.port)

@@ -157,6 +157,10 @@ def _status_families(s: StatusView) -> Iterator[Metric]:
     gauges: dict[str, tuple[str, float]] = {
         "supergw_switch_connected": ("1 if the P4Runtime channel is up", 1.0 if s.connected else 0.0),
         "supergw_controller_primary": ("1 if this controller is the primary", 1.0 if s.role == "primary" else 0.0),
+        "supergw_switch_reconciled": (
+            "1 if primary and the switch holds this controller's tables (reconciled after the connect)",
+            1.0 if s.reconciled else 0.0,
+        ),
         "supergw_imbalance_ratio": ("max/mean weight-normalised gateway load", s.imbalance),
         "supergw_gateways_alive": ("alive gateways", float(s.gateways_alive)),
         "supergw_gateways_total": ("configured gateways", float(s.gateways_total)),

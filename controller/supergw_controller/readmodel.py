@@ -81,6 +81,7 @@ class ReadModel:
         return StatusView(
             role=sw.role.value,
             connected=sw.role is not Role.DISCONNECTED,
+            reconciled=sw.role is Role.PRIMARY and self._placement.ready.is_set(),
             switch_address=cfg.switch.address,
             device_id=cfg.switch.device_id,
             election_id=self._election_id(),

@@ -18,7 +18,8 @@ from supergw_proto import p4constants as pc
 from supergw_controller.config import ConfigError, PortRoleName
 from supergw_controller.compose import ControllerCore
 from supergw_controller.errors import SwitchUnavailable
-from supergw_controller.learning import ARP_REQUEST, HostTable, arp_probe, parse_arp
+from supergw_controller.learning import ARP_REPLY, ARP_REQUEST, HostTable, arp_probe, parse_arp
+from supergw_controller.pending_asks import PendingAsks
 from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.domain import LearnedSource, Op
 
@@ -283,3 +284,57 @@ def arp_request(sender_mac: str, sender_ip: str, target_ip: str) -> bytes:
     arp = struct.pack("!HHBBH", 1, 0x0800, 6, 4, ARP_REQUEST) + mac + bytes(map(int, sender_ip.split(".")))
     arp += bytes(6) + bytes(map(int, target_ip.split(".")))
     return eth + arp + bytes(18)
+
+
+async def test_a_gateway_asking_for_a_host_being_learned_is_answered_at_its_learning(
+        disp: tuple[ControllerCore, RecordingSession], clock: Clock) -> None:
+    """A new host's first frame and the gateway's ARP for it (the reply to that first frame)
+    reach the controller together, the ARP first: it is answered as soon as the host is
+    learned, not at the gateway's next retry a second later."""
+    d, s = disp
+    await d.switch.on_packet_in(Pkt("10.0.0.11"))
+    before = len(s.sent)
+    await d.switch.on_digest(digest(MAC, 1, "10.0.0.11"))
+    [reply] = [m for m in s.sent[before:] if isinstance(m, P4PacketOut)]
+    arp = parse_arp(reply.payload)
+    assert reply.metadata[pc.CTRL_HDR_PACKET_OUT_EGRESS_PORT] == 11
+    assert arp is not None and (arp.op, arp.sender_ip, arp.sender_mac, arp.target_mac) == (
+        ARP_REPLY, "10.0.0.11", MAC, GW_MAC)
+    assert d.hosts_learning.asks_answered_late_total == 1
+    # answered once: the host's next digest (it moved ports) answers nobody
+    before = len(s.sent)
+    await d.switch.on_digest(digest(MAC, 2, "10.0.0.11"))
+    assert not [m for m in s.sent[before:] if isinstance(m, P4PacketOut)]
+    # an ask older than the gateway's own retries (it gave up) is not answered
+    await d.switch.on_packet_in(Pkt("10.0.0.12"))
+    clock.t += 10
+    before = len(s.sent)
+    await d.switch.on_digest(digest("02:00:00:00:00:12", 1, "10.0.0.12"))
+    assert not [m for m in s.sent[before:] if isinstance(m, P4PacketOut)]
+
+
+async def test_an_ask_is_not_answered_when_the_learning_write_fails(
+        disp: tuple[ControllerCore, RecordingSession]) -> None:
+    d, s = disp
+    await d.switch.on_packet_in(Pkt("10.0.0.11"))
+    before = len(s.sent)
+    s.fail = True
+    await d.switch.on_digest(digest(MAC, 1, "10.0.0.11"))
+    s.fail = False
+    assert not [m for m in s.sent[before:] if isinstance(m, P4PacketOut)]
+    assert d.hosts_learning.asks_answered_late_total == 0
+
+
+def test_pending_asks_are_bounded_and_expire() -> None:
+    asks = PendingAsks(keep_s=3.0, limit=2)
+    asks.add("10.0.0.1", 11, lambda mac: mac.encode(), now=0.0)
+    asks.add("10.0.0.1", 11, lambda mac: b"latest", now=0.5)  # the same gateway again: replaced
+    asks.add("10.0.0.2", 12, lambda mac: mac.encode(), now=1.0)
+    asks.add("10.0.0.3", 11, lambda mac: mac.encode(), now=2.0)  # full: dropped
+    assert (len(asks), asks.dropped_total) == (2, 1)
+    [a] = asks.take("10.0.0.1", now=2.0)
+    assert (a.port, a.answer("m")) == (11, b"latest") and asks.take("10.0.0.1", now=2.0) == []
+    asks.add("10.0.0.3", 11, lambda mac: mac.encode(), now=5.0)
+    asks.add("10.0.0.4", 11, lambda mac: mac.encode(), now=5.0)  # full, but 10.0.0.2 expired at 4.0: room
+    assert (len(asks), asks.dropped_total) == (2, 1) and asks.take("10.0.0.2", now=5.0) == []
+    assert len(asks.take("10.0.0.4", now=5.0)) == 1

@@ -236,3 +236,19 @@ def test_dad_solicitation_is_answered_to_all_nodes(tmp_path: Path) -> None:
         assert na[IPv6].dst == "ff02::1" and na[Ether].dst == "33:33:00:00:00:01" and na[ICMPv6ND_NA].S == 0
 
     asyncio.run(body())
+
+
+def test_a_solicitation_for_an_address_being_learned_is_answered_at_its_learning(tmp_path: Path) -> None:
+    """The gateway's NS for a host's new address reached the controller before the address's
+    learn digest: it is answered when the address is learned (not at the gateway's retry)."""
+    async def body() -> None:
+        core, session = await running_core(make_config(tmp_path, gateway_ip6=IP6), Clock())
+        await core.packet_in(PacketIn(pc.PuntReason.GATEWAY_ND_MISS, 11, _gateway_ns(GUA)))
+        assert not [m for m in session.sent if isinstance(m, P4PacketOut)]
+        await core.ip6s_seen([Ip6Seen(MAC, 1, GUA)])
+        [out] = [m for m in session.sent if isinstance(m, P4PacketOut)]
+        na = Ether(out.payload)
+        assert out.metadata[pc.CTRL_HDR_PACKET_OUT_EGRESS_PORT] == 11
+        assert (na[ICMPv6ND_NA].tgt, na[ICMPv6NDOptDstLLAddr].lladdr, na[Ether].dst) == (GUA, MAC, "52:54:00:00:01:01")
+
+    asyncio.run(body())

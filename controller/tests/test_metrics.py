@@ -63,6 +63,7 @@ def test_exposition_has_every_family() -> None:
     assert s[("supergw_gateway_arp_misses_unknown_total", ())] == 6.0
     assert s[("supergw_imbalance_ratio", ())] == 1.25
     assert s[("supergw_controller_primary", ())] == 1.0
+    assert s[("supergw_switch_reconciled", ())] == 0.0, "primary, but status() here does not say reconciled"
 
 
 def test_registries_are_per_instance() -> None:

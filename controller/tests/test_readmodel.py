@@ -32,7 +32,7 @@ async def test_views_read_every_part(tmp_path: Path) -> None:
     clock.t += 2.5
 
     st = await core.status()
-    assert (st.role, st.connected, st.uptime_s) == ("primary", True, 2.5)
+    assert (st.role, st.connected, st.reconciled, st.uptime_s) == ("primary", True, True, 2.5)
     assert (st.hosts, st.digests_total, st.heartbeats_total, st.reports_total) == (1, 1, 1, 0)
     assert st.heartbeats_rejected == {"malformed": 1}
     assert st.moves_total["pin"] == 1 and st.buckets_unassigned == 0 and st.gateways_alive == 3
@@ -48,9 +48,12 @@ async def test_views_read_every_part(tmp_path: Path) -> None:
     b = bucket_of(mac, 16)
     assert (h.mac, h.port, h.ip, h.bucket, h.gateway, h.learned) == (mac, 2, "10.0.0.7", b, core.placement.assignment[b], True)
 
+    core.placement.pause()  # a reconnect: primary again, the switch's tables not yet reconciled
+    st = await core.status()
+    assert (st.role, st.reconciled) == ("primary", False), "primary alone does not mean the switch forwards yet"
     sess.role = Role.BACKUP
     st = await core.status()
-    assert (st.role, st.connected) == ("backup", True)
+    assert (st.role, st.connected, st.reconciled) == ("backup", True, False)
     sess.role = Role.DISCONNECTED
     assert (await core.status()).connected is False
 

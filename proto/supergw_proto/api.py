@@ -158,6 +158,9 @@ class RebalanceView(_View):
 class StatusView(_View):
     role: str  # "primary" | "backup" | "disconnected"
     connected: bool
+    # primary and the switch holds this controller's state (its tables were reconciled after
+    # the connect): only then do hosts reach their gateways and moves take effect
+    reconciled: bool = False
     switch_address: str
     device_id: int
     election_id: str  # "high:low"

@@ -235,7 +235,7 @@ def _primary(site: Site) -> bool:
         st = site.api().status()
     except ApiError:
         return False
-    return st.connected and st.role == "primary" and st.buckets_unassigned == 0
+    return st.connected and st.reconciled and st.buckets_unassigned == 0
 
 
 def _forgotten(site: Site, ip: str) -> bool:

@@ -113,17 +113,19 @@ class Controller:
             stop_process(self.proc, sig)
 
     def role(self) -> str:
+        """/status's role; "primary" only once the switch's tables are reconciled (a primary
+        still writing them says "reconciling": hosts do not reach their gateways yet)."""
         try:
-            return self.client.status().role
+            st = self.client.status()
         except ApiError:
             return "unreachable"
+        return "reconciling" if st.role == "primary" and not st.reconciled else st.role
 
     def wait_role(self, role: str, timeout: float) -> float:
-        """Seconds until /status reports `role`."""
+        """Seconds until `role()` says `role`."""
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout:
             if self.role() == role:
-                # "primary" in /status means reconciled and writing (see Dispatcher).
                 return time.monotonic() - t0
             time.sleep(0.05)
         raise TimeoutError(f"{self.name} not {role} after {timeout}s; log tail:\n{self.log_tail()}")

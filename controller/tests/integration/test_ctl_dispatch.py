@@ -201,7 +201,7 @@ def test_port_down_fails_the_gateway_over(setup: Setup, ctl: Controller, side: s
 def test_metrics_and_dashboard_are_served_by_the_same_process(ctl: Controller) -> None:
     text = ctl.client.metrics()
     assert 'supergw_bucket_moves_total{reason="failover"}' in text, text[:2000]
-    assert "supergw_controller_primary 1.0" in text
+    assert "supergw_controller_primary 1.0" in text and "supergw_switch_reconciled 1.0" in text
     assert ctl.client.request("GET", "/dashboard/").status_code == 200
 
 

@@ -54,7 +54,8 @@ def counts(by: dict[str, int]) -> str:
 
 def status(s: StatusView) -> str:
     return pairs([
-        ("role", f"{s.role} ({'connected to' if s.connected else 'NOT connected to'} switch {s.switch_address}, "
+        ("role", f"{s.role}{' (reconciling the switch)' if s.role == 'primary' and not s.reconciled else ''} "
+                 f"({'connected to' if s.connected else 'NOT connected to'} switch {s.switch_address}, "
                  f"device {s.device_id}, election id {s.election_id})"),
         ("gateways", f"{s.gateways_alive} of {s.gateways_total} alive"),
         ("buckets", f"{s.buckets} ({s.buckets_unassigned} unassigned)"),
