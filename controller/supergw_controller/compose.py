@@ -64,6 +64,7 @@ from supergw_controller.router_adverts import RouterAdvertiser, build_advertiser
 from supergw_controller.southbound.domain import HostIdle, HostSeen, Ip6Idle, Ip6Seen, PacketIn
 from supergw_controller.southbound.session import Role
 from supergw_controller.southbound.switch import SessionLike, Southbound
+from supergw_controller.mirror_pace import MirrorPace
 from supergw_controller.stale_watch import StaleEpisode, StaleWatch
 from supergw_controller.stores import build_intent_store, etcd_tls
 from supergw_controller.takeover import Takeover
@@ -311,13 +312,19 @@ class ControllerCore:
         self.advertiser.solicited(rs, packet.port)
 
     async def _mirror(self) -> None:
+        poll_s = self.config.timing.counter_poll_interval_ms / 1000.0
+        hosts = MirrorPace(poll_s)
         while True:
             try:
                 await self.switch.refresh_buckets()
-                self.hosts_learning.mirror(await self.switch.read_hosts())
+                if hosts.due(started := time.monotonic()):
+                    try:
+                        self.hosts_learning.mirror(await self.switch.read_hosts())
+                    finally:
+                        hosts.done(started, time.monotonic())
             except SwitchUnavailable as exc:
                 log.debug("backup mirror read failed: %s", exc)
-            await asyncio.sleep(self.config.timing.counter_poll_interval_ms / 1000.0)
+            await asyncio.sleep(poll_s)
 
     async def _periodic(self) -> None:
         """The primary's clock: the IP-wait sweep and the counter poll every poll interval,
