@@ -166,6 +166,10 @@ def test_buckets_all_and_one(served: Served) -> None:
     assert table["5"][1] == "02:5e:00:00:00:05" and table["5"][2] == "g3"  # ROUND_ROBIN: 5 % 3 -> g3
     assert ctl(served, "buckets", "--json").json() == served.api("/buckets")
     assert ctl(served, "buckets", "5", "--json").json() == served.api("/buckets/5")
+    g3 = ctl(served, "buckets", "--gateway", "g3")
+    assert g3.code == EXIT_OK and [int(b) for b in rows(g3.out)] == [b for b in range(16) if b % 3 == 2]
+    unknown = ctl(served, "buckets", "--gateway", "g9")
+    assert unknown.code != EXIT_OK and "g9" in unknown.err
 
 
 def test_hosts(served: Served) -> None:

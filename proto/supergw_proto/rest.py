@@ -199,8 +199,9 @@ class ControllerClient:
 
     # -- buckets -----------------------------------------------------------------------
 
-    def buckets(self) -> list[BucketView]:
-        return self._model(_BUCKETS, "GET", "/buckets")
+    def buckets(self, gateway: str | None = None) -> list[BucketView]:
+        """All K buckets, or only those `gateway` holds (filtered by the controller)."""
+        return self._model(_BUCKETS, "GET", "/buckets", params=None if gateway is None else {"gateway": gateway})
 
     def bucket(self, bucket: int) -> BucketView:
         return self._model(_BUCKET, "GET", f"/buckets/{bucket}")

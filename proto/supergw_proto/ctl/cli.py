@@ -133,6 +133,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("name", nargs="?", metavar="NAME", help="one gateway")
     c = add("buckets", commands.buckets, "the bucket map, or one bucket (GET /buckets[/B])")
     c.add_argument("bucket", nargs="?", type=bucket_index, metavar="B", help="one bucket")
+    c.add_argument("--gateway", metavar="NAME", help="only the buckets this gateway holds (GET /buckets?gateway=)")
     c = add("hosts", commands.hosts, "learned hosts with their bucket and gateway, one page by MAC, filtered "
                                      "(GET /hosts)")
     c.add_argument("--gateway", metavar="NAME", help="only hosts whose bucket this gateway holds")

@@ -49,7 +49,7 @@ def buckets(api: ControllerClient, args: argparse.Namespace) -> Shown:
     if args.bucket is not None:
         b = api.bucket(args.bucket)
         return Shown(as_json(b), render.buckets([b]))
-    bs = api.buckets()
+    bs = api.buckets(args.gateway)
     return Shown(as_json(bs), render.buckets(bs))
 
 
