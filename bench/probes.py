@@ -1,6 +1,7 @@
 """What the failover-type benchmarks (bench/failover, its two-site variant, bench/ha) share:
 the 10 ms ping probe and how its output is read (through bench/gaps.py, the one gap analysis),
-the failures they inject into a gateway and how they undo them, and the soaks' background load."""
+the failures they inject into a gateway and how they undo them, the soaks' background load and
+their verdict (every failover in a soak is spurious, and fails the run)."""
 
 from __future__ import annotations
 
@@ -89,6 +90,15 @@ def restore(site: Site, kind: str, gateway: str, pids: list[int]) -> None:
         site.signal_gateway(pids, signal.SIGCONT)
     else:
         site.restart_gateway(gateway)
+
+
+def spurious_failovers(controller: list[str], switch: list[str]) -> list[dict[str, object]]:
+    """A soak's failovers as failed-trial rows (bench/report.py `failures`): nobody fails a
+    gateway during a soak, so each failover is spurious. `controller`, `switch`: why each was
+    made (its event's detail), the controllers' ('gateway dead') and the switches' own
+    ('gateway stale')."""
+    whose = [("the controller's", why) for why in controller] + [("the switch's own", why) for why in switch]
+    return [{"kind": "soak", "problem": f"spurious failover, {who}: {why}"} for who, why in whose]
 
 
 def busy_pings(flows: list[tuple[str, str]], seconds: float) -> None:

@@ -97,3 +97,70 @@ def test_two_site_fails_the_flow_that_never_comes_back_and_measure_refuses_to_re
         two_site.measure(1)
     trials.pop(0)
     assert two_site.measure(1)["failover_kill_ms"] == pytest.approx(310.0)
+
+
+CLEAN_SOAK: dict[str, Any] = {"failovers": 0, "dead_events": 0, "dead_detail": [], "heartbeats_rejected": {},
+                              "stale_events": 0, "stale_detail": [], "liveness_gaps": {}}
+SPURIOUS_SOAK = CLEAN_SOAK | {
+    "failovers": 2, "dead_events": 1, "dead_detail": ["gw1: 3 heartbeats missed"],
+    "stale_events": 1, "stale_detail": ["gw3: the switch sent 12 frames of its buckets to gw1 (no liveness frame "
+                                        "for 60 ms)"]}
+
+
+class RecoveringOneSite(FakeOneSite):
+    """Every trial's probe recovers; the soak is `SOAK`."""
+
+    SOAK = CLEAN_SOAK
+
+    def trial(self, kind: str, round_: int, unrecoverable: bool = False) -> one_site.Trial:
+        return one_site.trial_of(kind, round_, "gw2", flow(FAILED_OVER), 280.0, 1.7)
+
+    def soak(self, seconds: float) -> dict[str, Any]:
+        return self.SOAK | {"seconds": seconds}
+
+
+@pytest.mark.parametrize(("soak", "exit_code"), [(CLEAN_SOAK, 0), (SPURIOUS_SOAK, 1)], ids=["clean", "spurious"])
+def test_one_site_fails_a_soak_with_a_spurious_failover_and_says_why(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, soak: dict[str, Any], exit_code: int) -> None:
+    monkeypatch.setattr("bench.report.RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(one_site, "OneSite", type("Soaked", (RecoveringOneSite,), {"SOAK": soak}))
+    monkeypatch.setattr(one_site, "Emulation", FakeEmulation)
+    monkeypatch.setattr(one_site, "running_or_booted", fake_running)
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    assert one_site.main(["--quick"]) == exit_code
+    doc = json.loads((tmp_path / "failover.json").read_text())
+    details = doc["metric_details"]
+    clean = soak is CLEAN_SOAK
+    for key in ("spurious_failovers_soak", "spurious_dataplane_failovers_soak"):
+        assert details[key]["goal"] == 0 and details[key]["met"] is clean
+    if clean:
+        assert doc["failures"] == []
+        return
+    assert [f["problem"] for f in doc["failures"]] == [
+        "spurious failover, the controller's: gw1: 3 heartbeats missed",
+        "spurious failover, the controller's: 1 counted by /api/v1/status without a 'gateway dead' event in the soak",
+        "spurious failover, the switch's own: gw3: the switch sent 12 frames of its buckets to gw1 (no liveness "
+        "frame for 60 ms)"]
+    md = (tmp_path / "failover.md").read_text()
+    assert "**3 failed**" in md and "gw1: 3 heartbeats missed" in md and "gw3: the switch sent 12 frames" in md
+
+
+@pytest.mark.parametrize("spurious", [False, True])
+def test_two_site_fails_a_soak_with_a_spurious_failover_and_says_why(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, spurious: bool) -> None:
+    soak: dict[str, Any] = {"seconds": 10.0, "dead_events": 0, "stale_events": 0, "stale_detail": [],
+                            "partner_down_events": 0, "detail": []}
+    if spurious:
+        soak |= {"dead_events": 1, "partner_down_events": 1, "detail": ["sgw-b: bgw2: partner down (3 beacons missed)"]}
+    trials = [_two_site_trial("kill", FAILED_OVER, FAILED_OVER)]
+    monkeypatch.setattr("bench.report.RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(two_site, "run_trials", lambda *a, **k: (trials, soak))
+    assert two_site.main(["--quick"]) == (1 if spurious else 0)
+    doc = json.loads((tmp_path / "failover-two-site.json").read_text())
+    for key in ("spurious_failovers_soak_two_site", "spurious_dataplane_failovers_soak_two_site"):
+        assert doc["metric_details"][key]["goal"] == 0
+    assert doc["metric_details"]["spurious_failovers_soak_two_site"]["met"] is not spurious
+    assert doc["metric_details"]["spurious_dataplane_failovers_soak_two_site"]["met"] is True
+    assert doc["failures"] == ([{"kind": "soak", "problem": "spurious failover, the controller's: sgw-b: bgw2: "
+                                                            "partner down (3 beacons missed)"}] if spurious else [])
+    assert ("partner down (3 beacons missed)" in (tmp_path / "failover-two-site.md").read_text()) is spurious
