@@ -82,6 +82,29 @@ def inject(site: Site, kind: str, gateway: str, pids: list[int]) -> None:
     site.signal_gateway(pids, signal.SIGSTOP if kind == "freeze" else signal.SIGKILL)
 
 
+def fail_under_probe(site: Site, kind: str, gateway: str, pids: list[int], netns: str, dst: str, flow: str,
+                     timeout_s: float) -> tuple[FlowGap, float]:
+    """Fail `gateway` of `site` (`inject` `kind`; `pids`: its charon and agent) under a 10 ms probe
+    from `netns` to `dst`, first checked to enter that gateway (MIN_PROBE_FRAMES in 1 s, or
+    BenchError). Returns the probe named `flow` as bench/gaps.py reads it against GOAL_MS, and the
+    wall-clock instant of the failure. The failure stays: the caller reads what it needs, then
+    calls `restore`."""
+    probe = ping_probe(netns, dst)
+    try:
+        (entered,) = frames_entering([(site, gateway)])
+        if entered < MIN_PROBE_FRAMES:
+            raise BenchError(f"the probe {flow} does not enter {gateway}, the gateway the controller says serves it "
+                             f"({entered} frames in 1 s)")
+        t_fault = time.time()
+        inject(site, kind, gateway, pids)
+        out, _ = probe.communicate(timeout=timeout_s)
+    finally:
+        if probe.poll() is None:
+            probe.kill()
+            probe.wait()
+    return read_probe(flow, out, t_fault, GOAL_MS / 1000), t_fault
+
+
 def restore(site: Site, kind: str, gateway: str, pids: list[int]) -> None:
     """Undo `inject`: link up; SIGCONT; or `supergw-gateway up` and a new agent after a kill."""
     if kind == "link":

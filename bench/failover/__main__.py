@@ -45,8 +45,7 @@ from typing import Any
 
 from bench.failover.load import liveness_gaps, saturated
 from bench.gaps import FlowGap
-from bench.probes import (GOAL_MS, KINDS, MIN_PROBE_FRAMES, BenchError, busy_pings, frames_entering, inject, ping_probe,
-                          read_probe, restore, spurious_failovers)
+from bench.probes import GOAL_MS, KINDS, BenchError, busy_pings, fail_under_probe, restore, spurious_failovers
 from bench.report import Metric, Series, write_report
 from supergw_proto.reports import DEFAULT_LAN_LIVENESS_INTERVAL_MS, DEFAULT_LAN_LIVENESS_TIMEOUT_MS
 from topologies.configs import HEARTBEAT_MS, MISSED_HEARTBEATS
@@ -126,20 +125,8 @@ class OneSite:
         self.wait_healthy()
         host, victim, remote, rip = self.pick(round_, unrecoverable)
         pids = self.site.gateway_pids(victim)
-        probe = ping_probe(self.topo.ns(host), rip)
-        try:
-            (entered,) = frames_entering([(self.site, victim)])
-            if entered < MIN_PROBE_FRAMES:
-                raise BenchError(f"{host}'s probe does not enter {victim}, the gateway the controller says serves it "
-                                 f"({entered} frames in 1 s)")
-            t_inject = time.time()
-            inject(self.site, kind, victim, pids)
-            out, _ = probe.communicate(timeout=15)
-        finally:
-            if probe.poll() is None:
-                probe.kill()
-                probe.wait()
-        flow = read_probe(f"{host} -> {remote}", out, t_inject, GOAL_MS / 1000)
+        flow, t_inject = fail_under_probe(self.site, kind, victim, pids, self.topo.ns(host), rip, f"{host} -> {remote}",
+                                          timeout_s=15)
         dead_ts = self.dead_event_ts(victim, t_inject)
         t_restore = time.monotonic()
         restore(self.site, kind, victim, pids)
