@@ -266,8 +266,8 @@ def write(trials: list[Trial], soak: dict[str, Any], args: argparse.Namespace,
     metrics["refill_max_s"] = Metric(max(refills) if refills else None, "s", note="worst recovery")
     metrics["spurious_failovers_soak"] = Metric(
         soak["failovers"], "failovers", goal=0, higher_is_better=False,
-        note=f"the controller's, {soak['seconds']:.0f} s at full load ({SOAK_LOAD}); each listed with why under "
-             "the failed trials")
+        note=f"the controller's, {soak['seconds']:.0f} s at full load ({SOAK_LOAD}); {soak['dead_events']} "
+             "'gateway dead' events; each listed with why under the failed trials")
     metrics["spurious_dataplane_failovers_soak"] = Metric(
         soak["stale_events"], "failovers", goal=0, higher_is_better=False,
         note="the switch's own (gateway/stale events: a gateway's buckets sent to its backup), same soak; each "
