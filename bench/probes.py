@@ -1,6 +1,7 @@
 """What the failover-type benchmarks (bench/failover, its two-site variant, bench/ha) share:
 the 10 ms ping probe and how its output is read (through bench/gaps.py, the one gap analysis),
-the failures they inject into a gateway and how they undo them, and the soaks' background load."""
+the failures they inject into a gateway and how they undo them, the soaks' background load and
+their verdict (every failover in a soak is spurious, and fails the run)."""
 
 from __future__ import annotations
 
@@ -81,6 +82,29 @@ def inject(site: Site, kind: str, gateway: str, pids: list[int]) -> None:
     site.signal_gateway(pids, signal.SIGSTOP if kind == "freeze" else signal.SIGKILL)
 
 
+def fail_under_probe(site: Site, kind: str, gateway: str, pids: list[int], netns: str, dst: str, flow: str,
+                     timeout_s: float) -> tuple[FlowGap, float]:
+    """Fail `gateway` of `site` (`inject` `kind`; `pids`: its charon and agent) under a 10 ms probe
+    from `netns` to `dst`, first checked to enter that gateway (MIN_PROBE_FRAMES in 1 s, or
+    BenchError). Returns the probe named `flow` as bench/gaps.py reads it against GOAL_MS, and the
+    wall-clock instant of the failure. The failure stays: the caller reads what it needs, then
+    calls `restore`."""
+    probe = ping_probe(netns, dst)
+    try:
+        (entered,) = frames_entering([(site, gateway)])
+        if entered < MIN_PROBE_FRAMES:
+            raise BenchError(f"the probe {flow} does not enter {gateway}, the gateway the controller says serves it "
+                             f"({entered} frames in 1 s)")
+        t_fault = time.time()
+        inject(site, kind, gateway, pids)
+        out, _ = probe.communicate(timeout=timeout_s)
+    finally:
+        if probe.poll() is None:
+            probe.kill()
+            probe.wait()
+    return read_probe(flow, out, t_fault, GOAL_MS / 1000), t_fault
+
+
 def restore(site: Site, kind: str, gateway: str, pids: list[int]) -> None:
     """Undo `inject`: link up; SIGCONT; or `supergw-gateway up` and a new agent after a kill."""
     if kind == "link":
@@ -89,6 +113,15 @@ def restore(site: Site, kind: str, gateway: str, pids: list[int]) -> None:
         site.signal_gateway(pids, signal.SIGCONT)
     else:
         site.restart_gateway(gateway)
+
+
+def spurious_failovers(controller: list[str], switch: list[str]) -> list[dict[str, object]]:
+    """A soak's failovers as failed-trial rows (bench/report.py `failures`): nobody fails a
+    gateway during a soak, so each failover is spurious. `controller`, `switch`: why each was
+    made (its event's detail), the controllers' ('gateway dead') and the switches' own
+    ('gateway stale')."""
+    whose = [("the controller's", why) for why in controller] + [("the switch's own", why) for why in switch]
+    return [{"kind": "soak", "problem": f"spurious failover, {who}: {why}"} for who, why in whose]
 
 
 def busy_pings(flows: list[tuple[str, str]], seconds: float) -> None:

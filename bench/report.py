@@ -12,7 +12,8 @@ One call writes three files for a benchmark ``name`` into ``bench/results/``:
   otherwise one bar per metric with a goal as its ratio to the goal.
 
 Ratio convention: ``ratio >= 1`` always means "goal met". For a metric where
-higher is better it is ``value / goal``; where lower is better, ``goal / value``.
+higher is better it is ``value / goal``; where lower is better, ``goal / value`` (a goal
+of 0, a count that must stay 0: ratio 0 for any count above it, infinite at 0).
 
 Usage::
 
@@ -195,8 +196,12 @@ def _as_metric(key: str, value: object) -> Metric:
         raise ReportError(f"metric {key!r}: expected a number, None or Metric, got {value!r}")
     if metric.value is not None and not math.isfinite(metric.value):
         raise ReportError(f"metric {key!r}: value {metric.value!r} is not finite")
-    if metric.goal is not None and (not math.isfinite(metric.goal) or metric.goal <= 0):
-        raise ReportError(f"metric {key!r}: goal {metric.goal!r} must be a positive number")
+    # A goal of 0 is a count that must stay 0 (spurious failovers, frames lost): met only at 0,
+    # its ratio goal/value 0 otherwise and infinite at 0. Higher-is-better has no such reading.
+    if metric.goal is not None and (not math.isfinite(metric.goal) or metric.goal < 0
+                                    or (metric.goal == 0 and metric.higher_is_better)):
+        raise ReportError(f"metric {key!r}: goal {metric.goal!r} must be a positive number "
+                          "(or 0 where lower is better: a count that must stay 0)")
     return metric
 
 

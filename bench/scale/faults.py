@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.gaps import FlowGap
-from bench.probes import GOAL_MS, MIN_PROBE_FRAMES, BenchError, frames_entering, ping_probe, read_probe
+from bench.probes import GOAL_MS, BenchError, fail_under_probe, ping_probe, read_probe
 from bench.scale.site import ScaleSite
 from supergw_proto.api import HostQuery
 from supergw_proto.rest import ApiError
@@ -91,20 +91,8 @@ def failover(site: ScaleSite) -> FailoverRun:
     ns, dst, victim = probe_pair(site)
     held = site.api.gateway(victim).buckets
     pids = site.site.gateway_pids(victim)
-    probe = ping_probe(ns, dst)
-    try:
-        (entered,) = frames_entering([(site.site, victim)])
-        if entered < MIN_PROBE_FRAMES:
-            raise BenchError(f"the probe does not enter {victim}, the gateway the controller says serves it "
-                             f"({entered} frames in 1 s)")
-        t_freeze = time.time()
-        site.site.signal_gateway(pids, signal.SIGSTOP)
-        out, _ = probe.communicate(timeout=60)
-    finally:
-        if probe.poll() is None:
-            probe.kill()
-            probe.wait()
-    flow = read_probe(f"{site.topo.hosts[0].name} -> {dst} through {victim}", out, t_freeze, GOAL_MS / 1000)
+    flow, t_freeze = fail_under_probe(site.site, "freeze", victim, pids, ns, dst,
+                                      f"{site.topo.hosts[0].name} -> {dst} through {victim}", timeout_s=60)
     dead, moves, moved = _failover_markers(site, victim, t_freeze)
     t_thaw = time.monotonic()
     site.site.signal_gateway(pids, signal.SIGCONT)

@@ -64,6 +64,18 @@ def test_zero_latency_is_infinite_ratio(tmp_path: Path) -> None:
     assert json.loads(paths.json.read_text())["metric_details"]["lat"]["ratio"] == "inf"
 
 
+def test_a_count_with_goal_zero_is_met_only_at_zero(tmp_path: Path) -> None:
+    paths = write_report("zero-goal", {"spurious": Metric(1.0, "failovers", goal=0.0, higher_is_better=False),
+                                       "clean": Metric(0.0, "failovers", goal=0.0, higher_is_better=False)},
+                         results_dir=tmp_path)
+    details = json.loads(paths.json.read_text())["metric_details"]
+    assert (details["spurious"]["met"], details["spurious"]["ratio"]) == (False, 0.0)
+    assert (details["clean"]["met"], details["clean"]["ratio"]) == (True, "inf")
+    md = paths.markdown.read_text()
+    assert "| `spurious` | 1 | failovers | ≤ 0 | 0 | no |" in md
+    assert "| `clean` | 0 | failovers | ≤ 0 | ∞ | yes |" in md
+
+
 @pytest.mark.parametrize(
     ("name", "metrics", "series", "message"),
     [
@@ -74,6 +86,7 @@ def test_zero_latency_is_infinite_ratio(tmp_path: Path) -> None:
         ("ok", {"a": True}, [], "expected a number"),
         ("ok", {"a": float("nan")}, [], "not finite"),
         ("ok", {"a": Metric(1.0, goal=0.0)}, [], "positive"),
+        ("ok", {"a": Metric(1.0, goal=-1.0, higher_is_better=False)}, [], "positive"),
         ("ok", {"a": 1}, [Series("s", [1, 2], [1])], "2 x values but 1 y values"),
     ],
 )
