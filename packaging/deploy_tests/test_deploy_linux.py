@@ -303,6 +303,42 @@ def test_drain_upgrade_undrain_without_loss(site: Site) -> None:
     assert r.sent > 100 and r.lost == 0, f"ping h1 -> {rhost}: {r.sent} sent, {r.received} received"
 
 
+def test_a_gateway_whose_tunnel_cannot_come_up_still_reports(site: Site) -> None:
+    """Guide: "Units" — a gateway restarted while its peer is down: `up` fails and retries,
+    its agent runs beside it all along (the controller sees it alive, tunnel down, no
+    buckets), and it serves again once the peer is back. (The same holds for a gateway fenced
+    after a takeover, whose agent's report lifts the fence its tunnel waits behind.)"""
+    gw, peer = GATEWAYS[0], PEERS[GATEWAYS[0]]
+    m, unit = site.machines[gw], f"supergw-gateway@{gw}.service"
+
+    def restarts() -> int:
+        return int(m.run(["systemctl", "show", "-p", "NRestarts", "--value", unit]).stdout.strip() or 0)
+
+    site.machines[peer].run(["systemctl", "stop", f"supergw-gateway@{peer}.service"])
+    try:
+        before = restarts()
+        m.run(["systemctl", "restart", "--no-block", unit])
+
+        def reporting_without_tunnel() -> str | None:
+            if restarts() == before:
+                return "`up` has not failed yet (it waits for the tunnel)"
+            if (why := site.unit_active(gw, f"supergw-gateway-agent@{gw}.service")) is not None:
+                return why
+            g = site.gateways()[gw]
+            if g["heartbeat_age_s"] is None or g["heartbeat_age_s"] > 1.0 or g["tunnel_up"] is not False or g["buckets"]:
+                return f"heartbeat age {g['heartbeat_age_s']}, tunnel_up {g['tunnel_up']}, buckets {g['buckets']}"
+            return None
+
+        wait_for(f"{gw}'s agent reports while its peer {peer} is down", reporting_without_tunnel, 90)
+        say(f"{gw} with its peer down: `up` failed {restarts() - before}x and retries, its agent beats and "
+            f"reports: {site.gateways()[gw]['unhealthy']}")
+    finally:
+        site.machines[peer].run(["systemctl", "start", f"supergw-gateway@{peer}.service"])
+    wait_for(f"supergw-gateway@{gw} active again", lambda: site.unit_active(gw, f"supergw-gateway@{gw}.service"), 90)
+    wait_for(f"{gw} serves again", lambda: None if (g := site.gateways()[gw])["tunnel_up"] and g["buckets"] > 0
+             else f"tunnel_up {g['tunnel_up']}, buckets {g['buckets']}", 60)
+
+
 def test_stop_cleans_up(site: Site) -> None:
     """Guide: "Stopping and removing" — stopping a gateway stops its agent, charon and the namespace name."""
     gw = GATEWAYS[-1]

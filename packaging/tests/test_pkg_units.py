@@ -83,13 +83,15 @@ def test_the_netns_unit_has_no_mount_namespace() -> None:
     assert "supergw-gateway-netns@%i.service" in gw["BindsTo"] and "supergw-gateway-netns@%i.service" in gw["After"]
 
 
-def test_ordering_gateway_after_charon_agent_after_tunnel() -> None:
+def test_ordering_gateway_after_charon_agent_beside_it() -> None:
     gw = directives("supergw-gateway@.service")
     assert gw["Type"] == ["forking"] and gw["PIDFile"] == ["/run/sgw-gw/%i/charon.pid"]
     assert "strongswan.service strongswan-starter.service" in gw["Conflicts"]
     agent = directives("supergw-gateway-agent@.service")
-    for key in ("BindsTo", "PartOf", "After"):
-        assert agent[key] == ["supergw-gateway@%i.service"], key
+    # stops and restarts with the gateway, but never waits for its tunnel (a fenced gateway's
+    # agent lifts the fence its tunnel waits behind)
+    assert agent["PartOf"] == ["supergw-gateway@%i.service"]
+    assert agent["BindsTo"] == agent["After"] == ["supergw-gateway-netns@%i.service"]
     assert agent["NetworkNamespacePath"] == ["/run/netns/sgw-gw-%i"]
 
 
