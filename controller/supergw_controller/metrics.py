@@ -11,6 +11,7 @@ K = 4096 idle buckets would otherwise be 8192 useless series.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -246,9 +247,18 @@ class ControllerMetrics:
         self.registry = CollectorRegistry(auto_describe=False)
         self._collector = _SnapshotCollector()
         self.registry.register(self._collector)
+        self._rendering = threading.Lock()
 
     def update(self, snapshot: Snapshot) -> None:
         self._collector.snapshot = snapshot
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    def render_from(self, snapshot: Snapshot) -> bytes:
+        """`update` and `render` as one step, safe from several threads at once: a scrape
+        renders in a worker thread (K = 4,096 buckets' series take 30-60 ms of pure Python,
+        which on the event loop would hold every heartbeat and REST answer that long)."""
+        with self._rendering:
+            self.update(snapshot)
+            return self.render()

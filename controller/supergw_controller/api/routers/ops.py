@@ -12,7 +12,8 @@ from supergw_controller.api.responses import errors
 from supergw_proto.api import HaHealth, Health, ReplicaHealth
 from supergw_controller.errors import CoreError
 from supergw_controller.ha.view import HaAware
-from supergw_controller.metrics import CONTENT_TYPE, Snapshot
+from supergw_controller.api.core import Core
+from supergw_controller.metrics import CONTENT_TYPE, ControllerMetrics, Snapshot
 
 router = APIRouter(tags=["operations"], responses=errors(401, 403, when=" (only with `api.ops_token_required: true`)"))
 
@@ -35,7 +36,12 @@ async def healthz(state: State) -> Health:
 
 @router.get("/metrics", response_class=Response, summary="Prometheus exposition (text format 0.0.4)")
 async def metrics(state: State) -> Response:
-    status, gateways, buckets = await asyncio.gather(state.core.status(), state.core.gateways(),
-                                                     state.core.bucket_traffic())
-    state.metrics.update(Snapshot(status, gateways, buckets, asyncio_tasks=len(asyncio.all_tasks())))
-    return Response(state.metrics.render(), media_type=CONTENT_TYPE)
+    return Response(await exposition(state.core, state.metrics), media_type=CONTENT_TYPE)
+
+
+async def exposition(core: Core, metrics: ControllerMetrics) -> bytes:
+    """The core's state now in Prometheus text, rendered in a worker thread (see
+    `ControllerMetrics.render_from`): the event loop goes on meanwhile."""
+    status, gateways, buckets = await asyncio.gather(core.status(), core.gateways(), core.bucket_traffic())
+    snapshot = Snapshot(status, gateways, buckets, asyncio_tasks=len(asyncio.all_tasks()))
+    return await asyncio.to_thread(metrics.render_from, snapshot)
