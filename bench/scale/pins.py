@@ -39,6 +39,7 @@ from topologies.site import Site
 CLIENT_NET = ipaddress.IPv4Network("100.64.0.0/16")
 HEARTBEAT_S = 0.1
 REPORT_S = 0.5
+REPORTS_WITHIN_S = 30.0  # from the site up to every real agent's first report (a report interval is ~1 s)
 
 
 def clients_of(report: GatewayReport, index: int, count: int, first: int) -> list[ClientSession]:
@@ -127,12 +128,19 @@ def take_over(site: Site) -> StandIn:
     """Stand-ins take over from the real agents (heartbeats first, then the agents stop)."""
     api = site.api()
     names = [g.name for g in site.topo.gateways]
-    base = {}
-    for g in names:
-        last = api.gateway(g).last_report
-        if last is None:
-            raise BenchError(f"{g} has not reported yet")
-        base[g] = last
+    base: dict[str, GatewayReport] = {}
+
+    def reported() -> tuple[bool, str]:
+        # The site is up once its gateways beat; a first report follows within a report interval.
+        for g in names:
+            if g not in base and (last := api.gateway(g).last_report) is not None:
+                base[g] = last
+        return len(base) == len(names), f"no report yet from {', '.join(g for g in names if g not in base)}"
+
+    try:
+        wait_until(reported, REPORTS_WITHIN_S, "every gateway's first report")
+    except Timeout as exc:
+        raise BenchError(str(exc)) from None
     stand = StandIn(site, names, base)
     stand.start()
     time.sleep(0.5)

@@ -47,7 +47,7 @@ from topologies.emulation import Emulation
 from topologies.model import SWITCH_KINDS, HostSpec, RemoteHostSpec, Topology
 from topologies.site import Site
 from topologies.tests.emulation import EMULATION_MARKS, FAILOVER_GAP_S, booted, captured, ping_counts, until
-from topologies.tests.nud import (HOUR_OF_PROBES, SHORT_NUD_SYSCTLS, UDP_SENDER, NeighEvent, neigh_events, nud_sysctls,
+from topologies.tests.nud import (HOUR_OF_PROBES, SHORT_NUD_SYSCTLS, UDP_SENDER, NeighEvent, confirmations, neigh_events, nud_sysctls,
                                   read_nd)
 
 pytestmark = EMULATION_MARKS
@@ -260,7 +260,7 @@ def test_router_entry_stays_the_vmac_through_an_hour_of_nud(slaac: SlaacHost, tm
                 windows += 1
                 assert sender.poll() is None, f"the UDP sender through the router stopped: {sender.communicate()[1]}"
                 events = neigh_events(log.read_text(), router)
-                confirmed = sum(1 for e in events if e.state == "REACHABLE")
+                confirmed = confirmations(events)
                 slaac.assert_router_is_vmac(f"after NUD window {windows} ({confirmed} confirmations)")
                 print(f"NUD window {windows}: {confirmed}/{want} confirmations, "
                       f"{time.monotonic() - t0:.1f} s", flush=True)
@@ -275,7 +275,8 @@ def test_router_entry_stays_the_vmac_through_an_hour_of_nud(slaac: SlaacHost, tm
     nd = read_nd(pcap, router, slaac.vmac)
     print(f"{hours:g} h of NUD in {time.monotonic() - t0:.1f} s: {nd.unicast_ns} unicast NS to {slaac.vmac} "
           f"(from {dict(nd.ns_sources)}), {nd.na_good} NA with the vmac, "
-          f"{sum(1 for e in events if e.state == 'REACHABLE')} REACHABLE transitions")
+          f"{confirmations(events)} confirmations ({sum(1 for e in events if e.state == 'REACHABLE')} REACHABLE "
+          "notifications)")
     assert not nd.problems(), nd.problems()
     assert nd.unicast_ns >= want, f"{nd.unicast_ns} NUD probes of the router on the wire, want >= {want}"
     # and the router still forwards: the host reaches the remote host through it
