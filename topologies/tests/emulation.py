@@ -79,8 +79,11 @@ def all_alive(gws: Gateways) -> bool:
 @contextmanager
 def captured(netns: str, iface: str, pcap: Path, bpf: str) -> Iterator[None]:
     """tcpdump of `iface` in `netns` ("any": every interface there) into `pcap` for the block:
-    listening before the block starts, every frame written when it ends."""
-    with subprocess.Popen(["ip", "netns", "exec", netns, "tcpdump", "-i", iface, "-n", "-U", "-w", str(pcap), bpf],
+    listening before the block starts, every frame written when it ends. `--immediate-mode`:
+    without it the kernel hands frames over in blocks retired after up to a second, and the
+    frames of a block still open when SIGINT comes are never written."""
+    with subprocess.Popen(["ip", "netns", "exec", netns, "tcpdump", "-i", iface, "-n", "-U", "--immediate-mode",
+                           "-w", str(pcap), bpf],
                           stderr=subprocess.PIPE, text=True) as proc:
         try:
             assert proc.stderr is not None

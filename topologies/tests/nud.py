@@ -90,14 +90,6 @@ def neigh_events(text: str, addr: str) -> list[NeighEvent]:
     return out
 
 
-def confirmations(events: list[NeighEvent]) -> int:
-    """Reachability confirmations: entries into REACHABLE. A REACHABLE notification right
-    after another is the same confirmation (the kernel may notify an entry twice, e.g. once
-    for its state and once for its flags), not a second probe answered."""
-    return sum(1 for before, e in zip([None, *events], events)
-               if e.state == "REACHABLE" and (before is None or before.state != "REACHABLE"))
-
-
 @dataclass
 class NdExchange:
     """The host's ND about the router `router` seen on its interface (module doc)."""

@@ -10,7 +10,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Packet
 from scapy.utils import wrpcap
 
-from topologies.tests.nud import HOUR_OF_PROBES, confirmations, neigh_events, nud_sysctls, read_nd
+from topologies.tests.nud import HOUR_OF_PROBES, neigh_events, nud_sysctls, read_nd
 
 ROUTER = "fe80::1"
 VMAC = "02:5e:60:00:00:3a"
@@ -82,15 +82,3 @@ def test_neighbour_notifications_are_read_per_address() -> None:
     assert [(e.state, e.lladdr, e.router) for e in events] == [
         ("REACHABLE", VMAC, True), ("STALE", VMAC, True), ("FAILED", None, True), ("DELETED", GW_MAC, True),
         ("PROBE", VMAC, True)]
-
-
-def test_a_repeated_reachable_notification_is_one_confirmation() -> None:
-    text = "\n".join([
-        f"{ROUTER} dev eth0 lladdr {VMAC} router PROBE",
-        f"{ROUTER} dev eth0 lladdr {VMAC} router REACHABLE",
-        f"{ROUTER} dev eth0 lladdr {VMAC} router REACHABLE",  # the same NA, notified again
-        f"{ROUTER} dev eth0 lladdr {VMAC} router STALE",
-        f"{ROUTER} dev eth0 lladdr {VMAC} router PROBE",
-        f"{ROUTER} dev eth0 lladdr {VMAC} router REACHABLE",
-    ])
-    assert confirmations(neigh_events(text, ROUTER)) == 2
