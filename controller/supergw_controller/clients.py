@@ -26,7 +26,9 @@ of each per gateway and says what the switches should hold (`RaTables`):
   released) pins nothing of its own. A client whose inner address lies in another gateway's
   pool, where that pool is not routed to the gateway listing it, gets a /32 `client_pools`
   entry to that gateway (so a pool can return to its owner while taken-over clients keep their
-  addresses).
+  addresses). A taken-over pool goes to its holder once the holder renewed every CHILD SA it
+  took over from that gateway; before, each client the holder lists as `esp_renewed` gets a
+  /32 to it, so its return traffic does not wait for the other clients' rekeys.
 - `pin_changes` says why each pin came, went or moved (the event log's words).
 - After a controller restart, entries the switch already holds for a gateway that has not
   reported since are kept (`adopt`), so a restart moves no established client.
@@ -99,8 +101,8 @@ class ClientBook:
         self._holders: dict[str, str] = {}  # taken-over gateway -> the gateway holding its SAs
         self._withheld: frozenset[str] = frozenset()
         self._foreign: dict[str, dict[str, int]] = {}  # gateway -> {other gateway: its SAs held here}
-        # gateway -> CHILD SAs it took over and has not renewed yet, and whom it took over
-        # (its last report said)
+        # gateway -> {taken-over gateway: CHILD SAs taken over from it not renewed yet}, and
+        # whom it took over (its last report said)
         self._unrenewed: dict[str, dict[str, int]] = {}
         self._took: dict[str, frozenset[str]] = {}
         self._early_short = False  # client_pools had no room for every early /32 (logged once)
@@ -300,13 +302,13 @@ class ClientBook:
                 for vip in s.vips:
                     key = f"{vip}/32"
                     pool = next((k for net, k in nets if vip in net), None)
-                    away = pool is not None and pools.get(pool) != name
+                    elsewhere = pool is not None and pools.get(pool) != name
                     if renewing:
-                        if away:
+                        if elsewhere:
                             early[key] = name
                         continue
                     served.add(key)
-                    if away:
+                    if elsewhere:
                         out[key] = name
         settled = {key: gw for key, gw in kept.items() if key not in served} | out
         # An early /32 already held for its holder is settled (kept) like any other.
