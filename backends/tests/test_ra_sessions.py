@@ -9,6 +9,8 @@ from typing import Any
 from supergw_gateway.ra.config import CachePolicy
 from supergw_gateway.ra.ikecache import read_session_log
 from supergw_gateway.ra.sessions import Redirects, SessionLog, SessionTracker, evictions
+from supergw_gateway.statesync.ownership import SpiOwnership
+from supergw_proto.reports import ClientSession
 
 CONN = "ra"
 
@@ -173,3 +175,35 @@ def test_redirects_each_sa_once_name_the_ones_that_stay_and_start_over_when_with
     # undrained and drained again: everyone still here is redirected again
     r.stop()
     assert [s.ike_id for s in r.due(t.live())] == [2, 3]
+
+
+def esp_child(uid: int, spi_in: str, state: str = "INSTALLED") -> dict[str, Any]:
+    return dict(child(uid, 10, 10, use_in=0), **{"spi-in": spi_in, "state": state})
+
+
+def test_a_taken_over_client_is_reported_renewed_once_its_child_sas_carry_this_gateways_spis(tmp_path: Path) -> None:
+    ours = SpiOwnership(ike_label=3 << 56, ike_mask=0xFF << 56, esp_min=0xC2000000, esp_max=0xC2FFFFFF)
+    clock = Clock()
+    t = SessionTracker("gw2", CONN, idle_s=5, clock=clock, ours=ours)
+
+    def renewed(*children: dict[str, Any]) -> bool | None:
+        t.poll([{CONN: ike(1, children={f"ra-net-{c['uniqueid']}": c for c in children})}], clock())
+        [s] = t.live()
+        return s.esp_renewed
+
+    assert renewed(esp_child(1, "c1000001")) is False  # taken over from gw1 (its range), not rekeyed
+    assert renewed(esp_child(1, "c1000001", "REKEYING"), esp_child(2, "c2000002", "INSTALLING")) is False
+    assert renewed(esp_child(1, "c1000001", "REKEYED"), esp_child(2, "c2000002")) is True  # the old one carries none
+    assert renewed(esp_child(2, "c2000002"), esp_child(3, "c1000003")) is False  # every carrying CHILD SA counts
+    # the report carries it; the session log (a record of the session, not of routing) does not
+    assert ClientSession.model_validate_json(t.live()[0].model_dump_json()).esp_renewed is False
+    t.event("ike-updown", {CONN: ike(1)})
+    [rec] = t.take_finished()
+    SessionLog(tmp_path / "s.jsonl").append([rec])
+    assert "esp_renewed" not in (tmp_path / "s.jsonl").read_text()
+    # a tracker that does not know its ranges, or a session not polled yet, says nothing
+    plain = SessionTracker("gw2", CONN, idle_s=5, clock=clock)
+    plain.poll([{CONN: ike(1, children={"ra-net-1": esp_child(1, "c1000001")})}], clock())
+    assert plain.live()[0].esp_renewed is None
+    t.event("ike-updown", {"up": "yes", CONN: ike(5, children={"ra-net-5": esp_child(5, "c1000005")})})
+    assert t.live()[0].esp_renewed is None

@@ -26,7 +26,9 @@ of each per gateway and says what the switches should hold (`RaTables`):
   released) pins nothing of its own. A client whose inner address lies in another gateway's
   pool, where that pool is not routed to the gateway listing it, gets a /32 `client_pools`
   entry to that gateway (so a pool can return to its owner while taken-over clients keep their
-  addresses).
+  addresses). A taken-over pool goes to its holder once the holder renewed every CHILD SA it
+  took over from that gateway; before, each client the holder lists as `esp_renewed` gets a
+  /32 to it, so its return traffic does not wait for the other clients' rekeys.
 - `pin_changes` says why each pin came, went or moved (the event log's words).
 - After a controller restart, entries the switch already holds for a gateway that has not
   reported since are kept (`adopt`), so a restart moves no established client.
@@ -99,10 +101,11 @@ class ClientBook:
         self._holders: dict[str, str] = {}  # taken-over gateway -> the gateway holding its SAs
         self._withheld: frozenset[str] = frozenset()
         self._foreign: dict[str, dict[str, int]] = {}  # gateway -> {other gateway: its SAs held here}
-        # gateway -> CHILD SAs it took over and has not renewed yet, and whom it took over
-        # (its last report said)
-        self._unrenewed: dict[str, int] = {}
+        # gateway -> {taken-over gateway: CHILD SAs taken over from it not renewed yet}, and
+        # whom it took over (its last report said)
+        self._unrenewed: dict[str, dict[str, int]] = {}
         self._took: dict[str, frozenset[str]] = {}
+        self._early_short = False  # client_pools had no room for every early /32 (logged once)
 
     # ------------------------------------------------------------------ input
     def report(self, report: GatewayReport) -> None:
@@ -114,7 +117,7 @@ class ClientBook:
         self._clients[name] = list(report.clients or [])
         rep = report.replication
         self._foreign[name] = {} if rep is None else {g: n for g, n in rep.foreign_sas.items() if n > 0}
-        self._unrenewed[name] = 0 if rep is None else sum(rep.unrenewed_children.values())
+        self._unrenewed[name] = {} if rep is None else {g: n for g, n in rep.unrenewed_children.items() if n > 0}
         self._took[name] = frozenset() if rep is None else frozenset(rep.taken_over)
         info = report.remote_access
         if info is None:
@@ -184,12 +187,14 @@ class ClientBook:
             return min(claims, key=lambda c: (-c[0], self._order[c[1]]))[1]
         return self._holders.get(name, name)
 
-    def renewed(self, holder: str) -> bool:
-        """Whether `holder` said its taken-over CHILD SAs all have new outbound sequence numbers.
-        Until then ESP it sends on them would be replays to the clients: the return traffic of
-        a taken-over pool waits for it (lost meanwhile at the fenced gateway's port, never
-        dropped by a client as a replay)."""
-        return bool(self._took.get(holder)) and self._unrenewed.get(holder, 0) == 0
+    def renewed(self, holder: str, origin: str) -> bool:
+        """Whether `holder` said the CHILD SAs it took over from `origin` all have new outbound
+        sequence numbers. Until then ESP it sends on them would be replays to the clients: the
+        return traffic of `origin`'s pool waits for it (lost meanwhile at the fenced gateway's
+        port, never dropped by a client as a replay), but for each client `holder` lists as
+        renewed (`_away_from_pool`). Per origin: a second takeover does not take back the pool
+        of a first one."""
+        return origin in self._took.get(holder, frozenset()) and not self._unrenewed.get(holder, {}).get(origin)
 
     def info(self, name: str) -> RemoteAccessInfo | None:
         return self._info.get(name)
@@ -238,13 +243,23 @@ class ClientBook:
             labels[Ternary(info.ike_spi_label, info.ike_spi_mask)] = target
             for prefix in esp_prefixes(info.esp_spi_min, info.esp_spi_max):
                 ranges[prefix] = target
-            pools[str(info.pool)] = target if target == name or self.renewed(target) else name
-        away = self._away_from_pool(pools, held.pools)
+            pools[str(info.pool)] = target if target == name or self.renewed(target, name) else name
+        away, early = self._away_from_pool(pools, held.pools)
         room = max(0, MAX_POOL_ENTRIES - len(pools))
         if len(away) > room:  # the rest go without (`routes_missing` counts them)
             away = dict(sorted(away.items())[:room])
+        room -= len(away)
+        fresh = sorted(key for key in early if key not in away)
+        if len(fresh) > room:  # they wait for their pool, as all did before
+            if not self._early_short:
+                log.warning("client_pools has room for %d of the %d /32 routes of taken-over clients already renewed: "
+                            "the rest get their return traffic when their pool moves (said once)", room, len(fresh))
+            self._early_short = True
+            early = {key: gw for key, gw in early.items() if key in away or key in fresh[:room]}
+        else:
+            self._early_short = False
         # The /32s first: written before a pool they carve out of goes back to its owner.
-        pools = away | pools
+        pools = away | early | pools
         for key, gw in self._adoptable(held.labels).items():
             labels.setdefault(key, gw)
         for key, gw in self._adoptable(held.ranges).items():
@@ -253,33 +268,56 @@ class ClientBook:
             pools.setdefault(net, gw)
         return RaTables(self._wanted_pins(held.pins), labels, ranges, pools)
 
-    def _away_from_pool(self, pools: Mapping[str, str], held: Mapping[str, str] | None = None) -> dict[str, str]:
-        """"vip/32" -> gateway for each client listed by a serving gateway whose inner address
-        lies in a pool that is not routed to that gateway (a taken-over client after its pool
-        went back to its owner). The /32s `held` for a gateway that is dead, withheld or has not
-        renewed what it took over stay where they are until a serving gateway lists the client:
-        dropped, the client's return traffic would go to its pool's gateway, which may hold a copy
-        of its SA (its backup's) and encrypt it with sequence numbers the client has seen."""
+    def _away_from_pool(self, pools: Mapping[str, str],
+                        held: Mapping[str, str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
+        """("vip/32" -> gateway for each client listed by a serving gateway whose inner address
+        lies in a pool that is not routed to that gateway, and the same for the clients whose
+        CHILD SAs a gateway still renewing a takeover has renewed already).
+
+        The first: a taken-over client after its pool went back to its owner. The /32s `held`
+        for a gateway that is dead, withheld or has not renewed what it took over stay where
+        they are until a serving gateway lists the client: dropped, the client's return traffic
+        would go to its pool's gateway, which may hold a copy of its SA (its backup's) and
+        encrypt it with sequence numbers the client has seen.
+
+        The second (early): a holder that has not renewed every CHILD SA it took over keeps the
+        pool waiting, but each client it lists as `esp_renewed` can take its ESP already, so its
+        return traffic goes there at once rather than with the last client's rekey. A client
+        not said renewed (False, or None from an older agent) waits for its pool."""
         nets = [(info.pool, str(info.pool)) for info in self._info.values()]
         kept: dict[str, str] = {}
         served: set[str] = set()  # "vip/32" of every client a serving gateway lists
         out: dict[str, str] = {}
+        early: dict[str, str] = {}
         for name in self._order:
-            if name in self._dead or name in self._withheld or self._unrenewed.get(name, 0):
+            gone = name in self._dead or name in self._withheld
+            renewing = not gone and bool(self._unrenewed.get(name))
+            if gone or renewing:
                 kept |= {key: gw for key, gw in (held or {}).items() if gw == name and key.endswith("/32")}
+            if gone:
                 continue
             for s in self._clients.get(name, []):
+                if renewing and s.esp_renewed is not True:
+                    continue
                 for vip in s.vips:
-                    served.add(f"{vip}/32")
-                    pool = next((key for net, key in nets if vip in net), None)
-                    if pool is not None and pools.get(pool) != name:
-                        out[f"{vip}/32"] = name
-        return {key: gw for key, gw in kept.items() if key not in served} | out
+                    key = f"{vip}/32"
+                    pool = next((k for net, k in nets if vip in net), None)
+                    elsewhere = pool is not None and pools.get(pool) != name
+                    if renewing:
+                        if elsewhere:
+                            early[key] = name
+                        continue
+                    served.add(key)
+                    if elsewhere:
+                        out[key] = name
+        settled = {key: gw for key, gw in kept.items() if key not in served} | out
+        # An early /32 already held for its holder is settled (kept) like any other.
+        return settled, {key: gw for key, gw in early.items() if key not in out and settled.get(key) != gw}
 
     def routes_missing(self, pools: Mapping[str, str]) -> int:
         """Clients away from their pool's gateway whose /32 is not in `pools` (the `wanted`
         pools: `client_pools` had no room left for it)."""
-        return sum(1 for key in self._away_from_pool(pools) if key not in pools)
+        return sum(1 for key in self._away_from_pool(pools)[0] if key not in pools)
 
     def _adoptable(self, held: Mapping[K, str]) -> dict[K, str]:
         """Held entries of configured gateways that have not reported since start."""

@@ -1,7 +1,8 @@
 """`clients.ClientBook`: reports -> the remote-access tables. Pins follow the clients a live
 gateway lists, go when it stops listing them or dies; labels, ranges and pools come from
 each gateway's accepted `remote_access`; overlapping or foreign claims are refused; a
-restarted controller keeps what the switch holds for gateways that have not reported."""
+restarted controller keeps what the switch holds for gateways that have not reported; a
+taken-over client's return route goes to its holder as soon as its own CHILD SAs are renewed."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import logging
 
 import pytest
 
+from supergw_controller import clients as clients_mod
 from supergw_controller.clients import ClientBook, esp_prefixes
 from supergw_controller.southbound.domain import RaTables, Ternary
 
-from rakit import PUBLIC_IP, client, ra_info, report
+from rakit import PUBLIC_IP, client, ra_info, repl, report
 
 NONE = RaTables.empty()
 
@@ -147,3 +149,108 @@ def test_unknown_gateway_is_ignored() -> None:
     b = book()
     b.report(report("g9", ra_info(1), [client("198.51.100.1", 1)]))
     assert b.wanted(NONE) == NONE
+
+
+# ---------------------------------------------------------------- takeover: each client's return route
+G1_POOL = "10.90.1.0/24"
+TAKEN = [client(f"198.51.100.{n}", n, vip=f"10.90.1.{n}") for n in (11, 12, 13)]
+VIPS = [f"10.90.1.{n}/32" for n in (11, 12, 13)]
+
+
+def taken_over_book() -> ClientBook:
+    """g1 served three clients, died, and g2 took its SAs over (nothing renewed yet)."""
+    b = book()
+    b.report(report("g1", ra_info(1), TAKEN))
+    b.report(report("g2", ra_info(2), []))
+    b.report(report("g3", ra_info(3), []))
+    b.set_alive("g1", False)
+    b.set_takeovers({"g1": "g2"}, withheld=[])
+    return b
+
+
+def holder_says(b: ClientBook, renewed: list[bool | None], unrenewed: int) -> None:
+    """g2's report: it lists g1's clients, each with `esp_renewed` as given, and `unrenewed`
+    CHILD SAs taken over from g1 not renewed yet."""
+    listed = [c.model_copy(update={"esp_renewed": r}) for c, r in zip(TAKEN, renewed)]
+    b.report(report("g2", ra_info(2), listed, repl("g2", taken_over={"g1": 3},
+                                                   unrenewed_children={"g1": unrenewed} if unrenewed else {})))
+
+
+def held_after(w: RaTables) -> RaTables:
+    """What the switches hold once `w` is written."""
+    return RaTables(dict(w.pins), dict(w.labels), dict(w.ranges), dict(w.pools))
+
+
+def test_each_renewed_client_gets_its_return_route_before_its_pool_moves() -> None:
+    b = taken_over_book()
+    holder_says(b, [False, False, False], unrenewed=3)
+    w = b.wanted(NONE)
+    assert w.pools == {G1_POOL: "g1", "10.90.2.0/24": "g2", "10.90.3.0/24": "g3"}  # all wait (g1 is fenced)
+    # 2 of 3 renewed: their /32s go to g2, the pool waits for the third
+    holder_says(b, [True, False, True], unrenewed=1)
+    w = b.wanted(held_after(w))
+    assert w.pools[G1_POOL] == "g1"
+    assert {k: v for k, v in w.pools.items() if k.endswith("/32")} == {VIPS[0]: "g2", VIPS[2]: "g2"}
+    assert list(w.pools)[:2] == [VIPS[0], VIPS[2]]  # written before the pools
+    # the next report says the same: the /32s, now held, stay
+    w = b.wanted(held_after(w))
+    assert {k: v for k, v in w.pools.items() if k.endswith("/32")} == {VIPS[0]: "g2", VIPS[2]: "g2"}
+    # all 3: the pool moves to g2 and the /32s go
+    holder_says(b, [True, True, True], unrenewed=0)
+    w = b.wanted(held_after(w))
+    assert w.pools == {G1_POOL: "g2", "10.90.2.0/24": "g2", "10.90.3.0/24": "g3"}
+
+
+def test_a_holder_that_does_not_say_per_client_keeps_todays_behaviour() -> None:
+    b = taken_over_book()
+    holder_says(b, [None, None, None], unrenewed=1)  # an older agent: no esp_renewed
+    w = b.wanted(NONE)
+    assert not [k for k in w.pools if k.endswith("/32")] and w.pools[G1_POOL] == "g1"
+    holder_says(b, [None, None, None], unrenewed=0)
+    assert b.wanted(held_after(w)).pools[G1_POOL] == "g2"
+
+
+def test_a_renewed_client_takes_its_route_from_a_dead_gateway_s_held_32() -> None:
+    # a client of an earlier takeover whose /32 is held for g3, dead now: g2 renewed it
+    b = taken_over_book()
+    b.set_alive("g3", False)
+    held = RaTables({}, {}, {}, {VIPS[0]: "g3"})
+    holder_says(b, [True, False, False], unrenewed=2)
+    assert b.wanted(held).pools[VIPS[0]] == "g2"
+    holder_says(b, [False, False, False], unrenewed=3)
+    assert b.wanted(held).pools[VIPS[0]] == "g3"  # not renewed at g2: kept where it was, as before
+
+
+def test_without_room_renewed_clients_wait_for_their_pool_and_it_is_said_once(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(clients_mod, "MAX_POOL_ENTRIES", 4)  # 3 pools + one /32
+    b = taken_over_book()
+    holder_says(b, [True, True, True], unrenewed=1)
+    with caplog.at_level(logging.WARNING):
+        w = b.wanted(NONE)
+        assert len(w.pools) == 4 and w.pools[G1_POOL] == "g1"
+        assert {k: v for k, v in w.pools.items() if k.endswith("/32")} == {VIPS[0]: "g2"}
+        w = b.wanted(NONE)
+    said = [r for r in caplog.records if "room for 1 of the 3 /32 routes" in r.getMessage()]
+    assert len(said) == 1
+    # once the pool moves, nothing is short any more; a later shortage is said again
+    holder_says(b, [True, True, True], unrenewed=0)
+    assert b.wanted(held_after(w)).pools[G1_POOL] == "g2"
+    holder_says(b, [True, True, True], unrenewed=1)
+    with caplog.at_level(logging.WARNING):
+        b.wanted(NONE)
+    assert len([r for r in caplog.records if "room for" in r.getMessage()]) == 2
+
+
+def test_a_second_takeover_by_the_same_holder_does_not_take_back_the_first_pool() -> None:
+    b = taken_over_book()
+    holder_says(b, [True, True, True], unrenewed=0)
+    assert b.wanted(NONE).pools[G1_POOL] == "g2"
+    # g3 dies too and g2 takes it over: g3's pool waits for g2's renewals, g1's stays at g2
+    b.report(report("g3", ra_info(3), [client("198.51.100.31", 31, vip="10.90.3.31")]))
+    b.set_alive("g3", False)
+    b.set_takeovers({"g1": "g2", "g3": "g2"}, withheld=[])
+    b.report(report("g2", ra_info(2), TAKEN, repl("g2", taken_over={"g1": 3, "g3": 1},
+                                                   unrenewed_children={"g3": 1})))
+    pools = b.wanted(NONE).pools
+    assert (pools[G1_POOL], pools["10.90.3.0/24"]) == ("g2", "g3")

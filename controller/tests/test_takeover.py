@@ -212,6 +212,29 @@ async def test_a_dead_gateway_is_fenced_then_steered_then_its_backup_ordered(lab
     assert stored["g1"].fenced_generation <= g2.generation
 
 
+async def test_each_client_s_return_route_moves_as_its_own_child_sa_is_renewed(lab: Lab) -> None:
+    await feed(lab)
+    await lab.kill("g1")
+    lab.journal.clear()
+    live = {"g2": {"protects": "g3", "taken_over": {"g1": 2}, "unrenewed_children": {"g1": 1}},
+            "g3": {"protects": "g2"}}
+
+    def g2_lists(c1: bool, c3: bool) -> dict[str, list[ClientSession]]:
+        moved = [C1.model_copy(update={"esp_renewed": c1}), C3.model_copy(update={"esp_renewed": c3})]
+        return {"g1": [], "g2": [C2.model_copy(update={"esp_renewed": True}), *moved], "g3": CLIENTS["g3"]}
+
+    # g2 renewed C1's CHILD SA, not C3's yet: C1's return traffic goes to g2, the pool waits
+    await feed(lab, clients=g2_lists(True, False), g1=None, **live)
+    assert lab.writes(pc.TABLE_CLIENT_POOLS) == [("lan", "INSERT", ("10.90.1.2/32", PORTS["g2"]))]
+    # both: the pool goes to g2 and C1's /32 with it (one write, deletes first: for the
+    # microseconds between, C1's return traffic meets g1's fence, never a replay)
+    lab.journal.clear()
+    live["g2"]["unrenewed_children"] = {}
+    await feed(lab, clients=g2_lists(True, True), g1=None, **live)
+    assert lab.writes(pc.TABLE_CLIENT_POOLS) == [("lan", "DELETE", ("10.90.1.2/32", None)),
+                                                 ("lan", "MODIFY", ("10.90.1.0/24", PORTS["g2"]))]
+
+
 class SlowStore(IntentStore):
     """Holds every takeover record until `gate` opens (a store that takes its time)."""
 

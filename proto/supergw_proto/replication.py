@@ -85,7 +85,8 @@ class ReplicationState(BaseModel):
         description=("gateway -> CHILD SAs taken over from it whose outbound sequence numbers are not renewed yet "
                      "(their rekey is pending): ESP sent on them now would be dropped by the client as a replay, so "
                      "the LAN keeps that gateway's pool away from this one until this is 0 (absent clients of a "
-                     "credential cache are not counted: nothing is sent to them)"))
+                     "credential cache are not counted: nothing is sent to them); meanwhile each client listed with "
+                     "`esp_renewed` gets a /32 route here of its own"))
     fence_cleared: Int | None = Field(
         default=None, ge=0, description="the generation whose fence order it has carried out (None: none)")
     error: str | None = Field(default=None, max_length=512)

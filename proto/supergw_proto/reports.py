@@ -208,6 +208,13 @@ class ClientSession(BaseModel):
     present: bool = Field(description="inbound ESP within the gateway's idle time (else: absent, its SA cached)")
     present_s: float = Field(ge=0, description="seconds the client was present since the IKE_AUTH")
     ike_rekeys: Int = Field(default=0, ge=0)
+    esp_renewed: bool | None = Field(
+        default=None,
+        description=("every CHILD SA carrying its ESP has an inbound SPI in this gateway's range (made or rekeyed "
+                     "here): the outbound sequence numbers are this gateway's own. False: one was taken over from "
+                     "another gateway and is not rekeyed yet, ESP sent on it now would be a replay to the client, so "
+                     "the LAN sends its return traffic here only once it is renewed. None: not said (an older agent, "
+                     "or not polled yet)"))
 
 
 class RemoteAccessInfo(BaseModel):

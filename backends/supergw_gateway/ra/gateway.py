@@ -28,6 +28,7 @@ from supergw_gateway.charon import CharonOptions
 from supergw_gateway.config import GatewayConfig
 from supergw_gateway.executor import Executor
 from supergw_gateway.ra.config import RemoteAccess
+from supergw_gateway.statesync.ownership import SpiOwnership
 from supergw_gateway.vici_client import ViciClient
 from supergw_proto.reports import RemoteAccessInfo
 
@@ -216,3 +217,9 @@ def report_info(cfg: GatewayConfig) -> RemoteAccessInfo:
     return RemoteAccessInfo(public_address=ra.public.address, pool=ra.pool, esp_spi_min=ra.spi.esp_min,
                             esp_spi_max=ra.spi.esp_max, ike_spi_label=ra.spi.ike_label,
                             ike_spi_mask=ra.spi.ike_mask, caching=ra.caching.strategy)
+
+
+def spi_ownership(cfg: GatewayConfig) -> SpiOwnership:
+    """This gateway's IKE SPI label and ESP SPI range: what marks an SA as made here."""
+    spi = require(cfg).spi
+    return SpiOwnership(spi.ike_label, spi.ike_mask, spi.esp_min, spi.esp_max)

@@ -40,6 +40,7 @@ import vici
 from supergw_gateway.config import GatewayConfig
 from supergw_gateway.ra import gateway as ra_gateway
 from supergw_gateway.ra.config import CachePolicy
+from supergw_gateway.statesync.ownership import SpiOwnership
 from supergw_gateway.vici_client import ViciClient, decode
 from supergw_proto.reports import ClientSession
 
@@ -91,6 +92,7 @@ class _Live:
     present_s: float = 0.0
     last_poll: float | None = None
     ike_rekeys: int = 0
+    esp_renewed: bool | None = None  # as the last poll saw its CHILD SAs (None: not polled yet)
     evicted: str | None = None
     # When charon began to delete it: a delete toward an absent client waits out the whole
     # retransmission budget before the SA (and its down event) goes, but it ended here.
@@ -125,7 +127,7 @@ class _Live:
             remote_port=self.remote_port, initiator_spi=self.initiator_spi, responder_spi=self.responder_spi,
             vips=[ipaddress.IPv4Address(v) for v in self.vips],
             established_at=self.established_at, bytes_in=b_in, bytes_out=b_out, present=self.present,
-            present_s=round(self.present_s, 3), ike_rekeys=self.ike_rekeys,
+            present_s=round(self.present_s, 3), ike_rekeys=self.ike_rekeys, esp_renewed=self.esp_renewed,
         )
 
     def record(self, gateway: str, ended_at: float, reason: str) -> SessionRecord:
@@ -150,8 +152,10 @@ def _new_live(ike: dict[str, Any], now: float) -> _Live:
 class SessionTracker:
     """Live sessions of connection `conn` and the finished ones not yet taken. Thread-safe."""
 
-    def __init__(self, gateway: str, conn: str, idle_s: float, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, gateway: str, conn: str, idle_s: float, clock: Callable[[], float] = time.time,
+                 ours: SpiOwnership | None = None) -> None:
         self.gateway, self.conn, self.idle_s, self.clock = gateway, conn, idle_s, clock
+        self.ours = ours  # None: `esp_renewed` is not said
         self._live: dict[int, _Live] = {}
         self._finished: list[SessionRecord] = []
         self._lock = threading.Lock()
@@ -218,11 +222,13 @@ class SessionTracker:
                     live = self._live[uid] = _new_live(ike, now)
                 live.update_from(ike)
                 uses = []
-                for c in ike.get("child-sas", {}).values():
-                    if isinstance(c, dict):
-                        live.child(c)
-                        if "use-in" in c:
-                            uses.append(_int(c, "use-in"))
+                children = [c for c in ike.get("child-sas", {}).values() if isinstance(c, dict)]
+                for c in children:
+                    live.child(c)
+                    if "use-in" in c:
+                        uses.append(_int(c, "use-in"))
+                if self.ours is not None:
+                    live.esp_renewed = not self.ours.foreign_children(children)
                 # No inbound ESP yet: present while the SA is young (it has just been made).
                 idle = min(uses) if uses else _int(ike, "established")
                 present = idle < self.idle_s
@@ -277,7 +283,8 @@ def evictions(policy: CachePolicy, sessions: list[ClientSession]) -> list[tuple[
 
 
 class SessionLog:
-    """Finished sessions appended as JSON lines (one object per line, flushed each time)."""
+    """Finished sessions appended as JSON lines (one object per line, flushed each time).
+    `esp_renewed` is a moment's routing fact, not the session's: the log leaves it out."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -290,7 +297,7 @@ class SessionLog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a") as f:
                 for r in records:
-                    f.write(r.model_dump_json() + "\n")
+                    f.write(r.model_dump_json(exclude={"esp_renewed"}) + "\n")
 
 
 class EventListener:
@@ -387,9 +394,9 @@ class ClientMonitor:
     `on_change` is called (from the event thread) when a client came, went or moved."""
 
     def __init__(self, gateway: str, conn: str, connect: Callable[[], socket.socket], policy: CachePolicy,
-                 log_path: Path, on_change: Callable[[], None] = lambda: None) -> None:
+                 log_path: Path, on_change: Callable[[], None] = lambda: None, ours: SpiOwnership | None = None) -> None:
         self.policy, self.connect, self.on_change = policy, connect, on_change
-        self.tracker = SessionTracker(gateway, conn, policy.idle_s)
+        self.tracker = SessionTracker(gateway, conn, policy.idle_s, ours=ours)
         self.log = SessionLog(log_path)
         self.listener = EventListener(connect, self.handle_event, name=f"vici-events-{gateway}")
         self.evicted = 0
@@ -475,4 +482,5 @@ def monitor_for(cfg: GatewayConfig, connect: Callable[[], socket.socket],
                 on_change: Callable[[], None] = lambda: None) -> ClientMonitor:
     ra = ra_gateway.require(cfg)
     path = ra.session_log or cfg.run_dir / "ra-sessions.jsonl"
-    return ClientMonitor(cfg.name, ra_gateway.conn_name(cfg), connect, ra.caching, path, on_change)
+    return ClientMonitor(cfg.name, ra_gateway.conn_name(cfg), connect, ra.caching, path, on_change,
+                         ours=ra_gateway.spi_ownership(cfg))

@@ -37,30 +37,14 @@ from supergw_gateway.statesync import hamsg
 from supergw_gateway.statesync.book import SaBook
 from supergw_gateway.statesync.hamsg import HaMessageError, MsgType
 from supergw_gateway.statesync.links import BackupLink, CharonLink, HolderServer, LinkStats, TlsFiles
+from supergw_gateway.statesync.ownership import SpiOwnership
 from supergw_gateway.vici_client import ViciClient
 from supergw_proto.replication import ReplicationOrders, ReplicationState
 
 log = logging.getLogger(__name__)
 
-_CARRYING = frozenset({"INSTALLING", "INSTALLED", "UPDATING", "REKEYING"})
 REKEY_RETRY_S = 10.0  # a rekey asked for and not done yet is asked again after this long
 FAST_SWEEP_S = (0.1, 3.0)  # right after a takeover: sweep this often, for this long
-
-
-@dataclass(frozen=True)
-class SpiOwnership:
-    """What marks an SA as this gateway's own: its IKE SPI label and its ESP SPI range."""
-
-    ike_label: int
-    ike_mask: int
-    esp_min: int
-    esp_max: int
-
-    def ike_is_ours(self, spi_hex: str) -> bool:
-        return self.ike_mask == 0 or (int(spi_hex, 16) & self.ike_mask) == self.ike_label
-
-    def esp_is_ours(self, spi_hex: str) -> bool:
-        return self.esp_min <= int(spi_hex, 16) <= self.esp_max
 
 
 @dataclass(frozen=True)
@@ -287,10 +271,7 @@ class Replicator:
         local_spi = spis[0] if we_initiated else spis[1]
         children = list(ike.get("child-sas", {}).values())
         ike_foreign = not self.s.ours.ike_is_ours(local_spi)
-        # A CHILD SA carries outbound ESP in these states; one being rekeyed still does, until
-        # its successor is installed (make-before-break).
-        esp_foreign = [c for c in children if c.get("state") in _CARRYING and not self.s.ours.esp_is_ours(
-            str(c.get("spi-in", "0")))]
+        esp_foreign = self.s.ours.foreign_children(children)
         if not ike_foreign and not esp_foreign:
             return []
         origin = next((t.origin for t in self.taken.values() if spis in t.ids), None) or next(reversed(self.taken))
