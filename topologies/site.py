@@ -24,6 +24,8 @@ from topologies.poll import Timeout, wait_until
 from topologies.processes import ProcRecord
 from topologies.state import StateFile
 
+UNFENCE_WITHIN_S = 30.0  # a restarted gateway's new agent reports, the controller lifts its fence
+
 Gateways = dict[str, GatewayView]
 
 
@@ -150,6 +152,11 @@ class Site:
         g, config = self.member(gateway), self.gateway_config(gateway)
         if self.topo.remote_access is not None:
             self._track(components.start_agent(self.topo, g, config, self.paths.logs), f"agent-{gateway}")
+            # `up` gives its tunnel 15 s, and charon's IKE_SA_INIT retransmits (4 s, then 11 s
+            # later) may all fall before the fence lifts: a packaged gateway's unit just runs
+            # `up` again (Restart=on-failure); here `up` runs once the fence is gone.
+            wait_until(lambda: (not self.api().gateway(gateway).fenced, "still fenced"), UNFENCE_WITHIN_S,
+                       f"{gateway}'s new agent has its fence lifted")
         components.gateway_up(gateway, config, self.paths.logs)
         self._track(components.charon_record(self.topo, gateway, config, self.paths.logs), f"charon-{gateway}")
         if self.topo.remote_access is None:
