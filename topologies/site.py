@@ -24,7 +24,7 @@ from topologies.poll import Timeout, wait_until
 from topologies.processes import ProcRecord
 from topologies.state import StateFile
 
-UNFENCE_WITHIN_S = 30.0  # a restarted gateway's new agent reports, the controller lifts its fence
+UP_ATTEMPTS = 3  # `up` of a restarted remote-access gateway (see restart_gateway)
 
 Gateways = dict[str, GatewayView]
 
@@ -152,12 +152,17 @@ class Site:
         g, config = self.member(gateway), self.gateway_config(gateway)
         if self.topo.remote_access is not None:
             self._track(components.start_agent(self.topo, g, config, self.paths.logs), f"agent-{gateway}")
-            # `up` gives its tunnel 15 s, and charon's IKE_SA_INIT retransmits (4 s, then 11 s
-            # later) may all fall before the fence lifts: a packaged gateway's unit just runs
-            # `up` again (Restart=on-failure); here `up` runs once the fence is gone.
-            wait_until(lambda: (not self.api().gateway(gateway).fenced, "still fenced"), UNFENCE_WITHIN_S,
-                       f"{gateway}'s new agent has its fence lifted")
-        components.gateway_up(gateway, config, self.paths.logs)
+        # A taken-over gateway is fenced until its new agent, through its new charon, has ended
+        # every remote-access SA; `up` gives its tunnel 15 s, and charon's IKE_SA_INIT
+        # retransmits (4 s, then 11 s later) may all fall before the lift. A packaged gateway's
+        # unit runs `up` again (Restart=on-failure); so does this.
+        for attempt in range(1, UP_ATTEMPTS + 1):
+            try:
+                components.gateway_up(gateway, config, self.paths.logs)
+                break
+            except components.ComponentError:
+                if self.topo.remote_access is None or attempt == UP_ATTEMPTS:
+                    raise
         self._track(components.charon_record(self.topo, gateway, config, self.paths.logs), f"charon-{gateway}")
         if self.topo.remote_access is None:
             self._track(components.start_agent(self.topo, g, config, self.paths.logs), f"agent-{gateway}")
