@@ -174,8 +174,9 @@ class HostLearning:
         mac = self.table.mac_of_ip(arp.target_ip)
         if mac is None:
             self.arp_misses_unknown_total += 1
-            if arp.target_ip not in self._not_hosts and arp.target_ip != arp.sender_ip:
-                self.pending.add(arp.target_ip, p.port, functools.partial(arp_reply, arp), self._clock())
+            if arp.target_ip in self._not_hosts or arp.target_ip == arp.sender_ip:
+                return  # IP_G is answered by nobody; a gateway's gratuitous ARP asks for nothing
+            self.pending.add(arp.target_ip, p.port, functools.partial(arp_reply, arp), self._clock())
             await self._solicit(arp, p.port)
             return
         await self._switch.send_packet(arp_reply(arp, mac), p.port)
@@ -191,8 +192,6 @@ class HostLearning:
         ARP is answered by the switch."""
         ip = arp.target_ip
         now = self._clock()
-        if ip in self._not_hosts or ip == arp.sender_ip:
-            return  # IP_G is answered by nobody; a gateway's gratuitous ARP asks for nothing
         last = self._solicited.get(ip)
         if last is not None and now - last < SOLICIT_EVERY_S:
             log.debug("gateway on port %d asks for unknown %s: asked the hosts %.2fs ago", port, ip, now - last)
