@@ -3,6 +3,7 @@ and the composed core running on it (no switch, no finsy stream)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -159,3 +160,20 @@ async def write_intent(store: Any) -> Intent:
     await store.unpin(11)
     await store.unpin(12)  # unpinning an unpinned bucket is a no-op
     return Intent(weights={"gw1": 2.5}, drained={"gw2"}, pins={7: "gw1", 9: "gw3"})
+
+
+class LoopTicks:
+    """A task that counts its turns on the event loop: how much other work (a REST answer, a
+    heartbeat) got to run while something long was going on."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            self.count += 1
+            await asyncio.sleep(0)
+
+    def stop(self) -> None:
+        self._task.cancel()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import httpx
@@ -13,7 +12,7 @@ from supergw_controller.metrics import ControllerMetrics, Snapshot
 from supergw_controller.views import BucketTraffic
 from supergw_proto.api import GatewayView, StatusView
 
-from corekit import Clock, make_config, running_core
+from corekit import Clock, LoopTicks, make_config, running_core
 
 
 def status(**kw: object) -> StatusView:
@@ -124,29 +123,21 @@ async def test_a_scrape_renders_while_the_event_loop_goes_on() -> None:
         async def bucket_traffic(self) -> list[BucketTraffic]:
             return [bucket(b, f"gw{b % 32}", 100.0) for b in range(4096)]
 
-    ticks = 0
-
-    async def loop_runs() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
-
     m = ControllerMetrics()
     seen: list[int] = []
     render = m.render
+    ticks = LoopTicks()
 
     def watched() -> bytes:
-        seen.append(ticks)
+        seen.append(ticks.count)
         out = render()
-        seen.append(ticks)
+        seen.append(ticks.count)
         return out
 
     m.render = watched  # type: ignore[method-assign]
-    ticker = asyncio.create_task(loop_runs())
     try:
         text = await exposition(Core(), m)  # type: ignore[arg-type]
     finally:
-        ticker.cancel()
+        ticks.stop()
     assert b'supergw_bucket_packets_per_second{bucket="4095",gateway="gw31"} 100.0' in text
     assert seen[1] > seen[0], "the event loop stood still while the metrics rendered"

@@ -19,7 +19,7 @@ from supergw_controller.southbound import entities as ent
 from supergw_controller.southbound.entities import Op, Update
 from supergw_controller.southbound.session import Role, SwitchSession, WriteError
 
-from corekit import P4INFO, make_config
+from corekit import P4INFO, LoopTicks, make_config
 
 
 def write_error(codes: list[int]) -> P4ClientError:
@@ -129,20 +129,12 @@ async def test_a_long_read_lets_the_event_loop_run_other_work(tmp_path: Path) ->
     tasks (a REST answer, a heartbeat) run every `yield_every` entities."""
     s, _ = session(tmp_path, [])
     s.switch = ReadingSwitch(1000)  # type: ignore[assignment]
-    ticks = 0
-
-    async def other() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
-
-    task = asyncio.create_task(other())
+    ticks = LoopTicks()
     await asyncio.sleep(0)
-    before = ticks
+    before = ticks.count
     assert await s.read("whatever", yield_every=100) == list(range(1000))
-    assert ticks - before >= 9  # ran between the slices
-    before = ticks
+    assert ticks.count - before >= 9  # ran between the slices
+    before = ticks.count
     await s.read("whatever")  # in one piece without it
-    assert ticks - before <= 1
-    task.cancel()
+    assert ticks.count - before <= 1
+    ticks.stop()
